@@ -1,0 +1,102 @@
+import Foundation
+
+/// A categorized error code, `category.reason` (ARCHITECTURE.md §3). Codes are a contract:
+/// add reasons, never rename them.
+public struct ErrorCode: Hashable, Sendable, CustomStringConvertible {
+    public let category: String
+    public let reason: String?
+
+    public init(_ category: String, _ reason: String?) {
+        self.category = category
+        self.reason = reason
+    }
+
+    /// `category.reason`, or just `category` for `internal`.
+    public var description: String { reason.map { "\(category).\($0)" } ?? category }
+
+    /// Whether a failure with this code ends the job at once. Fetch codes decide this per
+    /// source (see `HalcyonError.permanent`); this is their usual verdict.
+    public var isPermanentByDefault: Bool {
+        switch self {
+        case .invalidChain, .invalidSource, .invalidOptions,
+             .httpStatus, .tooLarge, .tooManyRedirects, .blockedAddress, .notImage,
+             .decodeFailed, .unsupportedFormat, .imageTooLarge, .processingFailed,
+             .notCached, .fileNotFound:
+            return true
+        default:
+            return false
+        }
+    }
+
+    public static let invalidChain = ErrorCode("job", "invalid_chain")
+    public static let invalidSource = ErrorCode("job", "invalid_source")
+    public static let invalidOptions = ErrorCode("job", "invalid_options")
+
+    public static let httpStatus = ErrorCode("fetch", "http_status")
+    public static let timeout = ErrorCode("fetch", "timeout")
+    public static let connection = ErrorCode("fetch", "connection")
+    public static let tooLarge = ErrorCode("fetch", "too_large")
+    public static let tooManyRedirects = ErrorCode("fetch", "too_many_redirects")
+    public static let blockedAddress = ErrorCode("fetch", "blocked_address")
+    public static let notImage = ErrorCode("fetch", "not_image")
+    public static let sourcesExhausted = ErrorCode("fetch", "sources_exhausted")
+    /// A `file://` source that does not exist or cannot be read.
+    public static let fileNotFound = ErrorCode("fetch", "file_not_found")
+
+    public static let decodeFailed = ErrorCode("image", "decode_failed")
+    public static let unsupportedFormat = ErrorCode("image", "unsupported_format")
+    public static let imageTooLarge = ErrorCode("image", "too_large")
+    public static let processingFailed = ErrorCode("image", "processing_failed")
+
+    public static let writeFailed = ErrorCode("store", "write_failed")
+    public static let notCached = ErrorCode("store", "not_cached")
+
+    public static let leaseExpired = ErrorCode("worker", "lease_expired")
+    public static let `internal` = ErrorCode("internal", nil)
+}
+
+/// One source's failure inside `fetch.sources_exhausted`.
+public struct SourceFailure: Sendable, Equatable {
+    public var source: String
+    public var code: ErrorCode
+    public var message: String
+    public var attempts: Int
+
+    public init(source: String, code: ErrorCode, message: String, attempts: Int) {
+        self.source = source
+        self.code = code
+        self.message = message
+        self.attempts = attempts
+    }
+}
+
+/// The error type every pipeline stage throws: a code with its category, a human reason,
+/// and the context an operator needs (which source, each source's own failure).
+public struct HalcyonError: Error, Sendable, CustomStringConvertible {
+    public var code: ErrorCode
+    public var message: String
+    /// True when retrying the job cannot help.
+    public var permanent: Bool
+    /// The source this failure concerns, when there is one.
+    public var source: String?
+    /// Per-source detail for `fetch.sources_exhausted`.
+    public var sources: [SourceFailure]
+
+    public init(_ code: ErrorCode, _ message: String, permanent: Bool? = nil,
+                source: String? = nil, sources: [SourceFailure] = []) {
+        self.code = code
+        self.message = message
+        self.permanent = permanent ?? code.isPermanentByDefault
+        self.source = source
+        self.sources = sources
+    }
+
+    /// `code: message`, the form stored in `last_error`.
+    public var description: String { "\(code): \(message)" }
+
+    /// Wraps any error: a `HalcyonError` stays itself, anything else becomes `internal`.
+    public static func wrap(_ error: any Error) -> HalcyonError {
+        if let e = error as? HalcyonError { return e }
+        return HalcyonError(.internal, String(describing: error))
+    }
+}

@@ -1,0 +1,161 @@
+import Foundation
+
+/// How long a stored result lives (Kingfisher's `StorageExpiration`).
+public enum StorageExpiration: Sendable, Equatable {
+    case never
+    case seconds(Double)
+    case date(Date)
+    /// Do not store at all.
+    case expired
+
+    /// Parses `never`, `expired`, a duration (`30s`, `10m`, `12h`, `7d`) or an ISO-8601 instant.
+    public static func parse(_ text: String) -> StorageExpiration? {
+        switch text.lowercased() {
+        case "never": return .never
+        case "expired": return .expired
+        default:
+            if let seconds = TimeSpan.parse(text) { return .seconds(seconds) }
+            if let date = ISO8601.parse(text) { return .date(date) }
+            return nil
+        }
+    }
+}
+
+/// What a store hit does to the expiry (Kingfisher's `ExpirationExtending`).
+public enum ExpirationExtending: Sendable, Equatable {
+    case none
+    /// Restart the original time to live from now.
+    case cacheTime
+    case expiration(StorageExpiration)
+
+    public static func parse(_ text: String) -> ExpirationExtending? {
+        switch text.lowercased() {
+        case "none": return ExpirationExtending.none
+        case "cache_time": return .cacheTime
+        default: return StorageExpiration.parse(text).map { .expiration($0) }
+        }
+    }
+}
+
+/// Download retries per source, from `options.retry` (Kingfisher's `DelayRetryStrategy`).
+public struct RetryOptions: Sendable, Equatable {
+    public enum Backoff: String, Sendable { case fixed, accumulated, exponential }
+    public var max: Int
+    public var interval: Double
+    public var backoff: Backoff
+
+    public init(max: Int = 0, interval: Double = 2, backoff: Backoff = .exponential) {
+        self.max = max
+        self.interval = interval
+        self.backoff = backoff
+    }
+}
+
+/// The job's `options` object, validated. Unknown keys are rejected so a typo is an
+/// error (`job.invalid_options`), not a silently ignored setting.
+public struct JobOptions: Sendable, Equatable {
+    public var forceRefresh = false
+    public var onlyFromCache = false
+    /// Default: 7 days.
+    public var expiration: StorageExpiration = .seconds(7 * 86400)
+    /// Default: `cache_time`.
+    public var extend: ExpirationExtending = .cacheTime
+    public var headers: [String: String] = [:]
+    /// Nil means the worker's default.
+    public var retry: RetryOptions?
+
+    public init() {}
+
+    public static let knownKeys: Set<String> = ["force_refresh", "only_from_cache", "expiration", "extend", "headers", "retry"]
+
+    /// Parses the `options` JSON text of a job row.
+    public static func parse(json: String) throws(HalcyonError) -> JobOptions {
+        guard let value = JSONValue.parse(json), case .object(let dict) = value else {
+            throw HalcyonError(.invalidOptions, "options must be a JSON object")
+        }
+        return try parse(dict)
+    }
+
+    public static func parse(_ dict: [String: JSONValue]) throws(HalcyonError) -> JobOptions {
+        var o = JobOptions()
+        for key in dict.keys.sorted() where !knownKeys.contains(key) {
+            throw HalcyonError(.invalidOptions, "unknown option '\(key)' (known: \(knownKeys.sorted().joined(separator: ", ")))")
+        }
+        func bool(_ key: String) throws(HalcyonError) -> Bool? {
+            guard let v = dict[key] else { return nil }
+            guard let b = v.boolValue else { throw HalcyonError(.invalidOptions, "option '\(key)' must be true or false") }
+            return b
+        }
+        func string(_ key: String) throws(HalcyonError) -> String? {
+            guard let v = dict[key] else { return nil }
+            guard let s = v.stringValue else { throw HalcyonError(.invalidOptions, "option '\(key)' must be a string") }
+            return s
+        }
+        o.forceRefresh = try bool("force_refresh") ?? false
+        o.onlyFromCache = try bool("only_from_cache") ?? false
+        if let s = try string("expiration") {
+            guard let e = StorageExpiration.parse(s) else {
+                throw HalcyonError(.invalidOptions, "option 'expiration' must be never, expired, a duration like 7d, or an ISO-8601 instant; got '\(s)'")
+            }
+            o.expiration = e
+        }
+        if let s = try string("extend") {
+            guard let e = ExpirationExtending.parse(s) else {
+                throw HalcyonError(.invalidOptions, "option 'extend' must be none, cache_time or a duration; got '\(s)'")
+            }
+            o.extend = e
+        }
+        if let h = dict["headers"] {
+            guard case .object(let headers) = h else { throw HalcyonError(.invalidOptions, "option 'headers' must be an object of strings") }
+            for (name, value) in headers {
+                guard let v = value.stringValue else { throw HalcyonError(.invalidOptions, "header '\(name)' must be a string") }
+                o.headers[name] = v
+            }
+        }
+        if let r = dict["retry"] {
+            guard case .object(let retry) = r else { throw HalcyonError(.invalidOptions, "option 'retry' must be an object") }
+            var ro = RetryOptions()
+            for key in retry.keys.sorted() where !["max", "interval", "backoff"].contains(key) {
+                throw HalcyonError(.invalidOptions, "unknown key 'retry.\(key)' (known: max, interval, backoff)")
+            }
+            if let m = retry["max"] {
+                guard let n = m.numberValue, n == n.rounded(), (0...20).contains(n) else {
+                    throw HalcyonError(.invalidOptions, "retry.max must be an integer from 0 to 20")
+                }
+                ro.max = Int(n)
+            }
+            if let i = retry["interval"] {
+                guard let s = i.stringValue, let seconds = TimeSpan.parse(s), seconds <= 3600 else {
+                    throw HalcyonError(.invalidOptions, "retry.interval must be a duration up to 1h, like \"2s\"")
+                }
+                ro.interval = seconds
+            }
+            if let b = retry["backoff"] {
+                guard let s = b.stringValue, let v = RetryOptions.Backoff(rawValue: s) else {
+                    throw HalcyonError(.invalidOptions, "retry.backoff must be fixed, accumulated or exponential")
+                }
+                ro.backoff = v
+            }
+            o.retry = ro
+        }
+        return o
+    }
+}
+
+/// ISO-8601 instants as PostgreSQL and users write them.
+public enum ISO8601 {
+    public static func parse(_ text: String) -> Date? {
+        let withFraction = ISO8601DateFormatter()
+        withFraction.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        if let d = withFraction.date(from: text) { return d }
+        let plain = ISO8601DateFormatter()
+        plain.formatOptions = [.withInternetDateTime]
+        return plain.date(from: text)
+    }
+
+    public static func format(_ date: Date) -> String {
+        let f = ISO8601DateFormatter()
+        f.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        return f.string(from: date)
+    }
+}

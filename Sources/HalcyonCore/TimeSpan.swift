@@ -1,0 +1,31 @@
+import Foundation
+
+/// Parses and prints the duration strings used on the command line and in `options`:
+/// `250ms`, `30s`, `10m`, `12h`, `7d` (a bare number means seconds; decimals allowed).
+public enum TimeSpan {
+    /// Seconds for a duration string, or nil when it is not one.
+    public static func parse(_ text: String) -> Double? {
+        let s = text.trimmingCharacters(in: .whitespaces).lowercased()
+        guard !s.isEmpty else { return nil }
+        let units: [(String, Double)] = [("ms", 0.001), ("s", 1), ("m", 60), ("h", 3600), ("d", 86400)]
+        for (suffix, scale) in units where s.hasSuffix(suffix) {
+            let number = s.dropLast(suffix.count)
+            // "ms" must not be read as minutes of "…m" + "s".
+            if suffix == "s", number.hasSuffix("m") { continue }
+            guard let value = Double(number), value.isFinite, value >= 0 else { return nil }
+            return value * scale
+        }
+        guard let value = Double(s), value.isFinite, value >= 0 else { return nil }
+        return value
+    }
+
+    /// A compact rendering: `1.5s`, `2m`, `3h`, `7d`.
+    public static func format(_ seconds: Double) -> String {
+        if seconds < 1 { return "\(Int((seconds * 1000).rounded()))ms" }
+        for (suffix, scale) in [("d", 86400.0), ("h", 3600), ("m", 60)] where seconds >= scale && seconds.truncatingRemainder(dividingBy: scale) == 0 {
+            return "\(Int(seconds / scale))\(suffix)"
+        }
+        let rounded = (seconds * 10).rounded() / 10
+        return rounded == rounded.rounded() ? "\(Int(rounded))s" : "\(rounded)s"
+    }
+}

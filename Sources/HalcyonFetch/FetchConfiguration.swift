@@ -1,0 +1,21 @@
+import Foundation
+
+/// Download limits and policy. Defaults suit a server fetching images from the Internet.
+public struct FetchConfiguration: Sendable {
+    /// Seconds to establish a connection. Default 10.
+    public var connectTimeout: Double = 10
+    /// Seconds for the whole transfer. Default 60.
+    public var totalTimeout: Double = 60
+    /// Abort when slower than `lowSpeedBytes` per second for `lowSpeedSeconds`. Defaults 1 KiB/s for 15 s.
+    public var lowSpeedBytes: Int = 1024
+    public var lowSpeedSeconds: Int = 15
+    /// Largest body accepted, checked against Content-Length and while streaming. Default 50 MiB.
+    public var maxBytes: Int = 50 << 20
+    /// Redirects followed before `fetch.too_many_redirects`. Default 5.
+    public var maxRedirects: Int = 5
+    /// Directories `file://` sources may read from. Default: none (file sources refused).
+    public var fileRoots: [String] = []
+    public var userAgent: String = "Halcyon/0.1 (+image pipeline worker)"
+
+    public init() {}
+}

@@ -1,0 +1,75 @@
+import Foundation
+import HalcyonCore
+
+/// Where a job's image comes from (Kingfisher's `Source`): a network URL, a file beneath a
+/// configured root, or inline `data:` bytes.
+public enum Source: Sendable, Equatable {
+    case network(URL)
+    case file(path: String)
+    case data(mediaType: String, bytes: Data)
+
+    /// Parses a source string; `job.invalid_source` when it is not one Halcyon can fetch.
+    /// `maxDataBytes` caps decoded `data:` URLs.
+    public static func parse(_ text: String, maxDataBytes: Int = 10 << 20) throws(HalcyonError) -> Source {
+        let trimmed = text.trimmingCharacters(in: .whitespaces)
+        let lower = trimmed.lowercased()
+        if lower.hasPrefix("http://") || lower.hasPrefix("https://") {
+            guard let url = URL(string: trimmed), let host = url.host, !host.isEmpty,
+                  ["http", "https"].contains(url.scheme?.lowercased() ?? "") else {
+                throw HalcyonError(.invalidSource, "not a valid http(s) URL: \(text.prefix(200))", source: text)
+            }
+            return .network(url)
+        }
+        if lower.hasPrefix("file://") {
+            guard let url = URL(string: trimmed), url.host == nil || url.host == "" || url.host == "localhost" else {
+                throw HalcyonError(.invalidSource, "file URLs must be file:///absolute/path", source: text)
+            }
+            let path = url.path
+            guard path.hasPrefix("/") else { throw HalcyonError(.invalidSource, "file URLs must be absolute", source: text) }
+            return .file(path: path)
+        }
+        if lower.hasPrefix("data:") {
+            return try parseData(trimmed, maxBytes: maxDataBytes)
+        }
+        throw HalcyonError(.invalidSource, "unsupported source scheme (use http://, https://, file:/// or data:): \(text.prefix(200))", source: text)
+    }
+
+    private static func parseData(_ text: String, maxBytes: Int) throws(HalcyonError) -> Source {
+        guard let comma = text.firstIndex(of: ",") else {
+            throw HalcyonError(.invalidSource, "data: URL has no ',' before its payload", source: "data:…")
+        }
+        let header = text[text.index(text.startIndex, offsetBy: 5)..<comma]
+        let payload = text[text.index(after: comma)...]
+        let parts = header.split(separator: ";").map(String.init)
+        let base64 = parts.last?.lowercased() == "base64"
+        let mediaType = parts.first.flatMap { $0.contains("/") ? $0 : nil } ?? "application/octet-stream"
+        // Base64 is 4/3 the size of its bytes: refuse before decoding anything too big.
+        if payload.utf8.count / 4 * 3 > maxBytes + 3 {
+            throw HalcyonError(.tooLarge, "data: URL payload exceeds \(maxBytes) bytes", source: "data:\(header),…")
+        }
+        let bytes: Data?
+        if base64 {
+            bytes = Data(base64Encoded: String(payload), options: .ignoreUnknownCharacters)
+        } else {
+            bytes = String(payload).removingPercentEncoding.map { Data($0.utf8) }
+        }
+        guard let bytes else { throw HalcyonError(.invalidSource, "data: URL payload is not valid \(base64 ? "base64" : "percent-encoding")", source: "data:\(header),…") }
+        guard bytes.count <= maxBytes else { throw HalcyonError(.tooLarge, "data: URL payload exceeds \(maxBytes) bytes", source: "data:\(header),…") }
+        return .data(mediaType: mediaType, bytes: bytes)
+    }
+
+    /// A short form for logs and error entries (data: payloads elided).
+    public var displayName: String {
+        switch self {
+        case .network(let url): url.absoluteString
+        case .file(let path): "file://\(path)"
+        case .data(let type, let bytes): "data:\(type);base64,… (\(bytes.count) bytes)"
+        }
+    }
+}
+
+/// The key a source is cached under: the job's `cache_key`, else the source string.
+public func cacheKey(source: String, explicit: String?) -> String {
+    if let explicit, !explicit.isEmpty { return explicit }
+    return source
+}

@@ -1,0 +1,204 @@
+import HalcyonCore
+
+/// A value written in a chain: `320x240`, `0.5`, `#ff0000`, `fill`.
+public enum ChainValue: Sendable, Equatable, CustomStringConvertible {
+    case size(width: Int, height: Int)
+    case number(Double)
+    case color(String)
+    case word(String)
+
+    public var description: String {
+        switch self {
+        case .size(let w, let h): "\(w)x\(h)"
+        case .number(let n): formatNumber(n)
+        case .color(let c): c
+        case .word(let w): w
+        }
+    }
+}
+
+/// One argument with where it was written (1-based column).
+public struct ChainArgument: Sendable, Equatable {
+    public var key: String?
+    public var value: ChainValue
+    public var position: Int
+}
+
+/// A parsed step: `name(positional…, key=value…)`, before its processor validates it.
+public struct ChainStep: Sendable, Equatable {
+    public var name: String
+    public var position: Int
+    public var arguments: [ChainArgument]
+}
+
+/// A chain syntax or meaning error: where, what was found, what was expected.
+public struct ChainError: Error, Sendable, Equatable, CustomStringConvertible {
+    public var position: Int
+    public var found: String
+    public var expected: String
+
+    public var description: String { "at column \(position): expected \(expected), found \(found)" }
+
+    public var halcyonError: HalcyonError { HalcyonError(.invalidChain, description) }
+}
+
+/// Parses `step |> step …` (`>>` is an alias). Limits keep hostile chains cheap.
+public enum ChainGrammar {
+    /// Most steps a chain may have. Default 64.
+    public static let maxSteps = 64
+
+    public static func parse(_ text: String) throws(ChainError) -> [ChainStep] {
+        var lexer = Lexer(text)
+        var steps: [ChainStep] = []
+        var token = try lexer.next()
+        if case .end = token.kind { return [] }
+        while true {
+            guard case .word(let name) = token.kind else {
+                throw ChainError(position: token.position, found: token.kind.description, expected: "a step name")
+            }
+            var step = ChainStep(name: name, position: token.position, arguments: [])
+            token = try lexer.next()
+            if case .open = token.kind {
+                token = try lexer.next()
+                if case .close = token.kind {
+                    token = try lexer.next()
+                } else {
+                    while true {
+                        let (argument, after) = try parseArgument(first: token, lexer: &lexer)
+                        step.arguments.append(argument)
+                        if case .comma = after.kind { token = try lexer.next(); continue }
+                        guard case .close = after.kind else {
+                            throw ChainError(position: after.position, found: after.kind.description, expected: "',' or ')'")
+                        }
+                        token = try lexer.next()
+                        break
+                    }
+                }
+            }
+            steps.append(step)
+            if steps.count > maxSteps {
+                throw ChainError(position: step.position, found: "step \(steps.count)", expected: "at most \(maxSteps) steps")
+            }
+            switch token.kind {
+            case .end: return steps
+            case .pipe: token = try lexer.next()
+            default: throw ChainError(position: token.position, found: token.kind.description, expected: "'|>' or the end of the chain")
+            }
+        }
+    }
+
+    private static func parseArgument(first: Token, lexer: inout Lexer) throws(ChainError) -> (ChainArgument, Token) {
+        var token = first
+        var key: String?
+        if case .word(let w) = token.kind {
+            let next = try lexer.next()
+            if case .equals = next.kind {
+                key = w
+                token = try lexer.next()
+            } else {
+                return (ChainArgument(key: nil, value: .word(w), position: token.position), next)
+            }
+        }
+        let value: ChainValue
+        switch token.kind {
+        case .value(let v): value = v
+        case .word(let w): value = .word(w)
+        default: throw ChainError(position: token.position, found: token.kind.description, expected: key == nil ? "an argument" : "a value for '\(key!)'")
+        }
+        return (ChainArgument(key: key, value: value, position: token.position), try lexer.next())
+    }
+}
+
+struct Token {
+    enum Kind: CustomStringConvertible {
+        case word(String), value(ChainValue), open, close, comma, equals, pipe, end
+        var description: String {
+            switch self {
+            case .word(let w): "'\(w)'"
+            case .value(let v): "'\(v)'"
+            case .open: "'('"
+            case .close: "')'"
+            case .comma: "','"
+            case .equals: "'='"
+            case .pipe: "'|>'"
+            case .end: "the end of the chain"
+            }
+        }
+    }
+    var kind: Kind
+    var position: Int
+}
+
+struct Lexer {
+    private let chars: [Character]
+    private var index = 0
+
+    init(_ text: String) { chars = Array(text) }
+
+    mutating func next() throws(ChainError) -> Token {
+        while index < chars.count, chars[index].isWhitespace { index += 1 }
+        let start = index + 1
+        guard index < chars.count else { return Token(kind: .end, position: start) }
+        let c = chars[index]
+        switch c {
+        case "(": index += 1; return Token(kind: .open, position: start)
+        case ")": index += 1; return Token(kind: .close, position: start)
+        case ",": index += 1; return Token(kind: .comma, position: start)
+        case "=": index += 1; return Token(kind: .equals, position: start)
+        case "|" where peek(1) == ">", ">" where peek(1) == ">":
+            index += 2; return Token(kind: .pipe, position: start)
+        case "#":
+            index += 1
+            let hex = take { $0.isHexDigit }
+            guard [6, 8].contains(hex.count) else {
+                throw ChainError(position: start, found: "'#\(hex)'", expected: "a color #RRGGBB or #RRGGBBAA")
+            }
+            return Token(kind: .value(.color("#" + hex.lowercased())), position: start)
+        default:
+            if c.isASCII && (c.isLetter || c == "_") {
+                let word = take { $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "_") }
+                return Token(kind: .word(word.lowercased()), position: start)
+            }
+            if c.isASCII && (c.isNumber || c == "-" || c == "+" || c == ".") {
+                let text = take { $0.isASCII && ($0.isNumber || "+-.xXeE".contains($0)) }
+                return Token(kind: .value(try Self.number(text, position: start)), position: start)
+            }
+            throw ChainError(position: start, found: "'\(c)'", expected: "a step, an argument or '|>'")
+        }
+    }
+
+    private static func number(_ text: String, position: Int) throws(ChainError) -> ChainValue {
+        let lower = text.lowercased()
+        if let x = lower.firstIndex(of: "x"), !lower.contains("e") {
+            let w = lower[..<x], h = lower[lower.index(after: x)...]
+            guard let width = Int(w), let height = Int(h), w.allSatisfy(\.isNumber), h.allSatisfy(\.isNumber) else {
+                throw ChainError(position: position, found: "'\(text)'", expected: "a size WxH such as 320x240")
+            }
+            return .size(width: width, height: height)
+        }
+        guard let n = Double(text), n.isFinite else {
+            throw ChainError(position: position, found: "'\(text)'", expected: "a number")
+        }
+        return .number(n)
+    }
+
+    private func peek(_ offset: Int) -> Character? {
+        index + offset < chars.count ? chars[index + offset] : nil
+    }
+
+    private mutating func take(while predicate: (Character) -> Bool) -> String {
+        let start = index
+        while index < chars.count, predicate(chars[index]) { index += 1 }
+        return String(chars[start..<index])
+    }
+}
+
+/// Numbers in identifiers: integers without a fraction, others with at most 4 decimals and no
+/// trailing zeros, so `0.50`, `.5` and `0.5000` all read `0.5`.
+func formatNumber(_ n: Double) -> String {
+    if n == n.rounded(), abs(n) < 1e12 { return String(Int64(n)) }
+    var s = String(format: "%.4f", n)
+    while s.hasSuffix("0") { s.removeLast() }
+    if s.hasSuffix(".") { s.removeLast() }
+    return s == "-0" ? "0" : s
+}

@@ -1,0 +1,43 @@
+import Foundation
+import HalcyonCore
+
+/// Limits checked from the header before any pixel is decoded.
+public struct ImageLimits: Sendable {
+    /// Widest and tallest accepted image. Default 16384.
+    public var maxWidth = 16384
+    public var maxHeight = 16384
+    /// Most pixels (width × height). Default 100 megapixels.
+    public var maxPixels = 100_000_000
+
+    public init() {}
+}
+
+/// The encoded result of a chain.
+public struct ProcessedImage: Sendable {
+    public var data: Data
+    public var format: ImageFormat
+    public var width: Int
+    public var height: Int
+}
+
+/// Decode once → auto-orient → sRGB → each step → strip → encode, in one wand. Blocking:
+/// call from a Dispatch thread.
+public enum ImagePipeline {
+    public static func run(_ data: Data, format: ImageFormat, chain: ProcessorChain,
+                            limits: ImageLimits = ImageLimits()) throws(HalcyonError) -> ProcessedImage {
+        let header = try MagickImage.ping(data, format: format)
+        guard header.width <= limits.maxWidth, header.height <= limits.maxHeight,
+              header.width * header.height <= limits.maxPixels else {
+            throw HalcyonError(.imageTooLarge, "\(header.width)x\(header.height) exceeds the limits (\(limits.maxWidth)x\(limits.maxHeight), \(limits.maxPixels / 1_000_000) MP)")
+        }
+        let image = try MagickImage.decode(data, format: format, shrinkHint: chain.shrinkHint)
+        try image.autoOrient()
+        try image.toSRGB()
+        if let output = chain.outputFormat { image.outputFormat = output }
+        for processor in chain.processors {
+            try processor.process(image)
+        }
+        let encoded = try image.encode()
+        return ProcessedImage(data: encoded, format: image.outputFormat, width: image.width, height: image.height)
+    }
+}

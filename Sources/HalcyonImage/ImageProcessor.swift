@@ -1,0 +1,21 @@
+import HalcyonCore
+
+/// One step of a chain (Kingfisher's `ImageProcessor`): a canonical `identifier` that names
+/// exactly what it does, and a `process` step on the job's single MagickWand.
+public protocol ImageProcessor: Sendable {
+    /// The step's name in the chain grammar.
+    static var name: String { get }
+    /// Builds the processor from a parsed step, validating every argument.
+    init(step: ChainStep) throws(ChainError)
+    /// Canonical form: every parameter explicit, fixed order, normalised numbers.
+    var identifier: String { get }
+    /// Applies the step. Runs on a Dispatch thread that owns `image`.
+    func process(_ image: MagickImage) throws(HalcyonError)
+}
+
+/// How a chain starts shrinking, if it does: the smallest decode size that loses nothing,
+/// used as the `jpeg:size` shrink-on-load hint.
+protocol ShrinkingProcessor: ImageProcessor {
+    /// The width and height the decoded image must keep at least (in either orientation).
+    var minimumDecodeSize: (width: Int, height: Int) { get }
+}

@@ -1,0 +1,74 @@
+internal import CMagickWand
+import Foundation
+import HalcyonCore
+
+/// Deterministic, photo-like test images (smooth colour fields, edges and grain), for the demo,
+/// the benchmark corpus and the tests. Same seed, same bytes.
+public enum SampleImages {
+    /// Encodes a generated `width`×`height` image. `alpha` adds a transparent-to-opaque ramp.
+    public static func photo(width: Int, height: Int, seed: UInt64, format: ImageFormat = .jpeg,
+                             quality: Int = 85, alpha: Bool = false) throws(HalcyonError) -> Data {
+        let channels = alpha ? 4 : 3
+        var pixels = [UInt8](repeating: 0, count: width * height * channels)
+        var rng = SplitMix(seed: seed)
+        // A few random colour blobs blended smoothly, plus per-pixel grain.
+        let blobs = (0..<6).map { _ in
+            (x: rng.unit() * Double(width), y: rng.unit() * Double(height),
+             r: rng.unit() * 255, g: rng.unit() * 255, b: rng.unit() * 255,
+             radius: (0.2 + rng.unit() * 0.5) * Double(max(width, height)))
+        }
+        let stripe = 8 + Int(rng.unit() * 40)
+        for y in 0..<height {
+            for x in 0..<width {
+                var r = 0.0, g = 0.0, b = 0.0, wsum = 1e-6
+                for blob in blobs {
+                    let dx = Double(x) - blob.x, dy = Double(y) - blob.y
+                    let w = 1 / (1 + (dx * dx + dy * dy) / (blob.radius * blob.radius) * 4)
+                    r += blob.r * w; g += blob.g * w; b += blob.b * w; wsum += w
+                }
+                let edge = ((x / stripe + y / (stripe * 2)) % 7 == 0) ? 40.0 : 0
+                let grain = Double(rng.next() & 31) - 16
+                let i = (y * width + x) * channels
+                pixels[i] = clamp(r / wsum + grain + edge)
+                pixels[i + 1] = clamp(g / wsum + grain)
+                pixels[i + 2] = clamp(b / wsum + grain - edge)
+                if alpha { pixels[i + 3] = UInt8(min(255, x * 255 / max(1, width - 1))) }
+            }
+        }
+        return try encode(pixels: pixels, width: width, height: height, alpha: alpha, format: format, quality: quality)
+    }
+
+    /// A flat single-colour image, e.g. `#ff0000`, for tests that read pixels back.
+    public static func solid(width: Int, height: Int, red: UInt8, green: UInt8, blue: UInt8,
+                             format: ImageFormat = .png) throws(HalcyonError) -> Data {
+        var pixels = [UInt8](repeating: 0, count: width * height * 3)
+        for i in stride(from: 0, to: pixels.count, by: 3) { pixels[i] = red; pixels[i + 1] = green; pixels[i + 2] = blue }
+        return try encode(pixels: pixels, width: width, height: height, alpha: false, format: format, quality: 95)
+    }
+
+    static func encode(pixels: [UInt8], width: Int, height: Int, alpha: Bool, format: ImageFormat, quality: Int) throws(HalcyonError) -> Data {
+        _ = MagickImage.genesisToken
+        let wand = NewMagickWand()!
+        let image = MagickImage(wand: wand, format: format)
+        let ok = pixels.withUnsafeBytes { MagickConstituteImage(wand, width, height, alpha ? "RGBA" : "RGB", CharPixel, $0.baseAddress) }
+        guard ok == MagickTrue else { throw MagickImage.error(wand, .processingFailed, "constitute sample image") }
+        image.outputQuality = quality
+        return try image.encode()
+    }
+
+    private static func clamp(_ v: Double) -> UInt8 { UInt8(max(0, min(255, v.rounded()))) }
+}
+
+/// SplitMix64: tiny, fast, deterministic.
+struct SplitMix {
+    var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E3779B97F4A7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58476D1CE4E5B9
+        z = (z ^ (z >> 27)) &* 0x94D049BB133111EB
+        return z ^ (z >> 31)
+    }
+    mutating func unit() -> Double { Double(next() >> 11) / Double(1 << 53) }
+}

@@ -1,0 +1,72 @@
+/// Reads a step's arguments the way every processor does: positional ones in order, named
+/// ones by key, and an error (with its column) for anything missing, unknown or ill-typed.
+struct StepArguments {
+    let step: ChainStep
+    private var positional: [ChainArgument]
+    private var named: [String: ChainArgument]
+
+    init(_ step: ChainStep, keys: Set<String>) throws(ChainError) {
+        self.step = step
+        positional = step.arguments.filter { $0.key == nil }
+        named = [:]
+        for a in step.arguments {
+            guard let key = a.key else { continue }
+            guard keys.contains(key) else {
+                throw ChainError(position: a.position, found: "'\(key)'",
+                                 expected: keys.isEmpty ? "no named arguments for '\(step.name)'" : "one of \(keys.sorted().joined(separator: ", ")) for '\(step.name)'")
+            }
+            guard named[key] == nil else { throw ChainError(position: a.position, found: "'\(key)' again", expected: "each argument once") }
+            named[key] = a
+        }
+    }
+
+    /// The next positional argument, or the named one with `key` (either spelling works).
+    mutating func take(_ key: String) -> ChainArgument? {
+        if let a = named.removeValue(forKey: key) { return a }
+        return positional.isEmpty ? nil : positional.removeFirst()
+    }
+
+    mutating func size(_ key: String, max limit: Int = 16384) throws(ChainError) -> (Int, Int) {
+        guard let a = take(key) else { throw missing(key, "a size WxH") }
+        guard case .size(let w, let h) = a.value else { throw ChainError(position: a.position, found: "'\(a.value)'", expected: "a size WxH for '\(key)'") }
+        guard (1...limit).contains(w), (1...limit).contains(h) else {
+            throw ChainError(position: a.position, found: "'\(a.value)'", expected: "a size from 1x1 to \(limit)x\(limit)")
+        }
+        return (w, h)
+    }
+
+    mutating func number(_ key: String, default value: Double? = nil, range: ClosedRange<Double>) throws(ChainError) -> Double {
+        guard let a = take(key) else {
+            if let value { return value }
+            throw missing(key, "a number")
+        }
+        guard case .number(let n) = a.value else { throw ChainError(position: a.position, found: "'\(a.value)'", expected: "a number for '\(key)'") }
+        guard range.contains(n) else {
+            throw ChainError(position: a.position, found: "'\(a.value)'", expected: "'\(key)' from \(formatNumber(range.lowerBound)) to \(formatNumber(range.upperBound))")
+        }
+        return n
+    }
+
+    mutating func choice<T: RawRepresentable<String> & CaseIterable>(_ key: String, default value: T? = nil) throws(ChainError) -> T {
+        let options = T.allCases.map(\.rawValue).joined(separator: "|")
+        guard let a = take(key) else {
+            if let value { return value }
+            throw missing(key, options)
+        }
+        guard case .word(let w) = a.value, let v = T(rawValue: w) else {
+            throw ChainError(position: a.position, found: "'\(a.value)'", expected: "\(options) for '\(key)'")
+        }
+        return v
+    }
+
+    /// Call last: any argument left over is an error.
+    func finish() throws(ChainError) {
+        if let extra = positional.first ?? named.values.min(by: { $0.position < $1.position }) {
+            throw ChainError(position: extra.position, found: "'\(extra.value)'", expected: "no more arguments for '\(step.name)'")
+        }
+    }
+
+    private func missing(_ key: String, _ what: String) -> ChainError {
+        ChainError(position: step.position, found: "'\(step.name)' without '\(key)'", expected: "\(what) for '\(key)'")
+    }
+}

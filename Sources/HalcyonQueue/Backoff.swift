@@ -1,0 +1,26 @@
+import Foundation
+
+/// When a transiently failed job runs again: exponential backoff with jitter, capped.
+/// Attempt n (1-based) waits `base × 2^(n−1)`, capped at `maximum`, then scaled by a random
+/// factor in `[1 − jitter, 1]` so that a burst of failures does not come back in lockstep.
+public struct Backoff: Sendable, Equatable {
+    /// Delay after the first failed attempt. Default 2 s.
+    public var base: Double
+    /// Upper bound before jitter. Default 10 minutes.
+    public var maximum: Double
+    /// Fraction of the delay that is randomised, 0…1. Default 0.25.
+    public var jitter: Double
+
+    public init(base: Double = 2, maximum: Double = 600, jitter: Double = 0.25) {
+        self.base = base
+        self.maximum = maximum
+        self.jitter = min(max(jitter, 0), 1)
+    }
+
+    /// The delay in seconds after failed attempt `attempt`, with `random` in 0…1.
+    public func delay(afterAttempt attempt: Int, random: Double = Double.random(in: 0...1)) -> Double {
+        let exponent = Double(min(max(attempt - 1, 0), 40))
+        let raw = min(base * pow(2, exponent), maximum)
+        return raw * (1 - jitter * min(max(random, 0), 1))
+    }
+}

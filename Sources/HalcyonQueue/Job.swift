@@ -1,0 +1,77 @@
+import Foundation
+import HalcyonCore
+
+/// A claimed job, as the worker sees it: the row's inputs, not yet validated.
+public struct Job: Sendable, Identifiable {
+    public var id: Int64
+    public var source: String
+    public var fallbackSources: [String]
+    public var processors: String
+    public var cacheKey: String?
+    /// The `options` column as JSON text.
+    public var options: String
+    public var priority: Int
+    /// This claim's attempt number (1 for the first run).
+    public var attempt: Int
+    public var maxAttempts: Int
+    /// Seconds the job waited between becoming runnable and this claim.
+    public var queueWait: Double
+
+    public init(id: Int64, source: String, fallbackSources: [String] = [], processors: String = "",
+                cacheKey: String? = nil, options: String = "{}", priority: Int = 0, attempt: Int = 1,
+                maxAttempts: Int = 5, queueWait: Double = 0) {
+        self.id = id
+        self.source = source
+        self.fallbackSources = fallbackSources
+        self.processors = processors
+        self.cacheKey = cacheKey
+        self.options = options
+        self.priority = priority
+        self.attempt = attempt
+        self.maxAttempts = maxAttempts
+        self.queueWait = queueWait
+    }
+}
+
+/// What a successful job records in its `result_*` columns.
+public struct JobResult: Sendable, Equatable {
+    public var key: String
+    public var digest: String
+    /// Relative to the store root.
+    public var path: String
+    public var bytes: Int
+    public var width: Int
+    public var height: Int
+    public var format: String
+    public var cacheHit: Bool
+    /// The source that produced it (nil for a cache hit).
+    public var source: String?
+
+    public init(key: String, digest: String, path: String, bytes: Int, width: Int, height: Int,
+                format: String, cacheHit: Bool, source: String?) {
+        self.key = key
+        self.digest = digest
+        self.path = path
+        self.bytes = bytes
+        self.width = width
+        self.height = height
+        self.format = format
+        self.cacheHit = cacheHit
+        self.source = source
+    }
+}
+
+extension HalcyonError {
+    /// The `errors` entry for this failure, without `at` and `attempt` (the database adds them).
+    public var errorEntry: JSONValue {
+        var entry: [String: JSONValue] = ["code": .string(code.description), "message": .string(message)]
+        if let source { entry["source"] = .string(source) }
+        if !sources.isEmpty {
+            entry["sources"] = .array(sources.map {
+                ["source": .string($0.source), "code": .string($0.code.description),
+                 "message": .string($0.message), "attempts": .number(Double($0.attempts))]
+            })
+        }
+        return .object(entry)
+    }
+}

@@ -1,0 +1,187 @@
+import Foundation
+import HalcyonCore
+
+/// The queue operations a worker and the administration commands run. Every state change out
+/// of `running` is guarded by `state = 'running' AND locked_by = <this worker>`, so a job that
+/// was rescued from a stalled worker cannot be overwritten by it later.
+public struct JobQueue: Sendable {
+    public let connection: PGConnection
+
+    public init(connection: PGConnection) {
+        self.connection = connection
+    }
+
+    // MARK: Worker side
+
+    /// Claims up to `limit` runnable jobs for `workerID`, leasing them for `lease` seconds.
+    public func claim(workerID: String, limit: Int, lease: Double) async throws -> [Job] {
+        guard limit > 0 else { return [] }
+        let r = try await connection.execute(SQL.claim, [workerID, String(limit), String(lease)])
+        return (0..<r.count).compactMap { i in
+            guard let id = r.value(i, "id").flatMap({ Int64($0) }), let source = r.value(i, "source") else { return nil }
+            return Job(id: id, source: source,
+                       fallbackSources: PGRows.parseTextArray(r.value(i, "fallback_sources") ?? "{}"),
+                       processors: r.value(i, "processors") ?? "",
+                       cacheKey: r.value(i, "cache_key"),
+                       options: r.value(i, "options") ?? "{}",
+                       priority: r.value(i, "priority").flatMap { Int($0) } ?? 0,
+                       attempt: r.value(i, "attempt").flatMap { Int($0) } ?? 1,
+                       maxAttempts: r.value(i, "max_attempts").flatMap { Int($0) } ?? 5,
+                       queueWait: max(0, r.value(i, "queue_wait").flatMap { Double($0) } ?? 0))
+        }
+    }
+
+    /// Extends the lease of `ids`; returns the ids this worker still holds (the others were
+    /// cancelled or rescued and must be abandoned).
+    public func heartbeat(ids: [Int64], workerID: String, lease: Double) async throws -> Set<Int64> {
+        guard !ids.isEmpty else { return [] }
+        let r = try await connection.execute(SQL.heartbeatJobs, [Self.idArray(ids), workerID, String(lease)])
+        return Set(r.rows.compactMap { $0[0].flatMap { Int64($0) } })
+    }
+
+    /// Records success. Returns false when the job was no longer ours.
+    public func complete(id: Int64, workerID: String, result: JobResult) async throws -> Bool {
+        let r = try await connection.execute(SQL.complete, [
+            String(id), workerID, result.key, result.digest, result.path, String(result.bytes),
+            String(result.width), String(result.height), result.format, result.cacheHit ? "true" : "false",
+            result.source,
+        ])
+        return r.affected == 1
+    }
+
+    /// The outcome of recording a failure.
+    public enum FailOutcome: Sendable, Equatable {
+        case retryScheduled
+        case failed
+        /// The job was no longer ours (cancelled or rescued meanwhile).
+        case notOwned
+    }
+
+    /// Records a failed attempt: permanent errors, and transient ones on the last attempt,
+    /// end in `failed`; other transient ones go back to `queued` after `retryDelay` seconds.
+    public func fail(id: Int64, workerID: String, error: HalcyonError, retryDelay: Double) async throws -> FailOutcome {
+        let r = try await connection.execute(SQL.fail, [
+            String(id), workerID, error.errorEntry.jsonText, error.description,
+            error.permanent ? "true" : "false", String(retryDelay),
+        ])
+        guard r.count == 1 else { return .notOwned }
+        return r.value(0, "state") == "failed" ? .failed : .retryScheduled
+    }
+
+    /// Puts jobs back to `queued` without spending their attempt (graceful stop).
+    @discardableResult
+    public func release(ids: [Int64], workerID: String) async throws -> Int {
+        guard !ids.isEmpty else { return 0 }
+        return try await connection.execute(SQL.release, [Self.idArray(ids), workerID]).count
+    }
+
+    /// A job whose lease ended, after rescue.
+    public struct Rescued: Sendable {
+        public var id: Int64
+        public var failed: Bool
+    }
+
+    /// Requeues (or fails, when out of attempts) running jobs whose lease has ended.
+    public func rescueExpired(limit: Int = 1000) async throws -> [Rescued] {
+        let r = try await connection.execute(SQL.rescue, [String(limit)])
+        return r.rows.compactMap { row in
+            guard let id = row[0].flatMap({ Int64($0) }) else { return nil }
+            return Rescued(id: id, failed: row[1] == "failed")
+        }
+    }
+
+    /// Whether any job is runnable now, and whether any is running anywhere.
+    public func drainState() async throws -> (runnable: Bool, running: Bool) {
+        let r = try await connection.execute(SQL.drainCheck)
+        return (r.value(0, "runnable") == "t", r.value(0, "running") == "t")
+    }
+
+    public func registerWorker(id: String, host: String, pid: Int32, concurrency: Int) async throws {
+        try await connection.execute(SQL.registerWorker, [id, host, String(pid), String(concurrency)])
+    }
+
+    public func heartbeatWorker(id: String, done: Int, failed: Int) async throws {
+        try await connection.execute(SQL.heartbeatWorker, [id, String(done), String(failed)])
+    }
+
+    public func stopWorker(id: String) async throws {
+        try await connection.execute(SQL.stopWorker, [id])
+    }
+
+    // MARK: Administration
+
+    /// A new job's fields, as `enqueue` takes them.
+    public struct NewJob: Sendable {
+        public var source: String
+        public var processors: String = ""
+        public var cacheKey: String?
+        public var fallbackSources: [String] = []
+        /// JSON object text.
+        public var options: String = "{}"
+        public var priority: Int = 0
+        public var maxAttempts: Int = 5
+        /// ISO-8601 instant, nil = now.
+        public var runAt: String?
+
+        public init(source: String) { self.source = source }
+    }
+
+    /// Inserts a job through `halcyon.enqueue` and returns its id.
+    public func enqueue(_ job: NewJob) async throws -> Int64 {
+        let r = try await connection.execute(SQL.enqueue, [
+            job.source, job.processors, job.cacheKey, PGRows.textArrayLiteral(job.fallbackSources),
+            job.options, String(job.priority), String(job.maxAttempts), job.runAt,
+        ])
+        guard let id = r.value(0, "id").flatMap({ Int64($0) }) else {
+            throw DatabaseError(message: "enqueue returned no id", connectionLost: false)
+        }
+        return id
+    }
+
+    /// Inserts many jobs in one transaction; all or nothing.
+    public func enqueue(batch jobs: [NewJob]) async throws -> [Int64] {
+        try await connection.withLocked { c in
+            try c.executeLocked("BEGIN")
+            do {
+                var ids: [Int64] = []
+                ids.reserveCapacity(jobs.count)
+                for job in jobs {
+                    let r = try c.executeLocked(SQL.enqueue, [
+                        job.source, job.processors, job.cacheKey, PGRows.textArrayLiteral(job.fallbackSources),
+                        job.options, String(job.priority), String(job.maxAttempts), job.runAt,
+                    ])
+                    ids.append(Int64(r.value(0, "id") ?? "") ?? 0)
+                }
+                try c.executeLocked("COMMIT")
+                return ids
+            } catch {
+                _ = try? c.executeLocked("ROLLBACK")
+                throw error
+            }
+        }
+    }
+
+    /// The whole row of job `id`, or nil.
+    public func show(id: Int64) async throws -> [String: String?]? {
+        try await connection.execute(SQL.showJob, [String(id)]).dictionaries.first
+    }
+
+    /// Requeues failed or cancelled jobs; returns the ids requeued.
+    public func retry(ids: [Int64]) async throws -> [Int64] {
+        try await connection.execute(SQL.retry, [Self.idArray(ids)]).rows.compactMap { $0[0].flatMap { Int64($0) } }
+    }
+
+    /// Cancels queued or running jobs; returns the ids cancelled.
+    public func cancel(ids: [Int64]) async throws -> [Int64] {
+        try await connection.execute(SQL.cancel, [Self.idArray(ids)]).rows.compactMap { $0[0].flatMap { Int64($0) } }
+    }
+
+    /// Deletes finished jobs in `states` older than `olderThan` seconds; returns how many.
+    public func prune(olderThan: Double, states: [String]) async throws -> Int {
+        try await connection.execute(SQL.prune, [String(olderThan), PGRows.textArrayLiteral(states)]).affected
+    }
+
+    static func idArray(_ ids: [Int64]) -> String {
+        "{" + ids.map(String.init).joined(separator: ",") + "}"
+    }
+}

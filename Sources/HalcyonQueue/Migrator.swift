@@ -1,0 +1,82 @@
+import Foundation
+
+/// One migration file, `NNNN_name.sql`.
+public struct Migration: Sendable, Equatable {
+    public var version: Int
+    public var name: String
+    public var sql: String
+}
+
+/// Applies `migrations/NNNN_*.sql` in order, each in its own transaction, under a session
+/// advisory lock so concurrent `halcyon migrate` runs (or workers starting together) wait for
+/// each other and then find nothing left to do.
+public enum Migrator {
+    /// Where the migration files are: `$HALCYON_MIGRATIONS`, then beside the executable's
+    /// package (`<root>/migrations` for `.build/<config>/halcyon`), then
+    /// `<prefix>/share/halcyon/migrations`, then `./migrations`.
+    public static func locateDirectory(explicit: String? = nil) throws -> URL {
+        var candidates: [URL] = []
+        if let explicit { candidates.append(URL(fileURLWithPath: explicit)) }
+        if let env = ProcessInfo.processInfo.environment["HALCYON_MIGRATIONS"] { candidates.append(URL(fileURLWithPath: env)) }
+        let exe = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().deletingLastPathComponent()
+        var dir = exe
+        for _ in 0..<5 {
+            candidates.append(dir.appendingPathComponent("migrations"))
+            candidates.append(dir.appendingPathComponent("share/halcyon/migrations"))
+            dir = dir.deletingLastPathComponent()
+        }
+        candidates.append(URL(fileURLWithPath: FileManager.default.currentDirectoryPath).appendingPathComponent("migrations"))
+        for c in candidates where FileManager.default.fileExists(atPath: c.appendingPathComponent("0001_jobs.sql").path) {
+            return c
+        }
+        throw DatabaseError(message: "cannot find the migrations directory (looked in \(candidates.map(\.path).joined(separator: ", "))); set HALCYON_MIGRATIONS", connectionLost: false)
+    }
+
+    /// Reads and orders the migration files of `directory`.
+    public static func load(from directory: URL) throws -> [Migration] {
+        let names = try FileManager.default.contentsOfDirectory(atPath: directory.path)
+        var migrations: [Migration] = []
+        for name in names where name.hasSuffix(".sql") {
+            guard let version = Int(name.prefix(while: \.isNumber)), version > 0 else { continue }
+            let sql = try String(contentsOf: directory.appendingPathComponent(name), encoding: .utf8)
+            migrations.append(Migration(version: version, name: name, sql: sql))
+        }
+        migrations.sort { $0.version < $1.version }
+        for (a, b) in zip(migrations, migrations.dropFirst()) where a.version == b.version {
+            throw DatabaseError(message: "two migrations share version \(a.version): \(a.name), \(b.name)", connectionLost: false)
+        }
+        return migrations
+    }
+
+    /// Applies what is pending and returns the names applied (empty when up to date).
+    @discardableResult
+    public static func migrate(_ connection: PGConnection, migrations: [Migration]) async throws -> [String] {
+        try await connection.withLocked { c in
+            try c.executeLocked("SELECT pg_advisory_lock(\(SQL.migrationLockKey))")
+            defer { _ = try? c.executeLocked("SELECT pg_advisory_unlock(\(SQL.migrationLockKey))") }
+            try c.executeScriptLocked(SQL.migrationBootstrap)
+            let applied = Set(try c.executeLocked(SQL.appliedVersions).rows.compactMap { $0[0].flatMap { Int($0) } })
+            var done: [String] = []
+            for m in migrations where !applied.contains(m.version) {
+                try c.executeLocked("BEGIN")
+                do {
+                    try c.executeScriptLocked(m.sql)
+                    try c.executeLocked(SQL.recordMigration, [String(m.version), m.name])
+                    try c.executeLocked("COMMIT")
+                } catch {
+                    _ = try? c.executeLocked("ROLLBACK")
+                    throw DatabaseError(message: "migration \(m.name) failed: \(error)", connectionLost: false)
+                }
+                done.append(m.name)
+            }
+            return done
+        }
+    }
+
+    /// Versions recorded as applied (empty when the schema does not exist yet).
+    public static func appliedVersions(_ connection: PGConnection) async throws -> [Int] {
+        let exists = try await connection.execute("SELECT to_regclass('halcyon.schema_migrations') IS NOT NULL AS e")
+        guard exists.value(0, "e") == "t" else { return [] }
+        return try await connection.execute(SQL.appliedVersions).rows.compactMap { $0[0].flatMap { Int($0) } }
+    }
+}

@@ -1,0 +1,63 @@
+import Foundation
+import HalcyonCore
+
+/// What an operator asks first, gathered in a few queries: counts by state, what is runnable
+/// versus waiting for a retry, the oldest runnable age, throughput, failures, workers.
+public struct QueueStatus: Sendable {
+    public var counts: [(state: String, count: Int)]
+    public var runnable: Int
+    public var scheduled: Int
+    /// Seconds the oldest runnable job has waited, nil when none.
+    public var oldestRunnableAge: Double?
+    public var finishedLast1m: Int
+    public var finishedLast5m: Int
+    public var finishedLast15m: Int
+    public var failures: [(code: String, count: Int, latestMessage: String, lastSeen: String)]
+    public var workers: [[String: String?]]
+
+    /// A worker without a heartbeat for this many seconds counts as dead.
+    public static func load(_ connection: PGConnection, deadAfter: Double = 60) async throws -> QueueStatus {
+        let counts = try await connection.execute(SQL.jobCounts)
+        let queue = try await connection.execute(SQL.queueDetail)
+        let windows = try await connection.execute(SQL.throughputWindows)
+        let failures = try await connection.execute(SQL.recentFailures)
+        let workers = try await connection.execute(SQL.workerList, [String(deadAfter)])
+        func int(_ r: PGRows, _ c: String) -> Int { r.value(0, c).flatMap { Int($0) } ?? 0 }
+        return QueueStatus(
+            counts: counts.rows.map { ($0[0] ?? "?", Int($0[1] ?? "0") ?? 0) },
+            runnable: int(queue, "runnable"), scheduled: int(queue, "scheduled"),
+            oldestRunnableAge: queue.value(0, "oldest_age").flatMap { Double($0) },
+            finishedLast1m: int(windows, "m1"), finishedLast5m: int(windows, "m5"), finishedLast15m: int(windows, "m15"),
+            failures: failures.rows.map { ($0[0] ?? "?", Int($0[1] ?? "0") ?? 0, $0[2] ?? "", $0[3] ?? "") },
+            workers: workers.dictionaries)
+    }
+
+    public var json: JSONValue {
+        var countObject: [String: JSONValue] = [:]
+        for c in counts { countObject[c.state] = .number(Double(c.count)) }
+        return [
+            "counts": .object(countObject),
+            "queued": [
+                "runnable": .number(Double(runnable)), "scheduled": .number(Double(scheduled)),
+                "oldest_runnable_age_seconds": oldestRunnableAge.map { .number(($0 * 10).rounded() / 10) } ?? .null,
+            ],
+            "throughput": [
+                "finished_last_1m": .number(Double(finishedLast1m)), "finished_last_5m": .number(Double(finishedLast5m)),
+                "finished_last_15m": .number(Double(finishedLast15m)),
+                "per_second_last_1m": .number((Double(finishedLast1m) / 60 * 100).rounded() / 100),
+            ],
+            "failures_24h": .array(failures.map {
+                ["code": .string($0.code), "count": .number(Double($0.count)), "latest_message": .string($0.latestMessage), "last_seen": .string($0.lastSeen)]
+            }),
+            "workers": .array(workers.map { w in
+                .object(Dictionary(uniqueKeysWithValues: w.map { k, v -> (String, JSONValue) in
+                    guard let v else { return (k, .null) }
+                    if ["pid", "concurrency", "jobs_done", "jobs_failed", "heartbeat_age"].contains(k), let n = Double(v) {
+                        return (k, .number((n * 10).rounded() / 10))
+                    }
+                    return (k, .string(v))
+                }))
+            }),
+        ]
+    }
+}

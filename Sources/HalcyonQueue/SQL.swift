@@ -1,0 +1,201 @@
+/// Every statement the queue runs, named. Parameters are positional and documented per query.
+enum SQL {
+    // MARK: Migrations
+
+    /// Advisory lock key held while migrating ("HALC" + 1).
+    static let migrationLockKey = "1212238915001"
+
+    static let migrationBootstrap = """
+        CREATE SCHEMA IF NOT EXISTS halcyon;
+        CREATE TABLE IF NOT EXISTS halcyon.schema_migrations (
+            version    int PRIMARY KEY,
+            name       text NOT NULL,
+            applied_at timestamptz NOT NULL DEFAULT now()
+        );
+        """
+    static let appliedVersions = "SELECT version FROM halcyon.schema_migrations ORDER BY version"
+    /// $1 version, $2 name.
+    static let recordMigration = "INSERT INTO halcyon.schema_migrations (version, name) VALUES ($1::int, $2)"
+
+    // MARK: Claim, lease, finish
+
+    /// $1 worker id, $2 batch size, $3 lease seconds.
+    static let claim = """
+        WITH next AS (
+            SELECT id FROM halcyon.jobs
+            WHERE state = 'queued' AND run_at <= now()
+            ORDER BY priority DESC, run_at, id
+            LIMIT $2::int
+            FOR UPDATE SKIP LOCKED
+        )
+        UPDATE halcyon.jobs j
+        SET state = 'running', attempt = j.attempt + 1, locked_by = $1,
+            locked_until = now() + make_interval(secs => $3::float8), started_at = now()
+        FROM next
+        WHERE j.id = next.id
+        RETURNING j.id, j.source, j.fallback_sources, j.processors, j.cache_key, j.options::text AS options,
+                  j.priority, j.attempt, j.max_attempts,
+                  extract(epoch FROM (now() - j.run_at))::float8 AS queue_wait
+        """
+
+    /// $1 job ids (bigint[]), $2 worker id, $3 lease seconds. Returns the ids still ours.
+    static let heartbeatJobs = """
+        UPDATE halcyon.jobs SET locked_until = now() + make_interval(secs => $3::float8)
+        WHERE id = ANY($1::bigint[]) AND state = 'running' AND locked_by = $2
+        RETURNING id
+        """
+
+    /// $1 id, $2 worker id, $3 result_key, $4 digest, $5 path, $6 bytes, $7 width, $8 height,
+    /// $9 format, $10 cache_hit, $11 result_source.
+    static let complete = """
+        UPDATE halcyon.jobs
+        SET state = 'succeeded', locked_by = NULL, locked_until = NULL, finished_at = now(),
+            result_key = $3, result_digest = $4, result_path = $5, result_bytes = $6::bigint,
+            result_width = $7::int, result_height = $8::int, result_format = $9,
+            cache_hit = $10::boolean, result_source = $11
+        WHERE id = $1::bigint AND state = 'running' AND locked_by = $2
+        """
+
+    /// $1 id, $2 worker id, $3 error entry (jsonb without `at`/`attempt`), $4 last_error text,
+    /// $5 permanent (bool), $6 retry delay seconds. Returns the new state.
+    static let fail = """
+        UPDATE halcyon.jobs
+        SET state = CASE WHEN $5::boolean OR attempt >= max_attempts THEN 'failed' ELSE 'queued' END::halcyon.job_state,
+            run_at = CASE WHEN $5::boolean OR attempt >= max_attempts THEN run_at
+                          ELSE now() + make_interval(secs => $6::float8) END,
+            finished_at = CASE WHEN $5::boolean OR attempt >= max_attempts THEN now() END,
+            locked_by = NULL, locked_until = NULL,
+            errors = errors || jsonb_build_array(
+                jsonb_build_object('at', now(), 'attempt', attempt) || $3::jsonb),
+            last_error = $4
+        WHERE id = $1::bigint AND state = 'running' AND locked_by = $2
+        RETURNING state::text, run_at
+        """
+
+    /// Puts unfinished jobs back without spending their attempt. $1 ids (bigint[]), $2 worker id.
+    static let release = """
+        UPDATE halcyon.jobs
+        SET state = 'queued', attempt = greatest(attempt - 1, 0), locked_by = NULL, locked_until = NULL,
+            run_at = now()
+        WHERE id = ANY($1::bigint[]) AND state = 'running' AND locked_by = $2
+        RETURNING id
+        """
+
+    /// Requeues (or fails, when out of attempts) running jobs whose lease ended. $1 batch size.
+    static let rescue = """
+        WITH expired AS (
+            SELECT id FROM halcyon.jobs
+            WHERE state = 'running' AND locked_until < now()
+            ORDER BY locked_until
+            LIMIT $1::int
+            FOR UPDATE SKIP LOCKED
+        )
+        UPDATE halcyon.jobs j
+        SET state = CASE WHEN j.attempt >= j.max_attempts THEN 'failed' ELSE 'queued' END::halcyon.job_state,
+            finished_at = CASE WHEN j.attempt >= j.max_attempts THEN now() END,
+            run_at = now(),
+            errors = j.errors || jsonb_build_array(jsonb_build_object(
+                'at', now(), 'attempt', j.attempt, 'code', 'worker.lease_expired', 'source', j.source,
+                'message', format('worker %s stopped renewing its lease (ended %s)', j.locked_by, j.locked_until))),
+            last_error = format('worker.lease_expired: worker %s stopped renewing its lease', j.locked_by),
+            locked_by = NULL, locked_until = NULL
+        FROM expired
+        WHERE j.id = expired.id
+        RETURNING j.id, j.state::text, j.locked_by
+        """
+
+    /// $1 = true when some job is runnable now, $2 = true when any job is running.
+    static let drainCheck = """
+        SELECT EXISTS (SELECT 1 FROM halcyon.jobs WHERE state = 'queued' AND run_at <= now()) AS runnable,
+               EXISTS (SELECT 1 FROM halcyon.jobs WHERE state = 'running') AS running
+        """
+
+    // MARK: Workers
+
+    /// $1 id, $2 host, $3 pid, $4 concurrency.
+    static let registerWorker = """
+        INSERT INTO halcyon.workers (id, host, pid, concurrency)
+        VALUES ($1, $2, $3::int, $4::int)
+        ON CONFLICT (id) DO UPDATE
+        SET host = EXCLUDED.host, pid = EXCLUDED.pid, concurrency = EXCLUDED.concurrency,
+            started_at = now(), heartbeat_at = now(), stopped_at = NULL
+        """
+    /// $1 id, $2 jobs done since the last heartbeat, $3 jobs failed since the last heartbeat.
+    static let heartbeatWorker = """
+        UPDATE halcyon.workers
+        SET heartbeat_at = now(), jobs_done = jobs_done + $2::bigint, jobs_failed = jobs_failed + $3::bigint
+        WHERE id = $1
+        """
+    /// $1 id.
+    static let stopWorker = "UPDATE halcyon.workers SET stopped_at = now(), heartbeat_at = now() WHERE id = $1"
+
+    // MARK: Administration
+
+    /// $1 source, $2 processors, $3 cache_key, $4 fallback_sources (text[]), $5 options (jsonb),
+    /// $6 priority, $7 max_attempts, $8 run_at (NULL = now).
+    static let enqueue = """
+        SELECT halcyon.enqueue(source => $1, processors => $2, cache_key => $3,
+                               fallback_sources => $4::text[], options => $5::jsonb,
+                               priority => $6::int, max_attempts => $7::int,
+                               run_at => coalesce($8::timestamptz, now())) AS id
+        """
+
+    /// $1 id.
+    static let showJob = """
+        SELECT id, source, fallback_sources, processors, cache_key, options::text AS options, priority,
+               state::text AS state, attempt, max_attempts, run_at, locked_by, locked_until,
+               result_key, result_digest, result_path, result_bytes, result_width, result_height,
+               result_format, result_source, cache_hit, errors::text AS errors, last_error,
+               created_at, started_at, finished_at
+        FROM halcyon.jobs WHERE id = $1::bigint
+        """
+
+    /// Requeues failed or cancelled jobs with a fresh attempt budget. $1 ids (bigint[]).
+    static let retry = """
+        UPDATE halcyon.jobs
+        SET state = 'queued', attempt = 0, run_at = now(), finished_at = NULL, locked_by = NULL, locked_until = NULL
+        WHERE id = ANY($1::bigint[]) AND state IN ('failed', 'cancelled')
+        RETURNING id
+        """
+
+    /// Cancels queued or running jobs; a running job's worker notices at its next heartbeat. $1 ids.
+    static let cancel = """
+        UPDATE halcyon.jobs
+        SET state = 'cancelled', finished_at = now(), locked_by = NULL, locked_until = NULL
+        WHERE id = ANY($1::bigint[]) AND state IN ('queued', 'running')
+        RETURNING id
+        """
+
+    /// Deletes finished jobs older than $1 seconds; $2 states (text[]).
+    static let prune = """
+        DELETE FROM halcyon.jobs
+        WHERE finished_at < now() - make_interval(secs => $1::float8) AND state::text = ANY($2::text[])
+        """
+
+    static let jobCounts = "SELECT state::text AS state, count FROM halcyon.job_counts"
+    static let queueDetail = """
+        SELECT count(*) FILTER (WHERE run_at <= now()) AS runnable,
+               count(*) FILTER (WHERE run_at > now()) AS scheduled,
+               extract(epoch FROM now() - min(run_at) FILTER (WHERE run_at <= now()))::float8 AS oldest_age
+        FROM halcyon.jobs WHERE state = 'queued'
+        """
+    static let recentFailures = "SELECT code, count, latest_message, last_seen FROM halcyon.recent_failures LIMIT 20"
+    static let throughputWindows = """
+        SELECT count(*) FILTER (WHERE finished_at > now() - interval '1 minute') AS m1,
+               count(*) FILTER (WHERE finished_at > now() - interval '5 minutes') AS m5,
+               count(*) FILTER (WHERE finished_at > now() - interval '15 minutes') AS m15
+        FROM halcyon.jobs WHERE finished_at > now() - interval '15 minutes'
+        """
+    /// $1 seconds without a heartbeat after which a worker counts as dead.
+    static let workerList = """
+        SELECT id, host, pid, concurrency, jobs_done, jobs_failed,
+               extract(epoch FROM now() - heartbeat_at)::float8 AS heartbeat_age,
+               CASE WHEN stopped_at IS NOT NULL THEN 'stopped'
+                    WHEN heartbeat_at > now() - make_interval(secs => $1::float8) THEN 'live'
+                    ELSE 'dead' END AS status
+        FROM halcyon.workers
+        WHERE stopped_at IS NULL OR stopped_at > now() - interval '1 hour'
+        ORDER BY heartbeat_at DESC
+        LIMIT 50
+        """
+}

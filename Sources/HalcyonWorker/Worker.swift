@@ -1,0 +1,314 @@
+import Foundation
+import HalcyonCore
+import HalcyonQueue
+import Logging
+import Synchronization
+
+/// What a worker did before it stopped.
+public struct WorkerSummary: Sendable {
+    public var succeeded = 0
+    public var failed = 0
+    public var retried = 0
+    public var released = 0
+    public var rescued = 0
+}
+
+/// The worker runtime: claims batches of jobs (LISTEN/NOTIFY wake-up, poll fallback), runs
+/// each through `JobRunner` within its slots, renews leases, rescues jobs whose lease ended,
+/// and on `requestStop()` finishes or releases what it holds.
+public final class Worker: Sendable {
+    public let configuration: WorkerConfiguration
+    private let conninfo: String
+    private let logger: Logger
+    private let wake = WakeSignal()
+    private let state = Mutex(RuntimeState())
+
+    private struct InFlight {
+        var cancel: CancellationFlag
+    }
+
+    private struct RuntimeState {
+        var stopRequests = 0
+        var inFlight: [Int64: InFlight] = [:]
+        var summary = WorkerSummary()
+        /// Counters not yet written to `halcyon.workers`.
+        var unreportedDone = 0
+        var unreportedFailed = 0
+    }
+
+    public init(configuration: WorkerConfiguration, conninfo: String, logger: Logger) {
+        self.configuration = configuration
+        self.conninfo = conninfo
+        var logger = logger
+        logger[metadataKey: "worker"] = "\(configuration.workerID)"
+        self.logger = logger
+    }
+
+    /// First call: stop claiming, let in-flight jobs finish within the grace period, release
+    /// the rest. A second call releases at once.
+    public func requestStop() {
+        let n = state.withLock { s in s.stopRequests += 1; return s.stopRequests }
+        logger.info(n == 1 ? "stop requested: finishing in-flight jobs" : "second stop request: releasing in-flight jobs now")
+        wake.wake()
+    }
+
+    private var stopRequests: Int { state.withLock { $0.stopRequests } }
+
+    /// Runs until stopped (or, with `drain`, until there is nothing left to do).
+    public func run() async throws -> WorkerSummary {
+        let c = configuration
+        let db = try await connectWithRetry()
+        let queue = JobQueue(connection: db)
+        try await retrying("register") {
+            try await queue.registerWorker(id: c.workerID, host: ProcessInfo.processInfo.hostName,
+                                           pid: getpid(), concurrency: c.concurrency)
+        }
+        logger.info("worker started", metadata: [
+            "concurrency": "\(c.concurrency)", "fetch_concurrency": "\(c.fetchConcurrency)",
+            "lease": "\(TimeSpan.format(c.lease))", "mode": "\(c.pollOnly ? "poll" : "listen")", "store": "\(c.storeRoot.path)",
+        ])
+
+        var listener: JobListener?
+        if !c.pollOnly {
+            let l = JobListener(conninfo: conninfo, logger: logger) { [wake] in wake.wake() }
+            l.start()
+            listener = l
+        }
+        defer { listener?.stop() }
+
+        let runner = JobRunner(configuration: c)
+        await withDiscardingTaskGroup { group in
+            group.addTask { await self.maintenanceLoop(queue) }
+            await self.claimLoop(queue, runner: runner, group: &group)
+            await self.finishInFlight(queue)
+            group.cancelAll()
+        }
+        let unreported = takeUnreported()
+        try? await queue.heartbeatWorker(id: c.workerID, done: unreported.done, failed: unreported.failed)
+        try? await queue.stopWorker(id: c.workerID)
+        let summary = state.withLock { $0.summary }
+        logger.info("worker stopped", metadata: [
+            "succeeded": "\(summary.succeeded)", "failed": "\(summary.failed)", "retried": "\(summary.retried)",
+            "released": "\(summary.released)", "rescued": "\(summary.rescued)",
+        ])
+        await db.close()
+        return summary
+    }
+
+    // MARK: Claiming
+
+    private func claimLoop(_ queue: JobQueue, runner: JobRunner, group: inout DiscardingTaskGroup) async {
+        let c = configuration
+        var dbDelay = 0.1
+        while stopRequests == 0 {
+            let free = c.maxInFlight - state.withLock { $0.inFlight.count }
+            var claimed: [Job] = []
+            if free > 0 {
+                do {
+                    claimed = try await queue.claim(workerID: c.workerID, limit: free, lease: c.lease)
+                    dbDelay = 0.1
+                } catch {
+                    logger.warning("claim failed; retrying", metadata: ["error": "\(error)", "retry_in": "\(TimeSpan.format(dbDelay))"])
+                    await wake.wait(timeout: dbDelay)
+                    dbDelay = min(dbDelay * 2, 10)
+                    continue
+                }
+            }
+            for job in claimed {
+                let flag = CancellationFlag()
+                state.withLock { $0.inFlight[job.id] = InFlight(cancel: flag) }
+                group.addTask { await self.execute(job, runner: runner, queue: queue, cancel: flag) }
+            }
+            if !claimed.isEmpty && claimed.count == free { continue }  // probably more waiting
+            if c.drain, claimed.isEmpty, state.withLock({ $0.inFlight.isEmpty }) {
+                if let (runnable, running) = try? await queue.drainState(), !runnable, !running {
+                    logger.info("drained: nothing runnable, nothing running")
+                    return
+                }
+            }
+            await wake.wait(timeout: c.pollInterval)
+        }
+    }
+
+    // MARK: One job
+
+    private func execute(_ job: Job, runner: JobRunner, queue: JobQueue, cancel: CancellationFlag) async {
+        var log = logger
+        log[metadataKey: "job"] = "\(job.id)"
+        log[metadataKey: "attempt"] = "\(job.attempt)"
+        log.debug("job claimed", metadata: ["queue_wait": "\(TimeSpan.format(job.queueWait))"])
+        let outcome: Result<JobResult, HalcyonError>
+        do {
+            outcome = .success(try await runner.run(job, cancel: cancel))
+        } catch {
+            outcome = .failure(error)
+        }
+        // Released at shutdown, cancelled or rescued: the row is no longer ours to write.
+        guard state.withLock({ $0.inFlight[job.id] }) != nil, !cancel.isCancelled else {
+            log.debug("job abandoned; outcome not recorded")
+            return
+        }
+        let c = configuration
+        switch outcome {
+        case .success(let result):
+            let recorded = await recordOrGiveUp("complete", log) {
+                try await queue.complete(id: job.id, workerID: c.workerID, result: result)
+            }
+            state.withLock { s in
+                if recorded == true { s.summary.succeeded += 1; s.unreportedDone += 1 }
+            }
+            log.debug("job succeeded", metadata: ["key": "\(result.key)", "path": "\(result.path)", "bytes": "\(result.bytes)"])
+        case .failure(let error):
+            let delay = c.backoff.delay(afterAttempt: job.attempt)
+            let recorded = await recordOrGiveUp("fail", log) {
+                try await queue.fail(id: job.id, workerID: c.workerID, error: error, retryDelay: delay)
+            }
+            state.withLock { s in
+                switch recorded {
+                case .failed?: s.summary.failed += 1; s.unreportedFailed += 1
+                case .retryScheduled?: s.summary.retried += 1
+                default: break
+                }
+            }
+            var meta: Logger.Metadata = ["code": "\(error.code)", "message": "\(error.message)"]
+            if let s = error.source { meta["source"] = "\(s.prefix(200))" }
+            switch recorded {
+            case .retryScheduled?:
+                meta["retry_in"] = "\(TimeSpan.format(delay))"
+                log.info("job failed; retry scheduled", metadata: meta)
+            case .failed?:
+                log.notice("job failed", metadata: meta)
+            default:
+                log.debug("job failure not recorded (no longer ours)", metadata: meta)
+            }
+        }
+        state.withLock { _ = $0.inFlight.removeValue(forKey: job.id) }
+        wake.wake()
+    }
+
+    /// Retries a recording statement through database outages until it succeeds, the job is
+    /// no longer held, or the worker must stop at once. A job whose outcome could not be
+    /// written keeps its lease until it ends, and is then rescued and run again.
+    private func recordOrGiveUp<T: Sendable>(_ what: String, _ log: Logger, _ body: () async throws -> T) async -> T? {
+        var delay = 0.1
+        while true {
+            do { return try await body() } catch {
+                if stopRequests >= 2 { return nil }
+                log.warning("recording \(what) failed; retrying", metadata: ["error": "\(error)"])
+                try? await Task.sleep(for: .seconds(delay))
+                delay = min(delay * 2, 5)
+            }
+        }
+    }
+
+    // MARK: Leases, rescue, worker heartbeat
+
+    private func maintenanceLoop(_ queue: JobQueue) async {
+        let c = configuration
+        let heartbeatEvery = c.lease / 3
+        var nextHeartbeat = ContinuousClock.now
+        var nextRescue = ContinuousClock.now
+        while !Task.isCancelled {
+            let now = ContinuousClock.now
+            if now >= nextHeartbeat {
+                await heartbeat(queue)
+                nextHeartbeat = now + .seconds(heartbeatEvery)
+            }
+            if now >= nextRescue {
+                await rescue(queue)
+                nextRescue = now + .seconds(c.effectiveRescueInterval)
+            }
+            let next = min(nextHeartbeat, nextRescue)
+            try? await Task.sleep(until: next, clock: .continuous)
+        }
+    }
+
+    private func heartbeat(_ queue: JobQueue) async {
+        let c = configuration
+        let held = state.withLock { Array($0.inFlight.keys) }
+        do {
+            let kept = try await queue.heartbeat(ids: held, workerID: c.workerID, lease: c.lease)
+            let lost = held.filter { !kept.contains($0) }
+            for id in lost {
+                // Cancelled by an operator, or rescued after we stalled: abandon it.
+                if let entry = state.withLock({ $0.inFlight[id] }) {
+                    entry.cancel.cancel()
+                    logger.info("job no longer held (cancelled or rescued); abandoning", metadata: ["job": "\(id)"])
+                }
+            }
+            let counts = takeUnreported()
+            try await queue.heartbeatWorker(id: c.workerID, done: counts.done, failed: counts.failed)
+        } catch {
+            logger.warning("heartbeat failed", metadata: ["error": "\(error)"])
+        }
+    }
+
+    private func takeUnreported() -> (done: Int, failed: Int) {
+        state.withLock { s in
+            defer { s.unreportedDone = 0; s.unreportedFailed = 0 }
+            return (s.unreportedDone, s.unreportedFailed)
+        }
+    }
+
+    private func rescue(_ queue: JobQueue) async {
+        do {
+            let rescued = try await queue.rescueExpired()
+            guard !rescued.isEmpty else { return }
+            state.withLock { $0.summary.rescued += rescued.count }
+            logger.notice("rescued jobs whose lease ended", metadata: [
+                "requeued": "\(rescued.filter { !$0.failed }.count)", "failed": "\(rescued.filter(\.failed).count)",
+            ])
+            wake.wake()
+        } catch {
+            logger.warning("rescue failed", metadata: ["error": "\(error)"])
+        }
+    }
+
+    // MARK: Stopping
+
+    /// Waits for in-flight jobs up to the grace period (or until a second stop request), then
+    /// releases whatever is left without spending its attempt.
+    private func finishInFlight(_ queue: JobQueue) async {
+        let deadline = ContinuousClock.now + .seconds(configuration.grace)
+        while !state.withLock({ $0.inFlight.isEmpty }), ContinuousClock.now < deadline, stopRequests < 2 {
+            await wake.wait(timeout: 0.1)
+        }
+        let left = state.withLock { s -> [Int64: InFlight] in
+            defer { s.inFlight.removeAll() }
+            return s.inFlight
+        }
+        guard !left.isEmpty else { return }
+        left.values.forEach { $0.cancel.cancel() }
+        let ids = Array(left.keys)
+        let released = await recordOrGiveUp("release", logger) {
+            try await queue.release(ids: ids, workerID: self.configuration.workerID)
+        } ?? 0
+        state.withLock { $0.summary.released += released }
+        logger.notice("released unfinished jobs without spending an attempt", metadata: ["count": "\(released)"])
+    }
+
+    // MARK: Database
+
+    private func connectWithRetry() async throws -> PGConnection {
+        var delay = 0.2
+        while true {
+            do { return try await PGConnection.connect(conninfo, label: "worker") } catch {
+                if stopRequests > 0 { throw error }
+                logger.warning("cannot connect to the database; retrying", metadata: ["error": "\(error)", "retry_in": "\(TimeSpan.format(delay))"])
+                try? await Task.sleep(for: .seconds(delay))
+                delay = min(delay * 2, 10)
+            }
+        }
+    }
+
+    private func retrying(_ what: String, _ body: () async throws -> Void) async throws {
+        var delay = 0.2
+        while true {
+            do { return try await body() } catch let error as DatabaseError where error.connectionLost && stopRequests == 0 {
+                logger.warning("\(what) failed; retrying", metadata: ["error": "\(error)"])
+                try? await Task.sleep(for: .seconds(delay))
+                delay = min(delay * 2, 10)
+            }
+        }
+    }
+}

@@ -1,0 +1,48 @@
+import Foundation
+import HalcyonCore
+import HalcyonFetch
+import HalcyonImage
+import HalcyonQueue
+
+/// Everything a worker needs to know, with the defaults `halcyon work` documents.
+public struct WorkerConfiguration: Sendable {
+    /// Unique per process. Default `<host>-<pid>`.
+    public var workerID: String
+    /// Processing slots (concurrent decode/encode). Default: the number of cores.
+    public var concurrency: Int
+    /// Concurrent downloads, separate from processing. Default 8.
+    public var fetchConcurrency: Int = 8
+    /// Seconds a claim is leased for; renewed every lease/3. Default 30.
+    public var lease: Double = 30
+    /// Seconds between polls when no notification arrives. Default 1.
+    public var pollInterval: Double = 1
+    /// Poll only, no LISTEN (for PgBouncer transaction pooling). Default false.
+    public var pollOnly = false
+    /// Exit once nothing is runnable now and nothing is running. Default false.
+    public var drain = false
+    /// Seconds in-flight jobs get to finish after SIGTERM before they are released. Default 20.
+    public var grace: Double = 20
+    /// Seconds between sweeps for expired leases. Default min(5, lease/3).
+    public var rescueInterval: Double?
+    /// Backoff of transiently failed jobs.
+    public var backoff = Backoff()
+    public var fetch = FetchConfiguration()
+    public var limits = ImageLimits()
+    /// Root of the content-addressed store.
+    public var storeRoot: URL
+
+    public init(storeRoot: URL, workerID: String? = nil, concurrency: Int? = nil) {
+        self.storeRoot = storeRoot
+        self.workerID = workerID ?? Self.defaultWorkerID()
+        self.concurrency = max(1, concurrency ?? ProcessInfo.processInfo.activeProcessorCount)
+    }
+
+    public static func defaultWorkerID() -> String {
+        "\(ProcessInfo.processInfo.hostName)-\(getpid())"
+    }
+
+    /// Jobs held at once: every processing slot busy plus every download slot busy.
+    var maxInFlight: Int { concurrency + fetchConcurrency }
+
+    var effectiveRescueInterval: Double { rescueInterval ?? max(0.5, min(5, lease / 3)) }
+}

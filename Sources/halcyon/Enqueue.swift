@@ -1,0 +1,131 @@
+import ArgumentParser
+import Foundation
+import HalcyonCore
+import HalcyonFetch
+import HalcyonImage
+import HalcyonQueue
+
+struct Enqueue: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Enqueue one job, or many from JSON lines; prints the new ids.",
+        discussion: """
+            One job:   halcyon enqueue https://example.com/a.jpg --processors 'resize(320x320, mode=fill) |> format(webp)'
+            Many jobs: halcyon enqueue --file jobs.jsonl   (or --file - for standard input)
+            Each line is an object with "source" and optionally "processors", "cache_key",
+            "fallback_sources", "options", "priority", "max_attempts", "run_at". The batch is
+            checked first and inserted in one transaction: one bad line enqueues nothing.
+            """)
+
+    @OptionGroup var database: DatabaseOptions
+    @Argument(help: "The source: http(s)://…, file:///… or data:…")
+    var source: String?
+    @Option(name: .customLong("fallback"), help: "A fallback source, tried in order after the source fails (repeatable).")
+    var fallbacks: [String] = []
+    @Option(help: "The processor chain, e.g. 'resize(320x320, mode=fill) |> format(jpeg, quality=82)'.")
+    var processors: String = ""
+    @Option(help: "Cache key of the source (default: the source URL).")
+    var cacheKey: String?
+    @Option(help: "Higher runs first.")
+    var priority: Int = 0
+    @Option(help: "Attempts before the job fails for good.")
+    var maxAttempts: Int = 5
+    @Option(help: "Do not run before this ISO-8601 instant.")
+    var runAt: String?
+    @Option(name: .customLong("option"), help: "An options entry key=value; the value is read as JSON when it parses, else as a string (repeatable).")
+    var optionPairs: [String] = []
+    @Option(help: "Enqueue every line of this JSON-lines file ('-' for standard input).")
+    var file: String?
+
+    func validate() throws {
+        if (source == nil) == (file == nil) { throw ValidationError("give either a SOURCE or --file") }
+        if file != nil && (!fallbacks.isEmpty || !processors.isEmpty || cacheKey != nil || !optionPairs.isEmpty) {
+            throw ValidationError("--file takes every field from its lines; drop the other job options")
+        }
+    }
+
+    func run() async throws {
+        var jobs: [JobQueue.NewJob] = []
+        if let file {
+            jobs = try readLines(file)
+        } else if let source {
+            var job = JobQueue.NewJob(source: source)
+            job.fallbackSources = fallbacks
+            job.processors = processors
+            job.cacheKey = cacheKey
+            job.priority = priority
+            job.maxAttempts = maxAttempts
+            job.runAt = runAt
+            var options: [String: JSONValue] = [:]
+            for pair in optionPairs {
+                guard let eq = pair.firstIndex(of: "=") else { throw ValidationError("--option needs key=value, got '\(pair)'") }
+                let value = String(pair[pair.index(after: eq)...])
+                options[String(pair[..<eq])] = JSONValue.parse(value) ?? .string(value)
+            }
+            job.options = JSONValue.object(options).jsonText
+            try check(job, where: "")
+            jobs = [job]
+        }
+        guard !jobs.isEmpty else { throw CommandFailure("nothing to enqueue") }
+        let (connection, _) = try await database.connect()
+        let queue = JobQueue(connection: connection)
+        var ids: [Int64] = []
+        if jobs.count == 1 {
+            ids = [try await queue.enqueue(jobs[0])]
+        } else {
+            ids = try await queue.enqueue(batch: jobs)
+        }
+        if ids.count <= 20 {
+            ids.forEach { print($0) }
+        } else {
+            print("enqueued \(ids.count) jobs: ids \(ids.first!)…\(ids.last!)")
+        }
+    }
+
+    /// Rejects what the worker would reject, before it reaches the table.
+    private func check(_ job: JobQueue.NewJob, where context: String) throws {
+        do {
+            for s in [job.source] + job.fallbackSources { _ = try Source.parse(s) }
+            _ = try ProcessorChain.parse(job.processors)
+            _ = try JobOptions.parse(json: job.options)
+            guard job.maxAttempts >= 1 else { throw HalcyonError(.invalidOptions, "max_attempts must be at least 1") }
+            guard (-32768...32767).contains(job.priority) else { throw HalcyonError(.invalidOptions, "priority must fit in a smallint") }
+            if let r = job.runAt, ISO8601.parse(r) == nil { throw HalcyonError(.invalidOptions, "run_at must be an ISO-8601 instant") }
+        } catch let error as HalcyonError {
+            throw CommandFailure("\(context)\(error)")
+        }
+    }
+
+    private func readLines(_ path: String) throws -> [JobQueue.NewJob] {
+        let data: Data
+        if path == "-" {
+            data = FileHandle.standardInput.readDataToEndOfFile()
+        } else {
+            guard let d = FileManager.default.contents(atPath: path) else { throw CommandFailure("cannot read \(path)") }
+            data = d
+        }
+        var jobs: [JobQueue.NewJob] = []
+        for (index, line) in String(decoding: data, as: UTF8.self).split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+            let text = line.trimmingCharacters(in: .whitespaces)
+            if text.isEmpty { continue }
+            let at = "line \(index + 1): "
+            guard case .object(let o)? = JSONValue.parse(text) else { throw CommandFailure("\(at)not a JSON object") }
+            let known: Set<String> = ["source", "processors", "cache_key", "fallback_sources", "options", "priority", "max_attempts", "run_at"]
+            if let unknown = o.keys.sorted().first(where: { !known.contains($0) }) { throw CommandFailure("\(at)unknown field '\(unknown)'") }
+            guard let source = o["source"]?.stringValue else { throw CommandFailure("\(at)\"source\" (a string) is required") }
+            var job = JobQueue.NewJob(source: source)
+            if let v = o["processors"] { guard let s = v.stringValue else { throw CommandFailure("\(at)\"processors\" must be a string") }; job.processors = s }
+            if let v = o["cache_key"], v != .null { guard let s = v.stringValue else { throw CommandFailure("\(at)\"cache_key\" must be a string") }; job.cacheKey = s }
+            if let v = o["fallback_sources"] {
+                guard let a = v.arrayValue, a.allSatisfy({ $0.stringValue != nil }) else { throw CommandFailure("\(at)\"fallback_sources\" must be an array of strings") }
+                job.fallbackSources = a.compactMap(\.stringValue)
+            }
+            if let v = o["options"] { guard case .object = v else { throw CommandFailure("\(at)\"options\" must be an object") }; job.options = v.jsonText }
+            if let v = o["priority"] { guard let n = v.numberValue, n == n.rounded() else { throw CommandFailure("\(at)\"priority\" must be an integer") }; job.priority = Int(n) }
+            if let v = o["max_attempts"] { guard let n = v.numberValue, n == n.rounded() else { throw CommandFailure("\(at)\"max_attempts\" must be an integer") }; job.maxAttempts = Int(n) }
+            if let v = o["run_at"] { guard let s = v.stringValue else { throw CommandFailure("\(at)\"run_at\" must be a string") }; job.runAt = s }
+            try check(job, where: at)
+            jobs.append(job)
+        }
+        return jobs
+    }
+}

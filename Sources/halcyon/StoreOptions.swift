@@ -1,0 +1,17 @@
+import ArgumentParser
+import Foundation
+import HalcyonQueue
+
+/// `--store`, else `HALCYON_STORE`, else `$HALCYON_HOME/store`.
+struct StoreOptions: ParsableArguments {
+    @Option(help: "Store root directory (default: HALCYON_STORE or $HALCYON_HOME/store).")
+    var store: String?
+
+    func root() -> URL {
+        if let store { return URL(fileURLWithPath: store).standardizedFileURL }
+        if let env = ProcessInfo.processInfo.environment["HALCYON_STORE"], !env.isEmpty {
+            return URL(fileURLWithPath: env).standardizedFileURL
+        }
+        return EmbeddedCluster.defaultHome().appendingPathComponent("store")
+    }
+}

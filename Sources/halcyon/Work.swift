@@ -1,0 +1,89 @@
+import ArgumentParser
+import Dispatch
+import Foundation
+import HalcyonCore
+import HalcyonQueue
+import HalcyonWorker
+
+struct Work: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Run a worker: claim jobs, fetch, process, store, record.",
+        discussion: """
+            SIGTERM/SIGINT: stop claiming, let in-flight jobs finish within --grace, release the
+            rest to 'queued' without spending an attempt, exit 0. A second signal releases at once.
+            Environment: HALCYON_FILE_ROOTS (comma-separated --file-root), HALCYON_STORE.
+            """)
+
+    @OptionGroup var database: DatabaseOptions
+    @OptionGroup var storeOptions: StoreOptions
+    @OptionGroup var logging: LoggingOptions
+
+    @Option(help: "Processing slots (concurrent decode/process/encode). Default: number of cores.")
+    var concurrency: Int?
+    @Option(help: "Concurrent downloads, separate from processing slots.")
+    var fetchConcurrency: Int = 8
+    @Option(help: "Lease per claimed job (renewed every lease/3), e.g. 30s.")
+    var lease: String = "30s"
+    @Option(help: "How often to poll when no notification arrives, e.g. 1s.")
+    var pollInterval: String = "1s"
+    @Flag(help: "Never LISTEN; poll only (for PgBouncer transaction pooling).")
+    var pollOnly = false
+    @Flag(help: "Exit when no job is runnable now and none is running (jobs scheduled for later stay).")
+    var drain = false
+    @Option(help: "Worker id (default <host>-<pid>).")
+    var workerID: String?
+    @Option(help: "Time in-flight jobs get to finish after SIGTERM, e.g. 20s.")
+    var grace: String = "20s"
+    @Option(help: "Backoff after the first transient failure (doubles per attempt, capped at 10m, with jitter).")
+    var retryBase: String = "2s"
+    @Option(name: .customLong("file-root"), help: "A directory file:// sources may read from (repeatable; also HALCYON_FILE_ROOTS).")
+    var fileRoots: [String] = []
+
+    func validate() throws {
+        for (name, value) in [("--lease", lease), ("--poll-interval", pollInterval), ("--grace", grace), ("--retry-base", retryBase)] {
+            guard TimeSpan.parse(value) != nil else { throw ValidationError("\(name) must be a duration like 30s, 500ms or 2m") }
+        }
+        guard (TimeSpan.parse(lease) ?? 0) >= 1 else { throw ValidationError("--lease must be at least 1s") }
+        if let c = concurrency, !(1...256).contains(c) { throw ValidationError("--concurrency must be 1…256") }
+        guard (1...1024).contains(fetchConcurrency) else { throw ValidationError("--fetch-concurrency must be 1…1024") }
+    }
+
+    func run() async throws {
+        let logger = logging.makeLogger()
+        let (connection, conninfo) = try await database.connect()
+        await connection.close()
+
+        var c = WorkerConfiguration(storeRoot: storeOptions.root(), workerID: workerID, concurrency: concurrency)
+        c.fetchConcurrency = fetchConcurrency
+        c.lease = TimeSpan.parse(lease)!
+        c.pollInterval = TimeSpan.parse(pollInterval)!
+        c.pollOnly = pollOnly
+        c.drain = drain
+        c.grace = TimeSpan.parse(grace)!
+        c.backoff.base = TimeSpan.parse(retryBase)!
+        let envRoots = (ProcessInfo.processInfo.environment["HALCYON_FILE_ROOTS"] ?? "").split(separator: ",").map(String.init)
+        c.fetch.fileRoots = (fileRoots + envRoots).filter { !$0.isEmpty }
+
+        let worker = Worker(configuration: c, conninfo: conninfo, logger: logger)
+        let signals = SignalForwarder(signals: [SIGTERM, SIGINT]) { worker.requestStop() }
+        _ = try await worker.run()
+        signals.cancel()
+    }
+}
+
+/// Turns SIGTERM/SIGINT into calls (handled on a Dispatch queue, not in signal context).
+final class SignalForwarder {
+    private let sources: [any DispatchSourceSignal]
+
+    init(signals: [Int32], handler: @escaping @Sendable () -> Void) {
+        sources = signals.map { sig in
+            signal(sig, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: sig, queue: .global())
+            source.setEventHandler(handler: handler)
+            source.resume()
+            return source
+        }
+    }
+
+    func cancel() { sources.forEach { $0.cancel() } }
+}

@@ -1,0 +1,170 @@
+#!/usr/bin/env python3
+"""Halcyon's test origin: a real HTTP server on 127.0.0.1 with fault injection.
+
+Serves files from --root and counts every request by path+query. Endpoints:
+  /files/NAME[?…]                     the file NAME from the root (ETag added)
+  /fail/N/STATUS/KEY/NAME             fail the first N requests for KEY with STATUS, then serve NAME
+  /retry-after/SECONDS/KEY/NAME       first request for KEY: 429 with Retry-After, then NAME
+  /status/CODE                        answer CODE with a short body
+  /slow/SECONDS                       sleep, then 200 with a tiny body
+  /trickle/BYTES_PER_SECOND/TOTAL     dribble bytes slowly
+  /truncated/NAME                     promise the whole file, send half, close
+  /huge/BYTES                         stream BYTES bytes without Content-Length
+  /notimage                           HTML under Content-Type image/jpeg
+  /redirect?to=URL                    302 to URL
+  /redirect-loop/N                    302 to /redirect-loop/N+1, forever
+  /_counts                            JSON {path: count}; /_reset clears counts and failure state
+The chosen port is written to --port-file once listening.
+"""
+import argparse, hashlib, json, os, sys, threading, time
+from http.server import ThreadingHTTPServer, BaseHTTPRequestHandler
+from urllib.parse import urlsplit, parse_qs
+
+lock = threading.Lock()
+counts = {}
+failures = {}
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_version = "HalcyonTestOrigin/1"
+
+    def log_message(self, *args):
+        pass
+
+    def send_body(self, status, body, content_type="application/octet-stream", extra=None):
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        for k, v in (extra or {}).items():
+            self.send_header(k, v)
+        self.end_headers()
+        self.wfile.write(body)
+
+    def serve_file(self, name):
+        path = os.path.join(self.server.root, os.path.basename(name))
+        try:
+            with open(path, "rb") as f:
+                data = f.read()
+        except OSError:
+            return self.send_body(404, b"not found", "text/plain")
+        etag = '"%s"' % hashlib.sha256(data).hexdigest()[:16]
+        if self.headers.get("If-None-Match") == etag:
+            self.send_response(304)
+            self.send_header("ETag", etag)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        ctype = {"jpg": "image/jpeg", "png": "image/png", "gif": "image/gif", "webp": "image/webp"}.get(name.rsplit(".", 1)[-1], "application/octet-stream")
+        self.send_body(200, data, ctype, {"ETag": etag})
+
+    def do_GET(self):
+        url = urlsplit(self.path)
+        parts = [p for p in url.path.split("/") if p]
+        with lock:
+            counts[self.path] = counts.get(self.path, 0) + 1
+        if not parts:
+            return self.send_body(200, b"halcyon test origin", "text/plain")
+        head = parts[0]
+        if head == "_counts":
+            with lock:
+                body = json.dumps(counts).encode()
+            return self.send_body(200, body, "application/json")
+        if head == "_reset":
+            with lock:
+                counts.clear()
+                failures.clear()
+            return self.send_body(200, b"ok", "text/plain")
+        if head == "files" and len(parts) == 2:
+            return self.serve_file(parts[1])
+        if head == "fail" and len(parts) == 5:
+            n, status, key, name = int(parts[1]), int(parts[2]), parts[3], parts[4]
+            with lock:
+                seen = failures.get(key, 0)
+                failures[key] = seen + 1
+            if seen < n:
+                return self.send_body(status, b"injected failure", "text/plain")
+            return self.serve_file(name)
+        if head == "retry-after" and len(parts) == 4:
+            seconds, key, name = parts[1], parts[2], parts[3]
+            with lock:
+                seen = failures.get(key, 0)
+                failures[key] = seen + 1
+            if seen == 0:
+                return self.send_body(429, b"slow down", "text/plain", {"Retry-After": seconds})
+            return self.serve_file(name)
+        if head == "status" and len(parts) == 2:
+            return self.send_body(int(parts[1]), b"status " + parts[1].encode(), "text/plain")
+        if head == "slow" and len(parts) == 2:
+            time.sleep(float(parts[1]))
+            return self.send_body(200, b"late", "text/plain")
+        if head == "trickle" and len(parts) == 3:
+            rate, total = max(1, int(parts[1])), int(parts[2])
+            self.send_response(200)
+            self.send_header("Content-Type", "image/jpeg")
+            self.send_header("Content-Length", str(total))
+            self.end_headers()
+            try:
+                for _ in range(total):
+                    self.wfile.write(b"\xff")
+                    self.wfile.flush()
+                    time.sleep(1.0 / rate)
+            except OSError:
+                pass
+            return
+        if head == "truncated" and len(parts) == 2:
+            path = os.path.join(self.server.root, os.path.basename(parts[1]))
+            with open(path, "rb") as f:
+                data = f.read()
+            self.send_response(200)
+            self.send_header("Content-Type", "image/jpeg")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data[: len(data) // 2])
+            self.wfile.flush()
+            self.close_connection = True
+            return
+        if head == "huge" and len(parts) == 2:
+            total = int(parts[1])
+            self.send_response(200)
+            self.send_header("Content-Type", "image/jpeg")
+            self.send_header("Connection", "close")
+            self.end_headers()
+            self.close_connection = True
+            chunk = b"\xff\xd8\xff" + b"\0" * 65533
+            sent = 0
+            try:
+                while sent < total:
+                    self.wfile.write(chunk)
+                    sent += len(chunk)
+            except OSError:
+                pass
+            return
+        if head == "notimage":
+            return self.send_body(200, b"<html><body>not an image</body></html>", "image/jpeg")
+        if head == "redirect":
+            to = parse_qs(url.query).get("to", ["/"])[0]
+            return self.send_body(302, b"", "text/plain", {"Location": to})
+        if head == "redirect-loop" and len(parts) == 2:
+            return self.send_body(302, b"", "text/plain", {"Location": "/redirect-loop/%d" % (int(parts[1]) + 1)})
+        return self.send_body(404, b"no such endpoint", "text/plain")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--root", required=True)
+    ap.add_argument("--port", type=int, default=0)
+    ap.add_argument("--port-file")
+    args = ap.parse_args()
+    server = ThreadingHTTPServer(("127.0.0.1", args.port), Handler)
+    server.daemon_threads = True
+    server.root = args.root
+    if args.port_file:
+        with open(args.port_file + ".tmp", "w") as f:
+            f.write(str(server.server_address[1]))
+        os.replace(args.port_file + ".tmp", args.port_file)
+    server.serve_forever()
+
+
+if __name__ == "__main__":
+    main()
