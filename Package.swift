@@ -50,13 +50,17 @@ let package = Package(
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
         ]),
 
+        // Helpers for the integration tests: throwaway databases, the origin, worker processes.
+        .target(name: "HalcyonTestSupport", dependencies: ["HalcyonCore", "HalcyonQueue", "HalcyonFetch"],
+                path: "Tests/HalcyonTestSupport"),
+
         .testTarget(name: "HalcyonCoreTests", dependencies: ["HalcyonCore"]),
         .testTarget(name: "HalcyonImageTests", dependencies: ["HalcyonImage", "HalcyonCore"]),
         .testTarget(name: "HalcyonStoreTests", dependencies: ["HalcyonStore", "HalcyonCore"]),
-        .testTarget(name: "HalcyonFetchTests", dependencies: ["HalcyonFetch", "HalcyonCore"]),
-        .testTarget(name: "HalcyonQueueTests", dependencies: ["HalcyonQueue", "HalcyonCore"]),
+        .testTarget(name: "HalcyonFetchTests", dependencies: ["HalcyonFetch", "HalcyonCore", "HalcyonTestSupport", "HalcyonImage"]),
+        .testTarget(name: "HalcyonQueueTests", dependencies: ["HalcyonQueue", "HalcyonCore", "HalcyonTestSupport"]),
         .testTarget(name: "HalcyonWorkerTests", dependencies: [
-            "HalcyonWorker", "HalcyonQueue", "HalcyonCore", "HalcyonImage", "HalcyonStore",
+            "HalcyonWorker", "HalcyonQueue", "HalcyonCore", "HalcyonImage", "HalcyonStore", "HalcyonTestSupport",
         ]),
     ],
     swiftLanguageModes: [.v6]

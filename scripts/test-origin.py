@@ -7,6 +7,7 @@ Serves files from --root and counts every request by path+query. Endpoints:
   /retry-after/SECONDS/KEY/NAME       first request for KEY: 429 with Retry-After, then NAME
   /status/CODE                        answer CODE with a short body
   /slow/SECONDS                       sleep, then 200 with a tiny body
+  /slowfile/SECONDS/NAME              sleep, then serve NAME
   /trickle/BYTES_PER_SECOND/TOTAL     dribble bytes slowly
   /truncated/NAME                     promise the whole file, send half, close
   /huge/BYTES                         stream BYTES bytes without Content-Length
@@ -98,6 +99,9 @@ class Handler(BaseHTTPRequestHandler):
         if head == "slow" and len(parts) == 2:
             time.sleep(float(parts[1]))
             return self.send_body(200, b"late", "text/plain")
+        if head == "slowfile" and len(parts) == 3:
+            time.sleep(float(parts[1]))
+            return self.serve_file(parts[2])
         if head == "trickle" and len(parts) == 3:
             rate, total = max(1, int(parts[1])), int(parts[2])
             self.send_response(200)

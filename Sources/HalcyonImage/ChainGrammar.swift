@@ -17,11 +17,14 @@ public enum ChainValue: Sendable, Equatable, CustomStringConvertible {
     }
 }
 
-/// One argument with where it was written (1-based column).
+/// One argument with where it was written (1-based columns).
 public struct ChainArgument: Sendable, Equatable {
     public var key: String?
     public var value: ChainValue
+    /// Where the argument starts (its key, when named).
     public var position: Int
+    /// Where its value starts.
+    public var valuePosition: Int
 }
 
 /// A parsed step: `name(positional…, key=value…)`, before its processor validates it.
@@ -90,13 +93,14 @@ public enum ChainGrammar {
     private static func parseArgument(first: Token, lexer: inout Lexer) throws(ChainError) -> (ChainArgument, Token) {
         var token = first
         var key: String?
+        let start = token.position
         if case .word(let w) = token.kind {
             let next = try lexer.next()
             if case .equals = next.kind {
                 key = w
                 token = try lexer.next()
             } else {
-                return (ChainArgument(key: nil, value: .word(w), position: token.position), next)
+                return (ChainArgument(key: nil, value: .word(w), position: start, valuePosition: start), next)
             }
         }
         let value: ChainValue
@@ -105,7 +109,7 @@ public enum ChainGrammar {
         case .word(let w): value = .word(w)
         default: throw ChainError(position: token.position, found: token.kind.description, expected: key == nil ? "an argument" : "a value for '\(key!)'")
         }
-        return (ChainArgument(key: key, value: value, position: token.position), try lexer.next())
+        return (ChainArgument(key: key, value: value, position: start, valuePosition: token.position), try lexer.next())
     }
 }
 

@@ -57,6 +57,17 @@ public final class MagickImage {
     public var height: Int { Int(MagickGetImageHeight(wand)) }
     public var hasAlpha: Bool { MagickGetImageAlphaChannel(wand) == MagickTrue }
 
+    /// The colour at (x, y) as red, green, blue, alpha in 0…1 (alpha 1 = opaque).
+    public func pixel(x: Int, y: Int) -> (red: Double, green: Double, blue: Double, alpha: Double) {
+        let p = NewPixelWand()!
+        defer { DestroyPixelWand(p) }
+        MagickGetImagePixelColor(wand, x, y, p)
+        return (PixelGetRed(p), PixelGetGreen(p), PixelGetBlue(p), PixelGetAlpha(p))
+    }
+
+    /// Number of frames (1 for still images).
+    public var frameCount: Int { Int(MagickGetNumberImages(wand)) }
+
     /// Rotates and flips per the EXIF orientation, then forgets the tag.
     public func autoOrient() throws(HalcyonError) {
         guard MagickGetImageOrientation(wand) != TopLeftOrientation,

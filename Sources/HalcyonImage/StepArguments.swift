@@ -28,9 +28,9 @@ struct StepArguments {
 
     mutating func size(_ key: String, max limit: Int = 16384) throws(ChainError) -> (Int, Int) {
         guard let a = take(key) else { throw missing(key, "a size WxH") }
-        guard case .size(let w, let h) = a.value else { throw ChainError(position: a.position, found: "'\(a.value)'", expected: "a size WxH for '\(key)'") }
+        guard case .size(let w, let h) = a.value else { throw ChainError(position: a.valuePosition, found: "'\(a.value)'", expected: "a size WxH for '\(key)'") }
         guard (1...limit).contains(w), (1...limit).contains(h) else {
-            throw ChainError(position: a.position, found: "'\(a.value)'", expected: "a size from 1x1 to \(limit)x\(limit)")
+            throw ChainError(position: a.valuePosition, found: "'\(a.value)'", expected: "a size from 1x1 to \(limit)x\(limit)")
         }
         return (w, h)
     }
@@ -40,9 +40,9 @@ struct StepArguments {
             if let value { return value }
             throw missing(key, "a number")
         }
-        guard case .number(let n) = a.value else { throw ChainError(position: a.position, found: "'\(a.value)'", expected: "a number for '\(key)'") }
+        guard case .number(let n) = a.value else { throw ChainError(position: a.valuePosition, found: "'\(a.value)'", expected: "a number for '\(key)'") }
         guard range.contains(n) else {
-            throw ChainError(position: a.position, found: "'\(a.value)'", expected: "'\(key)' from \(formatNumber(range.lowerBound)) to \(formatNumber(range.upperBound))")
+            throw ChainError(position: a.valuePosition, found: "'\(a.value)'", expected: "'\(key)' from \(formatNumber(range.lowerBound)) to \(formatNumber(range.upperBound))")
         }
         return n
     }
@@ -54,7 +54,7 @@ struct StepArguments {
             throw missing(key, options)
         }
         guard case .word(let w) = a.value, let v = T(rawValue: w) else {
-            throw ChainError(position: a.position, found: "'\(a.value)'", expected: "\(options) for '\(key)'")
+            throw ChainError(position: a.valuePosition, found: "'\(a.value)'", expected: "\(options) for '\(key)'")
         }
         return v
     }

@@ -137,6 +137,10 @@ public final class Worker: Sendable {
         log[metadataKey: "job"] = "\(job.id)"
         log[metadataKey: "attempt"] = "\(job.attempt)"
         log.debug("job claimed", metadata: ["queue_wait": "\(TimeSpan.format(job.queueWait))"])
+        defer {
+            state.withLock { _ = $0.inFlight.removeValue(forKey: job.id) }
+            wake.wake()
+        }
         let outcome: Result<JobResult, HalcyonError>
         do {
             outcome = .success(try await runner.run(job, cancel: cancel))
@@ -182,8 +186,6 @@ public final class Worker: Sendable {
                 log.debug("job failure not recorded (no longer ours)", metadata: meta)
             }
         }
-        state.withLock { _ = $0.inFlight.removeValue(forKey: job.id) }
-        wake.wake()
     }
 
     /// Retries a recording statement through database outages until it succeeds, the job is

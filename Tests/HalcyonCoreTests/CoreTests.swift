@@ -1,0 +1,112 @@
+import Foundation
+import HalcyonCore
+import Testing
+
+@Suite struct TimeSpanTests {
+    @Test func parsesUnits() {
+        #expect(TimeSpan.parse("250ms") == 0.25)
+        #expect(TimeSpan.parse("30s") == 30)
+        #expect(TimeSpan.parse("10m") == 600)
+        #expect(TimeSpan.parse("12h") == 43200)
+        #expect(TimeSpan.parse("7d") == 604800)
+        #expect(TimeSpan.parse("1.5s") == 1.5)
+        #expect(TimeSpan.parse("5") == 5)
+    }
+
+    @Test func rejectsNonsense() {
+        for bad in ["", "abc", "-1s", "1x", "nan", "infs", "s"] {
+            #expect(TimeSpan.parse(bad) == nil, "\(bad)")
+        }
+    }
+
+    @Test func formats() {
+        #expect(TimeSpan.format(0.25) == "250ms")
+        #expect(TimeSpan.format(120) == "2m")
+        #expect(TimeSpan.format(86400 * 7) == "7d")
+        #expect(TimeSpan.format(1.5) == "1.5s")
+    }
+}
+
+@Suite struct JobOptionsTests {
+    @Test func defaults() throws {
+        let o = try JobOptions.parse(json: "{}")
+        #expect(o.expiration == .seconds(7 * 86400))
+        #expect(o.extend == .cacheTime)
+        #expect(o.forceRefresh == false && o.onlyFromCache == false)
+        #expect(o.retry == nil)
+    }
+
+    @Test func parsesEveryKey() throws {
+        let o = try JobOptions.parse(json: """
+            {"force_refresh": true, "only_from_cache": false, "expiration": "12h", "extend": "none",
+             "headers": {"X-A": "1"}, "retry": {"max": 3, "interval": "500ms", "backoff": "fixed"}}
+            """)
+        #expect(o.forceRefresh)
+        #expect(o.expiration == .seconds(43200))
+        #expect(o.extend == ExpirationExtending.none)
+        #expect(o.headers == ["X-A": "1"])
+        #expect(o.retry == RetryOptions(max: 3, interval: 0.5, backoff: .fixed))
+    }
+
+    @Test(arguments: [
+        "[]", "\"x\"", "{\"force_refresh\": 1}", "{\"force_refresh\": \"yes\"}", "{\"expiration\": 7}",
+        "{\"expiration\": \"soon\"}", "{\"extend\": \"forever\"}", "{\"headers\": [\"a\"]}",
+        "{\"headers\": {\"a\": 1}}", "{\"retry\": {\"max\": 1.5}}", "{\"retry\": {\"max\": true}}",
+        "{\"retry\": {\"backoff\": \"random\"}}", "{\"retry\": {\"interval\": \"2h\"}}", "{\"colour\": \"red\"}",
+        "not json",
+    ])
+    func rejectsWrongTypes(json: String) {
+        #expect {
+            _ = try JobOptions.parse(json: json)
+        } throws: { error in
+            (error as? HalcyonError)?.code == .invalidOptions
+        }
+    }
+
+    @Test func expirationForms() {
+        #expect(StorageExpiration.parse("never") == .never)
+        #expect(StorageExpiration.parse("expired") == .expired)
+        #expect(StorageExpiration.parse("2030-01-02T03:04:05Z") == .date(Date(timeIntervalSince1970: 1893553445)))
+    }
+}
+
+@Suite struct ErrorCodeTests {
+    @Test func contractCodesRender() {
+        #expect(ErrorCode.invalidChain.description == "job.invalid_chain")
+        #expect(ErrorCode.sourcesExhausted.description == "fetch.sources_exhausted")
+        #expect(ErrorCode.internal.description == "internal")
+        #expect(ErrorCode.leaseExpired.description == "worker.lease_expired")
+    }
+
+    @Test func permanence() {
+        #expect(HalcyonError(.invalidChain, "x").permanent)
+        #expect(HalcyonError(.notCached, "x").permanent)
+        #expect(!HalcyonError(.writeFailed, "x").permanent)
+        #expect(!HalcyonError(.timeout, "x").permanent)
+        #expect(!HalcyonError(.internal, "x").permanent)
+        #expect(!HalcyonError(.httpStatus, "x", permanent: false).permanent)
+    }
+
+    @Test func wrapKeepsHalcyonErrors() {
+        struct Other: Error {}
+        #expect(HalcyonError.wrap(HalcyonError(.timeout, "t")).code == .timeout)
+        #expect(HalcyonError.wrap(Other()).code == .internal)
+    }
+}
+
+@Suite struct ImageFormatTests {
+    @Test func sniffsMagicBytes() {
+        #expect(ImageFormat.sniff([0xFF, 0xD8, 0xFF, 0xE0]) == .jpeg)
+        #expect(ImageFormat.sniff([0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A]) == .png)
+        #expect(ImageFormat.sniff(Array("GIF89a....".utf8)) == .gif)
+        #expect(ImageFormat.sniff(Array("RIFF\0\0\0\0WEBPVP8 ".utf8)) == .webp)
+        #expect(ImageFormat.sniff([0, 0, 0, 0x1C] + Array("ftypavif".utf8)) == .avif)
+    }
+
+    @Test func refusesEverythingElse() {
+        #expect(ImageFormat.sniff([UInt8]()) == nil)
+        #expect(ImageFormat.sniff(Array("<svg xmlns=".utf8)) == nil)
+        #expect(ImageFormat.sniff(Array("%!PS-Adobe".utf8)) == nil)
+        #expect(ImageFormat.sniff(Array("push graphic-context".utf8)) == nil)
+    }
+}

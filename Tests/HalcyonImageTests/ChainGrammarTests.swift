@@ -1,0 +1,70 @@
+import HalcyonCore
+import HalcyonImage
+import Testing
+
+@Suite struct ChainGrammarTests {
+    func identifier(_ chain: String) throws -> String { try ProcessorChain.parse(chain).identifier }
+
+    @Test func emptyChainHasEmptyIdentifier() throws {
+        #expect(try identifier("") == "")
+        #expect(try identifier("   ") == "")
+        #expect(try ProcessorChain.parse("").resultKey(cacheKey: "k") == "k")
+    }
+
+    @Test func canonicalIdentifierMakesEveryParameterExplicit() throws {
+        #expect(try identifier("resize(320x320)") == "resize(320x320,mode=fit)")
+        #expect(try identifier("format(jpeg)") == "format(jpeg,quality=85)")
+        #expect(try identifier("format(png, quality=10)") == "format(png)")
+    }
+
+    @Test(arguments: [
+        ("resize(320x320, mode=fill) |> format(jpeg, quality=82)", "resize(320x320,mode=fill)|>format(jpeg,quality=82)"),
+        ("RESIZE( 320x320 ,MODE = FILL )>>format(jpeg,quality=82.0)", "resize(320x320,mode=fill)|>format(jpeg,quality=82)"),
+        ("resize(size=320x320, mode=fill) |> format(format=jpeg, quality=82)", "resize(320x320,mode=fill)|>format(jpeg,quality=82)"),
+        ("resize(mode=fill, size=320x320)|>format(quality=82,format=jpeg)", "resize(320x320,mode=fill)|>format(jpeg,quality=82)"),
+    ])
+    func equivalentSpellingsShareAnIdentifier(chain: String, expected: String) throws {
+        #expect(try identifier(chain) == expected)
+        #expect(try ProcessorChain.parse(chain).resultKey(cacheKey: "src") == "src@" + expected)
+    }
+
+    @Test func differentChainsDiffer() throws {
+        let ids = try ["resize(320x320)", "resize(320x320, mode=fill)", "resize(320x321)", "format(jpeg, quality=80)", "format(webp, quality=80)"].map(identifier)
+        #expect(Set(ids).count == ids.count)
+    }
+
+    @Test(arguments: [
+        ("resize(320x320", 15, "','"),               // unclosed
+        ("resize(320x320) |> ", 20, "a step name"),   // dangling pipe
+        ("resize(320x320) format(png)", 17, "'|>'"),  // missing pipe
+        ("blurry(3)", 1, "one of"),                    // unknown step
+        ("resize(320x320, mode=fil)", 22, "fit|fill|stretch"),
+        ("resize(0x10)", 8, "a size from 1x1"),
+        ("resize(100000x100000)", 8, "a size from 1x1"),
+        ("resize(320)", 8, "a size WxH"),
+        ("format(jpeg, quality=0)", 22, "from 1 to 100"),
+        ("format(jpeg, quality=NaN)", 22, "a number"),
+        ("format(gifv)", 8, "jpeg|png|webp"),
+        ("resize(320x320, colour=red)", 17, "one of mode, size"),
+        ("resize(320x320, 1x1)", 17, "fit|fill|stretch"),
+        ("resize(320x320) |> ✨", 20, "a step"),
+        ("format(jpeg, quality=90, quality=91)", 26, "each argument once"),
+    ])
+    func errorsNameThePositionAndWhatWasExpected(chain: String, column: Int, expected: String) {
+        #expect {
+            _ = try ProcessorChain.parse(chain)
+        } throws: { error in
+            guard let e = error as? HalcyonError, e.code == .invalidChain else { return false }
+            return e.message.contains("at column \(column):") && e.message.contains(expected)
+        }
+    }
+
+    @Test func hostileChainsAreRejectedCheaply() {
+        let long = Array(repeating: "format(png)", count: 10_000).joined(separator: " |> ")
+        let clock = ContinuousClock()
+        let elapsed = clock.measure {
+            #expect(throws: HalcyonError.self) { _ = try ProcessorChain.parse(long) }
+        }
+        #expect(elapsed < .seconds(2))
+    }
+}

@@ -1,0 +1,250 @@
+import Foundation
+import HalcyonCore
+import HalcyonQueue
+import HalcyonTestSupport
+import Testing
+
+@Suite(.enabled(if: TestEnvironment.available, "needs scripts/test (PostgreSQL)"))
+struct SchemaTests {
+    @Test(arguments: [
+        "INSERT INTO halcyon.jobs (source) VALUES ('')",
+        "INSERT INTO halcyon.jobs (source) VALUES ('   ')",
+        "INSERT INTO halcyon.jobs (source) VALUES ('ftp://example.com/a.jpg')",
+        "INSERT INTO halcyon.jobs (source) VALUES ('example.com/a.jpg')",
+        "INSERT INTO halcyon.jobs (source, max_attempts) VALUES ('https://example.com/a.jpg', 0)",
+        "INSERT INTO halcyon.jobs (source, options) VALUES ('https://example.com/a.jpg', '[]')",
+        "INSERT INTO halcyon.jobs (source, options) VALUES ('https://example.com/a.jpg', '\"x\"')",
+        "INSERT INTO halcyon.jobs (source, fallback_sources) VALUES ('https://example.com/a.jpg', '{gopher://x}')",
+        "SELECT halcyon.enqueue('mailto:someone')",
+    ])
+    func checksRejectNonsenseAtInsert(sql: String) async throws {
+        let db = try await TestDatabase.create()
+        await #expect {
+            try await db.query(sql)
+        } throws: { error in
+            (error as? DatabaseError)?.sqlState == "23514"  // check_violation
+        }
+        #expect(try await db.query("SELECT count(*) AS n FROM halcyon.jobs").value(0, "n") == "0")
+    }
+
+    @Test func enqueueTakesNamedArgumentsAndDefaults() async throws {
+        let db = try await TestDatabase.create()
+        let id = try await db.query("""
+            SELECT halcyon.enqueue('https://example.com/a.jpg', processors => 'resize(10x10)', priority => 3,
+                                   options => '{"expiration": "1d"}') AS id
+            """).value(0, "id")
+        let row = try await db.query("SELECT state::text, processors, priority, max_attempts, options::text, fallback_sources, attempt FROM halcyon.jobs WHERE id = $1::bigint", [id])
+        #expect(row.value(0, "state") == "queued")
+        #expect(row.value(0, "processors") == "resize(10x10)")
+        #expect(row.value(0, "priority") == "3")
+        #expect(row.value(0, "max_attempts") == "5")
+        #expect(row.value(0, "fallback_sources") == "{}")
+        #expect(row.value(0, "attempt") == "0")
+        #expect(row.value(0, "options") == #"{"expiration": "1d"}"#)
+    }
+
+    @Test func viewsAnswer() async throws {
+        let db = try await TestDatabase.create()
+        let counts = try await db.query("SELECT state::text, count FROM halcyon.job_counts")
+        #expect(counts.rows.map { $0[0] ?? "" } == ["queued", "running", "succeeded", "failed", "cancelled"])
+        _ = try await db.query("SELECT * FROM halcyon.recent_failures")
+        _ = try await db.query("SELECT * FROM halcyon.throughput")
+    }
+
+    @Test func insertNotifiesListeners() async throws {
+        let db = try await TestDatabase.create()
+        let woke = WakeCounter()
+        let listener = JobListener(conninfo: db.conninfo, logger: .init(label: "test")) { woke.bump() }
+        listener.start()
+        defer { listener.stop() }
+        try await Task.sleep(for: .milliseconds(500))
+        let before = woke.value
+        try await db.query("SELECT halcyon.enqueue('https://example.com/n.jpg')")
+        let deadline = ContinuousClock.now + .seconds(5)
+        while woke.value == before, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
+        #expect(woke.value > before)
+    }
+}
+
+final class WakeCounter: @unchecked Sendable {
+    private let lock = NSLock()
+    private var n = 0
+    func bump() { lock.lock(); n += 1; lock.unlock() }
+    var value: Int { lock.lock(); defer { lock.unlock() }; return n }
+}
+
+@Suite(.enabled(if: TestEnvironment.available, "needs scripts/test (PostgreSQL)"))
+struct MigrationTests {
+    @Test func migrateIsIdempotent() async throws {
+        let db = try await TestDatabase.create(migrated: false)
+        let c = try await db.connect()
+        let migrations = try Migrator.load(from: TestEnvironment.migrationsDirectory)
+        let first = try await Migrator.migrate(c, migrations: migrations)
+        #expect(first == migrations.map(\.name))
+        let second = try await Migrator.migrate(c, migrations: migrations)
+        #expect(second.isEmpty)
+        #expect(try await Migrator.appliedVersions(c) == migrations.map(\.version))
+    }
+
+    @Test func threeConcurrentMigrateProcessesAreHarmless() async throws {
+        let db = try await TestDatabase.create(migrated: false)
+        let processes = try (0..<3).map { _ in try HalcyonProcess(["migrate"], conninfo: db.conninfo) }
+        for p in processes {
+            let status = await p.wait(timeout: 60)
+            #expect(status == 0, "migrate output: \(p.output)")
+        }
+        let applied = try await db.query("SELECT count(*) AS n FROM halcyon.schema_migrations")
+        let files = try Migrator.load(from: TestEnvironment.migrationsDirectory)
+        #expect(applied.value(0, "n") == String(files.count))
+        let outputs = processes.map(\.output)
+        #expect(outputs.filter { $0.contains("applied:") }.count == 1)
+        #expect(outputs.filter { $0.contains("up to date") }.count == 2)
+    }
+}
+
+@Suite(.enabled(if: TestEnvironment.available, "needs scripts/test (PostgreSQL)"))
+struct ClaimTests {
+    func enqueue(_ db: TestDatabase, _ n: Int, maxAttempts: Int = 5) async throws -> [Int64] {
+        let q = JobQueue(connection: try await db.connect())
+        return try await q.enqueue(batch: (0..<n).map { i in
+            var j = JobQueue.NewJob(source: "https://example.com/\(i).jpg")
+            j.maxAttempts = maxAttempts
+            return j
+        })
+    }
+
+    @Test func concurrentClaimersNeverOverlap() async throws {
+        let db = try await TestDatabase.create()
+        _ = try await enqueue(db, 300)
+        let claimed = try await withThrowingTaskGroup(of: [Int64].self) { group in
+            for w in 0..<4 {
+                group.addTask {
+                    let q = JobQueue(connection: try await db.connect())
+                    var mine: [Int64] = []
+                    while true {
+                        let jobs = try await q.claim(workerID: "w\(w)", limit: 7, lease: 30)
+                        if jobs.isEmpty { return mine }
+                        mine += jobs.map(\.id)
+                    }
+                }
+            }
+            return try await group.reduce(into: [Int64]()) { $0 += $1 }
+        }
+        #expect(claimed.count == 300)
+        #expect(Set(claimed).count == 300)
+        let running = try await db.query("SELECT count(*) AS n FROM halcyon.jobs WHERE state = 'running' AND attempt = 1")
+        #expect(running.value(0, "n") == "300")
+    }
+
+    @Test func claimOrdersByPriorityThenRunAt() async throws {
+        let db = try await TestDatabase.create()
+        try await db.query("SELECT halcyon.enqueue('https://e.com/low', priority => 0)")
+        try await db.query("SELECT halcyon.enqueue('https://e.com/high', priority => 9)")
+        try await db.query("SELECT halcyon.enqueue('https://e.com/later', priority => 99, run_at => now() + interval '1 hour')")
+        let q = JobQueue(connection: try await db.connect())
+        let jobs = try await q.claim(workerID: "w", limit: 10, lease: 30)
+        #expect(jobs.map(\.source) == ["https://e.com/high", "https://e.com/low"])
+    }
+
+    @Test func transientFailureBacksOffThenFailsAtMaxAttempts() async throws {
+        let db = try await TestDatabase.create()
+        let ids = try await enqueue(db, 1, maxAttempts: 2)
+        let q = JobQueue(connection: try await db.connect())
+        let transient = HalcyonError(.httpStatus, "HTTP 503", permanent: false, source: "https://example.com/0.jpg")
+
+        #expect(try await q.claim(workerID: "w", limit: 1, lease: 30).count == 1)
+        #expect(try await q.fail(id: ids[0], workerID: "w", error: transient, retryDelay: 60) == .retryScheduled)
+        var row = try await db.query("SELECT state::text, run_at > now() + interval '50 seconds' AS later, jsonb_array_length(errors) AS n, last_error FROM halcyon.jobs")
+        #expect(row.value(0, "state") == "queued")
+        #expect(row.value(0, "later") == "t")
+        #expect(row.value(0, "n") == "1")
+        #expect(row.value(0, "last_error") == "fetch.http_status: HTTP 503")
+        // Not runnable before its run_at.
+        #expect(try await q.claim(workerID: "w", limit: 1, lease: 30).isEmpty)
+
+        try await db.query("UPDATE halcyon.jobs SET run_at = now()")
+        #expect(try await q.claim(workerID: "w", limit: 1, lease: 30).first?.attempt == 2)
+        #expect(try await q.fail(id: ids[0], workerID: "w", error: transient, retryDelay: 60) == .failed)
+        row = try await db.query("SELECT state::text, finished_at IS NOT NULL AS done, errors::text FROM halcyon.jobs")
+        #expect(row.value(0, "state") == "failed")
+        #expect(row.value(0, "done") == "t")
+        let errors = JSONValue.parse(row.value(0, "errors") ?? "")?.arrayValue ?? []
+        #expect(errors.count == 2)
+        #expect(errors.map { $0["attempt"]?.numberValue } == [1, 2])
+        #expect(errors.allSatisfy { $0["code"]?.stringValue == "fetch.http_status" && $0["at"] != nil && $0["source"] != nil })
+    }
+
+    @Test func permanentFailureFailsAtOnce() async throws {
+        let db = try await TestDatabase.create()
+        let ids = try await enqueue(db, 1)
+        let q = JobQueue(connection: try await db.connect())
+        _ = try await q.claim(workerID: "w", limit: 1, lease: 30)
+        let outcome = try await q.fail(id: ids[0], workerID: "w", error: HalcyonError(.invalidChain, "at column 1: …"), retryDelay: 1)
+        #expect(outcome == .failed)
+        #expect(try await db.query("SELECT attempt FROM halcyon.jobs").value(0, "attempt") == "1")
+    }
+
+    @Test func onlyTheLeaseHolderCanFinishAJob() async throws {
+        let db = try await TestDatabase.create()
+        let ids = try await enqueue(db, 1)
+        let q = JobQueue(connection: try await db.connect())
+        _ = try await q.claim(workerID: "owner", limit: 1, lease: 30)
+        let result = JobResult(key: "k", digest: "d", path: "p", bytes: 1, width: 1, height: 1, format: "png", cacheHit: false, source: nil)
+        #expect(try await q.complete(id: ids[0], workerID: "intruder", result: result) == false)
+        #expect(try await q.fail(id: ids[0], workerID: "intruder", error: HalcyonError(.timeout, "t"), retryDelay: 1) == .notOwned)
+        #expect(try await q.release(ids: ids, workerID: "intruder") == 0)
+        #expect(try await q.complete(id: ids[0], workerID: "owner", result: result) == true)
+        #expect(try await q.complete(id: ids[0], workerID: "owner", result: result) == false)  // already finished
+    }
+
+    @Test func releaseGivesTheAttemptBack() async throws {
+        let db = try await TestDatabase.create()
+        let ids = try await enqueue(db, 3)
+        let q = JobQueue(connection: try await db.connect())
+        _ = try await q.claim(workerID: "w", limit: 3, lease: 30)
+        #expect(try await q.release(ids: ids, workerID: "w") == 3)
+        let r = try await db.query("SELECT count(*) FILTER (WHERE state = 'queued' AND attempt = 0 AND locked_by IS NULL) AS n FROM halcyon.jobs")
+        #expect(r.value(0, "n") == "3")
+    }
+
+    @Test func rescueRequeuesExpiredLeasesAndFailsExhaustedOnes() async throws {
+        let db = try await TestDatabase.create()
+        _ = try await enqueue(db, 1, maxAttempts: 3)
+        _ = try await enqueue(db, 1, maxAttempts: 1)
+        let q = JobQueue(connection: try await db.connect())
+        let jobs = try await q.claim(workerID: "dead", limit: 2, lease: 0.2)
+        #expect(jobs.count == 2)
+        #expect(try await q.rescueExpired().isEmpty)  // lease still valid
+        try await Task.sleep(for: .milliseconds(400))
+        let rescued = try await q.rescueExpired()
+        #expect(rescued.count == 2)
+        let rows = try await db.query("SELECT max_attempts, state::text, last_error, errors->0->>'code' AS code FROM halcyon.jobs ORDER BY max_attempts")
+        #expect(rows.value(0, "state") == "failed")   // max_attempts 1: out of attempts
+        #expect(rows.value(1, "state") == "queued")
+        #expect(rows.value(1, "code") == "worker.lease_expired")
+        #expect(rows.value(1, "last_error")?.hasPrefix("worker.lease_expired:") == true)
+        // The stalled worker can no longer finish it.
+        let result = JobResult(key: "k", digest: "d", path: "p", bytes: 1, width: 1, height: 1, format: "png", cacheHit: false, source: nil)
+        #expect(try await q.complete(id: jobs[0].id, workerID: "dead", result: result) == false)
+    }
+
+    @Test func cancelAndRetry() async throws {
+        let db = try await TestDatabase.create()
+        let ids = try await enqueue(db, 2)
+        let q = JobQueue(connection: try await db.connect())
+        #expect(try await q.cancel(ids: [ids[0]]) == [ids[0]])
+        #expect(try await q.retry(ids: [ids[1]]).isEmpty)  // queued: nothing to retry
+        #expect(try await q.retry(ids: [ids[0]]) == [ids[0]])
+        #expect(try await db.query("SELECT count(*) AS n FROM halcyon.jobs WHERE state = 'queued'").value(0, "n") == "2")
+    }
+
+    @Test func pruneDeletesOnlyOldFinishedRows() async throws {
+        let db = try await TestDatabase.create()
+        let ids = try await enqueue(db, 3)
+        let q = JobQueue(connection: try await db.connect())
+        _ = try await q.cancel(ids: [ids[0], ids[1]])
+        try await db.query("UPDATE halcyon.jobs SET finished_at = now() - interval '10 days' WHERE id = $1::bigint", [String(ids[0])])
+        #expect(try await q.prune(olderThan: 7 * 86400, states: ["succeeded", "failed", "cancelled"]) == 1)
+        #expect(try await db.query("SELECT count(*) AS n FROM halcyon.jobs").value(0, "n") == "2")
+    }
+}

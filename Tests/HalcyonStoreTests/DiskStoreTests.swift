@@ -1,0 +1,74 @@
+import Foundation
+import HalcyonCore
+import HalcyonStore
+import Testing
+
+@Suite struct DiskStoreTests {
+    func makeRoot() throws -> URL {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("store-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        return dir
+    }
+
+    @Test func sha256MatchesKnownVectors() {
+        #expect(Digest.sha256Hex("") == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855")
+        #expect(Digest.sha256Hex("abc") == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")
+    }
+
+    @Test func objectsAreNamedByTheirDigest() throws {
+        let root = try makeRoot()
+        defer { try? FileManager.default.removeItem(at: root) }
+        let store = DiskStore(root: root)
+        let data = Data("hello image".utf8)
+        let o = try store.put(data, ext: "jpg")
+        let digest = Digest.sha256Hex(data)
+        #expect(o.digest == digest)
+        #expect(o.path == "objects/\(digest.prefix(2))/\(digest.dropFirst(2).prefix(2))/\(digest).jpg")
+        #expect(o.existed == false)
+        #expect(FileManager.default.contents(atPath: root.appendingPathComponent(o.path).path) == data)
+        // Nothing left in the temp area.
+        #expect(try FileManager.default.contentsOfDirectory(atPath: root.appendingPathComponent("tmp").path).isEmpty)
+    }
+
+    @Test func writingTheSameBytesAgainIsANoOp() throws {
+        let root = try makeRoot()
+        defer { try? FileManager.default.removeItem(at: root) }
+        let store = DiskStore(root: root)
+        let a = try store.put(Data([1, 2, 3]), ext: "png")
+        let b = try store.put(Data([1, 2, 3]), ext: "png")
+        #expect(a.path == b.path)
+        #expect(b.existed)
+    }
+
+    @Test func concurrentWritersOfTheSameBytesLeaveOneObject() async throws {
+        let root = try makeRoot()
+        defer { try? FileManager.default.removeItem(at: root) }
+        let store = DiskStore(root: root)
+        let data = Data((0..<100_000).map { UInt8($0 & 0xFF) })
+        let paths = try await withThrowingTaskGroup(of: String.self) { group in
+            for _ in 0..<8 { group.addTask { try store.put(data, ext: "jpg").path } }
+            return try await group.reduce(into: Set<String>()) { $0.insert($1) }
+        }
+        #expect(paths.count == 1)
+        #expect(FileManager.default.contents(atPath: root.appendingPathComponent(paths.first!).path) == data)
+    }
+
+    @Test func aFailedWriteLeavesNothingAtAFinalPath() throws {
+        guard geteuid() != 0 else {
+            // root ignores directory permissions; use a store whose root is a regular file instead.
+            let file = FileManager.default.temporaryDirectory.appendingPathComponent("notadir-\(UUID().uuidString.prefix(8))")
+            try Data().write(to: file)
+            defer { try? FileManager.default.removeItem(at: file) }
+            #expect { _ = try DiskStore(root: file).put(Data([9]), ext: "jpg") } throws: { ($0 as? HalcyonError)?.code == .writeFailed }
+            return
+        }
+        let root = try makeRoot()
+        defer { chmod(root.path, 0o755); try? FileManager.default.removeItem(at: root) }
+        chmod(root.path, 0o555)
+        #expect { _ = try DiskStore(root: root).put(Data([9]), ext: "jpg") } throws: { error in
+            let e = error as? HalcyonError
+            return e?.code == .writeFailed && e?.permanent == false
+        }
+        #expect(!FileManager.default.fileExists(atPath: root.appendingPathComponent("objects").path))
+    }
+}

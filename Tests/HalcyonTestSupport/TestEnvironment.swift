@@ -1,0 +1,79 @@
+import Foundation
+import HalcyonCore
+import HalcyonFetch
+import HalcyonQueue
+
+/// What `scripts/test` provides: a throwaway PostgreSQL, the test origin, the built binary.
+public enum TestEnvironment {
+    static let env = ProcessInfo.processInfo.environment
+
+    /// True when the integration environment is there (run through `scripts/test`).
+    public static var available: Bool {
+        ["HALCYON_TEST_DATABASE_URL", "HALCYON_TEST_ORIGIN", "HALCYON_BIN"].allSatisfy { env[$0] != nil }
+    }
+
+    public static var adminConninfo: String { env["HALCYON_TEST_DATABASE_URL"] ?? "" }
+    public static var origin: String { env["HALCYON_TEST_ORIGIN"] ?? "" }
+    public static var originRoot: URL { URL(fileURLWithPath: env["HALCYON_TEST_ORIGIN_ROOT"] ?? "/tmp") }
+    public static var binary: String { env["HALCYON_BIN"] ?? "halcyon" }
+    public static var migrationsDirectory: URL { URL(fileURLWithPath: env["HALCYON_MIGRATIONS"] ?? "migrations") }
+
+    /// A fresh directory for one test, removed by the caller or with the test run's work dir.
+    public static func temporaryDirectory(_ name: String) throws -> URL {
+        let base = URL(fileURLWithPath: env["HALCYON_TEST_WORK"] ?? NSTemporaryDirectory())
+        let dir = base.appendingPathComponent("\(name)-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        return dir
+    }
+}
+
+/// A database of its own for one test, created on the throwaway cluster and migrated.
+public struct TestDatabase: Sendable {
+    public let name: String
+    public let conninfo: String
+
+    public static func create(migrated: Bool = true) async throws -> TestDatabase {
+        let name = "t_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").prefix(16).lowercased()
+        let admin = try await PGConnection.connect(TestEnvironment.adminConninfo)
+        try await admin.execute("CREATE DATABASE \(name)")
+        await admin.close()
+        let db = TestDatabase(name: name, conninfo: TestEnvironment.adminConninfo + " dbname=\(name)")
+        if migrated {
+            let c = try await db.connect()
+            try await Migrator.migrate(c, migrations: Migrator.load(from: TestEnvironment.migrationsDirectory))
+            await c.close()
+        }
+        return db
+    }
+
+    public func connect() async throws -> PGConnection {
+        try await PGConnection.connect(conninfo, label: "test")
+    }
+
+    /// Runs one query on a short-lived connection.
+    @discardableResult
+    public func query(_ sql: String, _ params: [String?] = []) async throws -> PGRows {
+        let c = try await connect()
+        defer { Task { await c.close() } }
+        return try await c.execute(sql, params)
+    }
+}
+
+/// The test origin: put files where it serves them, read its request counts.
+public enum Origin {
+    /// Writes `data` under the origin root and returns its `/files/NAME` URL.
+    @discardableResult
+    public static func publish(_ name: String, _ data: Data) throws -> String {
+        try data.write(to: TestEnvironment.originRoot.appendingPathComponent(name))
+        return "\(TestEnvironment.origin)/files/\(name)"
+    }
+
+    /// Request counts by path+query since the origin started.
+    public static func counts() throws -> [String: Int] {
+        var c = FetchConfiguration()
+        c.maxBytes = 64 << 20
+        let body = try HTTPClient(configuration: c).get(URL(string: "\(TestEnvironment.origin)/_counts")!, cancel: CancellationFlag()).body
+        guard case .object(let o)? = JSONValue.parse(String(decoding: body, as: UTF8.self)) else { return [:] }
+        return o.compactMapValues { $0.numberValue.map { Int($0) } }
+    }
+}

@@ -1,0 +1,251 @@
+import Foundation
+import HalcyonCore
+import HalcyonImage
+import HalcyonQueue
+import HalcyonStore
+import HalcyonTestSupport
+import Testing
+
+/// End-to-end: real `halcyon work` processes against a real database and origin.
+@Suite(.enabled(if: TestEnvironment.available, "needs scripts/test (PostgreSQL, origin, binary)"))
+struct WorkerTests {
+    static let tinyPNG: Data = try! SampleImages.solid(width: 8, height: 8, red: 200, green: 100, blue: 50)
+    static let photo: Data = try! SampleImages.photo(width: 800, height: 600, seed: 42)
+
+    static func published() throws -> (png: String, jpg: String) {
+        try Origin.publish("tiny.png", tinyPNG)
+        try Origin.publish("photo.jpg", photo)
+        return ("tiny.png", "photo.jpg")
+    }
+
+    func worker(_ db: TestDatabase, store: URL, _ extra: [String] = []) throws -> HalcyonProcess {
+        try HalcyonProcess(["work", "--store", store.path, "--log-level", "info"] + extra, conninfo: db.conninfo)
+    }
+
+    func enqueue(_ db: TestDatabase, _ jobs: [JobQueue.NewJob]) async throws -> [Int64] {
+        let c = try await db.connect()
+        defer { Task { await c.close() } }
+        return try await JobQueue(connection: c).enqueue(batch: jobs)
+    }
+
+    func job(_ source: String, _ processors: String = "", maxAttempts: Int = 5, fallbacks: [String] = []) -> JobQueue.NewJob {
+        var j = JobQueue.NewJob(source: source)
+        j.processors = processors
+        j.maxAttempts = maxAttempts
+        j.fallbackSources = fallbacks
+        return j
+    }
+
+    func waitUntil(_ timeout: Double, _ condition: () async throws -> Bool) async throws -> Bool {
+        let deadline = Date().addingTimeInterval(timeout)
+        while Date() < deadline {
+            if try await condition() { return true }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        return false
+    }
+
+    func count(_ db: TestDatabase, _ whereClause: String) async throws -> Int {
+        Int(try await db.query("SELECT count(*) AS n FROM halcyon.jobs WHERE \(whereClause)").value(0, "n") ?? "") ?? -1
+    }
+
+    @Test func fourWorkerProcessesDrain2000JobsEachExactlyOnce() async throws {
+        _ = try Self.published()
+        let db = try await TestDatabase.create()
+        let store = try TestEnvironment.temporaryDirectory("store")
+        let tag = db.name
+        // Every job has its own URL, so the origin's per-URL count is the execution count.
+        let n = 2000
+        _ = try await enqueue(db, (0..<n).map { job("\(TestEnvironment.origin)/files/tiny.png?t=\(tag)&j=\($0)") })
+        let started = Date()
+        let workers = try (0..<4).map { _ in try worker(db, store: store, ["--drain", "--concurrency", "2", "--log-level", "warning"]) }
+        for w in workers {
+            let status = await w.wait(timeout: 300)
+            #expect(status == 0, "worker output: \(w.output.suffix(2000))")
+        }
+        let elapsed = Date().timeIntervalSince(started)
+        print("drain: \(n) trivial jobs with 4 worker processes in \(String(format: "%.2f", elapsed)) s = \(String(format: "%.0f", Double(n) / elapsed)) jobs/s")
+        #expect(try await count(db, "state = 'succeeded' AND attempt = 1") == n)
+        let counts = try Origin.counts().filter { $0.key.contains("t=\(tag)&") }
+        #expect(counts.count == n)
+        #expect(counts.values.allSatisfy { $0 == 1 }, "some job ran more than once: \(counts.filter { $0.value != 1 }.prefix(5))")
+        let perWorker = try await db.query("SELECT jobs_done FROM halcyon.workers")
+        #expect(perWorker.rows.compactMap { Int($0[0] ?? "") }.reduce(0, +) == n)
+    }
+
+    @Test func resultsAreStoredAndRecorded() async throws {
+        _ = try Self.published()
+        let db = try await TestDatabase.create()
+        let store = try TestEnvironment.temporaryDirectory("store")
+        let url = "\(TestEnvironment.origin)/files/photo.jpg?t=\(db.name)"
+        let ids = try await enqueue(db, [
+            job(url, "resize(320x320, mode=fill) |> format(jpeg, quality=82)"),
+            job(url, "resize(200x200) |> format(webp, quality=80)"),
+            job(url, "resize(64x64, mode=fill) |> format(png)"),
+        ])
+        let w = try worker(db, store: store, ["--drain"])
+        #expect(await w.wait(timeout: 60) == 0, "\(w.output)")
+        let expected: [(Int, Int, String, ImageFormat)] = [(320, 320, "jpeg", .jpeg), (200, 150, "webp", .webp), (64, 64, "png", .png)]
+        for (id, e) in zip(ids, expected) {
+            let r = try await db.query("SELECT state::text, result_key, result_digest, result_path, result_bytes, result_width, result_height, result_format, result_source, cache_hit FROM halcyon.jobs WHERE id = $1::bigint", [String(id)])
+            #expect(r.value(0, "state") == "succeeded")
+            #expect(r.value(0, "result_width") == String(e.0))
+            #expect(r.value(0, "result_height") == String(e.1))
+            #expect(r.value(0, "result_format") == e.2)
+            #expect(r.value(0, "cache_hit") == "f")
+            #expect(r.value(0, "result_source") == url)
+            #expect(r.value(0, "result_key")?.hasPrefix(url + "@resize(") == true)
+            let path = try #require(r.value(0, "result_path"))
+            let bytes = try #require(FileManager.default.contents(atPath: store.appendingPathComponent(path).path))
+            #expect(Digest.sha256Hex(bytes) == r.value(0, "result_digest"))
+            #expect(String(bytes.count) == r.value(0, "result_bytes"))
+            #expect(ImageFormat.sniff(bytes) == e.3)
+            #expect(path == DiskStore.objectPath(digest: Digest.sha256Hex(bytes), ext: e.3.fileExtension))
+        }
+    }
+
+    @Test func badJobsFailPermanentlyAndTheWorkerKeepsGoing() async throws {
+        _ = try Self.published()
+        let db = try await TestDatabase.create()
+        let store = try TestEnvironment.temporaryDirectory("store")
+        let good = "\(TestEnvironment.origin)/files/tiny.png?t=\(db.name)"
+        // Straight SQL, as an application would: the worker is the one to judge these.
+        let rows: [(String, String, String, String)] = [
+            (good, "resize(10x10", "{}", "job.invalid_chain"),
+            (good, "sparkle(3)", "{}", "job.invalid_chain"),
+            (good, "", #"{"retry": 5}"#, "job.invalid_options"),
+            (good, "", #"{"force_refresh": "yes"}"#, "job.invalid_options"),
+            ("file:///etc/passwd", "", "{}", "job.invalid_source"),
+            ("\(TestEnvironment.origin)/status/404", "", "{}", "fetch.http_status"),
+            ("\(TestEnvironment.origin)/notimage", "", "{}", "fetch.not_image"),
+            (good, "resize(4x4)", "{}", "ok"),
+        ]
+        for r in rows {
+            try await db.query("SELECT halcyon.enqueue($1, processors => $2, options => $3::jsonb)", [r.0, r.1, r.2])
+        }
+        let w = try worker(db, store: store, ["--drain"])
+        #expect(await w.wait(timeout: 60) == 0, "\(w.output)")
+        let result = try await db.query("SELECT state::text, attempt, last_error FROM halcyon.jobs ORDER BY id")
+        for (i, r) in rows.enumerated() {
+            if r.3 == "ok" {
+                #expect(result.value(i, "state") == "succeeded")
+            } else {
+                #expect(result.value(i, "state") == "failed", "row \(i)")
+                #expect(result.value(i, "attempt") == "1", "row \(i): permanent errors are not retried")
+                #expect(result.value(i, "last_error")?.hasPrefix(r.3 + ": ") == true, "row \(i): \(result.value(i, "last_error") ?? "nil")")
+            }
+        }
+        // No download was attempted for jobs rejected before fetching.
+        let counts = try Origin.counts()
+        #expect(counts["/files/tiny.png?t=\(db.name)"] == 1)
+    }
+
+    @Test func transientFailuresBackOffUntilMaxAttempts() async throws {
+        let db = try await TestDatabase.create()
+        let store = try TestEnvironment.temporaryDirectory("store")
+        _ = try await enqueue(db, [job("\(TestEnvironment.origin)/status/503?t=\(db.name)", maxAttempts: 2)])
+        var w = try worker(db, store: store, ["--drain", "--retry-base", "1s"])
+        #expect(await w.wait(timeout: 30) == 0)
+        let first = try await db.query("SELECT state::text, attempt, run_at > now() AS later, last_error FROM halcyon.jobs")
+        #expect(first.value(0, "state") == "queued")
+        #expect(first.value(0, "attempt") == "1")
+        #expect(first.value(0, "later") == "t")
+        #expect(first.value(0, "last_error")?.hasPrefix("fetch.http_status: HTTP 503") == true)
+        try await Task.sleep(for: .seconds(1.1))
+        w = try worker(db, store: store, ["--drain", "--retry-base", "1s"])
+        #expect(await w.wait(timeout: 30) == 0)
+        let second = try await db.query("SELECT state::text, attempt, jsonb_array_length(errors) AS n FROM halcyon.jobs")
+        #expect(second.value(0, "state") == "failed")
+        #expect(second.value(0, "attempt") == "2")
+        #expect(second.value(0, "n") == "2")
+    }
+
+    @Test func fallbackSourcesAreTriedInOrder() async throws {
+        _ = try Self.published()
+        let db = try await TestDatabase.create()
+        let store = try TestEnvironment.temporaryDirectory("store")
+        let o = TestEnvironment.origin
+        let winner = "\(o)/files/tiny.png?t=\(db.name)&fallback=2"
+        let ids = try await enqueue(db, [
+            job("\(o)/status/404?t=\(db.name)", fallbacks: ["\(o)/status/410?t=\(db.name)", winner]),
+            job("\(o)/status/404?t=\(db.name)&x", fallbacks: ["\(o)/notimage?t=\(db.name)"]),
+        ])
+        let w = try worker(db, store: store, ["--drain"])
+        #expect(await w.wait(timeout: 60) == 0)
+        let ok = try await db.query("SELECT state::text, result_source FROM halcyon.jobs WHERE id = $1::bigint", [String(ids[0])])
+        #expect(ok.value(0, "state") == "succeeded")
+        #expect(ok.value(0, "result_source") == winner)
+        let bad = try await db.query("SELECT state::text, errors->0 AS e FROM halcyon.jobs WHERE id = $1::bigint", [String(ids[1])])
+        #expect(bad.value(0, "state") == "failed")
+        let entry = try #require(JSONValue.parse(bad.value(0, "e") ?? ""))
+        #expect(entry["code"]?.stringValue == "fetch.sources_exhausted")
+        #expect(entry["sources"]?.arrayValue?.compactMap { $0["code"]?.stringValue } == ["fetch.http_status", "fetch.not_image"])
+    }
+
+    @Test func aKilledWorkersJobsAreRescuedAfterTheLease() async throws {
+        _ = try Self.published()
+        let db = try await TestDatabase.create()
+        let store = try TestEnvironment.temporaryDirectory("store")
+        let n = 6
+        _ = try await enqueue(db, (0..<n).map { job("\(TestEnvironment.origin)/slowfile/2/tiny.png?t=\(db.name)&j=\($0)") })
+        let victim = try worker(db, store: store, ["--lease", "2s", "--concurrency", "2"])
+        #expect(try await waitUntil(20) { try await count(db, "state = 'running'") == n })
+        victim.signal(SIGKILL)
+        _ = await victim.wait(timeout: 5)
+        let killedAt = Date()
+        let rescuer = try worker(db, store: store, ["--drain", "--lease", "2s"])
+        var rescuedAfter: Double?
+        _ = try await waitUntil(30) {
+            if rescuedAfter == nil, try await count(db, "errors <> '[]'") > 0 { rescuedAfter = Date().timeIntervalSince(killedAt) }
+            return !rescuer.isRunning
+        }
+        #expect(await rescuer.wait(timeout: 30) == 0, "\(rescuer.output.suffix(2000))")
+        print("rescue: first job requeued \(String(format: "%.1f", rescuedAfter ?? -1)) s after SIGKILL (lease 2 s)")
+        #expect(try await count(db, "state = 'succeeded' AND attempt = 2 AND errors->0->>'code' = 'worker.lease_expired'") == n)
+        #expect(try await count(db, "state = 'running'") == 0)
+    }
+
+    @Test func sigtermReleasesInFlightJobsWithoutSpendingAnAttempt() async throws {
+        _ = try Self.published()
+        let db = try await TestDatabase.create()
+        let store = try TestEnvironment.temporaryDirectory("store")
+        _ = try await enqueue(db, (0..<4).map { job("\(TestEnvironment.origin)/slowfile/30/tiny.png?t=\(db.name)&j=\($0)") })
+        let w = try worker(db, store: store, ["--grace", "1s"])
+        #expect(try await waitUntil(20) { try await count(db, "state = 'running'") == 4 })
+        let stopAt = Date()
+        w.signal(SIGTERM)
+        #expect(await w.wait(timeout: 15) == 0, "\(w.output)")
+        #expect(Date().timeIntervalSince(stopAt) < 6)
+        #expect(try await count(db, "state = 'queued' AND attempt = 0 AND locked_by IS NULL AND errors = '[]'") == 4)
+        #expect(w.output.contains("released"))
+        let worker = try await db.query("SELECT stopped_at IS NOT NULL AS stopped FROM halcyon.workers")
+        #expect(worker.value(0, "stopped") == "t")
+    }
+
+    @Test func sigtermLetsShortJobsFinish() async throws {
+        _ = try Self.published()
+        let db = try await TestDatabase.create()
+        let store = try TestEnvironment.temporaryDirectory("store")
+        _ = try await enqueue(db, (0..<3).map { job("\(TestEnvironment.origin)/slowfile/1.5/tiny.png?t=\(db.name)&j=\($0)") })
+        let w = try worker(db, store: store, ["--grace", "20s"])
+        #expect(try await waitUntil(20) { try await count(db, "state = 'running'") == 3 })
+        w.signal(SIGTERM)
+        #expect(await w.wait(timeout: 20) == 0)
+        #expect(try await count(db, "state = 'succeeded' AND attempt = 1") == 3)
+    }
+
+    @Test func cancellingARunningJobAbandonsIt() async throws {
+        _ = try Self.published()
+        let db = try await TestDatabase.create()
+        let store = try TestEnvironment.temporaryDirectory("store")
+        let ids = try await enqueue(db, [job("\(TestEnvironment.origin)/trickle/20/100000?t=\(db.name)")])
+        let w = try worker(db, store: store, ["--lease", "1.5s"])
+        #expect(try await waitUntil(20) { try await count(db, "state = 'running'") == 1 })
+        let cancel = try HalcyonProcess(["cancel", String(ids[0])], conninfo: db.conninfo)
+        #expect(await cancel.wait(timeout: 20) == 0)
+        #expect(try await waitUntil(10) { w.output.contains("abandoning") })
+        w.signal(SIGTERM)
+        #expect(await w.wait(timeout: 20) == 0)
+        #expect(try await count(db, "state = 'cancelled'") == 1)
+    }
+}
