@@ -1,4 +1,5 @@
 import Foundation
+import HalcyonCore
 
 /// The embedded default database: a private PostgreSQL cluster under `$HALCYON_HOME/pg`,
 /// initialised and started on demand, listening only on a Unix socket. PostgreSQL refuses to
@@ -132,32 +133,17 @@ public struct EmbeddedCluster: Sendable {
 
     @discardableResult
     private func runServerTool(_ tool: String, _ args: [String], what: String, allowFailure: Bool = false) throws -> Int32 {
-        let process = Process()
-        if runAsPostgres {
-            process.executableURL = URL(fileURLWithPath: "/usr/sbin/runuser")
-            process.arguments = ["-u", "postgres", "--", tool] + args
-        } else {
-            process.executableURL = URL(fileURLWithPath: tool)
-            process.arguments = args
-        }
-        // A file, not a pipe: the server pg_ctl starts inherits the descriptor and would keep a
-        // pipe open forever.
+        let (path, arguments) = runAsPostgres ? ("/usr/sbin/runuser", ["-u", "postgres", "--", tool] + args) : (tool, args)
+        // A file, not a pipe: the server pg_ctl starts inherits the descriptor and would hold
+        // a pipe open forever.
         let outputPath = FileManager.default.temporaryDirectory.appendingPathComponent("halcyon-\(getpid())-\(UInt32.random(in: 0...UInt32.max)).out").path
-        guard FileManager.default.createFile(atPath: outputPath, contents: nil), let output = FileHandle(forWritingAtPath: outputPath) else {
-            throw EmbeddedClusterError(message: "cannot create \(outputPath)")
-        }
         defer { try? FileManager.default.removeItem(atPath: outputPath) }
-        process.standardOutput = output
-        process.standardError = output
-        process.standardInput = FileHandle.nullDevice
-        try process.run()
-        process.waitUntilExit()
-        try? output.close()
-        let data = FileManager.default.contents(atPath: outputPath) ?? Data()
-        if process.terminationStatus != 0 && !allowFailure {
-            throw EmbeddedClusterError(message: "\(what) failed (exit \(process.terminationStatus)): \(String(decoding: data, as: UTF8.self).suffix(2000)) — see \(logFile.path)")
+        let status = try Subprocess.run(path, arguments, outputPath: outputPath)
+        if status != 0 && !allowFailure {
+            let output = String(decoding: FileManager.default.contents(atPath: outputPath) ?? Data(), as: UTF8.self)
+            throw EmbeddedClusterError(message: "\(what) failed (exit \(status)): \(output.suffix(2000)) — see \(logFile.path)")
         }
-        return process.terminationStatus
+        return status
     }
 
     private func failure(_ message: String) -> EmbeddedClusterError {

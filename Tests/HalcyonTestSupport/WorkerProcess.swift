@@ -1,43 +1,48 @@
 import Foundation
+import HalcyonCore
+import Synchronization
 
 /// A `halcyon` subprocess (a worker, migrate, …) with its output captured to a file.
-public final class HalcyonProcess: @unchecked Sendable {
-    public let process = Process()
+public final class HalcyonProcess: Sendable {
+    public let pid: pid_t
     public let logURL: URL
+    private let exitStatus = Mutex<Int32?>(nil)
 
-    /// Starts `halcyon ARGS` against `conninfo`.
+    /// Starts `halcyon ARGS --database-url CONNINFO`.
     public init(_ arguments: [String], conninfo: String, environment: [String: String] = [:]) throws {
         logURL = try TestEnvironment.temporaryDirectory("proc").appendingPathComponent("output.log")
-        _ = FileManager.default.createFile(atPath: logURL.path, contents: nil)
-        let log = try FileHandle(forWritingTo: logURL)
-        process.executableURL = URL(fileURLWithPath: TestEnvironment.binary)
-        process.arguments = arguments + ["--database-url", conninfo]
         var env = ProcessInfo.processInfo.environment
         env.merge(environment) { $1 }
-        process.environment = env
-        process.standardOutput = log
-        process.standardError = log
-        process.standardInput = FileHandle.nullDevice
-        try process.run()
+        pid = try Subprocess.spawn(TestEnvironment.binary, arguments + ["--database-url", conninfo],
+                                   outputPath: logURL.path, environment: env)
     }
 
-    public var pid: Int32 { process.processIdentifier }
-    public var isRunning: Bool { process.isRunning }
+    public var isRunning: Bool { poll() == nil }
 
-    public func signal(_ sig: Int32) { kill(process.processIdentifier, sig) }
+    public func signal(_ sig: Int32) {
+        if isRunning { kill(pid, sig) }
+    }
 
-    /// Waits up to `timeout` seconds; on timeout kills the process and returns nil.
+    private func poll() -> Int32? {
+        exitStatus.withLock { s in
+            if s == nil { s = Subprocess.status(of: pid, block: false) }
+            return s
+        }
+    }
+
+    /// Waits up to `timeout` seconds for the exit status; on timeout kills the process and
+    /// returns nil.
     public func wait(timeout: Double) async -> Int32? {
         let deadline = Date().addingTimeInterval(timeout)
-        while process.isRunning {
+        while true {
+            if let s = poll() { return s }
             if Date() > deadline {
-                kill(process.processIdentifier, SIGKILL)
-                process.waitUntilExit()
+                kill(pid, SIGKILL)
+                exitStatus.withLock { s in s = Subprocess.status(of: pid, block: true) }
                 return nil
             }
-            try? await Task.sleep(for: .milliseconds(50))
+            try? await Task.sleep(for: .milliseconds(20))
         }
-        return process.terminationStatus
     }
 
     public var output: String {

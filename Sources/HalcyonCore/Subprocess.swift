@@ -1,0 +1,51 @@
+import Foundation
+
+/// Starts programs with `posix_spawn` and reaps them with `waitpid`. Foundation's `Process`
+/// on Linux can miss the exit of a short-lived child and wait forever (seen with `pg_ctl`).
+public enum Subprocess {
+    /// Starts `path args…` with standard input from /dev/null and standard output and error
+    /// appended to `outputPath`. `environment` nil inherits this process's environment.
+    public static func spawn(_ path: String, _ args: [String], outputPath: String,
+                             environment: [String: String]? = nil) throws -> pid_t {
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 1, outputPath, O_WRONLY | O_CREAT | O_APPEND, 0o600)
+        posix_spawn_file_actions_adddup2(&actions, 1, 2)
+
+        let argv: [UnsafeMutablePointer<CChar>?] = ([path] + args).map { strdup($0) } + [nil]
+        defer { argv.forEach { free($0) } }
+        let envp: [UnsafeMutablePointer<CChar>?]? = environment.map { env in env.map { strdup("\($0.key)=\($0.value)") } + [nil] }
+        defer { envp?.forEach { free($0) } }
+        var pid: pid_t = 0
+        let rc = envp.map { e in e.withUnsafeBufferPointer { posix_spawn(&pid, path, &actions, nil, argv, $0.baseAddress) } }
+            ?? posix_spawn(&pid, path, &actions, nil, argv, environ)
+        guard rc == 0 else {
+            throw CocoaError(.fileReadUnknown, userInfo: [NSLocalizedDescriptionKey: "cannot run \(path): \(String(cString: strerror(rc)))"])
+        }
+        return pid
+    }
+
+    /// The exit status of `pid` once it has ended (128 + signal when killed), nil while it runs.
+    /// With `block`, waits for it.
+    public static func status(of pid: pid_t, block: Bool) -> Int32? {
+        var status: Int32 = 0
+        while true {
+            let r = waitpid(pid, &status, block ? 0 : WNOHANG)
+            if r == 0 { return nil }
+            if r < 0 {
+                if errno == EINTR { continue }
+                return -1
+            }
+            let signal = status & 0x7F
+            return signal == 0 ? (status >> 8) & 0xFF : 128 + signal
+        }
+    }
+
+    /// Runs `path args…` to completion; returns its exit status.
+    public static func run(_ path: String, _ args: [String], outputPath: String) throws -> Int32 {
+        let pid = try spawn(path, args, outputPath: outputPath)
+        return status(of: pid, block: true) ?? -1
+    }
+}

@@ -1,0 +1,134 @@
+import Foundation
+import HalcyonCore
+import HalcyonImage
+import HalcyonQueue
+import HalcyonTestSupport
+import Testing
+
+/// Wake-up paths, reconnection and the administration commands, through real processes.
+@Suite(.enabled(if: TestEnvironment.available, "needs scripts/test (PostgreSQL, origin, binary)"))
+struct RuntimeTests {
+    let helper = WorkerTests()
+
+    func startIdleWorker(_ db: TestDatabase, _ extra: [String]) async throws -> HalcyonProcess {
+        let store = try TestEnvironment.temporaryDirectory("store")
+        let w = try helper.worker(db, store: store, extra)
+        #expect(try await helper.waitUntil(20) {
+            try await db.query("SELECT count(*) AS n FROM halcyon.workers").value(0, "n") == "1"
+        })
+        try await Task.sleep(for: .milliseconds(300))  // past the first claim
+        return w
+    }
+
+    @Test func notifyWakesAnIdleWorkerWithoutWaitingForThePoll() async throws {
+        _ = try WorkerTests.published()
+        let db = try await TestDatabase.create()
+        let w = try await startIdleWorker(db, ["--poll-interval", "60s"])
+        let enqueued = Date()
+        _ = try await helper.enqueue(db, [helper.job("\(TestEnvironment.origin)/files/tiny.png?t=\(db.name)")])
+        #expect(try await helper.waitUntil(10) { try await helper.count(db, "state = 'succeeded'") == 1 })
+        let latency = Date().timeIntervalSince(enqueued)
+        print("notify: enqueue → succeeded in \(String(format: "%.0f", latency * 1000)) ms with a 60 s poll interval")
+        #expect(latency < 5)
+        w.signal(SIGTERM)
+        #expect(await w.wait(timeout: 20) == 0)
+    }
+
+    @Test func pollOnlyModeFindsJobsByPolling() async throws {
+        _ = try WorkerTests.published()
+        let db = try await TestDatabase.create()
+        let w = try await startIdleWorker(db, ["--poll-only", "--poll-interval", "200ms"])
+        _ = try await helper.enqueue(db, (0..<5).map { helper.job("\(TestEnvironment.origin)/files/tiny.png?t=\(db.name)&j=\($0)") })
+        #expect(try await helper.waitUntil(10) { try await helper.count(db, "state = 'succeeded'") == 5 })
+        w.signal(SIGTERM)
+        #expect(await w.wait(timeout: 20) == 0)
+        #expect(w.output.contains("mode=poll"))
+    }
+
+    @Test func workersReconnectWhenTheirConnectionsAreKilled() async throws {
+        _ = try WorkerTests.published()
+        let db = try await TestDatabase.create()
+        let n = 300
+        _ = try await helper.enqueue(db, (0..<n).map { helper.job("\(TestEnvironment.origin)/slowfile/0.02/tiny.png?t=\(db.name)&j=\($0)") })
+        let store = try TestEnvironment.temporaryDirectory("store")
+        let w = try helper.worker(db, store: store, ["--drain", "--concurrency", "2"])
+        var kills = 0
+        while w.isRunning && kills < 3 {
+            try await Task.sleep(for: .milliseconds(700))
+            let r = try await db.query("""
+                SELECT count(pg_terminate_backend(pid)) AS n FROM pg_stat_activity
+                WHERE datname = current_database() AND pid <> pg_backend_pid()
+                """)
+            if r.value(0, "n") != "0" { kills += 1 }
+        }
+        #expect(await w.wait(timeout: 120) == 0, "\(w.output.suffix(2000))")
+        #expect(kills >= 1)
+        #expect(try await helper.count(db, "state = 'succeeded'") == n)
+        #expect(try await helper.count(db, "state <> 'succeeded'") == 0)
+        #expect(w.output.contains("retrying") || w.output.contains("reconnecting"))
+    }
+
+    @Test func bulkEnqueueIsAllOrNothing() async throws {
+        let db = try await TestDatabase.create()
+        let dir = try TestEnvironment.temporaryDirectory("jsonl")
+        let good = """
+            {"source": "https://example.com/1.jpg", "processors": "resize(10x10)"}
+            {"source": "https://example.com/2.jpg", "fallback_sources": ["https://m.example.com/2.jpg"], "priority": 3, "options": {"expiration": "1d"}}
+
+            {"source": "https://example.com/3.jpg", "cache_key": "three", "max_attempts": 2}
+            """
+        let bad = good + "\n{\"source\": \"https://example.com/4.jpg\", \"processors\": \"resize(10x\"}\n"
+        try bad.write(to: dir.appendingPathComponent("bad.jsonl"), atomically: true, encoding: .utf8)
+        try good.write(to: dir.appendingPathComponent("good.jsonl"), atomically: true, encoding: .utf8)
+
+        let rejected = try HalcyonProcess(["enqueue", "--file", dir.appendingPathComponent("bad.jsonl").path], conninfo: db.conninfo)
+        #expect(await rejected.wait(timeout: 30) != 0)
+        #expect(rejected.output.contains("line 5:") && rejected.output.contains("job.invalid_chain"))
+        #expect(try await helper.count(db, "true") == 0)
+
+        let accepted = try HalcyonProcess(["enqueue", "--file", dir.appendingPathComponent("good.jsonl").path], conninfo: db.conninfo)
+        #expect(await accepted.wait(timeout: 30) == 0, "\(accepted.output)")
+        #expect(try await helper.count(db, "true") == 3)
+        #expect(try await helper.count(db, "priority = 3 AND fallback_sources = '{https://m.example.com/2.jpg}' AND options->>'expiration' = '1d'") == 1)
+        #expect(try await helper.count(db, "cache_key = 'three' AND max_attempts = 2") == 1)
+    }
+
+    @Test func statusAndShowSpeakJSON() async throws {
+        _ = try WorkerTests.published()
+        let db = try await TestDatabase.create()
+        let store = try TestEnvironment.temporaryDirectory("store")
+        let ids = try await helper.enqueue(db, [
+            helper.job("\(TestEnvironment.origin)/files/photo.jpg?t=\(db.name)", "resize(50x50) |> format(png)"),
+            helper.job("\(TestEnvironment.origin)/status/404?t=\(db.name)"),
+        ])
+        let w = try helper.worker(db, store: store, ["--drain"])
+        #expect(await w.wait(timeout: 60) == 0)
+
+        let status = try HalcyonProcess(["status", "--json"], conninfo: db.conninfo)
+        #expect(await status.wait(timeout: 30) == 0)
+        let s = try #require(JSONValue.parse(status.output), "\(status.output)")
+        #expect(s["counts"]?["succeeded"]?.numberValue == 1)
+        #expect(s["counts"]?["failed"]?.numberValue == 1)
+        #expect(s["queued"]?["runnable"]?.numberValue == 0)
+        #expect(s["throughput"]?["finished_last_1m"]?.numberValue == 2)
+        #expect(s["failures_24h"]?.arrayValue?.first?["code"]?.stringValue == "fetch.http_status")
+        #expect(s["workers"]?.arrayValue?.first?["status"]?.stringValue == "stopped")
+
+        let show = try HalcyonProcess(["show", String(ids[0]), "--json", "--store", store.path], conninfo: db.conninfo)
+        #expect(await show.wait(timeout: 30) == 0)
+        let j = try #require(JSONValue.parse(show.output), "\(show.output)")
+        #expect(j["state"]?.stringValue == "succeeded")
+        #expect(j["result_width"]?.numberValue == 50)
+        let file = try #require(j["result_file"]?.stringValue)
+        #expect(FileManager.default.fileExists(atPath: file))
+
+        let failed = try HalcyonProcess(["show", String(ids[1]), "--json"], conninfo: db.conninfo)
+        #expect(await failed.wait(timeout: 30) == 0)
+        let f = try #require(JSONValue.parse(failed.output))
+        #expect(f["errors"]?.arrayValue?.first?["code"]?.stringValue == "fetch.http_status")
+
+        let missing = try HalcyonProcess(["show", "999999"], conninfo: db.conninfo)
+        #expect(await missing.wait(timeout: 30) != 0)
+        #expect(missing.output.contains("no job 999999"))
+    }
+}
