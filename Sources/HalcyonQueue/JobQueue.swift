@@ -124,14 +124,17 @@ public struct JobQueue: Sendable {
         public var runAt: String?
 
         public init(source: String) { self.source = source }
+
+        /// The parameters of `SQL.enqueue`, in order.
+        var parameters: [String?] {
+            [source, processors, cacheKey, PGRows.textArrayLiteral(fallbackSources), options,
+             String(priority), String(maxAttempts), runAt]
+        }
     }
 
     /// Inserts a job through `halcyon.enqueue` and returns its id.
     public func enqueue(_ job: NewJob) async throws -> Int64 {
-        let r = try await connection.execute(SQL.enqueue, [
-            job.source, job.processors, job.cacheKey, PGRows.textArrayLiteral(job.fallbackSources),
-            job.options, String(job.priority), String(job.maxAttempts), job.runAt,
-        ])
+        let r = try await connection.execute(SQL.enqueue, job.parameters)
         guard let id = r.value(0, "id").flatMap({ Int64($0) }) else {
             throw DatabaseError(message: "enqueue returned no id", connectionLost: false)
         }
@@ -146,10 +149,7 @@ public struct JobQueue: Sendable {
                 var ids: [Int64] = []
                 ids.reserveCapacity(jobs.count)
                 for job in jobs {
-                    let r = try c.executeLocked(SQL.enqueue, [
-                        job.source, job.processors, job.cacheKey, PGRows.textArrayLiteral(job.fallbackSources),
-                        job.options, String(job.priority), String(job.maxAttempts), job.runAt,
-                    ])
+                    let r = try c.executeLocked(SQL.enqueue, job.parameters)
                     ids.append(Int64(r.value(0, "id") ?? "") ?? 0)
                 }
                 try c.executeLocked("COMMIT")

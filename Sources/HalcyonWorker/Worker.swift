@@ -57,9 +57,12 @@ public final class Worker: Sendable {
     /// Runs until stopped (or, with `drain`, until there is nothing left to do).
     public func run() async throws -> WorkerSummary {
         let c = configuration
-        let db = try await connectWithRetry()
+        let conninfo = self.conninfo
+        let db = try await retryingDatabase("connect", logger, giveUpWhen: { self.stopRequests > 0 }) {
+            try await PGConnection.connect(conninfo, label: "worker")
+        }
         let queue = JobQueue(connection: db)
-        try await retrying("register") {
+        try await retryingDatabase("register", logger, giveUpWhen: { self.stopRequests > 0 }) {
             try await queue.registerWorker(id: c.workerID, host: ProcessInfo.processInfo.hostName,
                                            pid: getpid(), concurrency: c.concurrency)
         }
@@ -188,17 +191,24 @@ public final class Worker: Sendable {
         }
     }
 
-    /// Retries a recording statement through database outages until it succeeds, the job is
-    /// no longer held, or the worker must stop at once. A job whose outcome could not be
-    /// written keeps its lease until it ends, and is then rescued and run again.
+    /// Retries a recording statement through database outages until it succeeds or the worker
+    /// must stop at once. A job whose outcome could not be written keeps its lease until it
+    /// ends, and is then rescued and run again.
     private func recordOrGiveUp<T: Sendable>(_ what: String, _ log: Logger, _ body: () async throws -> T) async -> T? {
+        try? await retryingDatabase("recording \(what)", log, giveUpWhen: { self.stopRequests >= 2 }, body)
+    }
+
+    /// Runs `body` until it succeeds, backing off 0.1 s → 10 s between failures, or until
+    /// `giveUpWhen` says to stop, when the last error is thrown.
+    private func retryingDatabase<T>(_ what: String, _ log: Logger, giveUpWhen giveUp: () -> Bool,
+                                     _ body: () async throws -> T) async throws -> T {
         var delay = 0.1
         while true {
             do { return try await body() } catch {
-                if stopRequests >= 2 { return nil }
-                log.warning("recording \(what) failed; retrying", metadata: ["error": "\(error)"])
+                if giveUp() { throw error }
+                log.warning("\(what) failed; retrying", metadata: ["error": "\(error)", "retry_in": "\(TimeSpan.format(delay))"])
                 try? await Task.sleep(for: .seconds(delay))
-                delay = min(delay * 2, 5)
+                delay = min(delay * 2, 10)
             }
         }
     }
@@ -287,30 +297,5 @@ public final class Worker: Sendable {
         } ?? 0
         state.withLock { $0.summary.released += released }
         logger.notice("released unfinished jobs without spending an attempt", metadata: ["count": "\(released)"])
-    }
-
-    // MARK: Database
-
-    private func connectWithRetry() async throws -> PGConnection {
-        var delay = 0.2
-        while true {
-            do { return try await PGConnection.connect(conninfo, label: "worker") } catch {
-                if stopRequests > 0 { throw error }
-                logger.warning("cannot connect to the database; retrying", metadata: ["error": "\(error)", "retry_in": "\(TimeSpan.format(delay))"])
-                try? await Task.sleep(for: .seconds(delay))
-                delay = min(delay * 2, 10)
-            }
-        }
-    }
-
-    private func retrying(_ what: String, _ body: () async throws -> Void) async throws {
-        var delay = 0.2
-        while true {
-            do { return try await body() } catch let error as DatabaseError where error.connectionLost && stopRequests == 0 {
-                logger.warning("\(what) failed; retrying", metadata: ["error": "\(error)"])
-                try? await Task.sleep(for: .seconds(delay))
-                delay = min(delay * 2, 10)
-            }
-        }
     }
 }

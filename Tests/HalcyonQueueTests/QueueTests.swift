@@ -212,10 +212,11 @@ struct ClaimTests {
         _ = try await enqueue(db, 1, maxAttempts: 3)
         _ = try await enqueue(db, 1, maxAttempts: 1)
         let q = JobQueue(connection: try await db.connect())
-        let jobs = try await q.claim(workerID: "dead", limit: 2, lease: 0.2)
+        let jobs = try await q.claim(workerID: "dead", limit: 2, lease: 60)
         #expect(jobs.count == 2)
         #expect(try await q.rescueExpired().isEmpty)  // lease still valid
-        try await Task.sleep(for: .milliseconds(400))
+        // The holder stops renewing: let the lease run out.
+        try await db.query("UPDATE halcyon.jobs SET locked_until = now() - interval '1 second'")
         let rescued = try await q.rescueExpired()
         #expect(rescued.count == 2)
         let rows = try await db.query("SELECT max_attempts, state::text, last_error, errors->0->>'code' AS code FROM halcyon.jobs ORDER BY max_attempts")
