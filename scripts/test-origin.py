@@ -14,6 +14,7 @@ Serves files from --root and counts every request by path+query. Endpoints:
   /notimage                           HTML under Content-Type image/jpeg
   /redirect?to=URL                    302 to URL
   /redirect-loop/N                    302 to /redirect-loop/N+1, forever
+  /_headers                           the request headers as JSON
   /_counts                            JSON {path: count}; /_reset clears counts and failure state
 The chosen port is written to --port-file once listening.
 """
@@ -28,6 +29,9 @@ failures = {}
 
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    # Headers and body go out in separate writes; without TCP_NODELAY a kept-alive connection
+    # waits ~40 ms per response on the client's delayed ACK.
+    disable_nagle_algorithm = True
     server_version = "HalcyonTestOrigin/1"
 
     def log_message(self, *args):
@@ -70,6 +74,9 @@ class Handler(BaseHTTPRequestHandler):
         if head == "_counts":
             with lock:
                 body = json.dumps(counts).encode()
+            return self.send_body(200, body, "application/json")
+        if head == "_headers":
+            body = json.dumps({k.lower(): v for k, v in self.headers.items()}).encode()
             return self.send_body(200, body, "application/json")
         if head == "_reset":
             with lock:

@@ -61,12 +61,15 @@ public struct SourceFailure: Sendable, Equatable {
     public var code: ErrorCode
     public var message: String
     public var attempts: Int
+    /// Whether this source can never succeed (so retrying the job would not help it).
+    public var permanent: Bool
 
-    public init(source: String, code: ErrorCode, message: String, attempts: Int) {
+    public init(source: String, code: ErrorCode, message: String, attempts: Int, permanent: Bool) {
         self.source = source
         self.code = code
         self.message = message
         self.attempts = attempts
+        self.permanent = permanent
     }
 }
 
@@ -81,6 +84,8 @@ public struct HalcyonError: Error, Sendable, CustomStringConvertible {
     public var source: String?
     /// Per-source detail for `fetch.sources_exhausted`.
     public var sources: [SourceFailure]
+    /// Seconds the server asked us to wait (`Retry-After`), when it did.
+    public var retryAfter: Double?
 
     public init(_ code: ErrorCode, _ message: String, permanent: Bool? = nil,
                 source: String? = nil, sources: [SourceFailure] = []) {

@@ -38,13 +38,14 @@ public enum ExpirationExtending: Sendable, Equatable {
 }
 
 /// Download retries per source, from `options.retry` (Kingfisher's `DelayRetryStrategy`).
+/// Keys left out take these defaults: 2 retries, 0.5 s, exponential.
 public struct RetryOptions: Sendable, Equatable {
     public enum Backoff: String, Sendable { case fixed, accumulated, exponential }
     public var max: Int
     public var interval: Double
     public var backoff: Backoff
 
-    public init(max: Int = 0, interval: Double = 2, backoff: Backoff = .exponential) {
+    public init(max: Int = 2, interval: Double = 0.5, backoff: Backoff = .exponential) {
         self.max = max
         self.interval = interval
         self.backoff = backoff
@@ -65,6 +66,27 @@ public struct JobOptions: Sendable, Equatable {
     public var retry: RetryOptions?
 
     public init() {}
+
+    /// Headers a job may not set: hop-by-hop ones, and those the HTTP client owns.
+    public static let forbiddenHeaders: Set<String> = [
+        "connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "proxy-connection", "te",
+        "trailer", "transfer-encoding", "upgrade", "host", "content-length", "expect", "accept-encoding",
+    ]
+
+    /// A header name must be an HTTP token, not forbidden; a value must have no line breaks.
+    static func checkHeader(_ name: String, _ value: String) throws(HalcyonError) {
+        let token = Set("!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+        guard !name.isEmpty, name.count <= 256, name.allSatisfy({ token.contains($0) }) else {
+            throw HalcyonError(.invalidOptions, "header name '\(name.prefix(64))' is not a valid HTTP token")
+        }
+        guard !forbiddenHeaders.contains(name.lowercased()) else {
+            throw HalcyonError(.invalidOptions, "header '\(name)' cannot be set by a job (hop-by-hop or owned by the client)")
+        }
+        // Scalars, not Characters: "\r\n" is a single Character and would slip past a Character test.
+        guard value.utf8.count <= 8192, !value.unicodeScalars.contains(where: { $0 == "\r" || $0 == "\n" || $0 == "\0" }) else {
+            throw HalcyonError(.invalidOptions, "header '\(name)' has a value with line breaks or over 8 KiB")
+        }
+    }
 
     public static let knownKeys: Set<String> = ["force_refresh", "only_from_cache", "expiration", "extend", "headers", "retry"]
 
@@ -107,8 +129,9 @@ public struct JobOptions: Sendable, Equatable {
         }
         if let h = dict["headers"] {
             guard case .object(let headers) = h else { throw HalcyonError(.invalidOptions, "option 'headers' must be an object of strings") }
-            for (name, value) in headers {
+            for (name, value) in headers.sorted(by: { $0.key < $1.key }) {
                 guard let v = value.stringValue else { throw HalcyonError(.invalidOptions, "header '\(name)' must be a string") }
+                try checkHeader(name, v)
                 o.headers[name] = v
             }
         }

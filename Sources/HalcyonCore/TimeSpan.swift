@@ -29,3 +29,18 @@ public enum TimeSpan {
         return rounded == rounded.rounded() ? "\(Int(rounded))s" : "\(rounded)s"
     }
 }
+
+/// Parses byte sizes: `512`, `64KiB`, `50MiB`, `2GiB` (KB/MB/GB are read as powers of 1000).
+public enum ByteSize {
+    public static func parse(_ text: String) -> Int? {
+        let s = text.trimmingCharacters(in: .whitespaces)
+        let units: [(String, Double)] = [("kib", 1024), ("mib", 1_048_576), ("gib", 1_073_741_824), ("kb", 1e3), ("mb", 1e6), ("gb", 1e9), ("k", 1024), ("m", 1_048_576), ("g", 1_073_741_824), ("b", 1)]
+        let lower = s.lowercased()
+        for (suffix, scale) in units where lower.hasSuffix(suffix) {
+            guard let n = Double(lower.dropLast(suffix.count)), n.isFinite, n >= 0, n * scale < 1e15 else { return nil }
+            return Int(n * scale)
+        }
+        guard let n = Int(lower), n >= 0 else { return nil }
+        return n
+    }
+}

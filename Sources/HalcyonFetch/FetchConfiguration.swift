@@ -16,6 +16,11 @@ public struct FetchConfiguration: Sendable {
     /// Directories `file://` sources may read from. Default: none (file sources refused).
     public var fileRoots: [String] = []
     public var userAgent: String = "Halcyon/0.1 (+image pipeline worker)"
+    /// Which addresses may be connected to. Default: public addresses only.
+    public var addressPolicy = AddressPolicy()
+    /// Retries per source when the job's `options.retry` does not say. Default: 2 retries,
+    /// exponential from 0.5 s.
+    public var retry = DelayRetryStrategy()
 
     public init() {}
 }

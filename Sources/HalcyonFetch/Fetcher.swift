@@ -10,37 +10,103 @@ public struct FetchedImage: Sendable {
     public var source: String
 }
 
-/// Fetches a job's source: network, file under a root, or data URL. Bytes that are not an
-/// allowed image format fail with `fetch.not_image` and never reach ImageMagick.
+/// Fetches a job's image: its source, then each fallback source, each with its own retries
+/// (`RetryStrategy`); identical concurrent requests share one download; every transfer holds
+/// one of `fetchSlots`, and retry waits hold none. Bytes that are not an allowed image
+/// format fail with `fetch.not_image` and never reach ImageMagick.
 public struct Fetcher: Sendable {
     public var configuration: FetchConfiguration
     private let http: HTTPClient
+    private let slots: AsyncSemaphore
+    private let coalescer = DownloadCoalescer<FetchedImage>()
 
-    public init(configuration: FetchConfiguration) {
+    /// `concurrency`: transfers at once (`--fetch-concurrency`).
+    public init(configuration: FetchConfiguration, concurrency: Int = 8) {
         self.configuration = configuration
         self.http = HTTPClient(configuration: configuration)
+        self.slots = AsyncSemaphore(max(1, concurrency))
     }
 
-    /// Fetches `sourceText`, running blocking I/O off the cooperative pool.
+    /// Downloads in flight right now (coalesced requests count once).
+    public var downloadsInFlight: Int { coalescer.inFlight }
+
+    /// Tries `sources` in order. One source failing fails with its own error; several all
+    /// failing is `fetch.sources_exhausted` listing each, transient if any one was.
+    public func fetch(sources: [String], headers: [String: String] = [:], retry: (any RetryStrategy)? = nil,
+                      cancel: CancellationFlag) async throws(HalcyonError) -> FetchedImage {
+        let strategy = retry ?? configuration.retry
+        var failures: [SourceFailure] = []
+        var lastError: HalcyonError?
+        for source in sources {
+            let (result, attempts) = await fetchWithRetries(source, headers: headers, strategy: strategy, cancel: cancel)
+            switch result {
+            case .success(let image): return image
+            case .failure(let e):
+                if cancel.isCancelled { throw e }
+                failures.append(SourceFailure(source: source, code: e.code, message: e.message, attempts: attempts, permanent: e.permanent))
+                lastError = e
+            }
+        }
+        guard let lastError else { throw HalcyonError(.invalidSource, "no source to fetch") }
+        if failures.count == 1 { throw lastError }
+        let anyTransient = failures.contains { !$0.permanent }
+        throw HalcyonError(.sourcesExhausted,
+                           "all \(failures.count) sources failed: " + failures.map { "\($0.code)" }.joined(separator: ", "),
+                           permanent: !anyTransient, source: sources.first, sources: failures)
+    }
+
+    /// Fetches one source. Blocking I/O runs off the cooperative pool.
     public func fetch(_ sourceText: String, headers: [String: String] = [:], cancel: CancellationFlag) async throws(HalcyonError) -> FetchedImage {
-        let source = try Source.parse(sourceText, maxDataBytes: configuration.maxBytes)
-        let http = self.http, roots = configuration.fileRoots
-        let data: Data
+        try await fetch(sources: [sourceText], headers: headers, retry: DelayRetryStrategy(maxRetries: 0), cancel: cancel)
+    }
+
+    // MARK: Private
+
+    private func fetchWithRetries(_ source: String, headers: [String: String], strategy: any RetryStrategy,
+                                  cancel: CancellationFlag) async -> (Result<FetchedImage, HalcyonError>, Int) {
+        var attempt = 0
+        while true {
+            attempt += 1
+            let result = await fetchOnce(source, headers: headers, cancel: cancel)
+            guard case .failure(let error) = result, !cancel.isCancelled,
+                  let delay = strategy.delay(beforeRetry: attempt, after: error) else {
+                return (result, attempt)
+            }
+            try? await Task.sleep(for: .seconds(delay))
+            if cancel.isCancelled { return (result, attempt) }
+        }
+    }
+
+    /// One attempt, shared with any identical request in flight.
+    private func fetchOnce(_ source: String, headers: [String: String], cancel: CancellationFlag) async -> Result<FetchedImage, HalcyonError> {
+        let key = source + "\n" + headers.sorted { $0.key < $1.key }.map { "\($0.key):\($0.value)" }.joined(separator: "\n")
+        let http = self.http, slots = self.slots, configuration = self.configuration
+        return await coalescer.value(for: key, cancel: cancel) { flag in
+            await slots.withPermit {
+                await Self.download(source, headers: headers, http: http, configuration: configuration, cancel: flag)
+            }
+        }
+    }
+
+    private static func download(_ sourceText: String, headers: [String: String], http: HTTPClient,
+                                 configuration: FetchConfiguration, cancel: CancellationFlag) async -> Result<FetchedImage, HalcyonError> {
         do {
-            data = try await Blocking.run {
+            let source = try Source.parse(sourceText, maxDataBytes: configuration.maxBytes)
+            let roots = configuration.fileRoots
+            let data: Data = try await Blocking.run {
                 switch source {
                 case .network(let url): try http.get(url, headers: headers, cancel: cancel).body
                 case .file(let path): try Self.readFile(path, roots: roots, source: sourceText)
                 case .data(_, let bytes): bytes
                 }
             }
+            guard let format = ImageFormat.sniff(data) else {
+                return .failure(HalcyonError(.notImage, data.isEmpty ? "empty body" : "body is not a supported image (magic bytes \(data.prefix(8).map { String(format: "%02x", $0) }.joined()))", source: sourceText))
+            }
+            return .success(FetchedImage(data: data, format: format, source: sourceText))
         } catch {
-            throw HalcyonError.wrap(error)
+            return .failure(HalcyonError.wrap(error))
         }
-        guard let format = ImageFormat.sniff(data) else {
-            throw HalcyonError(.notImage, data.isEmpty ? "empty body" : "body is not a supported image (magic bytes \(data.prefix(8).map { String(format: "%02x", $0) }.joined()))", source: sourceText)
-        }
-        return FetchedImage(data: data, format: format, source: sourceText)
     }
 
     /// Reads a file that must resolve (symlinks included) to a path beneath one of `roots`.

@@ -9,10 +9,12 @@ public struct HTTPResponse: Sendable {
     public var contentType: String?
 }
 
-/// Blocking HTTP GETs through libcurl, one easy handle per transfer. Call `get` from a
-/// Dispatch thread, never the cooperative pool (`Fetcher` does this).
+/// Blocking HTTP GETs through libcurl. Easy handles are pooled: a handle returned to the
+/// pool keeps its connection cache, so downloads from the same host reuse connections.
+/// Call `get` from a Dispatch thread, never the cooperative pool (`Fetcher` does this).
 public struct HTTPClient: Sendable {
     public var configuration: FetchConfiguration
+    private let pool = HandlePool()
 
     private static let globalInit: Void = { curl_global_init(Int(CURL_GLOBAL_ALL)) }()
 
@@ -25,9 +27,9 @@ public struct HTTPClient: Sendable {
     /// for 4xx except 408 and 429.
     public func get(_ url: URL, headers: [String: String] = [:], cancel: CancellationFlag) throws(HalcyonError) -> HTTPResponse {
         let source = url.absoluteString
-        guard let handle = curl_easy_init() else { throw HalcyonError(.internal, "curl_easy_init failed", source: source) }
-        defer { curl_easy_cleanup(handle) }
-        let sink = BodySink(limit: configuration.maxBytes, cancel: cancel)
+        guard let handle = pool.take() else { throw HalcyonError(.internal, "curl_easy_init failed", source: source) }
+        defer { pool.give(handle) }
+        let sink = BodySink(limit: configuration.maxBytes, cancel: cancel, policy: configuration.addressPolicy)
         let sinkPointer = Unmanaged.passRetained(sink)
         defer { sinkPointer.release() }
 
@@ -58,6 +60,31 @@ public struct HTTPClient: Sendable {
             let n = size * count
             return sink.append(UnsafeRawBufferPointer(start: data, count: n)) ? n : 0
         }
+        // The SSRF guard: every connection's resolved address, redirects included, is checked
+        // before a socket is even opened.
+        hc_setopt_pointer(handle, CURLOPT_OPENSOCKETDATA, sinkPointer.toOpaque())
+        hc_setopt_opensocket(handle) { context, purpose, address in
+            let sink = Unmanaged<BodySink>.fromOpaque(context!).takeUnretainedValue()
+            guard let address else { return CURL_SOCKET_BAD }
+            let a = address.pointee
+            var ip: IPAddress?
+            withUnsafePointer(to: address.pointee.addr) { raw in
+                if a.family == AF_INET {
+                    raw.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { ip = IPAddress(v4: $0.pointee.sin_addr) }
+                } else if a.family == AF_INET6, a.addrlen >= MemoryLayout<sockaddr_in6>.size {
+                    raw.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { ip = IPAddress(v6: $0.pointee.sin6_addr) }
+                }
+            }
+            guard let ip else {
+                sink.refusal = "unsupported address family \(a.family)"
+                return CURL_SOCKET_BAD
+            }
+            if let refusal = sink.policy.refusal(for: ip) {
+                sink.refusal = refusal
+                return CURL_SOCKET_BAD
+            }
+            return socket(a.family, a.socktype | Int32(SOCK_CLOEXEC.rawValue), a.protocol)
+        }
         hc_setopt_long(handle, CURLOPT_NOPROGRESS, 0)
         hc_setopt_pointer(handle, CURLOPT_XFERINFODATA, sinkPointer.toOpaque())
         hc_setopt_xferinfo(handle) { context, _, _, _, _ in
@@ -76,13 +103,25 @@ public struct HTTPClient: Sendable {
         }
         if status >= 400 {
             let transient = status == 408 || status == 429 || status >= 500
-            throw HalcyonError(.httpStatus, "HTTP \(status) from \(url.host ?? source)", permanent: !transient, source: source)
+            var error = HalcyonError(.httpStatus, "HTTP \(status) from \(url.host ?? source)", permanent: !transient, source: source)
+            error.retryAfter = Self.header(handle, "Retry-After").flatMap { RetryAfter.seconds($0) }
+            throw error
         }
         return HTTPResponse(status: status, body: sink.data, contentType: contentType)
     }
 
+    /// The last value of response header `name`, if present.
+    private static func header(_ handle: OpaquePointer, _ name: String) -> String? {
+        var h: UnsafeMutablePointer<curl_header>?
+        guard curl_easy_header(handle, name, 0, UInt32(CURLH_HEADER), -1, &h) == CURLHE_OK, let value = h?.pointee.value else { return nil }
+        return String(cString: value)
+    }
+
     private static func error(for code: CURLcode, sink: BodySink, source: String, limit: Int) -> HalcyonError {
         let reason = String(cString: curl_easy_strerror(code))
+        if let refusal = sink.refusal {
+            return HalcyonError(.blockedAddress, "refused to connect: \(refusal)", source: source)
+        }
         switch code {
         case CURLE_OPERATION_TIMEDOUT:
             return HalcyonError(.timeout, "timed out: \(reason)", source: source)
@@ -106,16 +145,21 @@ public struct HTTPClient: Sendable {
     }
 }
 
-/// Accumulates a body up to a byte limit; owned by one transfer on one thread.
+/// Per-transfer state shared with libcurl's callbacks: the body up to a byte limit, the
+/// cancellation flag, the address policy and why a connection was refused. Owned by one
+/// transfer on one thread.
 private final class BodySink {
     var data = Data()
     var overflowed = false
+    var refusal: String?
     let limit: Int
     let cancel: CancellationFlag
+    let policy: AddressPolicy
 
-    init(limit: Int, cancel: CancellationFlag) {
+    init(limit: Int, cancel: CancellationFlag, policy: AddressPolicy) {
         self.limit = limit
         self.cancel = cancel
+        self.policy = policy
     }
 
     /// False stops the transfer: over the limit, or cancelled.
@@ -127,5 +171,46 @@ private final class BodySink {
         }
         data.append(contentsOf: chunk)
         return true
+    }
+}
+
+/// Idle easy handles. A handle is used by one transfer at a time; `curl_easy_reset` clears its
+/// options but keeps its connection and DNS caches.
+private final class HandlePool: @unchecked Sendable {
+    private let lock = NSLock()
+    private var idle: [OpaquePointer] = []  // guarded by `lock`
+    private let maxIdle = 64
+
+    func take() -> OpaquePointer? {
+        lock.lock()
+        let h = idle.popLast()
+        lock.unlock()
+        if let h {
+            curl_easy_reset(h)
+            return h
+        }
+        return curl_easy_init()
+    }
+
+    func give(_ handle: OpaquePointer) {
+        lock.lock()
+        defer { lock.unlock() }
+        if idle.count < maxIdle { idle.append(handle) } else { curl_easy_cleanup(handle) }
+    }
+
+    deinit { idle.forEach { curl_easy_cleanup($0) } }
+}
+
+/// `Retry-After`: delay-seconds or an HTTP date.
+enum RetryAfter {
+    static func seconds(_ value: String, now: Date = Date()) -> Double? {
+        let v = value.trimmingCharacters(in: .whitespaces)
+        if let n = Double(v), n.isFinite, n >= 0 { return n }
+        let f = DateFormatter()
+        f.locale = Locale(identifier: "en_US_POSIX")
+        f.timeZone = TimeZone(identifier: "GMT")
+        f.dateFormat = "EEE, dd MMM yyyy HH:mm:ss zzz"
+        guard let date = f.date(from: v) else { return nil }
+        return max(0, date.timeIntervalSince(now))
     }
 }

@@ -69,7 +69,8 @@ extension HalcyonError {
         if !sources.isEmpty {
             entry["sources"] = .array(sources.map {
                 ["source": .string($0.source), "code": .string($0.code.description),
-                 "message": .string($0.message), "attempts": .number(Double($0.attempts))]
+                 "message": .string($0.message), "attempts": .number(Double($0.attempts)),
+                 "permanent": .bool($0.permanent)]
             })
         }
         return .object(entry)

@@ -11,14 +11,12 @@ struct JobRunner: Sendable {
     let fetcher: Fetcher
     let store: DiskStore
     let limits: ImageLimits
-    let fetchSlots: AsyncSemaphore
     let processSlots: AsyncSemaphore
 
     init(configuration: WorkerConfiguration) {
-        fetcher = Fetcher(configuration: configuration.fetch)
+        fetcher = Fetcher(configuration: configuration.fetch, concurrency: configuration.fetchConcurrency)
         store = DiskStore(root: configuration.storeRoot)
         limits = configuration.limits
-        fetchSlots = AsyncSemaphore(configuration.fetchConcurrency)
         processSlots = AsyncSemaphore(configuration.concurrency)
     }
 
@@ -30,7 +28,8 @@ struct JobRunner: Sendable {
         for s in sources { _ = try Source.parse(s, maxDataBytes: fetcher.configuration.maxBytes) }
         let key = chain.resultKey(cacheKey: cacheKey(source: job.source, explicit: job.cacheKey))
 
-        let fetched = try await fetchFirstWorking(sources, headers: options.headers, cancel: cancel)
+        let fetched = try await fetcher.fetch(sources: sources, headers: options.headers,
+                                              retry: options.retry.map { DelayRetryStrategy($0) }, cancel: cancel)
         if cancel.isCancelled { throw HalcyonError(.internal, "job abandoned") }
 
         let limits = self.limits
@@ -52,27 +51,5 @@ struct JobRunner: Sendable {
         return JobResult(key: key, digest: stored.digest, path: stored.path, bytes: stored.bytes,
                          width: processed.width, height: processed.height, format: processed.format.rawValue,
                          cacheHit: false, source: fetched.source)
-    }
-
-    /// Tries each source in order. One failing source fails the job with its own error; when
-    /// several all fail, `fetch.sources_exhausted` lists each, transient if any one was.
-    private func fetchFirstWorking(_ sources: [String], headers: [String: String], cancel: CancellationFlag) async throws(HalcyonError) -> FetchedImage {
-        var failures: [HalcyonError] = []
-        for source in sources {
-            do {
-                return try await fetchSlots.withPermit { () async throws(HalcyonError) -> FetchedImage in
-                    try await fetcher.fetch(source, headers: headers, cancel: cancel)
-                }
-            } catch {
-                let e = HalcyonError.wrap(error)
-                if cancel.isCancelled { throw e }
-                failures.append(e)
-            }
-        }
-        if failures.count == 1 { throw failures[0] }
-        let detail = failures.map { SourceFailure(source: $0.source ?? "?", code: $0.code, message: $0.message, attempts: 1) }
-        throw HalcyonError(.sourcesExhausted,
-                           "all \(failures.count) sources failed: " + failures.map { "\($0.code)" }.joined(separator: ", "),
-                           permanent: failures.allSatisfy(\.permanent), source: sources.first, sources: detail)
     }
 }

@@ -2,6 +2,7 @@ import ArgumentParser
 import Dispatch
 import Foundation
 import HalcyonCore
+import HalcyonFetch
 import HalcyonQueue
 import HalcyonWorker
 
@@ -11,7 +12,8 @@ struct Work: AsyncParsableCommand {
         discussion: """
             SIGTERM/SIGINT: stop claiming, let in-flight jobs finish within --grace, release the
             rest to 'queued' without spending an attempt, exit 0. A second signal releases at once.
-            Environment: HALCYON_FILE_ROOTS (comma-separated --file-root), HALCYON_STORE.
+            Environment: HALCYON_FILE_ROOTS (comma-separated --file-root), HALCYON_ALLOW_NETWORKS
+            (comma-separated --allow-network), HALCYON_STORE.
             """)
 
     @OptionGroup var database: DatabaseOptions
@@ -38,14 +40,41 @@ struct Work: AsyncParsableCommand {
     var retryBase: String = "2s"
     @Option(name: .customLong("file-root"), help: "A directory file:// sources may read from (repeatable; also HALCYON_FILE_ROOTS).")
     var fileRoots: [String] = []
+    @Option(name: .customLong("allow-network"), help: "A CIDR that downloads may connect to although it is internal, e.g. 10.1.0.0/16 or 127.0.0.1 (repeatable; also HALCYON_ALLOW_NETWORKS). Default: public addresses only.")
+    var allowNetworks: [String] = []
+    @Option(help: "Retries per source for failures that can succeed later (timeouts, connection errors, 408, 429, 5xx); a job's options.retry overrides.")
+    var fetchRetries: Int = 2
+    @Option(help: "Interval before a download retry.")
+    var fetchRetryInterval: String = "500ms"
+    @Option(help: "How the retry interval grows: fixed, accumulated (n × interval) or exponential (with jitter).")
+    var fetchRetryBackoff: String = "exponential"
+    @Option(help: "Time to establish a connection.")
+    var connectTimeout: String = "10s"
+    @Option(help: "Time for a whole download.")
+    var fetchTimeout: String = "60s"
+    @Option(help: "Largest download accepted, e.g. 50MiB (checked against Content-Length and while streaming).")
+    var maxDownloadSize: String = "50MiB"
+    @Option(help: "Redirects followed per download.")
+    var maxRedirects: Int = 5
 
     func validate() throws {
-        for (name, value) in [("--lease", lease), ("--poll-interval", pollInterval), ("--grace", grace), ("--retry-base", retryBase)] {
+        for (name, value) in [("--lease", lease), ("--poll-interval", pollInterval), ("--grace", grace), ("--retry-base", retryBase),
+                              ("--fetch-retry-interval", fetchRetryInterval), ("--connect-timeout", connectTimeout), ("--fetch-timeout", fetchTimeout)] {
             guard TimeSpan.parse(value) != nil else { throw ValidationError("\(name) must be a duration like 30s, 500ms or 2m") }
         }
         guard (TimeSpan.parse(lease) ?? 0) >= 1 else { throw ValidationError("--lease must be at least 1s") }
         if let c = concurrency, !(1...256).contains(c) { throw ValidationError("--concurrency must be 1…256") }
         guard (1...1024).contains(fetchConcurrency) else { throw ValidationError("--fetch-concurrency must be 1…1024") }
+        guard (0...20).contains(fetchRetries) else { throw ValidationError("--fetch-retries must be 0…20") }
+        guard RetryOptions.Backoff(rawValue: fetchRetryBackoff) != nil else { throw ValidationError("--fetch-retry-backoff must be fixed, accumulated or exponential") }
+        guard ByteSize.parse(maxDownloadSize).map({ $0 > 0 }) == true else { throw ValidationError("--max-download-size must be a size like 50MiB") }
+        guard (0...50).contains(maxRedirects) else { throw ValidationError("--max-redirects must be 0…50") }
+        for cidr in allNetworks where CIDR(cidr) == nil { throw ValidationError("--allow-network '\(cidr)' is not an address or CIDR") }
+    }
+
+    private var allNetworks: [String] {
+        let env = (ProcessInfo.processInfo.environment["HALCYON_ALLOW_NETWORKS"] ?? "").split(separator: ",")
+        return (allowNetworks + env.map { $0.trimmingCharacters(in: .whitespaces) }).filter { !$0.isEmpty }
     }
 
     func run() async throws {
@@ -63,6 +92,13 @@ struct Work: AsyncParsableCommand {
         c.backoff.base = TimeSpan.parse(retryBase)!
         let envRoots = (ProcessInfo.processInfo.environment["HALCYON_FILE_ROOTS"] ?? "").split(separator: ",").map(String.init)
         c.fetch.fileRoots = (fileRoots + envRoots).filter { !$0.isEmpty }
+        c.fetch.addressPolicy = AddressPolicy(allowed: allNetworks.compactMap(CIDR.init))
+        c.fetch.retry = DelayRetryStrategy(RetryOptions(max: fetchRetries, interval: TimeSpan.parse(fetchRetryInterval)!,
+                                                        backoff: RetryOptions.Backoff(rawValue: fetchRetryBackoff)!))
+        c.fetch.connectTimeout = TimeSpan.parse(connectTimeout)!
+        c.fetch.totalTimeout = TimeSpan.parse(fetchTimeout)!
+        c.fetch.maxBytes = ByteSize.parse(maxDownloadSize)!
+        c.fetch.maxRedirects = maxRedirects
 
         let worker = Worker(configuration: c, conninfo: conninfo, logger: logger)
         let signals = SignalForwarder(signals: [SIGTERM, SIGINT]) { worker.requestStop() }

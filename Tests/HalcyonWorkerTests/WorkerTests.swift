@@ -19,7 +19,9 @@ struct WorkerTests {
     }
 
     func worker(_ db: TestDatabase, store: URL, _ extra: [String] = []) throws -> HalcyonProcess {
-        try HalcyonProcess(["work", "--store", store.path, "--log-level", "info"] + extra, conninfo: db.conninfo)
+        // The origin is on loopback, which the SSRF guard refuses unless allowed.
+        try HalcyonProcess(["work", "--store", store.path, "--log-level", "info", "--allow-network", "127.0.0.1/32"] + extra,
+                           conninfo: db.conninfo)
     }
 
     func enqueue(_ db: TestDatabase, _ jobs: [JobQueue.NewJob]) async throws -> [Int64] {

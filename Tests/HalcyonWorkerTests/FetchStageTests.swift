@@ -1,0 +1,75 @@
+import Foundation
+import HalcyonCore
+import HalcyonQueue
+import HalcyonTestSupport
+import Testing
+
+/// The fetch stage as a worker runs it: retries, per-job retry options, coalescing, the guard.
+@Suite(.enabled(if: TestEnvironment.available, "needs scripts/test (PostgreSQL, origin, binary)"))
+struct FetchStageTests {
+    let helper = WorkerTests()
+
+    @Test func twoServerErrorsThenSuccessLeavesNoErrors() async throws {
+        _ = try WorkerTests.published()
+        let db = try await TestDatabase.create()
+        let store = try TestEnvironment.temporaryDirectory("store")
+        let path = "/fail/2/500/\(db.name)/tiny.png"
+        _ = try await helper.enqueue(db, [helper.job(TestEnvironment.origin + path, "resize(4x4)")])
+        let w = try helper.worker(db, store: store, ["--drain", "--fetch-retry-interval", "50ms"])
+        #expect(await w.wait(timeout: 60) == 0)
+        let r = try await db.query("SELECT state::text, attempt, errors::text FROM halcyon.jobs")
+        #expect(r.value(0, "state") == "succeeded")
+        #expect(r.value(0, "attempt") == "1")
+        #expect(r.value(0, "errors") == "[]")
+        #expect(try Origin.counts()[path] == 3)
+    }
+
+    @Test func jobRetryOptionsOverrideTheWorkers() async throws {
+        _ = try WorkerTests.published()
+        let db = try await TestDatabase.create()
+        let store = try TestEnvironment.temporaryDirectory("store")
+        let path = "/fail/1/503/\(db.name)/tiny.png"
+        var job = helper.job(TestEnvironment.origin + path)
+        job.options = #"{"retry": {"max": 0}}"#
+        _ = try await helper.enqueue(db, [job])
+        let w = try helper.worker(db, store: store, ["--drain", "--fetch-retries", "5"])
+        #expect(await w.wait(timeout: 60) == 0)
+        // No download retry: the job itself is scheduled again with backoff.
+        let r = try await db.query("SELECT state::text, attempt, last_error FROM halcyon.jobs")
+        #expect(r.value(0, "state") == "queued")
+        #expect(r.value(0, "last_error")?.hasPrefix("fetch.http_status: HTTP 503") == true)
+        #expect(try Origin.counts()[path] == 1)
+    }
+
+    @Test func twentyConcurrentJobsOnOneURLMakeOneRequest() async throws {
+        _ = try WorkerTests.published()
+        let db = try await TestDatabase.create()
+        let store = try TestEnvironment.temporaryDirectory("store")
+        let path = "/slowfile/1/photo.jpg?t=\(db.name)"
+        let chains = (0..<20).map { "resize(\(20 + $0 * 10)x\(20 + $0 * 10), mode=fill) |> format(png)" }
+        _ = try await helper.enqueue(db, chains.map { helper.job(TestEnvironment.origin + path, $0) })
+        let w = try helper.worker(db, store: store, ["--drain", "--fetch-concurrency", "32"])
+        #expect(await w.wait(timeout: 60) == 0, "\(w.output.suffix(1000))")
+        #expect(try await helper.count(db, "state = 'succeeded'") == 20)
+        #expect(try await db.query("SELECT count(DISTINCT result_digest) AS n FROM halcyon.jobs").value(0, "n") == "20")
+        #expect(try Origin.counts()[path] == 1)
+    }
+
+    @Test func blockedAddressesFailPermanentlyWithoutARequest() async throws {
+        let db = try await TestDatabase.create()
+        let store = try TestEnvironment.temporaryDirectory("store")
+        let port = TestEnvironment.origin.split(separator: ":").last!
+        _ = try await helper.enqueue(db, [
+            helper.job("http://127.0.0.2:\(port)/files/tiny.png"),  // loopback, but only 127.0.0.1 is allowed
+            helper.job("\(TestEnvironment.origin)/redirect?to=http://127.0.0.3:\(port)/files/tiny.png&t=\(db.name)"),
+        ])
+        let w = try helper.worker(db, store: store, ["--drain"])
+        #expect(await w.wait(timeout: 60) == 0)
+        let r = try await db.query("SELECT state::text, attempt, last_error FROM halcyon.jobs ORDER BY id")
+        for i in 0..<2 {
+            #expect(r.value(i, "state") == "failed")
+            #expect(r.value(i, "attempt") == "1")
+            #expect(r.value(i, "last_error")?.hasPrefix("fetch.blocked_address: refused to connect: 127.0.0.") == true)
+        }
+    }
+}
