@@ -57,7 +57,7 @@ let package = Package(
         .testTarget(name: "HalcyonCoreTests", dependencies: ["HalcyonCore"]),
         .testTarget(name: "HalcyonImageTests", dependencies: ["HalcyonImage", "HalcyonCore"]),
         .testTarget(name: "HalcyonStoreTests", dependencies: ["HalcyonStore", "HalcyonCore"]),
-        .testTarget(name: "HalcyonFetchTests", dependencies: ["HalcyonFetch", "HalcyonCore", "HalcyonTestSupport", "HalcyonImage"]),
+        .testTarget(name: "HalcyonFetchTests", dependencies: ["HalcyonFetch", "HalcyonCore", "HalcyonTestSupport", "HalcyonImage", "HalcyonStore"]),
         .testTarget(name: "HalcyonQueueTests", dependencies: ["HalcyonQueue", "HalcyonCore", "HalcyonTestSupport"]),
         .testTarget(name: "HalcyonWorkerTests", dependencies: [
             "HalcyonWorker", "HalcyonQueue", "HalcyonCore", "HalcyonImage", "HalcyonStore", "HalcyonTestSupport",

@@ -2,7 +2,8 @@
 """Halcyon's test origin: a real HTTP server on 127.0.0.1 with fault injection.
 
 Serves files from --root and counts every request by path+query. Endpoints:
-  /files/NAME[?…]                     the file NAME from the root (ETag added)
+  /files/NAME[?…]                     the file NAME from the root (ETag added; If-None-Match → 304,
+                                      counted as "304 PATH")
   /fail/N/STATUS/KEY/NAME             fail the first N requests for KEY with STATUS, then serve NAME
   /retry-after/SECONDS/KEY/NAME       first request for KEY: 429 with Retry-After, then NAME
   /status/CODE                        answer CODE with a short body
@@ -55,6 +56,8 @@ class Handler(BaseHTTPRequestHandler):
             return self.send_body(404, b"not found", "text/plain")
         etag = '"%s"' % hashlib.sha256(data).hexdigest()[:16]
         if self.headers.get("If-None-Match") == etag:
+            with lock:
+                counts["304 " + self.path] = counts.get("304 " + self.path, 0) + 1
             self.send_response(304)
             self.send_header("ETag", etag)
             self.send_header("Content-Length", "0")

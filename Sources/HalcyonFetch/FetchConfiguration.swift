@@ -1,4 +1,5 @@
 import Foundation
+import HalcyonCore
 
 /// Download limits and policy. Defaults suit a server fetching images from the Internet.
 public struct FetchConfiguration: Sendable {
@@ -21,6 +22,12 @@ public struct FetchConfiguration: Sendable {
     /// Retries per source when the job's `options.retry` does not say. Default: 2 retries,
     /// exponential from 0.5 s.
     public var retry = DelayRetryStrategy()
+    /// How long a downloaded original is reused without asking the origin; after that it is
+    /// revalidated (If-None-Match / If-Modified-Since; a 304 reuses it). 0 (default) keeps no
+    /// originals. Needs `originals`.
+    public var originalsTTL: Double = 0
+    /// Where originals are kept (the store's `originals/`), when `originalsTTL` > 0.
+    public var originals: (any OriginalsCache)?
 
     public init() {}
 }

@@ -95,7 +95,7 @@ public struct Fetcher: Sendable {
             let roots = configuration.fileRoots
             let data: Data = try await Blocking.run {
                 switch source {
-                case .network(let url): try http.get(url, headers: headers, cancel: cancel).body
+                case .network(let url): try Self.getNetwork(url, sourceText, headers: headers, http: http, configuration: configuration, cancel: cancel)
                 case .file(let path): try Self.readFile(path, roots: roots, source: sourceText)
                 case .data(_, let bytes): bytes
                 }
@@ -107,6 +107,32 @@ public struct Fetcher: Sendable {
         } catch {
             return .failure(HalcyonError.wrap(error))
         }
+    }
+
+    /// A network download through the originals cache when it is on: a fresh original is used
+    /// without a request; an expired one with validators is revalidated and a 304 reuses it.
+    private static func getNetwork(_ url: URL, _ source: String, headers: [String: String], http: HTTPClient,
+                                   configuration: FetchConfiguration, cancel: CancellationFlag) throws(HalcyonError) -> Data {
+        guard configuration.originalsTTL > 0, let cache = configuration.originals else {
+            return try http.get(url, headers: headers, cancel: cancel).body
+        }
+        // Headers can change the answer (e.g. authorization), so they are part of the key.
+        let key = headers.isEmpty ? source : source + "\n" + headers.sorted { $0.key < $1.key }.map { "\($0.key):\($0.value)" }.joined(separator: "\n")
+        let cached = cache.original(for: key)
+        if let cached, cached.expires > Date() { return cached.data }
+        let revalidate = cached.flatMap { $0.hasValidators ? $0 : nil }
+        let response = try http.get(url, headers: headers, revalidating: revalidate, cancel: cancel)
+        let expires = Date().addingTimeInterval(configuration.originalsTTL)
+        if response.status == 304, let revalidate {
+            cache.refresh(key, until: expires)
+            return revalidate.data
+        }
+        if !response.noStore, ImageFormat.sniff(response.body) != nil {
+            // A failed save only costs a future download.
+            try? cache.save(CachedOriginal(data: response.body, etag: response.etag, lastModified: response.lastModified,
+                                           expires: expires), for: key)
+        }
+        return response.body
     }
 
     /// Reads a file that must resolve (symlinks included) to a path beneath one of `roots`.

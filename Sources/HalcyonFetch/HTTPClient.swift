@@ -7,6 +7,10 @@ public struct HTTPResponse: Sendable {
     public var status: Int
     public var body: Data
     public var contentType: String?
+    public var etag: String?
+    public var lastModified: String?
+    /// `Cache-Control: no-store` was sent.
+    public var noStore = false
 }
 
 /// Blocking HTTP GETs through libcurl. Easy handles are pooled: a handle returned to the
@@ -25,7 +29,10 @@ public struct HTTPClient: Sendable {
 
     /// Fetches `url`. HTTP errors (status ≥ 400) are thrown as `fetch.http_status`, permanent
     /// for 4xx except 408 and 429.
-    public func get(_ url: URL, headers: [String: String] = [:], cancel: CancellationFlag) throws(HalcyonError) -> HTTPResponse {
+    /// With `revalidating`, the request is conditional (`If-None-Match`, `If-Modified-Since`)
+    /// and a 304 comes back as a response with status 304 and no body.
+    public func get(_ url: URL, headers: [String: String] = [:], revalidating: CachedOriginal? = nil,
+                    cancel: CancellationFlag) throws(HalcyonError) -> HTTPResponse {
         let source = url.absoluteString
         guard let handle = pool.take() else { throw HalcyonError(.internal, "curl_easy_init failed", source: source) }
         defer { pool.give(handle) }
@@ -34,7 +41,12 @@ public struct HTTPClient: Sendable {
         defer { sinkPointer.release() }
 
         var list: UnsafeMutablePointer<curl_slist>? = nil
-        for (name, value) in headers.sorted(by: { $0.key < $1.key }) {
+        var requestHeaders = headers
+        if let cached = revalidating {
+            if let etag = cached.etag { requestHeaders["If-None-Match"] = etag }
+            if let modified = cached.lastModified { requestHeaders["If-Modified-Since"] = modified }
+        }
+        for (name, value) in requestHeaders.sorted(by: { $0.key < $1.key }) {
             list = curl_slist_append(list, "\(name): \(value)")
         }
         defer { curl_slist_free_all(list) }
@@ -107,7 +119,10 @@ public struct HTTPClient: Sendable {
             error.retryAfter = Self.header(handle, "Retry-After").flatMap { RetryAfter.seconds($0) }
             throw error
         }
-        return HTTPResponse(status: status, body: sink.data, contentType: contentType)
+        let cacheControl = Self.header(handle, "Cache-Control")?.lowercased() ?? ""
+        return HTTPResponse(status: status, body: sink.data, contentType: contentType,
+                            etag: Self.header(handle, "ETag"), lastModified: Self.header(handle, "Last-Modified"),
+                            noStore: cacheControl.contains("no-store"))
     }
 
     /// The last value of response header `name`, if present.

@@ -42,58 +42,7 @@ public struct DiskStore: Sendable {
         if FileManager.default.fileExists(atPath: final.path) {
             return StoredObject(digest: digest, path: relative, bytes: data.count, existed: true)
         }
-        let directory = final.deletingLastPathComponent()
-        let tmpDir = root.appendingPathComponent("tmp")
-        do {
-            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-            try FileManager.default.createDirectory(at: tmpDir, withIntermediateDirectories: true)
-        } catch {
-            throw HalcyonError(.writeFailed, "cannot create \(directory.path): \(error.localizedDescription)")
-        }
-        let tmp = tmpDir.appendingPathComponent("\(digest).\(getpid()).\(UInt32.random(in: 0...UInt32.max)).part")
-        try writeDurably(data, to: tmp)
-        if rename(tmp.path, final.path) != 0 {
-            let e = errno
-            unlink(tmp.path)
-            throw HalcyonError(.writeFailed, "rename into \(relative) failed: \(String(cString: strerror(e)))")
-        }
-        try syncDirectory(directory)
+        try AtomicFile.write(data, to: final, tmpDirectory: root.appendingPathComponent("tmp"))
         return StoredObject(digest: digest, path: relative, bytes: data.count, existed: false)
-    }
-
-    /// Writes and fsyncs `data` to `url`; on any failure removes the partial file.
-    private func writeDurably(_ data: Data, to url: URL) throws(HalcyonError) {
-        let fd = open(url.path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
-        guard fd >= 0 else {
-            throw HalcyonError(.writeFailed, "cannot create temp file in \(url.deletingLastPathComponent().path): \(String(cString: strerror(errno)))")
-        }
-        var failure: Int32 = 0
-        data.withUnsafeBytes { raw in
-            var offset = 0
-            while offset < raw.count {
-                let n = write(fd, raw.baseAddress! + offset, raw.count - offset)
-                if n < 0 {
-                    if errno == EINTR { continue }
-                    failure = errno
-                    return
-                }
-                offset += n
-            }
-        }
-        if failure == 0, fsync(fd) != 0 { failure = errno }
-        close(fd)
-        if failure != 0 {
-            unlink(url.path)
-            throw HalcyonError(.writeFailed, "writing \(data.count) bytes failed: \(String(cString: strerror(failure)))")
-        }
-    }
-
-    private func syncDirectory(_ directory: URL) throws(HalcyonError) {
-        let fd = open(directory.path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard fd >= 0 else { throw HalcyonError(.writeFailed, "cannot open \(directory.path): \(String(cString: strerror(errno)))") }
-        defer { close(fd) }
-        if fsync(fd) != 0 {
-            throw HalcyonError(.writeFailed, "fsync of \(directory.path) failed: \(String(cString: strerror(errno)))")
-        }
     }
 }

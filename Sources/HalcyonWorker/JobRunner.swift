@@ -14,7 +14,11 @@ struct JobRunner: Sendable {
     let processSlots: AsyncSemaphore
 
     init(configuration: WorkerConfiguration) {
-        fetcher = Fetcher(configuration: configuration.fetch, concurrency: configuration.fetchConcurrency)
+        var fetch = configuration.fetch
+        if fetch.originalsTTL > 0, fetch.originals == nil {
+            fetch.originals = OriginalsStore(storeRoot: configuration.storeRoot)
+        }
+        fetcher = Fetcher(configuration: fetch, concurrency: configuration.fetchConcurrency)
         store = DiskStore(root: configuration.storeRoot)
         limits = configuration.limits
         processSlots = AsyncSemaphore(configuration.concurrency)

@@ -56,10 +56,13 @@ struct Work: AsyncParsableCommand {
     var maxDownloadSize: String = "50MiB"
     @Option(help: "Redirects followed per download.")
     var maxRedirects: Int = 5
+    @Option(help: "Keep downloaded originals in the store and reuse them this long without a request; then revalidate (If-None-Match/If-Modified-Since, a 304 reuses them). 0 keeps none.")
+    var originalsTTL: String = "0s"
 
     func validate() throws {
         for (name, value) in [("--lease", lease), ("--poll-interval", pollInterval), ("--grace", grace), ("--retry-base", retryBase),
-                              ("--fetch-retry-interval", fetchRetryInterval), ("--connect-timeout", connectTimeout), ("--fetch-timeout", fetchTimeout)] {
+                              ("--fetch-retry-interval", fetchRetryInterval), ("--connect-timeout", connectTimeout), ("--fetch-timeout", fetchTimeout),
+                              ("--originals-ttl", originalsTTL)] {
             guard TimeSpan.parse(value) != nil else { throw ValidationError("\(name) must be a duration like 30s, 500ms or 2m") }
         }
         guard (TimeSpan.parse(lease) ?? 0) >= 1 else { throw ValidationError("--lease must be at least 1s") }
@@ -99,6 +102,7 @@ struct Work: AsyncParsableCommand {
         c.fetch.totalTimeout = TimeSpan.parse(fetchTimeout)!
         c.fetch.maxBytes = ByteSize.parse(maxDownloadSize)!
         c.fetch.maxRedirects = maxRedirects
+        c.fetch.originalsTTL = TimeSpan.parse(originalsTTL)!
 
         let worker = Worker(configuration: c, conninfo: conninfo, logger: logger)
         let signals = SignalForwarder(signals: [SIGTERM, SIGINT]) { worker.requestStop() }

@@ -72,7 +72,7 @@ struct FetcherTests {
 
     @Test func concurrentRequestsForOneURLShareOneDownload() async throws {
         try Origin.publish("fetcher.png", Self.png)
-        let path = "/slowfile/0.5/fetcher.png?\(unique("c"))"
+        let path = "/slowfile/2/fetcher.png?\(unique("c"))"
         let fetcher = Self.makeFetcher()
         let results = try await withThrowingTaskGroup(of: Data.self) { group in
             for _ in 0..<20 {

@@ -72,3 +72,28 @@ import Testing
         #expect(!FileManager.default.fileExists(atPath: root.appendingPathComponent("objects").path))
     }
 }
+
+@Suite struct OriginalsStoreTests {
+    @Test func roundTripsWithExpiryInMtimeAndAccessInAtime() throws {
+        let root = FileManager.default.temporaryDirectory.appendingPathComponent("orig-\(UUID().uuidString.prefix(8))")
+        defer { try? FileManager.default.removeItem(at: root) }
+        let store = OriginalsStore(storeRoot: root)
+        let expires = Date().addingTimeInterval(3600)
+        try store.save(CachedOriginal(data: Data([1, 2, 3]), etag: "\"abc\"", lastModified: nil, expires: expires), for: "http://x/a.png")
+        let back = try #require(store.original(for: "http://x/a.png"))
+        #expect(back.data == Data([1, 2, 3]))
+        #expect(back.etag == "\"abc\"")
+        #expect(abs(back.expires.timeIntervalSince(expires)) < 0.01)
+        #expect(store.original(for: "http://x/other.png") == nil)
+
+        var st = stat()
+        let file = try #require(FileManager.default.enumerator(atPath: root.appendingPathComponent("originals").path)?.allObjects
+            .compactMap { $0 as? String }.first { $0.count > 10 })
+        #expect(stat(root.appendingPathComponent("originals/\(file)").path, &st) == 0)
+        #expect(abs(Double(st.st_mtim.tv_sec) - expires.timeIntervalSince1970) <= 2)
+        #expect(abs(Double(st.st_atim.tv_sec) - Date().timeIntervalSince1970) <= 2)
+
+        store.refresh("http://x/a.png", until: expires.addingTimeInterval(60))
+        #expect(abs(try #require(store.original(for: "http://x/a.png")).expires.timeIntervalSince(expires) - 60) < 0.01)
+    }
+}

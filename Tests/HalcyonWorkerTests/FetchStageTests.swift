@@ -45,7 +45,7 @@ struct FetchStageTests {
         _ = try WorkerTests.published()
         let db = try await TestDatabase.create()
         let store = try TestEnvironment.temporaryDirectory("store")
-        let path = "/slowfile/1/photo.jpg?t=\(db.name)"
+        let path = "/slowfile/2/photo.jpg?t=\(db.name)"
         let chains = (0..<20).map { "resize(\(20 + $0 * 10)x\(20 + $0 * 10), mode=fill) |> format(png)" }
         _ = try await helper.enqueue(db, chains.map { helper.job(TestEnvironment.origin + path, $0) })
         let w = try helper.worker(db, store: store, ["--drain", "--fetch-concurrency", "32"])
@@ -71,5 +71,19 @@ struct FetchStageTests {
             #expect(r.value(i, "attempt") == "1")
             #expect(r.value(i, "last_error")?.hasPrefix("fetch.blocked_address: refused to connect: 127.0.0.") == true)
         }
+    }
+
+    @Test func originalsTTLReusesADownloadAcrossRuns() async throws {
+        _ = try WorkerTests.published()
+        let db = try await TestDatabase.create()
+        let store = try TestEnvironment.temporaryDirectory("store")
+        let path = "/files/photo.jpg?t=\(db.name)"
+        for chain in ["resize(30x30)", "resize(40x40)"] {
+            _ = try await helper.enqueue(db, [helper.job(TestEnvironment.origin + path, chain)])
+            let w = try helper.worker(db, store: store, ["--drain", "--originals-ttl", "1h"])
+            #expect(await w.wait(timeout: 60) == 0)
+        }
+        #expect(try await helper.count(db, "state = 'succeeded'") == 2)
+        #expect(try Origin.counts()[path] == 1)
     }
 }

@@ -1,0 +1,68 @@
+import Foundation
+import HalcyonCore
+
+/// Downloaded originals under `<store>/originals/ab/<sha256(url)>`: one file holding a small
+/// JSON header (url, ETag, Last-Modified) and the body, written to `tmp/` and renamed into
+/// place. As everywhere in the store, the expiry is the file's mtime and the last access its
+/// atime, both set explicitly.
+public struct OriginalsStore: OriginalsCache {
+    public let root: URL
+
+    public init(storeRoot: URL) {
+        root = storeRoot.standardizedFileURL
+    }
+
+    func path(for url: String) -> URL {
+        let digest = Digest.sha256Hex(url)
+        return root.appendingPathComponent("originals/\(digest.prefix(2))/\(digest)")
+    }
+
+    public func original(for url: String) -> CachedOriginal? {
+        let file = path(for: url)
+        guard let blob = FileManager.default.contents(atPath: file.path), blob.count >= 4 else { return nil }
+        let headerLength = Int(blob.prefix(4).reduce(UInt32(0)) { $0 << 8 | UInt32($1) })
+        guard blob.count >= 4 + headerLength,
+              case .object(let header)? = JSONValue.parse(String(decoding: blob.dropFirst(4).prefix(headerLength), as: UTF8.self)),
+              header["url"]?.stringValue == url else { return nil }
+        var st = stat()
+        guard stat(file.path, &st) == 0 else { return nil }
+        let expires = Date(timeIntervalSince1970: Double(st.st_mtim.tv_sec) + Double(st.st_mtim.tv_nsec) / 1e9)
+        touch(file, accessed: Date(), expires: expires)
+        return CachedOriginal(data: Data(blob.dropFirst(4 + headerLength)), etag: header["etag"]?.stringValue,
+                              lastModified: header["last_modified"]?.stringValue, expires: expires)
+    }
+
+    public func save(_ original: CachedOriginal, for url: String) throws {
+        var header: [String: JSONValue] = ["url": .string(url)]
+        if let e = original.etag { header["etag"] = .string(e) }
+        if let m = original.lastModified { header["last_modified"] = .string(m) }
+        let headerBytes = Data(JSONValue.object(header).jsonText.utf8)
+        let n = UInt32(headerBytes.count)
+        var blob = Data([UInt8(n >> 24), UInt8((n >> 16) & 0xFF), UInt8((n >> 8) & 0xFF), UInt8(n & 0xFF)])
+        blob.append(headerBytes)
+        blob.append(original.data)
+        let final = path(for: url)
+        try AtomicFile.write(blob, to: final, tmpDirectory: root.appendingPathComponent("tmp")) { fd in
+            Self.setTimes(fd: fd, accessed: Date(), expires: original.expires)
+        }
+    }
+
+    public func refresh(_ url: String, until expires: Date) {
+        touch(path(for: url), accessed: Date(), expires: expires)
+    }
+
+    private func touch(_ file: URL, accessed: Date, expires: Date) {
+        var times = [Self.timespec(accessed), Self.timespec(expires)]
+        _ = utimensat(AT_FDCWD, file.path, &times, 0)
+    }
+
+    static func setTimes(fd: Int32, accessed: Date, expires: Date) {
+        var times = [timespec(accessed), timespec(expires)]
+        _ = futimens(fd, &times)
+    }
+
+    static func timespec(_ date: Date) -> Glibc.timespec {
+        let t = date.timeIntervalSince1970
+        return Glibc.timespec(tv_sec: Int(t.rounded(.down)), tv_nsec: Int((t - t.rounded(.down)) * 1e9))
+    }
+}
