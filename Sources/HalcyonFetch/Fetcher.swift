@@ -77,8 +77,12 @@ public struct Fetcher: Sendable {
         }
     }
 
-    /// One attempt, shared with any identical request in flight.
+    /// One attempt, shared with any identical request in flight (inline `data:` bytes have
+    /// nothing to share and would make a huge key).
     private func fetchOnce(_ source: String, headers: [String: String], cancel: CancellationFlag) async -> Result<FetchedImage, HalcyonError> {
+        if source.prefix(5).lowercased() == "data:" {
+            return await Self.download(source, headers: headers, http: http, configuration: configuration, cancel: cancel)
+        }
         let key = source + "\n" + headers.sorted { $0.key < $1.key }.map { "\($0.key):\($0.value)" }.joined(separator: "\n")
         let http = self.http, slots = self.slots, configuration = self.configuration
         return await coalescer.value(for: key, cancel: cancel) { flag in
