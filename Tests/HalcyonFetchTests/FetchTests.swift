@@ -116,7 +116,14 @@ struct HTTPFetchTests {
         let fetcher = self.fetcher
         let started = ContinuousClock.now
         Task { try await Task.sleep(for: .milliseconds(200)); flag.cancel() }
-        await #expect(throws: HalcyonError.self) { _ = try await fetcher.fetch("\(TestEnvironment.origin)/trickle/50/100000", cancel: flag) }
-        #expect(ContinuousClock.now - started < .seconds(4))  // the trickle would take 2000 s
+        await #expect {
+            _ = try await fetcher.fetch("\(TestEnvironment.origin)/trickle/20/100000", cancel: flag)
+        } throws: { error in
+            // Stopped by the cancellation, not by the fetcher's 3 s timeout.
+            (error as? HalcyonError)?.code == .internal
+        }
+        // The trickle would take 5000 s; a cancelled download stops within seconds (the bound is loose
+        // because other suites keep the 2-core test machine busy).
+        #expect(ContinuousClock.now - started < .seconds(30))
     }
 }

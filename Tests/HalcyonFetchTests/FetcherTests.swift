@@ -99,14 +99,14 @@ struct FetcherTests {
     }
 
     @Test func theLastWaiterLeavingAbortsTheDownload() async throws {
-        let fetcher = Self.makeFetcher()
+        let fetcher = Self.makeFetcher { $0.totalTimeout = 600 }
         let flag = CancellationFlag()
         let started = ContinuousClock.now
         Task { try await Task.sleep(for: .milliseconds(300)); flag.cancel() }
-        await #expect(throws: HalcyonError.self) {
+        await #expect {
             _ = try await fetcher.fetch(sources: [TestEnvironment.origin + "/trickle/20/100000?\(unique("t"))"], cancel: flag)
-        }
-        #expect(ContinuousClock.now - started < .seconds(4))
+        } throws: { ($0 as? HalcyonError)?.code == .internal }
+        #expect(ContinuousClock.now - started < .seconds(30))  // vs 5000 s for the whole trickle, under a busy test run
         try await Task.sleep(for: .seconds(1.5))
         #expect(fetcher.downloadsInFlight == 0)
     }
