@@ -12,7 +12,7 @@ public struct FetchedImage: Sendable {
 
 /// Fetches a job's image: its source, then each fallback source, each with its own retries
 /// (`RetryStrategy`); identical concurrent requests share one download; every transfer holds
-/// one of `fetchSlots`, and retry waits hold none. Bytes that are not an allowed image
+/// one of `concurrency` slots, and retry waits hold none. Bytes that are not an allowed image
 /// format fail with `fetch.not_image` and never reach ImageMagick.
 public struct Fetcher: Sendable {
     public var configuration: FetchConfiguration
@@ -47,8 +47,11 @@ public struct Fetcher: Sendable {
                 lastError = e
             }
         }
-        guard let lastError else { throw HalcyonError(.invalidSource, "no source to fetch") }
-        if failures.count == 1 { throw lastError }
+        guard var lastError else { throw HalcyonError(.invalidSource, "no source to fetch") }
+        if failures.count == 1 {
+            if failures[0].attempts > 1 { lastError.message += " (after \(failures[0].attempts) attempts)" }
+            throw lastError
+        }
         let anyTransient = failures.contains { !$0.permanent }
         throw HalcyonError(.sourcesExhausted,
                            "all \(failures.count) sources failed: " + failures.map { "\($0.code)" }.joined(separator: ", "),

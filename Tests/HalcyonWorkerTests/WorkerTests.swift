@@ -159,6 +159,7 @@ struct WorkerTests {
         let delay = try #require(first.value(0, "delay").flatMap { Double($0) })
         #expect(delay >= 2.9 && delay <= 4.1, "delay \(delay)")
         #expect(first.value(0, "last_error")?.hasPrefix("fetch.http_status: HTTP 503") == true)
+        #expect(first.value(0, "last_error")?.hasSuffix("(after 3 attempts)") == true)  // 2 download retries by default
         // Skip the wait rather than sleep through it (the claim's run_at check is tested in ClaimTests).
         try await db.query("UPDATE halcyon.jobs SET run_at = now()")
         w = try worker(db, store: store, ["--drain", "--retry-base", "4s"])
