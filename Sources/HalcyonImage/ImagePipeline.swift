@@ -8,6 +8,8 @@ public struct ImageLimits: Sendable {
     public var maxHeight = 16384
     /// Most pixels (width × height). Default 100 megapixels.
     public var maxPixels = 100_000_000
+    /// Most animation frames. Default 300.
+    public var maxFrames = 300
 
     public init() {}
 }
@@ -30,7 +32,10 @@ public enum ImagePipeline {
               header.width * header.height <= limits.maxPixels else {
             throw HalcyonError(.imageTooLarge, "\(header.width)x\(header.height) exceeds the limits (\(limits.maxWidth)x\(limits.maxHeight), \(limits.maxPixels / 1_000_000) MP)")
         }
-        let image = try MagickImage.decode(data, format: format, shrinkHint: chain.shrinkHint)
+        guard header.frames <= limits.maxFrames, header.frames * header.width * header.height <= limits.maxPixels * 4 else {
+            throw HalcyonError(.imageTooLarge, "\(header.frames) frames of \(header.width)x\(header.height) exceed the limits (\(limits.maxFrames) frames)")
+        }
+        let image = try MagickImage.decode(data, format: format, shrinkHint: chain.shrinkHint(for: header))
         try image.autoOrient()
         try image.toSRGB()
         if let output = chain.outputFormat { image.outputFormat = output }

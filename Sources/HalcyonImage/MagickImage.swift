@@ -26,29 +26,49 @@ public final class MagickImage {
 
     deinit { DestroyMagickWand(wand) }
 
-    /// Reads the header only: width, height and frame count, without decoding pixels.
-    public static func ping(_ data: Data, format: ImageFormat) throws(HalcyonError) -> (width: Int, height: Int) {
+    /// What the header says, read without decoding pixels.
+    public struct Header: Sendable {
+        public var width: Int
+        public var height: Int
+        public var frames: Int
+        /// EXIF orientation 5–8 swap width and height when applied.
+        public var swapsAxes: Bool
+    }
+
+    /// Reads the header only.
+    public static func ping(_ data: Data, format: ImageFormat) throws(HalcyonError) -> Header {
         _ = genesis
         let wand = NewMagickWand()!
         defer { DestroyMagickWand(wand) }
         MagickSetFormat(wand, format.magickName)
         let ok = data.withUnsafeBytes { MagickPingImageBlob(wand, $0.baseAddress, $0.count) }
         guard ok == MagickTrue else { throw Self.error(wand, .decodeFailed, "cannot read the \(format.rawValue) header") }
-        return (Int(MagickGetImageWidth(wand)), Int(MagickGetImageHeight(wand)))
+        MagickResetIterator(wand)
+        MagickSetFirstIterator(wand)
+        let orientation = MagickGetImageOrientation(wand)
+        let swaps = [LeftTopOrientation, RightTopOrientation, RightBottomOrientation, LeftBottomOrientation].contains(orientation)
+        return Header(width: Int(MagickGetImageWidth(wand)), height: Int(MagickGetImageHeight(wand)),
+                      frames: Int(MagickGetNumberImages(wand)), swapsAxes: swaps)
     }
 
     /// Decodes `data` as `format` (set explicitly, so the bytes cannot choose their coder).
-    /// `shrinkHint` enables JPEG shrink-on-load to no less than that size on each side.
-    public static func decode(_ data: Data, format: ImageFormat, shrinkHint: Int? = nil) throws(HalcyonError) -> MagickImage {
+    /// `shrinkHint` (JPEG only) lets the decoder reduce the image, never below that size.
+    /// Animations are coalesced into full frames.
+    public static func decode(_ data: Data, format: ImageFormat, shrinkHint: (width: Int, height: Int)? = nil) throws(HalcyonError) -> MagickImage {
         _ = genesis
-        let wand = NewMagickWand()!
-        let image = MagickImage(wand: wand, format: format)
+        // The object owns the wand from here on; its deinit destroys it on every path.
+        let image = MagickImage(wand: NewMagickWand()!, format: format)
+        let wand = image.wand
         MagickSetFormat(wand, format.magickName)
         if format == .jpeg, let hint = shrinkHint {
-            MagickSetOption(wand, "jpeg:size", "\(hint)x\(hint)")
+            MagickSetOption(wand, "jpeg:size", "\(hint.width)x\(hint.height)")
         }
         let ok = data.withUnsafeBytes { MagickReadImageBlob(wand, $0.baseAddress, $0.count) }
         guard ok == MagickTrue else { throw error(wand, .decodeFailed, "cannot decode \(format.rawValue)") }
+        if MagickGetNumberImages(wand) > 1 {
+            guard let coalesced = MagickCoalesceImages(wand) else { throw error(wand, .decodeFailed, "cannot coalesce frames") }
+            return MagickImage(wand: coalesced, format: format)
+        }
         MagickResetIterator(wand)
         return image
     }
@@ -65,37 +85,172 @@ public final class MagickImage {
         return (PixelGetRed(p), PixelGetGreen(p), PixelGetBlue(p), PixelGetAlpha(p))
     }
 
+    /// The colour space of the current frame.
+    var colorspace: ColorspaceType { MagickGetImageColorspace(wand) }
+
+    /// Converts to another colour space (tests build CMYK inputs with it).
+    func transform(to space: ColorspaceType) -> Bool { MagickTransformImageColorspace(wand, space) == MagickTrue }
+
+    /// Appends `frame`'s images as new frames.
+    func append(_ frame: MagickImage) { MagickAddImage(wand, frame.wand) }
+
     /// Number of frames (1 for still images).
     public var frameCount: Int { Int(MagickGetNumberImages(wand)) }
 
     /// Rotates and flips per the EXIF orientation, then forgets the tag.
     public func autoOrient() throws(HalcyonError) {
-        guard MagickGetImageOrientation(wand) != TopLeftOrientation,
-              MagickGetImageOrientation(wand) != UndefinedOrientation else { return }
-        try check(MagickAutoOrientImage(wand), "auto-orient")
+        try forEachFrame("auto-orient") {
+            let o = MagickGetImageOrientation(wand)
+            guard o != TopLeftOrientation, o != UndefinedOrientation else { return MagickTrue }
+            return MagickAutoOrientImage(wand)
+        }
     }
 
     /// Converts to sRGB when the image is in another colour space (CMYK, grey, …).
     public func toSRGB() throws(HalcyonError) {
-        let space = MagickGetImageColorspace(wand)
-        guard space != sRGBColorspace, space != RGBColorspace, space != GRAYColorspace else { return }
-        try check(MagickTransformImageColorspace(wand, sRGBColorspace), "convert to sRGB")
+        try forEachFrame("convert to sRGB") {
+            let space = MagickGetImageColorspace(wand)
+            guard space != sRGBColorspace, space != RGBColorspace else { return MagickTrue }
+            return MagickTransformImageColorspace(wand, sRGBColorspace)
+        }
+    }
+
+    /// Progressive JPEG / interlaced PNG output.
+    public var progressive = false
+
+    /// Runs `body` on every frame (one for still images; animations are coalesced at decode).
+    func forEachFrame(_ what: String, _ body: () -> MagickBooleanType) throws(HalcyonError) {
+        MagickResetIterator(wand)
+        while MagickNextImage(wand) == MagickTrue {
+            try check(body(), what)
+        }
+        MagickResetIterator(wand)
+        MagickSetFirstIterator(wand)
     }
 
     public func resize(width: Int, height: Int) throws(HalcyonError) {
         guard width != self.width || height != self.height else { return }
-        try check(MagickResizeImage(wand, width, height, LanczosFilter, 1.0), "resize to \(width)x\(height)")
+        try forEachFrame("resize to \(width)x\(height)") { MagickResizeImage(wand, width, height, LanczosFilter, 1.0) }
     }
 
     public func crop(width: Int, height: Int, x: Int, y: Int) throws(HalcyonError) {
-        try check(MagickCropImage(wand, width, height, x, y), "crop")
-        MagickResetImagePage(wand, "0x0+0+0")
+        try forEachFrame("crop") {
+            let ok = MagickCropImage(wand, width, height, x, y)
+            MagickResetImagePage(wand, "0x0+0+0")
+            return ok
+        }
+    }
+
+    public func blur(sigma: Double) throws(HalcyonError) {
+        try forEachFrame("blur") { MagickGaussianBlurImage(wand, 0, sigma) }
+    }
+
+    public func sharpen(sigma: Double) throws(HalcyonError) {
+        try forEachFrame("sharpen") { MagickSharpenImage(wand, 0, sigma) }
+    }
+
+    public func rotate(degrees: Double) throws(HalcyonError) {
+        let none = Self.pixel(Color(red: 0, green: 0, blue: 0, alpha: 0))
+        defer { DestroyPixelWand(none) }
+        try forEachFrame("rotate") {
+            let ok = MagickRotateImage(wand, none, degrees)
+            MagickResetImagePage(wand, "0x0+0+0")
+            return ok
+        }
+    }
+
+    public func flip() throws(HalcyonError) { try forEachFrame("flip") { MagickFlipImage(wand) } }
+    public func flop() throws(HalcyonError) { try forEachFrame("flop") { MagickFlopImage(wand) } }
+
+    /// Paints `color` over the image with `opacity` (0…1), keeping its transparency.
+    public func colorize(_ color: Color, opacity: Double) throws(HalcyonError) {
+        let c = Self.pixel(color)
+        let level = Int((min(max(opacity, 0), 1) * 100).rounded())
+        let o = Self.pixel(named: "rgb(\(level)%,\(level)%,\(level)%)")
+        defer { DestroyPixelWand(c); DestroyPixelWand(o) }
+        try forEachFrame("colorize") { MagickColorizeImage(wand, c, o) }
+    }
+
+    /// brightness: added to each channel (−1…1); contrast: multiplies the distance from
+    /// mid-grey; saturation: multiplies saturation (0 = grey).
+    public func colorControls(brightness: Double, contrast: Double, saturation: Double) throws(HalcyonError) {
+        if saturation != 1 {
+            try forEachFrame("saturation") { MagickModulateImage(wand, 100, saturation * 100, 100) }
+        }
+        if brightness != 0 || contrast != 1 {
+            var coefficients = [contrast, 0.5 - 0.5 * contrast + brightness]
+            let rgb = ChannelType(rawValue: RedChannel.rawValue | GreenChannel.rawValue | BlueChannel.rawValue)
+            try forEachFrame("brightness/contrast") {
+                MagickFunctionImageChannel(wand, rgb, PolynomialFunction, 2, &coefficients)
+            }
+        }
+    }
+
+    /// Cuts the corners to a radius; `corners` says which. Outside becomes transparent.
+    public func roundCorners(radius: Double, topLeft: Bool, topRight: Bool, bottomLeft: Bool, bottomRight: Bool) throws(HalcyonError) {
+        try forEachFrame("round corners") {
+            let w = Double(MagickGetImageWidth(wand)), h = Double(MagickGetImageHeight(wand))
+            let r = min(radius, w / 2, h / 2)
+            guard let mask = NewMagickWand(), let draw = NewDrawingWand() else { return MagickFalse }
+            defer { DestroyMagickWand(mask); DestroyDrawingWand(draw) }
+            let clear = Self.pixel(Color(red: 0, green: 0, blue: 0, alpha: 0)), white = Self.pixel(Color(red: 255, green: 255, blue: 255))
+            defer { DestroyPixelWand(clear); DestroyPixelWand(white) }
+            guard MagickNewImage(mask, Int(w), Int(h), clear) == MagickTrue else { return MagickFalse }
+            DrawSetFillColor(draw, white)
+            DrawRoundRectangle(draw, 0, 0, w - 1, h - 1, r, r)
+            // Square off the corners that stay sharp.
+            if !topLeft { DrawRectangle(draw, 0, 0, r, r) }
+            if !topRight { DrawRectangle(draw, w - 1 - r, 0, w - 1, r) }
+            if !bottomLeft { DrawRectangle(draw, 0, h - 1 - r, r, h - 1) }
+            if !bottomRight { DrawRectangle(draw, w - 1 - r, h - 1 - r, w - 1, h - 1) }
+            guard MagickDrawImage(mask, draw) == MagickTrue else { return MagickFalse }
+            MagickSetImageAlphaChannel(wand, SetAlphaChannel)
+            return MagickCompositeImage(wand, mask, DstInCompositeOp, 0, 0)
+        }
+    }
+
+    /// Composites the image onto `background` (or transparency) with a blend mode and an
+    /// overall opacity.
+    func blend(_ op: CompositeOperator, alpha: Double, background: Color?) throws(HalcyonError) {
+        try forEachFrame("blend") {
+            let w = MagickGetImageWidth(wand), h = MagickGetImageHeight(wand)
+            guard let base = NewMagickWand() else { return MagickFalse }
+            defer { DestroyMagickWand(base) }
+            let fill = Self.pixel(background ?? Color(red: 0, green: 0, blue: 0, alpha: 0))
+            defer { DestroyPixelWand(fill) }
+            guard MagickNewImage(base, w, h, fill) == MagickTrue else { return MagickFalse }
+            MagickSetImageAlphaChannel(wand, SetAlphaChannel)
+            if alpha < 1 {
+                // Scale the image's own alpha by `alpha`.
+                _ = MagickEvaluateImageChannel(wand, AlphaChannel, MultiplyEvaluateOperator, alpha)
+            }
+            guard MagickCompositeImage(base, wand, op, 0, 0) == MagickTrue else { return MagickFalse }
+            return MagickSetImage(wand, base)  // replaces the current frame
+        }
+    }
+
+    /// Keeps only the first frame (for outputs that cannot animate).
+    func keepFirstFrame() {
+        while MagickGetNumberImages(wand) > 1 {
+            MagickSetLastIterator(wand)
+            MagickRemoveImage(wand)
+        }
+        MagickResetIterator(wand)
+    }
+
+    static func pixel(_ color: Color) -> OpaquePointer { pixel(named: color.magick) }
+
+    static func pixel(named spec: String) -> OpaquePointer {
+        let p = NewPixelWand()!
+        PixelSetColor(p, spec)
+        return p
     }
 
     /// Encodes in `outputFormat`, stripped of metadata. Transparent areas of an image going to
     /// JPEG are flattened onto white.
     public func encode() throws(HalcyonError) -> Data {
-        MagickStripImage(wand)
+        if outputFormat != .gif { keepFirstFrame() }
+        try forEachFrame("strip") { MagickStripImage(wand) }
         if outputFormat == .jpeg, hasAlpha {
             let white = NewPixelWand()
             defer { DestroyPixelWand(white) }
@@ -112,11 +267,17 @@ public final class MagickImage {
         // image's own format when writing, so both are set.
         try check(MagickSetFormat(wand, outputFormat.magickName), "set format")
         try check(MagickSetImageFormat(wand, outputFormat.magickName), "set format")
-        if outputFormat == .jpeg || outputFormat == .webp {
+        if [.jpeg, .webp, .avif].contains(outputFormat) {
             MagickSetImageCompressionQuality(wand, outputQuality)
         }
+        if progressive {
+            MagickSetInterlaceScheme(wand, PlaneInterlace)
+            MagickSetImageInterlaceScheme(wand, PlaneInterlace)
+        }
         var length = 0
-        guard let blob = MagickGetImageBlob(wand, &length) else {
+        // Animations are written whole; everything else is one image.
+        let blob = outputFormat == .gif && MagickGetNumberImages(wand) > 1 ? MagickGetImagesBlob(wand, &length) : MagickGetImageBlob(wand, &length)
+        guard let blob else {
             throw Self.error(wand, .processingFailed, "encode \(outputFormat.rawValue)")
         }
         defer { MagickRelinquishMemory(blob) }

@@ -4,7 +4,10 @@ import HalcyonCore
 public struct ProcessorChain: Sendable {
     /// Every processor the grammar knows, by step name.
     static let registry: [String: any ImageProcessor.Type] = Dictionary(uniqueKeysWithValues: ([
-        ResizeProcessor.self, FormatProcessor.self,
+        ResizeProcessor.self, DownsampleProcessor.self, CropProcessor.self, RoundCornerProcessor.self,
+        BlurProcessor.self, SharpenProcessor.self, OverlayProcessor.self, TintProcessor.self,
+        ColorControlsProcessor.self, BlackWhiteProcessor.self, BlendProcessor.self, RotateProcessor.self,
+        FlipProcessor.self, FlopProcessor.self, AutoOrientProcessor.self, StripProcessor.self, FormatProcessor.self,
     ] as [any ImageProcessor.Type]).map { ($0.name, $0) })
 
     public var processors: [any ImageProcessor]
@@ -44,16 +47,24 @@ public struct ProcessorChain: Sendable {
         processors.compactMap { ($0 as? FormatProcessor)?.format.imageFormat }.last
     }
 
-    /// The shrink-on-load hint: when the first pixel-changing step shrinks, the size the decoder
-    /// may reduce to without losing what that step needs. Square on the larger side, so an EXIF
-    /// rotation that swaps width and height still leaves enough pixels.
-    var shrinkHint: Int? {
-        for p in processors {
-            if p is FormatProcessor { continue }
-            guard let s = p as? any ShrinkingProcessor else { return nil }
-            let need = s.minimumDecodeSize
-            return max(need.width, need.height)
+    /// The shrink-on-load hint for a source of `header`: when the first pixel-changing step
+    /// shrinks, the smallest decode size (in the file's stored orientation) that still gives
+    /// that step every pixel it needs; nil when nothing may be dropped.
+    func shrinkHint(for header: MagickImage.Header) -> (width: Int, height: Int)? {
+        guard let first = processors.first(where: { !($0 is FormatProcessor || $0 is StripProcessor || $0 is AutoOrientProcessor) }),
+              let shrinking = first as? any ShrinkingProcessor else { return nil }
+        // Work in display orientation, then map back to the stored one.
+        let (w, h) = header.swapsAxes ? (header.height, header.width) : (header.width, header.height)
+        let need = shrinking.minimumDecodeSize
+        let k: Double
+        switch shrinking {
+        case let r as ResizeProcessor where r.mode == .fill: k = max(Double(need.width) / Double(w), Double(need.height) / Double(h))
+        case let r as ResizeProcessor where r.mode == .stretch: return header.swapsAxes ? (need.height, need.width) : (need.width, need.height)
+        default: k = min(Double(need.width) / Double(w), Double(need.height) / Double(h))
         }
-        return nil
+        guard k < 1 else { return nil }
+        // Round up, but not float noise (3024 × 400/3024 can come out as 400.0000001).
+        let dw = Int((Double(w) * k - 1e-6).rounded(.up)), dh = Int((Double(h) * k - 1e-6).rounded(.up))
+        return header.swapsAxes ? (dh, dw) : (dw, dh)
     }
 }

@@ -59,6 +59,36 @@ struct StepArguments {
         return v
     }
 
+    mutating func color(_ key: String, default value: Color? = nil) throws(ChainError) -> Color {
+        guard let a = take(key) else {
+            if let value { return value }
+            throw missing(key, "a colour")
+        }
+        guard let c = Color(a.value) else {
+            throw ChainError(position: a.valuePosition, found: "'\(a.value)'", expected: "a colour #RRGGBB, #RRGGBBAA or a CSS name for '\(key)'")
+        }
+        return c
+    }
+
+    /// A colour, or `none`.
+    mutating func optionalColor(_ key: String) throws(ChainError) -> Color? {
+        if let a = named[key] ?? positional.first, a.value == .word("none") {
+            _ = take(key)
+            return nil
+        }
+        guard named[key] != nil || !positional.isEmpty else { return nil }
+        return try color(key)
+    }
+
+    mutating func bool(_ key: String, default value: Bool) throws(ChainError) -> Bool {
+        guard let a = take(key) else { return value }
+        switch a.value {
+        case .word("true"), .word("yes"), .number(1): return true
+        case .word("false"), .word("no"), .number(0): return false
+        default: throw ChainError(position: a.valuePosition, found: "'\(a.value)'", expected: "true or false for '\(key)'")
+        }
+    }
+
     /// Call last: any argument left over is an error.
     func finish() throws(ChainError) {
         if let extra = positional.first ?? named.values.min(by: { $0.position < $1.position }) {

@@ -13,15 +13,15 @@ import Testing
 
     @Test func canonicalIdentifierMakesEveryParameterExplicit() throws {
         #expect(try identifier("resize(320x320)") == "resize(320x320,mode=fit)")
-        #expect(try identifier("format(jpeg)") == "format(jpeg,quality=85)")
-        #expect(try identifier("format(png, quality=10)") == "format(png)")
+        #expect(try identifier("format(jpeg)") == "format(jpeg,quality=85,progressive=false)")
+        #expect(try identifier("format(png, quality=10)") == "format(png,progressive=false)")
     }
 
     @Test(arguments: [
-        ("resize(320x320, mode=fill) |> format(jpeg, quality=82)", "resize(320x320,mode=fill)|>format(jpeg,quality=82)"),
-        ("RESIZE( 320x320 ,MODE = FILL )>>format(jpeg,quality=82.0)", "resize(320x320,mode=fill)|>format(jpeg,quality=82)"),
-        ("resize(size=320x320, mode=fill) |> format(format=jpeg, quality=82)", "resize(320x320,mode=fill)|>format(jpeg,quality=82)"),
-        ("resize(mode=fill, size=320x320)|>format(quality=82,format=jpeg)", "resize(320x320,mode=fill)|>format(jpeg,quality=82)"),
+        ("resize(320x320, mode=fill) |> format(jpeg, quality=82)", "resize(320x320,mode=fill)|>format(jpeg,quality=82,progressive=false)"),
+        ("RESIZE( 320x320 ,MODE = FILL )>>format(jpeg,quality=82.0)", "resize(320x320,mode=fill)|>format(jpeg,quality=82,progressive=false)"),
+        ("resize(size=320x320, mode=fill) |> format(format=jpeg, quality=82)", "resize(320x320,mode=fill)|>format(jpeg,quality=82,progressive=false)"),
+        ("resize(mode=fill, size=320x320)|>format(quality=82,format=jpeg)", "resize(320x320,mode=fill)|>format(jpeg,quality=82,progressive=false)"),
     ])
     func equivalentSpellingsShareAnIdentifier(chain: String, expected: String) throws {
         #expect(try identifier(chain) == expected)
