@@ -13,7 +13,19 @@ public final class MagickImage {
 
     static var genesisToken: Void { genesis }
 
+    /// The directory whose `policy.xml` ImageMagick loaded (Halcyon's hardened policy), or nil
+    /// when it was not found and only the system policy applies.
+    public static var policyDirectory: String? {
+        _ = genesis
+        return ProcessInfo.processInfo.environment["MAGICK_CONFIGURE_PATH"]
+    }
+
     private static let genesis: Void = {
+        // The hardened policy must be in place before ImageMagick reads its configuration.
+        if ProcessInfo.processInfo.environment["MAGICK_CONFIGURE_PATH"] == nil,
+           let dir = ResourceLocator.find("policy", marker: "policy.xml", environment: "HALCYON_POLICY_DIR").found {
+            setenv("MAGICK_CONFIGURE_PATH", dir.path, 1)
+        }
         MagickWandGenesis()
         // Parallelism comes from concurrent jobs, one thread per wand (FIELD-NOTES.md).
         _ = MagickSetResourceLimit(ThreadResource, 1)

@@ -1,4 +1,5 @@
 import Foundation
+import HalcyonCore
 
 /// One migration file, `NNNN_name.sql`.
 public struct Migration: Sendable, Equatable {
@@ -11,25 +12,14 @@ public struct Migration: Sendable, Equatable {
 /// advisory lock so concurrent `halcyon migrate` runs (or workers starting together) wait for
 /// each other and then find nothing left to do.
 public enum Migrator {
-    /// Where the migration files are: `$HALCYON_MIGRATIONS`, then beside the executable's
-    /// package (`<root>/migrations` for `.build/<config>/halcyon`), then
-    /// `<prefix>/share/halcyon/migrations`, then `./migrations`.
+    /// Where the migration files are: `explicit`, `$HALCYON_MIGRATIONS`, or `migrations/`
+    /// found by `ResourceLocator` beside the binary.
     public static func locateDirectory(explicit: String? = nil) throws -> URL {
-        var candidates: [URL] = []
-        if let explicit { candidates.append(URL(fileURLWithPath: explicit)) }
-        if let env = ProcessInfo.processInfo.environment["HALCYON_MIGRATIONS"] { candidates.append(URL(fileURLWithPath: env)) }
-        let exe = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().deletingLastPathComponent()
-        var dir = exe
-        for _ in 0..<5 {
-            candidates.append(dir.appendingPathComponent("migrations"))
-            candidates.append(dir.appendingPathComponent("share/halcyon/migrations"))
-            dir = dir.deletingLastPathComponent()
+        let (found, tried) = ResourceLocator.find("migrations", marker: "0001_jobs.sql", explicit: explicit, environment: "HALCYON_MIGRATIONS")
+        guard let found else {
+            throw DatabaseError(message: "cannot find the migrations directory (looked in \(tried.map(\.path).joined(separator: ", "))); set HALCYON_MIGRATIONS", connectionLost: false)
         }
-        candidates.append(URL(fileURLWithPath: FileManager.default.currentDirectoryPath).appendingPathComponent("migrations"))
-        for c in candidates where FileManager.default.fileExists(atPath: c.appendingPathComponent("0001_jobs.sql").path) {
-            return c
-        }
-        throw DatabaseError(message: "cannot find the migrations directory (looked in \(candidates.map(\.path).joined(separator: ", "))); set HALCYON_MIGRATIONS", connectionLost: false)
+        return found
     }
 
     /// Reads and orders the migration files of `directory`.

@@ -1,5 +1,6 @@
 import Foundation
 import HalcyonCore
+import HalcyonImage
 import HalcyonQueue
 import Logging
 import Synchronization
@@ -69,7 +70,11 @@ public final class Worker: Sendable {
         logger.info("worker started", metadata: [
             "concurrency": "\(c.concurrency)", "fetch_concurrency": "\(c.fetchConcurrency)",
             "lease": "\(TimeSpan.format(c.lease))", "mode": "\(c.pollOnly ? "poll" : "listen")", "store": "\(c.storeRoot.path)",
+            "magick_policy": "\(MagickImage.policyDirectory ?? "system")",
         ])
+        if MagickImage.policyDirectory == nil {
+            logger.warning("Halcyon's hardened ImageMagick policy.xml was not found (set HALCYON_POLICY_DIR); running under the system policy only")
+        }
 
         var listener: JobListener?
         if !c.pollOnly {
