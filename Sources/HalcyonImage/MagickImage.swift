@@ -97,6 +97,12 @@ public final class MagickImage {
         return (PixelGetRed(p), PixelGetGreen(p), PixelGetBlue(p), PixelGetAlpha(p))
     }
 
+    /// ImageMagick's version line.
+    public static var version: String {
+        var n = 0
+        return String(cString: MagickGetVersion(&n))
+    }
+
     /// The colour space of the current frame.
     var colorspace: ColorspaceType { MagickGetImageColorspace(wand) }
 

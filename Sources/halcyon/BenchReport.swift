@@ -1,0 +1,127 @@
+import Dispatch
+import Foundation
+import HalcyonCore
+import HalcyonImage
+import HalcyonStore
+
+/// The generated benchmark corpus: deterministic (seeded), reused when already present.
+struct BenchCorpus {
+    struct File { var path: String; var width: Int; var height: Int }
+    var directory: URL
+    var files: [File]
+    var fingerprint: String
+    var summary: String
+
+    /// Kinds of image in W1: count, size, JPEG quality.
+    static let kinds: [(count: Int, width: Int, height: Int, quality: Int)] = [(100, 1920, 1080, 85), (30, 4032, 3024, 90)]
+
+    static func ensure(in directory: URL, scale: Double) throws -> BenchCorpus {
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        var specs: [(name: String, width: Int, height: Int, quality: Int, seed: UInt64)] = []
+        var parts: [String] = []
+        for kind in kinds {
+            let n = max(1, Int((Double(kind.count) * scale).rounded()))
+            parts.append("\(n) × \(kind.width)×\(kind.height) JPEG q\(kind.quality)")
+            for i in 0..<n {
+                specs.append(("w1-\(kind.width)x\(kind.height)-\(String(format: "%03d", i)).jpg", kind.width, kind.height, kind.quality,
+                              UInt64(kind.width * 1000 + i)))
+            }
+        }
+        let missing = specs.filter { !FileManager.default.fileExists(atPath: directory.appendingPathComponent($0.name).path) }
+        if !missing.isEmpty {
+            print("generating \(missing.count) corpus images in \(directory.path)…")
+            let failures = FailureCount()
+            DispatchQueue.concurrentPerform(iterations: missing.count) { i in
+                let s = missing[i]
+                do {
+                    let data = try SampleImages.photo(width: s.width, height: s.height, seed: s.seed, quality: s.quality)
+                    try data.write(to: directory.appendingPathComponent(s.name), options: .atomic)
+                } catch {
+                    failures.add()
+                }
+            }
+            guard failures.value == 0 else { throw CommandFailure("could not generate \(failures.value) corpus images") }
+        }
+        var hashes: [String] = []
+        for s in specs {
+            guard let data = FileManager.default.contents(atPath: directory.appendingPathComponent(s.name).path) else {
+                throw CommandFailure("cannot read corpus image \(s.name)")
+            }
+            hashes.append(Digest.sha256Hex(data))
+        }
+        return BenchCorpus(directory: directory,
+                           files: specs.map { File(path: directory.appendingPathComponent($0.name).path, width: $0.width, height: $0.height) },
+                           fingerprint: Digest.sha256Hex(hashes.joined()), summary: parts.joined(separator: " + "))
+    }
+}
+
+private final class FailureCount: @unchecked Sendable {
+    private let lock = NSLock()
+    private var n = 0
+    func add() { lock.lock(); n += 1; lock.unlock() }
+    var value: Int { lock.lock(); defer { lock.unlock() }; return n }
+}
+
+/// One timed run of one tool over the whole corpus.
+struct BenchRun {
+    var seconds: Double
+    var cpuSeconds: Double
+    var peakRSS: Int
+    var images: Int
+
+    var imagesPerSecond: Double { Double(images) / seconds }
+    var line: String {
+        String(format: "%.1f images/s, %.0f CPU ms/image, peak RSS %.0f MB", imagesPerSecond, cpuSeconds * 1000 / Double(images), Double(peakRSS) / 1e6)
+    }
+}
+
+/// A tool's runs, summarised by medians.
+struct BenchResult {
+    var tool: String
+    var runs: [BenchRun]
+
+    private func median(_ values: [Double]) -> Double {
+        let s = values.sorted()
+        return s.count % 2 == 1 ? s[s.count / 2] : (s[s.count / 2 - 1] + s[s.count / 2]) / 2
+    }
+    var rate: Double { median(runs.map(\.imagesPerSecond)) }
+    var rateMin: Double { runs.map(\.imagesPerSecond).min() ?? 0 }
+    var rateMax: Double { runs.map(\.imagesPerSecond).max() ?? 0 }
+    var cpuMs: Double { median(runs.map { $0.cpuSeconds * 1000 / Double($0.images) }) }
+    var peakMB: Double { Double(runs.map(\.peakRSS).max() ?? 0) / 1e6 }
+
+    static func table(_ results: [BenchResult], images: Int, concurrency: Int, repeats: Int) -> String {
+        var out = "\nW1 — \(Bench.chain)\n\(images) images, \(concurrency) at a time, median of \(repeats) runs (min–max)\n"
+        out += "tool            images/s            CPU ms/image   peak RSS/process   Halcyon is\n"
+        let halcyon = results.first { $0.tool == "halcyon" }?.rate
+        for r in results {
+            let ratio = halcyon.map { r.tool == "halcyon" ? "—" : String(format: "%.2f× faster", $0 / r.rate) } ?? ""
+            out += r.tool.padding(toLength: 16, withPad: " ", startingAt: 0)
+                + String(format: "%6.1f (%.1f–%.1f)", r.rate, r.rateMin, r.rateMax).padding(toLength: 20, withPad: " ", startingAt: 0)
+                + String(format: "%8.0f", r.cpuMs).padding(toLength: 15, withPad: " ", startingAt: 0)
+                + String(format: "%8.0f MB", r.peakMB).padding(toLength: 19, withPad: " ", startingAt: 0)
+                + ratio + "\n"
+        }
+        return out
+    }
+
+    static func json(_ results: [BenchResult], corpus: BenchCorpus, concurrency: Int, chain: String) -> JSONValue {
+        var uts = utsname()
+        uname(&uts)
+        let machine = withUnsafeBytes(of: uts.machine) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+        let kernel = withUnsafeBytes(of: uts.release) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+        return [
+            "scenario": "W1", "chain": .string(chain), "concurrency": .number(Double(concurrency)),
+            "machine": ["cores": .number(Double(ProcessInfo.processInfo.activeProcessorCount)), "arch": .string(machine),
+                        "kernel": .string(kernel), "memory_bytes": .number(Double(ProcessInfo.processInfo.physicalMemory)),
+                        "imagemagick": .string(MagickImage.version)],
+            "corpus": ["summary": .string(corpus.summary), "images": .number(Double(corpus.files.count)), "fingerprint": .string(corpus.fingerprint)],
+            "results": .array(results.map { r in
+                ["tool": .string(r.tool), "images_per_second_median": .number((r.rate * 100).rounded() / 100),
+                 "images_per_second_min": .number((r.rateMin * 100).rounded() / 100), "images_per_second_max": .number((r.rateMax * 100).rounded() / 100),
+                 "cpu_ms_per_image": .number(r.cpuMs.rounded()), "peak_rss_bytes": .number(Double(r.runs.map(\.peakRSS).max() ?? 0)),
+                 "runs": .array(r.runs.map { ["seconds": .number(($0.seconds * 1000).rounded() / 1000), "cpu_seconds": .number(($0.cpuSeconds * 1000).rounded() / 1000), "peak_rss_bytes": .number(Double($0.peakRSS))] })]
+            }),
+        ]
+    }
+}

@@ -1,0 +1,36 @@
+import Foundation
+import HalcyonCore
+import HalcyonTestSupport
+import Testing
+
+/// `halcyon bench` runs end to end (speed is reported by the command, never asserted).
+@Suite(.enabled(if: TestEnvironment.available, "needs scripts/test (PostgreSQL, binary)"))
+struct BenchCommandTests {
+    @Test func benchRunsW1AndWritesItsResults() async throws {
+        let db = try await TestDatabase.create()
+        let home = try TestEnvironment.temporaryDirectory("bench-home")
+        let out = home.appendingPathComponent("results.json")
+        let bench = try HalcyonProcess(["bench", "--scale", "0.01", "--repeat", "1", "--no-peers", "--out", out.path],
+                                       conninfo: db.conninfo, environment: ["HALCYON_HOME": home.path])
+        #expect(await bench.wait(timeout: 300) == 0, "\(bench.output.suffix(2000))")
+        let json = try #require(JSONValue.parse(String(decoding: try Data(contentsOf: out), as: UTF8.self)))
+        #expect(json["scenario"]?.stringValue == "W1")
+        #expect(json["corpus"]?["images"]?.numberValue == 2)
+        let halcyon = try #require(json["results"]?.arrayValue?.first)
+        #expect(halcyon["tool"]?.stringValue == "halcyon")
+        #expect((halcyon["images_per_second_median"]?.numberValue ?? 0) > 0)
+        #expect((halcyon["peak_rss_bytes"]?.numberValue ?? 0) > 1_000_000)
+        #expect(bench.output.contains("W1 — resize(320x320, mode=fill)"))
+    }
+
+    @Test func benchRefusesADatabaseWithOtherJobs() async throws {
+        let db = try await TestDatabase.create()
+        try await db.query("SELECT halcyon.enqueue('https://example.com/a.jpg')")
+        let home = try TestEnvironment.temporaryDirectory("bench-home")
+        let bench = try HalcyonProcess(["bench", "--scale", "0.01", "--repeat", "1", "--no-peers"],
+                                       conninfo: db.conninfo, environment: ["HALCYON_HOME": home.path])
+        #expect(await bench.wait(timeout: 300) != 0)
+        #expect(bench.output.contains("not the bench's"))
+        #expect(try await db.query("SELECT count(*) AS n FROM halcyon.jobs").value(0, "n") == "1")
+    }
+}
