@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import HalcyonCore
 
 /// Limits checked from the header before any pixel is decoded.
@@ -22,11 +23,34 @@ public struct ProcessedImage: Sendable {
     public var height: Int
 }
 
-/// Decode once → auto-orient → sRGB → each step → strip → encode, in one wand. Blocking:
-/// call from a Dispatch thread.
+/// Decode once → auto-orient → sRGB → each step → strip → encode, in one wand per chain.
+/// Blocking: call from a Dispatch thread.
 public enum ImagePipeline {
+    /// Full decodes performed by this process (for metrics).
+    public static var decodes: Int { decodeCount.load(ordering: .relaxed) }
+    private static let decodeCount = Atomic<Int>(0)
+
+    /// Counts the decodes made within a scope (`$observer.withValue(counter) { … }`), whatever
+    /// else the process decodes meanwhile.
+    public final class DecodeCounter: Sendable {
+        private let n = Atomic<Int>(0)
+        public init() {}
+        public var count: Int { n.load(ordering: .relaxed) }
+        func add() { n.add(1, ordering: .relaxed) }
+    }
+    @TaskLocal public static var observer: DecodeCounter?
+
     public static func run(_ data: Data, format: ImageFormat, chain: ProcessorChain,
-                            limits: ImageLimits = ImageLimits()) throws(HalcyonError) -> ProcessedImage {
+                           limits: ImageLimits = ImageLimits()) throws(HalcyonError) -> ProcessedImage {
+        try run(data, format: format, chains: [chain], limits: limits)[0].get()
+    }
+
+    /// Runs several chains on one source, decoding it once: at the largest shrink-on-load size
+    /// any chain needs (a full decode if one needs everything), oriented and converted to sRGB
+    /// once, then each chain on its own clone. A decode failure fails every chain; a chain's
+    /// own failure fails only it. Results are in the order of `chains`.
+    public static func run(_ data: Data, format: ImageFormat, chains: [ProcessorChain],
+                           limits: ImageLimits = ImageLimits()) throws(HalcyonError) -> [Result<ProcessedImage, HalcyonError>] {
         let header = try MagickImage.ping(data, format: format)
         guard header.width <= limits.maxWidth, header.height <= limits.maxHeight,
               header.width * header.height <= limits.maxPixels else {
@@ -35,14 +59,24 @@ public enum ImagePipeline {
         guard header.frames <= limits.maxFrames, header.frames * header.width * header.height <= limits.maxPixels * 4 else {
             throw HalcyonError(.imageTooLarge, "\(header.frames) frames of \(header.width)x\(header.height) exceed the limits (\(limits.maxFrames) frames)")
         }
-        let image = try MagickImage.decode(data, format: format, shrinkHint: chain.shrinkHint(for: header))
-        try image.autoOrient()
-        try image.toSRGB()
-        if let output = chain.outputFormat { image.outputFormat = output }
-        for processor in chain.processors {
-            try processor.process(image)
+        let hints = chains.map { $0.shrinkHint(for: header) }
+        let hint: (width: Int, height: Int)? = hints.contains { $0 == nil } ? nil
+            : (hints.map { $0!.width }.max()!, hints.map { $0!.height }.max()!)
+        let base = try MagickImage.decode(data, format: format, shrinkHint: hint)
+        decodeCount.add(1, ordering: .relaxed)
+        observer?.add()
+        try base.autoOrient()
+        try base.toSRGB()
+        return chains.enumerated().map { i, chain in
+            Result { () throws(HalcyonError) -> ProcessedImage in
+                let image = i == chains.count - 1 ? base : base.clone()  // the last chain may consume the original
+                if let output = chain.outputFormat { image.outputFormat = output }
+                for processor in chain.processors {
+                    try processor.process(image)
+                }
+                let encoded = try image.encode()
+                return ProcessedImage(data: encoded, format: image.outputFormat, width: image.width, height: image.height)
+            }
         }
-        let encoded = try image.encode()
-        return ProcessedImage(data: encoded, format: image.outputFormat, width: image.width, height: image.height)
     }
 }

@@ -103,6 +103,15 @@ public final class MagickImage {
         return String(cString: MagickGetVersion(&n))
     }
 
+    /// A deep copy (all frames, pixels and settings), for running another chain on the same
+    /// decoded image.
+    public func clone() -> MagickImage {
+        let copy = MagickImage(wand: CloneMagickWand(wand)!, format: outputFormat)
+        copy.outputQuality = outputQuality
+        copy.progressive = progressive
+        return copy
+    }
+
     /// The colour space of the current frame.
     var colorspace: ColorspaceType { MagickGetImageColorspace(wand) }
 

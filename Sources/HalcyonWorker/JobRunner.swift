@@ -5,8 +5,10 @@ import HalcyonImage
 import HalcyonQueue
 import HalcyonStore
 
-/// Runs one job's pipeline — validate, fetch (source, then fallbacks), process, store — and
-/// returns what to record. It never touches the database; `Worker` records the outcome.
+/// Runs jobs' pipelines — validate, fetch (source, then fallbacks), process, store — and
+/// returns what to record. Jobs of one claimed batch that share a source run as a group: one
+/// download, one decode, each chain on a clone. It never touches the database; `Worker`
+/// records the outcomes.
 struct JobRunner: Sendable {
     let fetcher: Fetcher
     let store: DiskStore
@@ -24,36 +26,115 @@ struct JobRunner: Sendable {
         processSlots = AsyncSemaphore(configuration.concurrency)
     }
 
-    func run(_ job: Job, cancel: CancellationFlag) async throws(HalcyonError) -> JobResult {
+    /// What must match for jobs to share a download and a decode.
+    static func groupKey(_ job: Job) -> String {
+        let headers = (try? JobOptions.parse(json: job.options).headers) ?? [:]
+        return ([job.source] + job.fallbackSources).joined(separator: "\n") + "\n#"
+            + headers.sorted { $0.key < $1.key }.map { "\($0.key):\($0.value)" }.joined(separator: "\n")
+    }
+
+    /// Splits a claimed batch into groups that share a source, keeping claim order.
+    static func groups(_ jobs: [Job]) -> [[Job]] {
+        var order: [String] = []
+        var byKey: [String: [Job]] = [:]
+        for job in jobs {
+            let key = groupKey(job)
+            if byKey[key] == nil { order.append(key) }
+            byKey[key, default: []].append(job)
+        }
+        return order.map { byKey[$0]! }
+    }
+
+    /// Runs a group of jobs with the same source; the results are in the order of `jobs`.
+    /// `cancels` are the jobs' flags: the shared download stops only when every job is gone.
+    func run(_ jobs: [Job], cancels: [CancellationFlag]) async -> [Result<JobResult, HalcyonError>] {
+        var results = [Result<JobResult, HalcyonError>?](repeating: nil, count: jobs.count)
         // Everything that can be judged from the row is judged before any download.
-        let options = try JobOptions.parse(json: job.options)
-        let chain = try ProcessorChain.parse(job.processors)
-        let sources = [job.source] + job.fallbackSources
-        for s in sources { _ = try Source.parse(s, maxDataBytes: fetcher.configuration.maxBytes) }
-        let key = chain.resultKey(cacheKey: cacheKey(source: job.source, explicit: job.cacheKey))
+        var valid: [(index: Int, options: JobOptions, chain: ProcessorChain)] = []
+        for (i, job) in jobs.enumerated() {
+            do {
+                let options = try JobOptions.parse(json: job.options)
+                let chain = try ProcessorChain.parse(job.processors)
+                for s in [job.source] + job.fallbackSources { _ = try Source.parse(s, maxDataBytes: fetcher.configuration.maxBytes) }
+                valid.append((i, options, chain))
+            } catch {
+                results[i] = .failure(error)
+            }
+        }
+        if let first = valid.first {
+            let outcomes = await runValid(jobs[first.index], options: first.options, chains: valid.map(\.chain),
+                                          cancel: Self.allCancelled(valid.map { cancels[$0.index] }))
+            for (v, outcome) in zip(valid, outcomes) {
+                let key = v.chain.resultKey(cacheKey: cacheKey(source: jobs[v.index].source, explicit: jobs[v.index].cacheKey))
+                results[v.index] = outcome.map { stored in
+                    JobResult(key: key, digest: stored.object.digest, path: stored.object.path, bytes: stored.object.bytes,
+                              width: stored.image.width, height: stored.image.height, format: stored.image.format.rawValue,
+                              cacheHit: false, source: stored.source)
+                }
+            }
+        }
+        return results.map { $0! }
+    }
 
-        let fetched = try await fetcher.fetch(sources: sources, headers: options.headers,
+    private struct Stored: Sendable {
+        var object: StoredObject
+        var image: ProcessedImage
+        var source: String
+    }
+
+    /// Fetch once, decode once, one chain per job, store each result.
+    private func runValid(_ job: Job, options: JobOptions, chains: [ProcessorChain],
+                          cancel: CancellationFlag) async -> [Result<Stored, HalcyonError>] {
+        let fetched: FetchedImage
+        do {
+            fetched = try await fetcher.fetch(sources: [job.source] + job.fallbackSources, headers: options.headers,
                                               retry: options.retry.map { DelayRetryStrategy($0) }, cancel: cancel)
-        if cancel.isCancelled { throw HalcyonError(.internal, "job abandoned") }
-
-        let limits = self.limits
-        let processed: ProcessedImage
+        } catch {
+            return chains.map { _ in .failure(error) }
+        }
+        if cancel.isCancelled { return chains.map { _ in .failure(HalcyonError(.internal, "job abandoned")) } }
+        let limits = self.limits, store = self.store
+        let processed: [Result<ProcessedImage, HalcyonError>]
         do {
             processed = try await processSlots.withPermit {
-                try await Blocking.run { try ImagePipeline.run(fetched.data, format: fetched.format, chain: chain, limits: limits) }
+                try await Blocking.run { try ImagePipeline.run(fetched.data, format: fetched.format, chains: chains, limits: limits) }
             }
         } catch {
-            throw HalcyonError.wrap(error)
+            let e = HalcyonError.wrap(error)
+            return chains.map { _ in .failure(e) }
         }
-        let store = self.store
-        let stored: StoredObject
-        do {
-            stored = try await Blocking.run { try store.put(processed.data, ext: processed.format.fileExtension) }
-        } catch {
-            throw HalcyonError.wrap(error)
+        var out: [Result<Stored, HalcyonError>] = []
+        for result in processed {
+            switch result {
+            case .failure(let e): out.append(.failure(e))
+            case .success(let image):
+                do {
+                    let object = try await Blocking.run { try store.put(image.data, ext: image.format.fileExtension) }
+                    out.append(.success(Stored(object: object, image: image, source: fetched.source)))
+                } catch {
+                    out.append(.failure(HalcyonError.wrap(error)))
+                }
+            }
         }
-        return JobResult(key: key, digest: stored.digest, path: stored.path, bytes: stored.bytes,
-                         width: processed.width, height: processed.height, format: processed.format.rawValue,
-                         cacheHit: false, source: fetched.source)
+        return out
     }
+
+    /// A flag raised once every one of `flags` is.
+    static func allCancelled(_ flags: [CancellationFlag]) -> CancellationFlag {
+        guard flags.count > 1 else { return flags.first ?? CancellationFlag() }
+        let combined = CancellationFlag()
+        let remaining = Counter(flags.count)
+        for f in flags {
+            f.onCancel { if remaining.decrement() == 0 { combined.cancel() } }
+        }
+        return combined
+    }
+}
+
+/// A thread-safe countdown.
+private final class Counter: @unchecked Sendable {
+    private let lock = NSLock()
+    private var value: Int
+    init(_ value: Int) { self.value = value }
+    func decrement() -> Int { lock.lock(); defer { lock.unlock() }; value -= 1; return value }
 }

@@ -123,10 +123,11 @@ public final class Worker: Sendable {
                     continue
                 }
             }
-            for job in claimed {
-                let flag = CancellationFlag()
-                state.withLock { $0.inFlight[job.id] = InFlight(cancel: flag) }
-                group.addTask { await self.execute(job, runner: runner, queue: queue, cancel: flag) }
+            // Jobs of the batch that share a source run together: one download, one decode.
+            for jobs in JobRunner.groups(claimed) {
+                let flags = jobs.map { _ in CancellationFlag() }
+                state.withLock { s in for (job, flag) in zip(jobs, flags) { s.inFlight[job.id] = InFlight(cancel: flag) } }
+                group.addTask { await self.execute(jobs, flags: flags, runner: runner, queue: queue) }
             }
             if !claimed.isEmpty && claimed.count == free { continue }  // probably more waiting
             if c.drain, claimed.isEmpty, state.withLock({ $0.inFlight.isEmpty }) {
@@ -141,20 +142,26 @@ public final class Worker: Sendable {
 
     // MARK: One job
 
-    private func execute(_ job: Job, runner: JobRunner, queue: JobQueue, cancel: CancellationFlag) async {
+    private func execute(_ jobs: [Job], flags: [CancellationFlag], runner: JobRunner, queue: JobQueue) async {
+        for job in jobs {
+            logger.debug("job claimed", metadata: ["job": "\(job.id)", "attempt": "\(job.attempt)", "queue_wait": "\(TimeSpan.format(job.queueWait))"])
+        }
+        let outcomes = await runner.run(jobs, cancels: flags)
+        await withDiscardingTaskGroup { group in
+            for (i, job) in jobs.enumerated() {
+                group.addTask { await self.record(job, outcomes[i], queue: queue, cancel: flags[i]) }
+            }
+        }
+    }
+
+    /// Writes one job's outcome (unless the job is no longer ours) and frees its place.
+    private func record(_ job: Job, _ outcome: Result<JobResult, HalcyonError>, queue: JobQueue, cancel: CancellationFlag) async {
         var log = logger
         log[metadataKey: "job"] = "\(job.id)"
         log[metadataKey: "attempt"] = "\(job.attempt)"
-        log.debug("job claimed", metadata: ["queue_wait": "\(TimeSpan.format(job.queueWait))"])
         defer {
             state.withLock { _ = $0.inFlight.removeValue(forKey: job.id) }
             wake.wake()
-        }
-        let outcome: Result<JobResult, HalcyonError>
-        do {
-            outcome = .success(try await runner.run(job, cancel: cancel))
-        } catch {
-            outcome = .failure(error)
         }
         // Released at shutdown, cancelled or rescued: the row is no longer ours to write.
         guard state.withLock({ $0.inFlight[job.id] }) != nil, !cancel.isCancelled else {

@@ -224,3 +224,40 @@ func near(_ a: Double, _ b: Double, _ tolerance: Double = 0.04) -> Bool { abs(a 
         #expect(try hint("format(png)", 1920, 1080) == nil)
     }
 }
+
+@Suite struct SharedDecodeTests {
+    @Test func severalChainsShareOneDecode() throws {
+        let big = try SampleImages.photo(width: 2400, height: 1600, seed: 21)
+        let chains = try ["resize(320x320, mode=fill) |> format(jpeg, quality=82)", "resize(1024x1024) |> format(webp, quality=80)",
+                          "resize(64x64, mode=fill) |> format(png)"].map { try ProcessorChain.parse($0) }
+        let counter = ImagePipeline.DecodeCounter()
+        let results = try ImagePipeline.$observer.withValue(counter) { try ImagePipeline.run(big, format: .jpeg, chains: chains) }
+        #expect(counter.count == 1)
+        let outs = try results.map { try $0.get() }
+        #expect(outs.map { "\($0.width)x\($0.height)" } == ["320x320", "1024x683", "64x64"])
+        #expect(outs.map(\.format) == [.jpeg, .webp, .png])
+        #expect(outs.map { ImageFormat.sniff($0.data) } == [.jpeg, .webp, .png])
+    }
+
+    @Test func theSharedDecodeIsLargeEnoughForEveryChain() throws {
+        // A 2400×1600 image of fine stripes: decoding at the 64×64 chain's hint would blur
+        // them away for the 1024 chain. Each output must match what the chain gets alone.
+        let big = try SampleImages.photo(width: 2400, height: 1600, seed: 22)
+        let small = try ProcessorChain.parse("resize(64x64, mode=fill) |> format(png)")
+        let large = try ProcessorChain.parse("resize(1024x1024) |> format(png)")
+        let together = try ImagePipeline.run(big, format: .jpeg, chains: [small, large]).map { try $0.get() }
+        let alone = try ImagePipeline.run(big, format: .jpeg, chain: large)
+        #expect(together[1].data == alone.data)
+    }
+
+    @Test func aFailingChainFailsOnlyItself() throws {
+        let img = try SampleImages.photo(width: 100, height: 100, seed: 3, format: .png)
+        var limits = ImageLimits()
+        limits.maxWidth = 100
+        let results = try ImagePipeline.run(img, format: .png, chains: [
+            ProcessorChain.parse("resize(10x10)"), ProcessorChain.parse("rotate(45) |> format(png)"),
+        ], limits: limits)
+        #expect((try? results[0].get())?.width == 10)
+        #expect((try? results[1].get())?.width ?? 0 > 100)
+    }
+}

@@ -86,4 +86,27 @@ struct FetchStageTests {
         #expect(try await helper.count(db, "state = 'succeeded'") == 2)
         #expect(try Origin.counts()[path] == 1)
     }
+
+    @Test func aBatchSharingASourceRunsEachChainAndJudgesEachJob() async throws {
+        _ = try WorkerTests.published()
+        let db = try await TestDatabase.create()
+        let store = try TestEnvironment.temporaryDirectory("store")
+        let url = "\(TestEnvironment.origin)/files/photo.jpg?t=\(db.name)"
+        let ids = try await helper.enqueue(db, [
+            helper.job(url, "resize(320x320, mode=fill) |> format(jpeg, quality=82)"),
+            helper.job(url, "resize(200x200) |> format(webp, quality=80)"),
+            helper.job(url, "resize(64x64, mode=fill) |> format(png)"),
+            helper.job(url, "resize(64x64, mode=fil)"),
+        ])
+        let w = try helper.worker(db, store: store, ["--drain"])
+        #expect(await w.wait(timeout: 60) == 0)
+        let r = try await db.query("SELECT id, state::text, result_width, result_height, result_format, last_error FROM halcyon.jobs ORDER BY id")
+        #expect((0..<3).map { r.value($0, "state") } == ["succeeded", "succeeded", "succeeded"])
+        #expect((0..<3).map { "\(r.value($0, "result_width") ?? "")x\(r.value($0, "result_height") ?? "")" } == ["320x320", "200x150", "64x64"])
+        #expect((0..<3).map { r.value($0, "result_format") } == ["jpeg", "webp", "png"])
+        #expect(r.value(3, "state") == "failed")
+        #expect(r.value(3, "last_error")?.hasPrefix("job.invalid_chain") == true)
+        #expect(r.value(0, "id") == String(ids[0]))
+        #expect(try Origin.counts()["/files/photo.jpg?t=\(db.name)"] == 1)
+    }
 }
