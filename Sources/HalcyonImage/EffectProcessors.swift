@@ -2,28 +2,18 @@ internal import CMagickWand
 import HalcyonCore
 
 /// `blur(R)` — Kingfisher's `BlurImageProcessor`: Gaussian blur with sigma R (0.1–100 px).
-public struct BlurProcessor: ImageProcessor {
+public struct BlurProcessor: RadiusProcessor {
     public static let name = "blur"
     public var radius: Double
-    public init(step: ChainStep) throws(ChainError) {
-        var a = try StepArguments(step, keys: ["radius"])
-        radius = try a.number("radius", range: 0.1...100)
-        try a.finish()
-    }
-    public var identifier: String { "blur(\(formatNumber(radius)))" }
+    init(radius: Double) { self.radius = radius }
     public func process(_ image: MagickImage) throws(HalcyonError) { try image.blur(sigma: radius) }
 }
 
 /// `sharpen(R)` — unsharp with sigma R (0.1–100 px).
-public struct SharpenProcessor: ImageProcessor {
+public struct SharpenProcessor: RadiusProcessor {
     public static let name = "sharpen"
     public var radius: Double
-    public init(step: ChainStep) throws(ChainError) {
-        var a = try StepArguments(step, keys: ["radius"])
-        radius = try a.number("radius", range: 0.1...100)
-        try a.finish()
-    }
-    public var identifier: String { "sharpen(\(formatNumber(radius)))" }
+    init(radius: Double) { self.radius = radius }
     public func process(_ image: MagickImage) throws(HalcyonError) { try image.sharpen(sigma: radius) }
 }
 
@@ -82,10 +72,9 @@ public struct ColorControlsProcessor: ImageProcessor {
 }
 
 /// `black_white` — Kingfisher's `BlackWhiteProcessor`: greyscale (R = G = B), still sRGB.
-public struct BlackWhiteProcessor: ImageProcessor {
+public struct BlackWhiteProcessor: PlainProcessor {
     public static let name = "black_white"
-    public init(step: ChainStep) throws(ChainError) { try StepArguments(step, keys: []).finish() }
-    public var identifier: String { "black_white" }
+    init() {}
     public func process(_ image: MagickImage) throws(HalcyonError) {
         try image.colorControls(brightness: 0, contrast: 1, saturation: 0)
     }

@@ -109,30 +109,26 @@ public struct RotateProcessor: ImageProcessor {
 
 /// `flip` (top ↔ bottom), `flop` (left ↔ right), `auto_orient` (applied at decode anyway;
 /// kept so chains can say it), `strip` (metadata is always stripped on output).
-public struct FlipProcessor: ImageProcessor {
+public struct FlipProcessor: PlainProcessor {
     public static let name = "flip"
-    public init(step: ChainStep) throws(ChainError) { try StepArguments(step, keys: []).finish() }
-    public var identifier: String { "flip" }
+    init() {}
     public func process(_ image: MagickImage) throws(HalcyonError) { try image.flip() }
 }
 
-public struct FlopProcessor: ImageProcessor {
+public struct FlopProcessor: PlainProcessor {
     public static let name = "flop"
-    public init(step: ChainStep) throws(ChainError) { try StepArguments(step, keys: []).finish() }
-    public var identifier: String { "flop" }
+    init() {}
     public func process(_ image: MagickImage) throws(HalcyonError) { try image.flop() }
 }
 
-public struct AutoOrientProcessor: ImageProcessor {
+public struct AutoOrientProcessor: PlainProcessor {
     public static let name = "auto_orient"
-    public init(step: ChainStep) throws(ChainError) { try StepArguments(step, keys: []).finish() }
-    public var identifier: String { "auto_orient" }
+    init() {}
     public func process(_ image: MagickImage) throws(HalcyonError) { try image.autoOrient() }
 }
 
-public struct StripProcessor: ImageProcessor {
+public struct StripProcessor: PlainProcessor {
     public static let name = "strip"
-    public init(step: ChainStep) throws(ChainError) { try StepArguments(step, keys: []).finish() }
-    public var identifier: String { "strip" }
+    init() {}
     public func process(_ image: MagickImage) throws(HalcyonError) {}
 }

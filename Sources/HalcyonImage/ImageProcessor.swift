@@ -19,3 +19,34 @@ protocol ShrinkingProcessor: ImageProcessor {
     /// The width and height the decoded image must keep at least (in either orientation).
     var minimumDecodeSize: (width: Int, height: Int) { get }
 }
+
+/// A step without arguments: its identifier is its name.
+protocol PlainProcessor: ImageProcessor {
+    init()
+}
+
+extension PlainProcessor {
+    public init(step: ChainStep) throws(ChainError) {
+        try StepArguments(step, keys: []).finish()
+        self.init()
+    }
+
+    public var identifier: String { Self.name }
+}
+
+/// A step whose one argument is a radius in pixels, 0.1–100.
+protocol RadiusProcessor: ImageProcessor {
+    var radius: Double { get }
+    init(radius: Double)
+}
+
+extension RadiusProcessor {
+    public init(step: ChainStep) throws(ChainError) {
+        var a = try StepArguments(step, keys: ["radius"])
+        let radius = try a.number("radius", range: 0.1...100)
+        try a.finish()
+        self.init(radius: radius)
+    }
+
+    public var identifier: String { "\(Self.name)(\(formatNumber(radius)))" }
+}
