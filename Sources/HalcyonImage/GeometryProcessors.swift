@@ -32,8 +32,8 @@ public struct ResizeProcessor: ShrinkingProcessor {
         case .fill:
             let k = max(Double(width) / w, Double(height) / h)
             let sw = max(width, Int((w * k).rounded())), sh = max(height, Int((h * k).rounded()))
-            try image.resize(width: sw, height: sh)
-            try image.crop(width: width, height: height, x: (sw - width) / 2, y: (sh - height) / 2)
+            // Resize and centre-crop in one pass: the columns the crop drops are never filtered.
+            try image.resize(width: sw, height: sh, window: .init(x: (sw - width) / 2, y: (sh - height) / 2, width: width, height: height))
         }
     }
 }

@@ -155,17 +155,44 @@ public final class MagickImage {
         MagickSetFirstIterator(wand)
     }
 
-    public func resize(width: Int, height: Int) throws(HalcyonError) {
-        guard width != self.width || height != self.height else { return }
-        try forEachFrame("resize to \(width)x\(height)") { MagickResizeImage(wand, width, height, LanczosFilter, 1.0) }
+    /// Scales every frame to `width`×`height` (Lanczos-3, `Resampler`) and keeps `window` of
+    /// the result (the whole of it when nil): a resize and a crop in one pass.
+    func resize(width: Int, height: Int, window: Resampler.Window? = nil) throws(HalcyonError) {
+        let win = window ?? Resampler.Window(x: 0, y: 0, width: width, height: height)
+        precondition(win.x >= 0 && win.y >= 0 && win.width >= 1 && win.height >= 1
+                     && win.x + win.width <= width && win.y + win.height <= height)
+        try forEachFrame("resize to \(width)x\(height)") {
+            let w = Int(MagickGetImageWidth(wand)), h = Int(MagickGetImageHeight(wand))
+            if w == width, h == height {
+                guard win.width != w || win.height != h else { return MagickTrue }
+                return cropFrame(width: win.width, height: win.height, x: win.x, y: win.y)
+            }
+            let alpha = MagickGetImageAlphaChannel(wand) == MagickTrue
+            let map = alpha ? "RGBA" : "RGB", channels = alpha ? 4 : 3
+            // 16-bit samples are ImageMagick's own (Q16) depth: nothing is lost either way.
+            var pixels = [UInt16](repeating: 0, count: w * h * channels)
+            guard pixels.withUnsafeMutableBytes({ MagickExportImagePixels(wand, 0, 0, w, h, map, ShortPixel, $0.baseAddress) }) == MagickTrue else {
+                return MagickFalse
+            }
+            let out = pixels.withUnsafeBufferPointer {
+                Resampler.resample($0, width: w, height: h, channels: channels, targetWidth: width, targetHeight: height, window: win)
+            }
+            pixels = []
+            guard MagickSetImageExtent(wand, win.width, win.height) == MagickTrue else { return MagickFalse }
+            MagickSetImagePage(wand, win.width, win.height, 0, 0)
+            return out.withUnsafeBytes { MagickImportImagePixels(wand, 0, 0, win.width, win.height, map, ShortPixel, $0.baseAddress) }
+        }
     }
 
     public func crop(width: Int, height: Int, x: Int, y: Int) throws(HalcyonError) {
-        try forEachFrame("crop") {
-            let ok = MagickCropImage(wand, width, height, x, y)
-            MagickResetImagePage(wand, "0x0+0+0")
-            return ok
-        }
+        try forEachFrame("crop") { cropFrame(width: width, height: height, x: x, y: y) }
+    }
+
+    /// Crops the current frame and makes its page (canvas) the cropped size.
+    private func cropFrame(width: Int, height: Int, x: Int, y: Int) -> MagickBooleanType {
+        let ok = MagickCropImage(wand, width, height, x, y)
+        MagickResetImagePage(wand, "0x0+0+0")
+        return ok
     }
 
     public func blur(sigma: Double) throws(HalcyonError) {
