@@ -133,13 +133,31 @@ public final class MagickImage {
         }
     }
 
-    /// Converts to sRGB when the image is in another colour space (CMYK, grey, …).
+    /// Converts to sRGB. An embedded ICC profile that is not sRGB (Display P3, Adobe RGB, a
+    /// CMYK press profile, …) is applied through lcms2 onto Halcyon's sRGB profile; an image
+    /// without one in another colour space (CMYK, grey, …) gets ImageMagick's formula. A profile
+    /// lcms2 cannot use is dropped, as browsers do, rather than failing the image.
     public func toSRGB() throws(HalcyonError) {
         try forEachFrame("convert to sRGB") {
+            if let profile = embeddedProfile(), !(ICCProfile.description(of: profile)?.contains("sRGB") ?? false) {
+                let ok = ICCProfile.sRGB.withUnsafeBytes { MagickProfileImage(wand, "icc", $0.baseAddress, $0.count) }
+                if ok == MagickTrue { return MagickTrue }
+                MagickClearException(wand)
+                var length = 0
+                if let removed = MagickRemoveImageProfile(wand, "icc", &length) { MagickRelinquishMemory(removed) }
+            }
             let space = MagickGetImageColorspace(wand)
             guard space != sRGBColorspace, space != RGBColorspace else { return MagickTrue }
             return MagickTransformImageColorspace(wand, sRGBColorspace)
         }
+    }
+
+    /// The current frame's ICC profile, if it has one.
+    func embeddedProfile() -> Data? {
+        var length = 0
+        guard let bytes = MagickGetImageProfile(wand, "icc", &length) else { return nil }
+        defer { MagickRelinquishMemory(bytes) }
+        return length > 0 ? Data(bytes: bytes, count: length) : nil
     }
 
     /// Progressive JPEG / interlaced PNG output.
