@@ -1,42 +1,5 @@
 import Foundation
 
-/// How long a stored result lives (Kingfisher's `StorageExpiration`).
-public enum StorageExpiration: Sendable, Equatable {
-    case never
-    case seconds(Double)
-    case date(Date)
-    /// Do not store at all.
-    case expired
-
-    /// Parses `never`, `expired`, a duration (`30s`, `10m`, `12h`, `7d`) or an ISO-8601 instant.
-    public static func parse(_ text: String) -> StorageExpiration? {
-        switch text.lowercased() {
-        case "never": return .never
-        case "expired": return .expired
-        default:
-            if let seconds = TimeSpan.parse(text) { return .seconds(seconds) }
-            if let date = ISO8601.parse(text) { return .date(date) }
-            return nil
-        }
-    }
-}
-
-/// What a store hit does to the expiry (Kingfisher's `ExpirationExtending`).
-public enum ExpirationExtending: Sendable, Equatable {
-    case none
-    /// Restart the original time to live from now.
-    case cacheTime
-    case expiration(StorageExpiration)
-
-    public static func parse(_ text: String) -> ExpirationExtending? {
-        switch text.lowercased() {
-        case "none": return ExpirationExtending.none
-        case "cache_time": return .cacheTime
-        default: return StorageExpiration.parse(text).map { .expiration($0) }
-        }
-    }
-}
-
 /// Download retries per source, from `options.retry` (Kingfisher's `DelayRetryStrategy`).
 /// Keys left out take these defaults: 2 retries, 0.5 s, exponential.
 public struct RetryOptions: Sendable, Equatable {
@@ -58,7 +21,7 @@ public struct JobOptions: Sendable, Equatable {
     public var forceRefresh = false
     public var onlyFromCache = false
     /// Default: 7 days.
-    public var expiration: StorageExpiration = .seconds(7 * 86400)
+    public var expiration: StorageExpiration = .days(7)
     /// Default: `cache_time`.
     public var extend: ExpirationExtending = .cacheTime
     public var headers: [String: String] = [:]

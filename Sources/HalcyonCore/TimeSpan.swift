@@ -30,11 +30,16 @@ public enum TimeSpan {
     }
 }
 
-/// Parses byte sizes: `512`, `64KiB`, `50MiB`, `2GiB` (KB/MB/GB are read as powers of 1000).
+/// Parses byte sizes: `512`, `64KiB`, `50MiB`, `2GiB`, `1TiB` (KB/MB/GB/TB are read as powers
+/// of 1000).
 public enum ByteSize {
     public static func parse(_ text: String) -> Int? {
         let s = text.trimmingCharacters(in: .whitespaces)
-        let units: [(String, Double)] = [("kib", 1024), ("mib", 1_048_576), ("gib", 1_073_741_824), ("kb", 1e3), ("mb", 1e6), ("gb", 1e9), ("k", 1024), ("m", 1_048_576), ("g", 1_073_741_824), ("b", 1)]
+        let units: [(String, Double)] = [
+            ("kib", 1024), ("mib", 1_048_576), ("gib", 1_073_741_824), ("tib", 1_099_511_627_776),
+            ("kb", 1e3), ("mb", 1e6), ("gb", 1e9), ("tb", 1e12),
+            ("k", 1024), ("m", 1_048_576), ("g", 1_073_741_824), ("t", 1_099_511_627_776), ("b", 1),
+        ]
         let lower = s.lowercased()
         for (suffix, scale) in units where lower.hasSuffix(suffix) {
             guard let n = Double(lower.dropLast(suffix.count)), n.isFinite, n >= 0, n * scale < 1e15 else { return nil }
@@ -42,5 +47,14 @@ public enum ByteSize {
         }
         guard let n = Int(lower), n >= 0 else { return nil }
         return n
+    }
+
+    /// `512 B`, `1.5 KiB`, `12.3 MiB`, `4.0 GiB`.
+    public static func format(_ bytes: Int64) -> String {
+        let units = ["KiB", "MiB", "GiB", "TiB"]
+        guard bytes >= 1024 else { return "\(bytes) B" }
+        var value = Double(bytes) / 1024, unit = 0
+        while value >= 1024, unit < units.count - 1 { value /= 1024; unit += 1 }
+        return String(format: "%.1f ", value) + units[unit]
     }
 }

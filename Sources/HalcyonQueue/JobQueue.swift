@@ -108,6 +108,22 @@ public struct JobQueue: Sendable {
         try await connection.execute(SQL.stopWorker, [id])
     }
 
+    // MARK: Store sweeping
+
+    /// Takes the sweep lock (a session advisory lock) if nobody holds it.
+    public func tryLockSweep() async throws -> Bool {
+        try await connection.execute(SQL.trySweepLock).value(0, "locked") == "t"
+    }
+
+    /// Waits for the sweep lock.
+    public func lockSweep() async throws {
+        try await connection.execute(SQL.sweepLock)
+    }
+
+    public func unlockSweep() async throws {
+        try await connection.execute(SQL.sweepUnlock)
+    }
+
     // MARK: Administration
 
     /// A new job's fields, as `enqueue` takes them.

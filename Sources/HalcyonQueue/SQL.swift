@@ -5,6 +5,12 @@ enum SQL {
     /// Advisory lock key held while migrating ("HALC" + 1).
     static let migrationLockKey = "1212238915001"
 
+    /// Advisory lock key held by whoever sweeps the store ("HALC" + 2): one sweeper at a time.
+    static let sweepLockKey = "1212238915002"
+    static let trySweepLock = "SELECT pg_try_advisory_lock(\(sweepLockKey)) AS locked"
+    static let sweepLock = "SELECT pg_advisory_lock(\(sweepLockKey))"
+    static let sweepUnlock = "SELECT pg_advisory_unlock(\(sweepLockKey))"
+
     static let migrationBootstrap = """
         CREATE SCHEMA IF NOT EXISTS halcyon;
         CREATE TABLE IF NOT EXISTS halcyon.schema_migrations (

@@ -2,12 +2,24 @@ import Foundation
 import HalcyonCore
 
 /// The store's one way of writing a file: into a temp file on the same filesystem, fsynced,
-/// renamed into place, directory fsynced. No reader ever sees a partial file at `final`;
-/// on any failure the temp file is removed and `store.write_failed` thrown.
+/// published at its final path in one step, directory fsynced. No reader ever sees a partial
+/// file at `final`; on any failure the temp file is removed and `store.write_failed` thrown.
 enum AtomicFile {
-    /// `prepare` runs on the temp file's descriptor before the rename (e.g. to set its times).
-    static func write(_ data: Data, to final: URL, tmpDirectory: URL,
-                      prepare: (Int32) -> Void = { _ in }) throws(HalcyonError) {
+    enum Publish {
+        /// `rename`: the new file replaces whatever is at `final` (key files, originals).
+        case replace
+        /// `link`: if a file is already at `final` it stays and the new one is dropped — for
+        /// content-addressed objects, where it has the same bytes and its expiry must survive.
+        case keepExisting
+    }
+
+    enum Outcome { case written, alreadyThere }
+
+    /// `prepare` runs on the temp file's descriptor before it is published (e.g. to set its
+    /// times). `durable: false` skips both fsyncs (for files that are only an index, like keys).
+    @discardableResult
+    static func write(_ data: Data, to final: URL, tmpDirectory: URL, publish: Publish = .replace, durable: Bool = true,
+                      prepare: (Int32) -> Void = { _ in }) throws(HalcyonError) -> Outcome {
         let directory = final.deletingLastPathComponent()
         do {
             try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
@@ -34,18 +46,35 @@ enum AtomicFile {
             }
         }
         if failure == 0 { prepare(fd) }
-        if failure == 0, fsync(fd) != 0 { failure = errno }
+        if failure == 0, durable, fsync(fd) != 0 { failure = errno }
         close(fd)
-        if failure == 0, rename(tmp.path, final.path) != 0 { failure = errno }
+        var outcome = Outcome.written
+        if failure == 0 {
+            switch publish {
+            case .replace:
+                if rename(tmp.path, final.path) != 0 { failure = errno }
+            case .keepExisting:
+                if link(tmp.path, final.path) == 0 {
+                    unlink(tmp.path)
+                } else if errno == EEXIST {
+                    outcome = .alreadyThere
+                    unlink(tmp.path)
+                } else {
+                    failure = errno
+                }
+            }
+        }
         if failure != 0 {
             unlink(tmp.path)
             throw HalcyonError(.writeFailed, "writing \(data.count) bytes to \(final.lastPathComponent) failed: \(String(cString: strerror(failure)))")
         }
+        guard durable, outcome == .written else { return outcome }
         let dfd = open(directory.path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         guard dfd >= 0 else { throw HalcyonError(.writeFailed, "cannot open \(directory.path): \(String(cString: strerror(errno)))") }
         defer { close(dfd) }
         if fsync(dfd) != 0 {
             throw HalcyonError(.writeFailed, "fsync of \(directory.path) failed: \(String(cString: strerror(errno)))")
         }
+        return outcome
     }
 }

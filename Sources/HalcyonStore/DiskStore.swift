@@ -12,10 +12,43 @@ public struct StoredObject: Sendable, Equatable {
     public var existed: Bool
 }
 
-/// The content-addressed disk store (ARCHITECTURE.md §6). Objects are immutable and named by
-/// their SHA-256; each is written to a temp file under `tmp/` on the same filesystem, fsynced,
-/// renamed into place and its directory fsynced, so no reader ever sees a partial file at a
-/// final path and two workers writing the same bytes is harmless.
+/// What a key records about its result besides the object, so that a hit fills a job's
+/// `result_*` columns without reading the image.
+public struct ResultInfo: Sendable, Equatable {
+    /// `jpeg`, `png`, …
+    public var format: String
+    public var width: Int
+    public var height: Int
+
+    public init(format: String, width: Int, height: Int) {
+        self.format = format
+        self.width = width
+        self.height = height
+    }
+}
+
+/// A store hit.
+public struct CachedResult: Sendable, Equatable {
+    public var object: StoredObject
+    public var info: ResultInfo
+    /// The key's expiry after the hit (and any extension it made).
+    public var expires: Date
+}
+
+/// The content-addressed disk store (ARCHITECTURE.md §6), Kingfisher's DiskStorage made
+/// content-addressed:
+///
+/// - `objects/ab/cd/<sha256>.<ext>`: immutable result bytes, written through `AtomicFile`
+///   (temp file, fsync, published without replacing, directory fsync).
+/// - `keys/ab/<sha256(key)>`: one small text file per result key (`cache_key@identifier`)
+///   naming its object, size and image facts. Several keys may share an object.
+/// - times (`FileTimes`): mtime = expiry, atime = last access, on keys and objects alike; an
+///   object's expiry is the latest any key written to it needed.
+///
+/// Keys are files rather than symlinks: following or reading a symlink moves its atime under
+/// the kernel's relatime rule (atime < mtime always holds here), which would corrupt the
+/// mtime − atime TTL; a file opened `O_NOATIME` keeps it, and carries the image facts.
+/// Blocking: call from a Dispatch thread, not the cooperative pool.
 public struct DiskStore: Sendable {
     public let root: URL
 
@@ -29,20 +62,156 @@ public struct DiskStore: Sendable {
         return "objects/\(String(d[0..<2]))/\(String(d[2..<4]))/\(digest).\(ext)"
     }
 
+    /// The relative path of a key's file.
+    public static func keyPath(for key: String) -> String {
+        let digest = Digest.sha256Hex(key)
+        return "keys/\(digest.prefix(2))/\(digest)"
+    }
+
     public func url(forRelativePath path: String) -> URL {
         root.appendingPathComponent(path)
     }
 
-    /// Stores `data` as an object with extension `ext` (e.g. `jpg`). Blocking: call from a
-    /// Dispatch thread, not the cooperative pool. Throws `store.write_failed`.
-    public func put(_ data: Data, ext: String) throws(HalcyonError) -> StoredObject {
+    var tmpDirectory: URL { root.appendingPathComponent("tmp") }
+
+    // MARK: Objects
+
+    /// Stores `data` as an object with extension `ext` (e.g. `jpg`) that lives at least until
+    /// `expires` (default: 7 days): written if absent, else its expiry is raised to `expires`
+    /// if later and its atime set to `now` — a cheap no-op for bytes already stored. Throws
+    /// `store.write_failed` (nothing partial is left at a final path).
+    public func put(_ data: Data, ext: String, expires: Date? = nil, now: Date = Date()) throws(HalcyonError) -> StoredObject {
         let digest = Digest.sha256Hex(data)
         let relative = Self.objectPath(digest: digest, ext: ext)
         let final = url(forRelativePath: relative)
-        if FileManager.default.fileExists(atPath: final.path) {
-            return StoredObject(digest: digest, path: relative, bytes: data.count, existed: true)
+        let expiry = expires ?? StorageExpiration.days(7).expiry(from: now)
+        for _ in 0..<3 {
+            if try touchObject(final.path, atLeastUntil: expiry, now: now) {
+                return StoredObject(digest: digest, path: relative, bytes: data.count, existed: true)
+            }
+            let outcome = try AtomicFile.write(data, to: final, tmpDirectory: tmpDirectory, publish: .keepExisting) { fd in
+                FileTimes(accessed: now, expires: expiry).write(to: fd)
+            }
+            if outcome == .written {
+                return StoredObject(digest: digest, path: relative, bytes: data.count, existed: false)
+            }
+            // Another writer published the same bytes first: extend theirs.
         }
-        try AtomicFile.write(data, to: final, tmpDirectory: root.appendingPathComponent("tmp"))
-        return StoredObject(digest: digest, path: relative, bytes: data.count, existed: false)
+        throw HalcyonError(.writeFailed, "\(relative) kept appearing and disappearing while being written")
+    }
+
+    /// Marks an existing object accessed now and raises its expiry to `expiry` (never lowers
+    /// it), under its lock. False when it is not there.
+    func touchObject(_ path: String, atLeastUntil expiry: Date, now: Date) throws(HalcyonError) -> Bool {
+        try withLockedFile(path) { fd, st throws(HalcyonError) -> Bool in
+            guard FileTimes(accessed: now, expires: max(FileTimes(st).expires, expiry)).write(to: fd) else {
+                throw HalcyonError(.writeFailed, "cannot set the times of \(path): \(String(cString: strerror(errno)))")
+            }
+            return true
+        } ?? false
+    }
+
+    // MARK: Keys
+
+    /// Stores a job's result: the object (its expiry raised to this key's if later), then the
+    /// key's file pointing at it, with atime = now and mtime = the expiry `expiration` gives.
+    /// `expired` stores both already expired: the job gets its result, later jobs miss, and the
+    /// next sweep removes them.
+    public func store(_ data: Data, ext: String, info: ResultInfo, key: String, expiration: StorageExpiration,
+                      now: Date = Date()) throws(HalcyonError) -> StoredObject {
+        let expiry = expiration.expiry(from: now)
+        let object = try put(data, ext: ext, expires: expiry, now: now)
+        let record = KeyRecord(object: object.path, bytes: object.bytes, info: info, key: key)
+        try AtomicFile.write(Data(record.text.utf8), to: url(forRelativePath: Self.keyPath(for: key)), tmpDirectory: tmpDirectory,
+                             durable: false) { fd in
+            // Not fsynced: a key lost in a crash is only a cache miss.
+            FileTimes(accessed: now, expires: expiry).write(to: fd)
+        }
+        return object
+    }
+
+    /// Looks `key` up: a hit is an unexpired key whose object is there and unexpired. A hit
+    /// applies `extend` to the key (`none` leaves both files' times exactly as they were;
+    /// otherwise the key gets atime = now and its new expiry, and the object atime = now and
+    /// the later of its expiry and the key's). Nil on a miss, or on any error (a broken store
+    /// file is a miss, not a failure).
+    public func lookup(_ key: String, extend: ExpirationExtending, now: Date = Date()) -> CachedResult? {
+        let path = url(forRelativePath: Self.keyPath(for: key)).path
+        let found = try? withLockedFile(path) { fd, st throws(HalcyonError) -> CachedResult? in
+            let keyTimes = FileTimes(st)
+            guard keyTimes.expires > now else { return nil }
+            guard let text = Self.readSmall(fd), let record = KeyRecord(text), record.key == key else { return nil }
+            let extended = extend.extended(accessed: keyTimes.accessed, expires: keyTimes.expires, now: now)
+            let objectPath = url(forRelativePath: record.object).path
+            let objectAlive = try withLockedFile(objectPath) { ofd, ost -> Bool in
+                let objectTimes = FileTimes(ost)
+                guard objectTimes.expires > now else { return false }
+                if let e = extended {
+                    FileTimes(accessed: now, expires: max(objectTimes.expires, e.expires)).write(to: ofd)
+                }
+                return true
+            } ?? false
+            guard objectAlive else { return nil }
+            // Also puts back an atime the read moved where O_NOATIME was not allowed.
+            let newTimes = extended.map { FileTimes(accessed: $0.accessed, expires: $0.expires) } ?? keyTimes
+            newTimes.write(to: fd)
+            let digest = String(record.object.split(separator: "/").last?.split(separator: ".").first ?? "")
+            return CachedResult(object: StoredObject(digest: digest, path: record.object, bytes: record.bytes, existed: true),
+                                info: record.info, expires: newTimes.expires)
+        }
+        return found ?? nil
+    }
+
+    /// Reads a key file whole (keys are a few hundred bytes; anything over 64 KiB is not one).
+    static func readSmall(_ fd: Int32) -> String? {
+        readWhole(fd, limit: 65_536).map { String(decoding: $0, as: UTF8.self) }
+    }
+}
+
+/// A key file's contents: text lines of `name value`, readable with `cat`.
+///
+///     halcyon-key 1
+///     object objects/ab/cd/<sha256>.jpg
+///     bytes 18234
+///     image jpeg 320x320
+///     key https://example.com/cat.jpg@resize(320x320,mode=fill)
+struct KeyRecord: Equatable {
+    var object: String
+    var bytes: Int
+    var info: ResultInfo
+    var key: String
+
+    var text: String {
+        let escaped = key.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\n", with: "\\n")
+        return "halcyon-key 1\nobject \(object)\nbytes \(bytes)\nimage \(info.format) \(info.width)x\(info.height)\nkey \(escaped)\n"
+    }
+
+    init(object: String, bytes: Int, info: ResultInfo, key: String) {
+        self.object = object
+        self.bytes = bytes
+        self.info = info
+        self.key = key
+    }
+
+    /// Nil for anything but a complete record.
+    init?(_ text: String) {
+        var fields: [Substring: Substring] = [:]
+        for line in text.split(separator: "\n") {
+            guard let space = line.firstIndex(of: " ") else { return nil }
+            fields[line[..<space]] = line[line.index(after: space)...]
+        }
+        guard fields["halcyon-key"] == "1", let object = fields["object"], object.hasPrefix("objects/"), !object.contains(".."),
+              let bytes = fields["bytes"].flatMap({ Int($0) }),
+              let image = fields["image"]?.split(separator: " "), image.count == 2,
+              let size = Optional(image[1].split(separator: "x")), size.count == 2,
+              let width = Int(size[0]), let height = Int(size[1]), let key = fields["key"] else { return nil }
+        self.object = String(object)
+        self.bytes = bytes
+        self.info = ResultInfo(format: String(image[0]), width: width, height: height)
+        var unescaped = "", escaping = false
+        for c in key {
+            if escaping { unescaped.append(c == "n" ? "\n" : c); escaping = false } else if c == "\\" { escaping = true } else { unescaped.append(c) }
+        }
+        self.key = unescaped
     }
 }

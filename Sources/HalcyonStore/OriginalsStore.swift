@@ -24,10 +24,8 @@ public struct OriginalsStore: OriginalsCache {
         guard blob.count >= 4 + headerLength,
               case .object(let header)? = JSONValue.parse(String(decoding: blob.dropFirst(4).prefix(headerLength), as: UTF8.self)),
               header["url"]?.stringValue == url else { return nil }
-        var st = stat()
-        guard stat(file.path, &st) == 0 else { return nil }
-        let expires = Date(timeIntervalSince1970: Double(st.st_mtim.tv_sec) + Double(st.st_mtim.tv_nsec) / 1e9)
-        touch(file, accessed: Date(), expires: expires)
+        guard let expires = FileTimes.read(file.path)?.expires else { return nil }
+        FileTimes(accessed: Date(), expires: expires).write(to: file.path)
         return CachedOriginal(data: Data(blob.dropFirst(4 + headerLength)), etag: header["etag"]?.stringValue,
                               lastModified: header["last_modified"]?.stringValue, expires: expires)
     }
@@ -43,26 +41,11 @@ public struct OriginalsStore: OriginalsCache {
         blob.append(original.data)
         let final = path(for: url)
         try AtomicFile.write(blob, to: final, tmpDirectory: root.appendingPathComponent("tmp")) { fd in
-            Self.setTimes(fd: fd, accessed: Date(), expires: original.expires)
+            FileTimes(accessed: Date(), expires: original.expires).write(to: fd)
         }
     }
 
     public func refresh(_ url: String, until expires: Date) {
-        touch(path(for: url), accessed: Date(), expires: expires)
-    }
-
-    private func touch(_ file: URL, accessed: Date, expires: Date) {
-        var times = [Self.timespec(accessed), Self.timespec(expires)]
-        _ = utimensat(AT_FDCWD, file.path, &times, 0)
-    }
-
-    static func setTimes(fd: Int32, accessed: Date, expires: Date) {
-        var times = [timespec(accessed), timespec(expires)]
-        _ = futimens(fd, &times)
-    }
-
-    static func timespec(_ date: Date) -> Glibc.timespec {
-        let t = date.timeIntervalSince1970
-        return Glibc.timespec(tv_sec: Int(t.rounded(.down)), tv_nsec: Int((t - t.rounded(.down)) * 1e9))
+        FileTimes(accessed: Date(), expires: expires).write(to: path(for: url).path)
     }
 }

@@ -50,24 +50,43 @@ struct JobRunner: Sendable {
     func run(_ jobs: [Job], cancels: [CancellationFlag]) async -> [Result<JobResult, HalcyonError>] {
         var results = [Result<JobResult, HalcyonError>?](repeating: nil, count: jobs.count)
         // Everything that can be judged from the row is judged before any download.
-        var valid: [(index: Int, options: JobOptions, chain: ProcessorChain)] = []
+        var valid: [Planned] = []
         for (i, job) in jobs.enumerated() {
             do {
                 let options = try JobOptions.parse(json: job.options)
                 let chain = try ProcessorChain.parse(job.processors)
                 for s in [job.source] + job.fallbackSources { _ = try Source.parse(s, maxDataBytes: fetcher.configuration.maxBytes) }
-                valid.append((i, options, chain))
+                valid.append(Planned(index: i, options: options, chain: chain,
+                                     key: chain.resultKey(cacheKey: cacheKey(source: job.source, explicit: job.cacheKey))))
             } catch {
                 results[i] = .failure(error)
             }
         }
-        if let first = valid.first {
-            let outcomes = await runValid(jobs[first.index], options: first.options, chains: valid.map(\.chain),
-                                          cancel: Self.allCancelled(valid.map { cancels[$0.index] }))
-            for (v, outcome) in zip(valid, outcomes) {
-                let key = v.chain.resultKey(cacheKey: cacheKey(source: jobs[v.index].source, explicit: jobs[v.index].cacheKey))
+        // Store hits complete without touching the network.
+        let store = self.store
+        let lookups = valid.filter { !$0.options.forceRefresh }.map { ($0.key, $0.options.extend) }
+        let hits: [String: CachedResult] = lookups.isEmpty ? [:] : (try? await Blocking.run {
+            var found: [String: CachedResult] = [:]
+            for (key, extend) in lookups where found[key] == nil { found[key] = store.lookup(key, extend: extend) }
+            return found
+        }) ?? [:]
+        var misses: [Planned] = []
+        for v in valid {
+            if !v.options.forceRefresh, let hit = hits[v.key] {
+                results[v.index] = .success(JobResult(key: v.key, digest: hit.object.digest, path: hit.object.path, bytes: hit.object.bytes,
+                                                      width: hit.info.width, height: hit.info.height, format: hit.info.format,
+                                                      cacheHit: true, source: nil))
+            } else if v.options.onlyFromCache {
+                results[v.index] = .failure(HalcyonError(.notCached, "no unexpired stored result for '\(v.key.prefix(300))' (only_from_cache)"))
+            } else {
+                misses.append(v)
+            }
+        }
+        if let first = misses.first {
+            let outcomes = await runMisses(jobs[first.index], misses, cancel: Self.allCancelled(misses.map { cancels[$0.index] }))
+            for (v, outcome) in zip(misses, outcomes) {
                 results[v.index] = outcome.map { stored in
-                    JobResult(key: key, digest: stored.object.digest, path: stored.object.path, bytes: stored.object.bytes,
+                    JobResult(key: v.key, digest: stored.object.digest, path: stored.object.path, bytes: stored.object.bytes,
                               width: stored.image.width, height: stored.image.height, format: stored.image.format.rawValue,
                               cacheHit: false, source: stored.source)
                 }
@@ -76,40 +95,54 @@ struct JobRunner: Sendable {
         return results.map { $0! }
     }
 
+    /// A job that passed validation, and its result key.
+    private struct Planned: Sendable {
+        var index: Int
+        var options: JobOptions
+        var chain: ProcessorChain
+        var key: String
+    }
+
     private struct Stored: Sendable {
         var object: StoredObject
         var image: ProcessedImage
         var source: String
     }
 
-    /// Fetch once, decode once, one chain per job, store each result.
-    private func runValid(_ job: Job, options: JobOptions, chains: [ProcessorChain],
-                          cancel: CancellationFlag) async -> [Result<Stored, HalcyonError>] {
+    /// Fetch once (with the first job's sources and headers: the group shares them), decode
+    /// once, one chain per job, store each result under its key.
+    private func runMisses(_ job: Job, _ planned: [Planned], cancel: CancellationFlag) async -> [Result<Stored, HalcyonError>] {
         let fetched: FetchedImage
         do {
+            let options = planned[0].options
             fetched = try await fetcher.fetch(sources: [job.source] + job.fallbackSources, headers: options.headers,
                                               retry: options.retry.map { DelayRetryStrategy($0) }, cancel: cancel)
         } catch {
-            return chains.map { _ in .failure(error) }
+            return planned.map { _ in .failure(error) }
         }
-        if cancel.isCancelled { return chains.map { _ in .failure(HalcyonError(.internal, "job abandoned")) } }
+        if cancel.isCancelled { return planned.map { _ in .failure(HalcyonError(.internal, "job abandoned")) } }
         let limits = self.limits, store = self.store
         let processed: [Result<ProcessedImage, HalcyonError>]
         do {
+            let chains = planned.map(\.chain)
             processed = try await processSlots.withPermit {
                 try await Blocking.run { try ImagePipeline.run(fetched.data, format: fetched.format, chains: chains, limits: limits) }
             }
         } catch {
             let e = HalcyonError.wrap(error)
-            return chains.map { _ in .failure(e) }
+            return planned.map { _ in .failure(e) }
         }
         var out: [Result<Stored, HalcyonError>] = []
-        for result in processed {
+        for (p, result) in zip(planned, processed) {
             switch result {
             case .failure(let e): out.append(.failure(e))
             case .success(let image):
                 do {
-                    let object = try await Blocking.run { try store.put(image.data, ext: image.format.fileExtension) }
+                    let object = try await Blocking.run {
+                        try store.store(image.data, ext: image.format.fileExtension,
+                                        info: ResultInfo(format: image.format.rawValue, width: image.width, height: image.height),
+                                        key: p.key, expiration: p.options.expiration)
+                    }
                     out.append(.success(Stored(object: object, image: image, source: fetched.source)))
                 } catch {
                     out.append(.failure(HalcyonError.wrap(error)))

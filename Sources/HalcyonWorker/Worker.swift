@@ -2,6 +2,7 @@ import Foundation
 import HalcyonCore
 import HalcyonImage
 import HalcyonQueue
+import HalcyonStore
 import Logging
 import Synchronization
 
@@ -32,6 +33,8 @@ public final class Worker: Sendable {
         var stopRequests = 0
         var inFlight: [Int64: InFlight] = [:]
         var summary = WorkerSummary()
+        /// Raised to stop the store sweep running in the background, if one is.
+        var sweep: CancellationFlag?
         /// Counters not yet written to `halcyon.workers`.
         var unreportedDone = 0
         var unreportedFailed = 0
@@ -233,6 +236,9 @@ public final class Worker: Sendable {
         let heartbeatEvery = c.lease / 3
         var nextHeartbeat = ContinuousClock.now
         var nextRescue = ContinuousClock.now
+        // The first sweep a little after start, so a fleet started together doesn't all try at once.
+        var nextSweep = ContinuousClock.now + .seconds(c.sweepInterval > 0 ? min(c.sweepInterval, 5 + Double.random(in: 0...25)) : 1e9)
+        var sweepTask: Task<Void, Never>?
         while !Task.isCancelled {
             let now = ContinuousClock.now
             if now >= nextHeartbeat {
@@ -243,9 +249,55 @@ public final class Worker: Sendable {
                 await rescue(queue)
                 nextRescue = now + .seconds(c.effectiveRescueInterval)
             }
-            let next = min(nextHeartbeat, nextRescue)
+            if now >= nextSweep {
+                // In the background: a sweep of a big store must not delay heartbeats.
+                let flag = CancellationFlag()
+                let idle = state.withLock { s -> Bool in
+                    guard s.sweep == nil else { return false }
+                    s.sweep = flag
+                    return true
+                }
+                if idle {
+                    sweepTask = Task {
+                        await self.sweepStore(queue, cancel: flag)
+                        self.state.withLock { $0.sweep = nil }
+                    }
+                }
+                nextSweep = now + .seconds(c.sweepInterval)
+            }
+            let next = min(nextHeartbeat, nextRescue, nextSweep)
             try? await Task.sleep(until: next, clock: .continuous)
         }
+        // Stopping: a sweep in progress stops at its next file.
+        state.withLock { $0.sweep }?.cancel()
+        await sweepTask?.value
+    }
+
+    /// Sweeps the store if no other worker is sweeping (the sweep advisory lock).
+    private func sweepStore(_ queue: JobQueue, cancel: CancellationFlag) async {
+        do {
+            guard try await queue.tryLockSweep() else {
+                logger.debug("store sweep skipped: another worker is sweeping")
+                return
+            }
+            let sweeper = Sweeper(store: DiskStore(root: configuration.storeRoot), sizeLimit: configuration.storeSizeLimit)
+            let report = try await Blocking.run { sweeper.sweep(cancel: cancel) }
+            try? await queue.unlockSweep()
+            let meta = Self.metadata(report)
+            if report.removedFiles + report.removedKeys + report.removedTempFiles > 0 {
+                logger.info("store swept", metadata: meta)
+            } else {
+                logger.debug("store swept", metadata: meta)
+            }
+        } catch {
+            logger.warning("store sweep failed", metadata: ["error": "\(error)"])
+        }
+    }
+
+    /// A sweep's report as log fields.
+    static func metadata(_ r: SweepReport) -> Logger.Metadata {
+        guard case .object(let fields) = r.json else { return [:] }
+        return fields.mapValues { .string($0.jsonText) }
     }
 
     private func heartbeat(_ queue: JobQueue) async {

@@ -30,6 +30,11 @@ public struct WorkerConfiguration: Sendable {
     public var limits = ImageLimits()
     /// Root of the content-addressed store.
     public var storeRoot: URL
+    /// Seconds between store sweeps (one worker at a time sweeps); 0 turns them off. Default 600.
+    public var sweepInterval: Double = 600
+    /// Bytes the store may hold before sweeps trim it to half by least recent access; nil for
+    /// no limit (the default).
+    public var storeSizeLimit: Int64?
 
     public init(storeRoot: URL, workerID: String? = nil, concurrency: Int? = nil) {
         self.storeRoot = storeRoot

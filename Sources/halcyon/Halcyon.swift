@@ -18,7 +18,7 @@ struct Halcyon: AsyncParsableCommand {
             """,
         subcommands: [
             Migrate.self, Enqueue.self, Work.self, Status.self, Show.self,
-            Retry.self, Cancel.self, Prune.self, Validate.self, Demo.self, Bench.self, Embedded.self,
+            Retry.self, Cancel.self, Prune.self, Sweep.self, Verify.self, Validate.self, Demo.self, Bench.self, Embedded.self,
         ]
     )
 }

@@ -5,6 +5,7 @@ import HalcyonCore
 import HalcyonFetch
 import HalcyonQueue
 import HalcyonWorker
+import Logging
 
 struct Work: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -19,6 +20,7 @@ struct Work: AsyncParsableCommand {
     @OptionGroup var database: DatabaseOptions
     @OptionGroup var storeOptions: StoreOptions
     @OptionGroup var logging: LoggingOptions
+    @OptionGroup var sizeLimit: StoreSizeLimitOption
 
     @Option(help: "Processing slots (concurrent decode/process/encode). Default: number of cores.")
     var concurrency: Int?
@@ -58,11 +60,13 @@ struct Work: AsyncParsableCommand {
     var maxRedirects: Int = 5
     @Option(help: "Keep downloaded originals in the store and reuse them this long without a request; then revalidate (If-None-Match/If-Modified-Since, a 304 reuses them). 0 keeps none.")
     var originalsTTL: String = "0s"
+    @Option(help: "How often a worker sweeps the store (expired files, dangling keys, --store-size-limit); one worker at a time. 0 turns it off.")
+    var sweepInterval: String = "10m"
 
     func validate() throws {
         for (name, value) in [("--lease", lease), ("--poll-interval", pollInterval), ("--grace", grace), ("--retry-base", retryBase),
                               ("--fetch-retry-interval", fetchRetryInterval), ("--connect-timeout", connectTimeout), ("--fetch-timeout", fetchTimeout),
-                              ("--originals-ttl", originalsTTL)] {
+                              ("--originals-ttl", originalsTTL), ("--sweep-interval", sweepInterval)] {
             guard TimeSpan.parse(value) != nil else { throw ValidationError("\(name) must be a duration like 30s, 500ms or 2m") }
         }
         guard (TimeSpan.parse(lease) ?? 0) >= 1 else { throw ValidationError("--lease must be at least 1s") }
@@ -82,8 +86,7 @@ struct Work: AsyncParsableCommand {
 
     func run() async throws {
         let logger = logging.makeLogger()
-        let (connection, conninfo) = try await database.connect()
-        await connection.close()
+        let conninfo = try await checkDatabase(logger)
 
         var c = WorkerConfiguration(storeRoot: storeOptions.root(), workerID: workerID, concurrency: concurrency)
         c.fetchConcurrency = fetchConcurrency
@@ -103,11 +106,35 @@ struct Work: AsyncParsableCommand {
         c.fetch.maxBytes = ByteSize.parse(maxDownloadSize)!
         c.fetch.maxRedirects = maxRedirects
         c.fetch.originalsTTL = TimeSpan.parse(originalsTTL)!
+        c.sweepInterval = TimeSpan.parse(sweepInterval)!
+        c.storeSizeLimit = sizeLimit.bytes
 
         let worker = Worker(configuration: c, conninfo: conninfo, logger: logger)
         let signals = SignalForwarder(signals: [SIGTERM, SIGINT]) { worker.requestStop() }
         _ = try await worker.run()
         signals.cancel()
+    }
+}
+
+extension Work {
+    /// Connects once to check the schema. A database that is down or dropping connections
+    /// (restarting, failing over) is retried with backoff for up to a minute — a worker started
+    /// beside its database should wait for it; anything else (a bad URL, a missing schema)
+    /// fails at once.
+    func checkDatabase(_ logger: Logger) async throws -> String {
+        let deadline = Date().addingTimeInterval(60)
+        var delay = 0.1
+        while true {
+            do {
+                let (connection, conninfo) = try await database.connect()
+                await connection.close()
+                return conninfo
+            } catch let error as DatabaseError where error.connectionLost && Date() < deadline {
+                logger.warning("database unavailable at start; retrying", metadata: ["error": "\(error)", "retry_in": "\(TimeSpan.format(delay))"])
+                try await Task.sleep(for: .seconds(delay))
+                delay = min(delay * 2, 5)
+            }
+        }
     }
 }
 

@@ -30,7 +30,7 @@ import Testing
 @Suite struct JobOptionsTests {
     @Test func defaults() throws {
         let o = try JobOptions.parse(json: "{}")
-        #expect(o.expiration == .seconds(7 * 86400))
+        #expect(o.expiration == .days(7))
         #expect(o.extend == .cacheTime)
         #expect(o.forceRefresh == false && o.onlyFromCache == false)
         #expect(o.retry == nil)
@@ -67,6 +67,40 @@ import Testing
         #expect(StorageExpiration.parse("never") == .never)
         #expect(StorageExpiration.parse("expired") == .expired)
         #expect(StorageExpiration.parse("2030-01-02T03:04:05Z") == .date(Date(timeIntervalSince1970: 1893553445)))
+        #expect(StorageExpiration.parse("7d") == .days(7))
+        #expect(StorageExpiration.parse("90m") == .seconds(5400))
+    }
+}
+
+/// Expiry math: what goes into a file's mtime and what a hit does to it.
+@Suite struct ExpirationTests {
+    let now = Date(timeIntervalSince1970: 1_800_000_000)
+
+    @Test func expiryInstants() {
+        #expect(StorageExpiration.seconds(30).expiry(from: now) == now + 30)
+        #expect(StorageExpiration.days(7).expiry(from: now) == now + 7 * 86_400)
+        #expect(StorageExpiration.never.expiry(from: now) == StorageExpiration.neverInstant)
+        #expect(StorageExpiration.expired.expiry(from: now) == now)
+        #expect(StorageExpiration.date(now - 5).expiry(from: now) == now - 5)  // a past instant: already expired
+        #expect(StorageExpiration.days(1_000_000).expiry(from: now) == StorageExpiration.neverInstant)
+    }
+
+    @Test func cacheTimeRestartsTheItemsOwnTTL() throws {
+        // Stored 2 h before `now` with a 10 h TTL: a hit gives it 10 h from now.
+        let t = try #require(ExpirationExtending.cacheTime.extended(accessed: now - 7200, expires: now + 28_800, now: now))
+        #expect(t.accessed == now)
+        #expect(t.expires == now + 36_000)
+    }
+
+    @Test func noneLeavesTheTimesAndANewExpirationCountsFromNow() throws {
+        #expect(ExpirationExtending.none.extended(accessed: now - 1, expires: now + 1, now: now) == nil)
+        let t = try #require(ExpirationExtending.expiration(.seconds(60)).extended(accessed: now - 1000, expires: now + 5, now: now))
+        #expect(t.accessed == now && t.expires == now + 60)
+    }
+
+    @Test func neverStaysNever() throws {
+        let t = try #require(ExpirationExtending.cacheTime.extended(accessed: now - 10, expires: StorageExpiration.neverInstant, now: now))
+        #expect(t.expires == StorageExpiration.neverInstant)
     }
 }
 

@@ -8,12 +8,12 @@ public final class HalcyonProcess: Sendable {
     public let logURL: URL
     private let exitStatus = Mutex<Int32?>(nil)
 
-    /// Starts `halcyon ARGS --database-url CONNINFO`.
-    public init(_ arguments: [String], conninfo: String, environment: [String: String] = [:]) throws {
+    /// Starts `halcyon ARGS --database-url CONNINFO` (without the option when `conninfo` is nil).
+    public init(_ arguments: [String], conninfo: String?, environment: [String: String] = [:]) throws {
         logURL = try TestEnvironment.temporaryDirectory("proc").appendingPathComponent("output.log")
         var env = ProcessInfo.processInfo.environment
         env.merge(environment) { $1 }
-        pid = try Subprocess.spawn(TestEnvironment.binary, arguments + ["--database-url", conninfo],
+        pid = try Subprocess.spawn(TestEnvironment.binary, arguments + (conninfo.map { ["--database-url", $0] } ?? []),
                                    outputPath: logURL.path, environment: env)
     }
 

@@ -1,0 +1,104 @@
+import ArgumentParser
+import Foundation
+import HalcyonCore
+import HalcyonQueue
+import HalcyonStore
+
+/// `--store-size-limit` for `sweep` and `work`.
+struct StoreSizeLimitOption: ParsableArguments {
+    @Option(help: "Size the store may reach before sweeps delete the least recently accessed objects down to half of it, e.g. 20GiB (default: no limit).")
+    var storeSizeLimit: String?
+
+    func validate() throws {
+        if let s = storeSizeLimit, ByteSize.parse(s).map({ $0 > 0 }) != true {
+            throw ValidationError("--store-size-limit must be a size like 20GiB")
+        }
+    }
+
+    var bytes: Int64? { storeSizeLimit.flatMap(ByteSize.parse).map(Int64.init) }
+}
+
+struct Sweep: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Delete expired store files and keys; trim the store to a size limit.",
+        discussion: """
+            Deletes objects and kept originals whose expiry (mtime) has passed, keys that expired
+            or point at nothing, and temp files over an hour old; then, over --store-size-limit,
+            the least recently accessed (atime) until under half the limit. Safe while workers
+            run: each deletion re-checks its reason under the file's lock. One sweeper at a time
+            (a PostgreSQL advisory lock shared with the workers' periodic sweeps): if one is
+            running, this waits for it.
+            """)
+
+    @OptionGroup var database: DatabaseOptions
+    @OptionGroup var storeOptions: StoreOptions
+    @OptionGroup var limit: StoreSizeLimitOption
+    @Flag(help: "Print the report as JSON.")
+    var json = false
+
+    func run() async throws {
+        let (connection, _) = try await database.connect()
+        let queue = JobQueue(connection: connection)
+        if try await !queue.tryLockSweep() {
+            printError("another sweep is running; waiting for it to finish…")
+            try await queue.lockSweep()
+        }
+        let sweeper = Sweeper(store: DiskStore(root: storeOptions.root()), sizeLimit: limit.bytes)
+        let report = try await Blocking.run { sweeper.sweep() }
+        try? await queue.unlockSweep()
+        await connection.close()
+        if json {
+            print(report.json.prettyText)
+            return
+        }
+        print("""
+            store \(sweeper.store.root.path), swept in \(String(format: "%.2f", report.seconds)) s
+              expired objects:   \(report.expiredObjects) (\(ByteSize.format(report.expiredBytes)))
+              expired originals: \(report.expiredOriginals) (\(ByteSize.format(report.expiredOriginalBytes)))
+              trimmed for size:  \(report.trimmedObjects) (\(ByteSize.format(report.trimmedBytes)))
+              keys removed:      \(report.removedKeys) (expired, dangling or unreadable)
+              temp files:        \(report.removedTempFiles)
+              freed:             \(ByteSize.format(report.freedBytes))
+              now:               \(report.keptFiles) files, \(ByteSize.format(report.keptBytes))\(report.sizeLimit.map { " of \(ByteSize.format($0))" } ?? ""), \(report.keptKeys) keys
+            """)
+    }
+}
+
+struct Verify: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Re-hash every stored object; report (and with --repair remove) any whose bytes no longer match their name.",
+        discussion: """
+            Objects are named by the SHA-256 of their bytes, so a mismatch means the file was
+            damaged on disk. --repair deletes such objects and the keys pointing at them: later
+            jobs for those keys process the source again. Exit status 1 when something is
+            corrupt (also after --repair, so a cron job notices). Needs no database.
+            """)
+
+    @OptionGroup var storeOptions: StoreOptions
+    @Flag(help: "Remove corrupt objects and their keys.")
+    var repair = false
+    @Flag(help: "Print the report as JSON.")
+    var json = false
+
+    func run() async throws {
+        let verifier = Verifier(store: DiskStore(root: storeOptions.root()))
+        let repair = self.repair
+        let report = try await Blocking.run { verifier.verify(repair: repair) }
+        if json {
+            print(JSONValue.object([
+                "checked_objects": .number(Double(report.checkedObjects)), "checked_bytes": .number(Double(report.checkedBytes)),
+                "corrupt": .array(report.corrupt.map { .string($0) }), "removed_objects": .number(Double(report.removedObjects)),
+                "removed_keys": .number(Double(report.removedKeys)), "seconds": .number((report.seconds * 1000).rounded() / 1000),
+            ]).prettyText)
+        } else {
+            print("checked \(report.checkedObjects) objects (\(ByteSize.format(report.checkedBytes))) in \(String(format: "%.2f", report.seconds)) s")
+            for path in report.corrupt { print("corrupt: \(path)") }
+            if repair, !report.corrupt.isEmpty {
+                print("removed \(report.removedObjects) corrupt objects and \(report.removedKeys) keys pointing at them")
+            } else if report.corrupt.isEmpty {
+                print("all objects match their names")
+            }
+        }
+        if !report.corrupt.isEmpty { throw ExitCode(1) }
+    }
+}

@@ -1,0 +1,216 @@
+import Foundation
+import HalcyonCore
+@testable import HalcyonStore
+import Testing
+
+/// Keys, expiry attributes and hits (ARCHITECTURE.md §6).
+@Suite struct ExpiryTests {
+    static func makeStore() throws -> DiskStore {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("store-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        return DiskStore(root: dir)
+    }
+
+    static let info = ResultInfo(format: "jpeg", width: 320, height: 200)
+
+    func times(_ store: DiskStore, _ relative: String) throws -> FileTimes {
+        try #require(FileTimes.read(store.url(forRelativePath: relative).path))
+    }
+
+    func near(_ a: Date, _ b: Date, _ tolerance: Double = 2) -> Bool { abs(a.timeIntervalSince(b)) <= tolerance }
+
+    @Test func aStoredObjectCarriesItsExpiryAsMtimeAndTheWriteAsAtime() throws {
+        let store = try Self.makeStore()
+        defer { try? FileManager.default.removeItem(at: store.root) }
+        let written = Date()
+        let o = try store.store(Data("abc".utf8), ext: "jpg", info: Self.info, key: "k@resize", expiration: .seconds(3600))
+        let object = try times(store, o.path), key = try times(store, DiskStore.keyPath(for: "k@resize"))
+        #expect(near(object.expires, written + 3600))
+        #expect(near(object.accessed, written))
+        #expect(near(key.expires, written + 3600))
+        #expect(near(key.accessed, written))
+        let never = try store.store(Data("n".utf8), ext: "png", info: Self.info, key: "n", expiration: .never)
+        #expect(try times(store, never.path).expires == StorageExpiration.neverInstant)
+    }
+
+    @Test func aHitWithCacheTimeMovesBothTimesAndNoneMovesNeither() throws {
+        let store = try Self.makeStore()
+        defer { try? FileManager.default.removeItem(at: store.root) }
+        let t0 = Date(timeIntervalSinceNow: -7200)  // stored two hours ago with a 10 h TTL
+        let o = try store.store(Data("abc".utf8), ext: "jpg", info: Self.info, key: "k", expiration: .seconds(36_000), now: t0)
+        let keyPath = DiskStore.keyPath(for: "k")
+        let before = (object: try times(store, o.path), key: try times(store, keyPath))
+
+        let quiet = try #require(store.lookup("k", extend: .none))
+        #expect(quiet.object.path == o.path && quiet.info == Self.info && quiet.object.bytes == 3)
+        #expect(try times(store, o.path) == before.object)
+        #expect(try times(store, keyPath) == before.key)
+
+        let now = Date()
+        let hit = try #require(store.lookup("k", extend: .cacheTime, now: now))
+        #expect(near(hit.expires, now + 36_000, 0.01))
+        let key = try times(store, keyPath), object = try times(store, o.path)
+        #expect(near(key.accessed, now, 0.01) && near(key.expires, now + 36_000, 0.01))
+        #expect(near(object.accessed, now, 0.01) && near(object.expires, now + 36_000, 0.01))
+
+        _ = try #require(store.lookup("k", extend: .expiration(.seconds(60)), now: now))
+        #expect(near(try times(store, keyPath).expires, now + 60, 0.01))
+        // The object keeps the later expiry its key needed before.
+        #expect(near(try times(store, o.path).expires, now + 36_000, 0.01))
+    }
+
+    @Test func anExpiredKeyOrAMissingObjectIsAMiss() throws {
+        let store = try Self.makeStore()
+        defer { try? FileManager.default.removeItem(at: store.root) }
+        let o = try store.store(Data("abc".utf8), ext: "jpg", info: Self.info, key: "old", expiration: .seconds(60),
+                                now: Date(timeIntervalSinceNow: -120))
+        #expect(store.lookup("old", extend: .cacheTime) == nil)
+        _ = try store.store(Data("xyz".utf8), ext: "jpg", info: Self.info, key: "gone", expiration: .days(1))
+        try FileManager.default.removeItem(at: store.url(forRelativePath: DiskStore.objectPath(digest: Digest.sha256Hex(Data("xyz".utf8)), ext: "jpg")))
+        #expect(store.lookup("gone", extend: .cacheTime) == nil)
+        #expect(store.lookup("never-stored", extend: .cacheTime) == nil)
+        // `expired` stores the result (the job needs it) but nothing hits it.
+        let e = try store.store(Data("e".utf8), ext: "png", info: Self.info, key: "e", expiration: .expired)
+        #expect(FileManager.default.fileExists(atPath: store.url(forRelativePath: e.path).path))
+        #expect(store.lookup("e", extend: .cacheTime) == nil)
+        _ = o
+    }
+
+    @Test func twoKeysOnOneObjectKeepItUntilTheLaterNeedsIt() throws {
+        let store = try Self.makeStore()
+        defer { try? FileManager.default.removeItem(at: store.root) }
+        let now = Date()
+        let bytes = Data("same bytes".utf8)
+        let short = try store.store(bytes, ext: "jpg", info: Self.info, key: "short", expiration: .seconds(60), now: now - 120)
+        let long = try store.store(bytes, ext: "jpg", info: Self.info, key: "long", expiration: .days(2), now: now - 100)
+        #expect(short.path == long.path && long.existed)
+        #expect(near(try times(store, long.path).expires, now - 100 + 2 * 86_400, 0.01))
+
+        let report = Sweeper(store: store).sweep(now: now)
+        #expect(report.removedKeys == 1 && report.expiredObjects == 0)
+        #expect(store.lookup("short", extend: .none) == nil)
+        #expect(store.lookup("long", extend: .none) != nil)
+        // Once the long key's need passes too, both go.
+        let later = Sweeper(store: store).sweep(now: now + 3 * 86_400)
+        #expect(later.expiredObjects == 1 && later.removedKeys == 1)
+        #expect(!FileManager.default.fileExists(atPath: store.url(forRelativePath: long.path).path))
+    }
+
+    @Test func sizeTrimRemovesTheLeastRecentlyAccessedUntilUnderHalf() throws {
+        let store = try Self.makeStore()
+        defer { try? FileManager.default.removeItem(at: store.root) }
+        let now = Date()
+        var paths: [String] = []
+        for i in 0..<10 {  // 10 × 1000 bytes, object i last accessed i minutes after the first
+            let o = try store.store(Data(repeating: UInt8(i), count: 1000), ext: "png", info: Self.info, key: "k\(i)",
+                                    expiration: .days(1), now: now - 3600 + Double(i) * 60)
+            paths.append(o.path)
+        }
+        let report = Sweeper(store: store, sizeLimit: 8000).sweep(now: now)
+        // Over 8000: delete the oldest until under 4000 → the six oldest go, four stay.
+        #expect(report.trimmedObjects == 6 && report.trimmedBytes == 6000 && report.keptBytes == 4000)
+        for (i, p) in paths.enumerated() {
+            #expect(FileManager.default.fileExists(atPath: store.url(forRelativePath: p).path) == (i >= 6))
+        }
+        #expect(report.removedKeys == 6)
+        #expect(Sweeper(store: store, sizeLimit: 8000).sweep(now: now).trimmedObjects == 0)
+    }
+
+    @Test func fourWritersOfTheSameBytesMakeOneObjectAndEveryKeyHits() async throws {
+        let store = try Self.makeStore()
+        defer { try? FileManager.default.removeItem(at: store.root) }
+        let bytes = Data((0..<200_000).map { UInt8(truncatingIfNeeded: $0 &* 31) })
+        let started = Date()
+        let paths = try await withThrowingTaskGroup(of: String.self) { group in
+            for w in 0..<4 {
+                group.addTask {
+                    try await Blocking.run {
+                        try store.store(bytes, ext: "jpg", info: Self.info, key: "writer-\(w)", expiration: .seconds(600 + Double(w) * 100)).path
+                    }
+                }
+            }
+            return try await group.reduce(into: Set<String>()) { $0.insert($1) }
+        }
+        #expect(paths.count == 1)
+        let objects = try FileManager.default.subpathsOfDirectory(atPath: store.url(forRelativePath: "objects").path).filter { $0.hasSuffix(".jpg") }
+        #expect(objects.count == 1)
+        for w in 0..<4 { #expect(store.lookup("writer-\(w)", extend: .none) != nil) }
+        // The object lives as long as the longest-lived key needs.
+        let expires = try times(store, paths.first!).expires
+        #expect(expires >= started + 900 && expires <= Date() + 900)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: store.url(forRelativePath: "tmp").path).isEmpty)
+    }
+
+    @Test func aKeyThatCannotBeWrittenFailsWithWriteFailedAndLeavesNoKey() throws {
+        let store = try Self.makeStore()
+        defer { try? FileManager.default.removeItem(at: store.root) }
+        try Data().write(to: store.url(forRelativePath: "keys"))  // a file where the keys directory goes
+        #expect {
+            _ = try store.store(Data("abc".utf8), ext: "jpg", info: Self.info, key: "k", expiration: .days(1))
+        } throws: { ($0 as? HalcyonError)?.code == .writeFailed }
+        #expect(store.lookup("k", extend: .none) == nil)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: store.url(forRelativePath: "tmp").path).isEmpty)
+    }
+
+    /// Sweeps of expired objects race writers that store the same bytes again (so they extend
+    /// the very objects being swept): afterwards every key a writer wrote must hit.
+    @Test func sweepingWhileWritersExtendTheSameObjectsLosesNoKey() async throws {
+        let store = try Self.makeStore()
+        defer { try? FileManager.default.removeItem(at: store.root) }
+        let payloads = (0..<300).map { Data("payload \($0)".utf8) }
+        let past = Date(timeIntervalSinceNow: -3600)
+        for (i, p) in payloads.enumerated() {
+            _ = try store.store(p, ext: "png", info: Self.info, key: "old-\(i)", expiration: .seconds(60), now: past)
+        }
+        let sweeps = Task.detached {
+            var removed = 0
+            for _ in 0..<20 { removed += Sweeper(store: store).sweep().expiredObjects }
+            return removed
+        }
+        let written = try await Blocking.run {
+            var keys: [String] = []
+            for (i, p) in payloads.enumerated() {
+                _ = try store.store(p, ext: "png", info: Self.info, key: "new-\(i)", expiration: .days(1))
+                keys.append("new-\(i)")
+            }
+            return keys
+        }
+        print("race: sweeps removed \(await sweeps.value) expired objects while writers extended them")
+        _ = Sweeper(store: store).sweep()
+        for key in written { #expect(store.lookup(key, extend: .none) != nil, "\(key) lost its object") }
+    }
+
+    @Test func verifyFindsAndRepairsACorruptObject() throws {
+        let store = try Self.makeStore()
+        defer { try? FileManager.default.removeItem(at: store.root) }
+        let good = try store.store(Data("good".utf8), ext: "png", info: Self.info, key: "g", expiration: .days(1))
+        let bad = try store.store(Data("bad".utf8), ext: "png", info: Self.info, key: "b", expiration: .days(1))
+        try Data("bit rot".utf8).write(to: store.url(forRelativePath: bad.path))
+        let report = Verifier(store: store).verify(repair: false)
+        #expect(report.checkedObjects == 2 && report.corrupt == [bad.path])
+        #expect(FileManager.default.fileExists(atPath: store.url(forRelativePath: bad.path).path))
+        let repaired = Verifier(store: store).verify(repair: true)
+        #expect(repaired.removedObjects == 1 && repaired.removedKeys == 1)
+        #expect(store.lookup("b", extend: .none) == nil)
+        #expect(store.lookup("g", extend: .none)?.object.path == good.path)
+        #expect(Verifier(store: store).verify(repair: false).corrupt.isEmpty)
+    }
+
+    @Test func keyRecordsRoundTrip() throws {
+        let record = KeyRecord(object: "objects/ab/cd/abcd.jpg", bytes: 12, info: Self.info, key: "a\nb\\c@resize(1x1,mode=fit)")
+        #expect(KeyRecord(record.text) == record)
+        #expect(KeyRecord("garbage") == nil)
+        #expect(KeyRecord("halcyon-key 1\nobject ../../etc/passwd\nbytes 1\nimage jpeg 1x1\nkey k\n") == nil)
+    }
+
+    @Test func staleTempFilesAreSwept() throws {
+        let store = try Self.makeStore()
+        defer { try? FileManager.default.removeItem(at: store.root) }
+        try FileManager.default.createDirectory(at: store.url(forRelativePath: "tmp"), withIntermediateDirectories: true)
+        try Data("half".utf8).write(to: store.url(forRelativePath: "tmp/x.part"))
+        var sweeper = Sweeper(store: store)
+        #expect(sweeper.sweep().removedTempFiles == 0)  // young: maybe a writer at work
+        sweeper.tempFileAge = 0
+        #expect(sweeper.sweep(now: Date() + 1).removedTempFiles == 1)
+    }
+}

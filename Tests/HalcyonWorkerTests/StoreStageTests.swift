@@ -1,0 +1,166 @@
+import Foundation
+import HalcyonCore
+import HalcyonQueue
+import HalcyonStore
+import HalcyonTestSupport
+import Testing
+
+/// The store as a worker uses it: hits before any download, `force_refresh`,
+/// `only_from_cache`, expiry options; and the `sweep` and `verify` commands.
+@Suite(.enabled(if: TestEnvironment.available, "needs scripts/test (PostgreSQL, origin, binary)"))
+struct StoreStageTests {
+    let helper = WorkerTests()
+
+    /// A URL of its own per test, so the origin's request counts are this test's alone.
+    func source(_ db: TestDatabase) throws -> (url: String, path: String) {
+        _ = try WorkerTests.published()
+        let path = "/files/photo.jpg?t=\(db.name)"
+        return (TestEnvironment.origin + path, path)
+    }
+
+    func drain(_ db: TestDatabase, _ store: URL, _ extra: [String] = []) async throws {
+        let w = try helper.worker(db, store: store, ["--drain"] + extra)
+        #expect(await w.wait(timeout: 60) == 0, "\(w.output.suffix(1000))")
+    }
+
+    @Test func aSecondJobForTheSameSourceAndChainIsAHitWithoutARequest() async throws {
+        let db = try await TestDatabase.create()
+        let store = try TestEnvironment.temporaryDirectory("store")
+        let (url, path) = try source(db)
+        _ = try await helper.enqueue(db, [helper.job(url, "resize(100x100, mode=fill) |> format(png)")])
+        try await drain(db, store)
+        // An equivalent spelling of the chain: the same identifier, the same key.
+        _ = try await helper.enqueue(db, [helper.job(url, "RESIZE(100x100, mode=fill) >> format(png)")])
+        try await drain(db, store)
+        let r = try await db.query("""
+            SELECT cache_hit, result_key, result_path, result_digest, result_bytes, result_width, result_height, result_format, result_source
+            FROM halcyon.jobs ORDER BY id
+            """)
+        #expect(r.value(0, "cache_hit") == "f" && r.value(1, "cache_hit") == "t")
+        for column in ["result_key", "result_path", "result_digest", "result_bytes", "result_width", "result_height", "result_format"] {
+            #expect(r.value(1, column) == r.value(0, column), "\(column)")
+        }
+        #expect(r.value(1, "result_width") == "100" && r.value(1, "result_format") == "png")
+        #expect(r.value(1, "result_source") == nil)
+        #expect(try Origin.counts()[path] == 1)
+        #expect(FileManager.default.fileExists(atPath: store.appendingPathComponent(try #require(r.value(1, "result_path"))).path))
+    }
+
+    @Test func forceRefreshFetchesAgainAndOnlyFromCacheFailsAMiss() async throws {
+        let db = try await TestDatabase.create()
+        let store = try TestEnvironment.temporaryDirectory("store")
+        let (url, path) = try source(db)
+        _ = try await helper.enqueue(db, [helper.job(url, "resize(50x50)")])
+        try await drain(db, store)
+        var refresh = helper.job(url, "resize(50x50)")
+        refresh.options = #"{"force_refresh": true}"#
+        var cached = helper.job(url, "resize(50x50)")
+        cached.options = #"{"only_from_cache": true}"#
+        var uncached = helper.job(url, "resize(51x51)")
+        uncached.options = #"{"only_from_cache": true}"#
+        _ = try await helper.enqueue(db, [refresh, cached, uncached])
+        try await drain(db, store)
+        let r = try await db.query("SELECT state::text, cache_hit, attempt, last_error FROM halcyon.jobs ORDER BY id")
+        #expect(r.value(1, "state") == "succeeded" && r.value(1, "cache_hit") == "f")
+        #expect(r.value(2, "state") == "succeeded" && r.value(2, "cache_hit") == "t")
+        #expect(r.value(3, "state") == "failed" && r.value(3, "attempt") == "1")  // permanent: no retry
+        #expect(r.value(3, "last_error")?.hasPrefix("store.not_cached:") == true)
+        #expect(try Origin.counts()[path] == 2)
+    }
+
+    @Test func expirationOptionsReachTheFiles() async throws {
+        let db = try await TestDatabase.create()
+        let store = try TestEnvironment.temporaryDirectory("store")
+        let (url, _) = try source(db)
+        var hour = helper.job(url, "resize(40x40)")
+        hour.options = #"{"expiration": "1h"}"#
+        var never = helper.job(url, "resize(41x41)")
+        never.options = #"{"expiration": "never"}"#
+        var expired = helper.job(url, "resize(42x42)")
+        expired.options = #"{"expiration": "expired"}"#
+        _ = try await helper.enqueue(db, [hour, never, expired])
+        let started = Date()
+        try await drain(db, store)
+        let r = try await db.query("SELECT result_key, result_path FROM halcyon.jobs ORDER BY id")
+        func times(_ row: Int) throws -> (key: FileTimes, object: FileTimes) {
+            let resultKey = try #require(r.value(row, "result_key")), resultPath = try #require(r.value(row, "result_path"))
+            let key = try #require(FileTimes.read(store.appendingPathComponent(DiskStore.keyPath(for: resultKey)).path))
+            let object = try #require(FileTimes.read(store.appendingPathComponent(resultPath).path))
+            return (key, object)
+        }
+        let h = try times(0)
+        #expect(abs(h.key.expires.timeIntervalSince(started + 3600)) < 10)
+        #expect(abs(h.object.expires.timeIntervalSince(started + 3600)) < 10)
+        #expect(try times(1).object.expires == StorageExpiration.neverInstant)
+        #expect(try times(2).object.expires <= Date())
+        // The next sweep removes the `expired` result and nothing else.
+        let sweep = try HalcyonProcess(["sweep", "--store", store.path, "--json"], conninfo: db.conninfo)
+        #expect(await sweep.wait(timeout: 60) == 0)
+        let report = try #require(JSONValue.parse(sweep.output), "\(sweep.output)")
+        #expect(report["expired_objects"]?.numberValue == 1)
+        #expect(report["kept_files"]?.numberValue == 2)
+        #expect(!FileManager.default.fileExists(atPath: store.appendingPathComponent(try #require(r.value(2, "result_path"))).path))
+        #expect(FileManager.default.fileExists(atPath: store.appendingPathComponent(try #require(r.value(0, "result_path"))).path))
+    }
+
+    @Test func verifyReportsAndRepairsCorruptObjects() async throws {
+        let db = try await TestDatabase.create()
+        let store = try TestEnvironment.temporaryDirectory("store")
+        let (url, _) = try source(db)
+        _ = try await helper.enqueue(db, [helper.job(url, "resize(30x30) |> format(png)"), helper.job(url, "resize(31x31) |> format(png)")])
+        try await drain(db, store)
+        let clean = try HalcyonProcess(["verify", "--store", store.path], conninfo: nil)
+        #expect(await clean.wait(timeout: 60) == 0, "\(clean.output)")
+        #expect(clean.output.contains("checked 2 objects"))
+        let bad = try #require(try await db.query("SELECT result_path FROM halcyon.jobs ORDER BY id").value(0, "result_path"))
+        try Data("not the bytes it was".utf8).write(to: store.appendingPathComponent(bad))
+        let found = try HalcyonProcess(["verify", "--store", store.path], conninfo: nil)
+        #expect(await found.wait(timeout: 60) == 1)
+        #expect(found.output.contains("corrupt: \(bad)"))
+        let repair = try HalcyonProcess(["verify", "--store", store.path, "--repair"], conninfo: nil)
+        #expect(await repair.wait(timeout: 60) == 1)
+        #expect(repair.output.contains("removed 1 corrupt objects and 1 keys"), "\(repair.output)")
+        #expect(!FileManager.default.fileExists(atPath: store.appendingPathComponent(bad).path))
+    }
+
+    @Test func workersSweepPeriodicallyAndSweepsTakeTurnsOnTheLock() async throws {
+        let db = try await TestDatabase.create()
+        let store = DiskStore(root: try TestEnvironment.temporaryDirectory("store"))
+        let info = ResultInfo(format: "png", width: 1, height: 1)
+        let stale = try store.store(Data("stale".utf8), ext: "png", info: info, key: "stale", expiration: .seconds(1),
+                                    now: Date(timeIntervalSinceNow: -60))
+        let fresh = try store.store(Data("fresh".utf8), ext: "png", info: info, key: "fresh", expiration: .days(1))
+
+        // Someone holds the sweep lock: `halcyon sweep` waits for it.
+        let holder = try await db.connect()
+        try await holder.execute("SELECT pg_advisory_lock(1212238915002)")
+        let sweep = try HalcyonProcess(["sweep", "--store", store.root.path], conninfo: db.conninfo)
+        #expect(try await helper.waitUntil(30) {
+            try await db.query("""
+                SELECT count(*) AS n FROM pg_locks
+                WHERE locktype = 'advisory' AND NOT granted AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+                """).value(0, "n") == "1"
+        })
+        #expect(sweep.isRunning)
+        #expect(FileManager.default.fileExists(atPath: store.url(forRelativePath: stale.path).path))
+        try await holder.execute("SELECT pg_advisory_unlock(1212238915002)")
+        #expect(await sweep.wait(timeout: 30) == 0)
+        #expect(sweep.output.contains("another sweep is running"))
+        #expect(!FileManager.default.fileExists(atPath: store.url(forRelativePath: stale.path).path))
+        await holder.close()
+
+        // A worker sweeps on its own.
+        let again = try store.store(Data("again".utf8), ext: "png", info: info, key: "again", expiration: .seconds(1),
+                                    now: Date(timeIntervalSinceNow: -60))
+        let w = try helper.worker(db, store: store.root, ["--sweep-interval", "1s", "--log-level", "info"])
+        let deadline = Date() + 20
+        while FileManager.default.fileExists(atPath: store.url(forRelativePath: again.path).path), Date() < deadline {
+            try await Task.sleep(for: .milliseconds(200))
+        }
+        w.signal(SIGTERM)
+        #expect(await w.wait(timeout: 30) == 0)
+        #expect(!FileManager.default.fileExists(atPath: store.url(forRelativePath: again.path).path))
+        #expect(FileManager.default.fileExists(atPath: store.url(forRelativePath: fresh.path).path))
+        #expect(w.output.contains("store swept"), "\(w.output.suffix(2000))")
+    }
+}
