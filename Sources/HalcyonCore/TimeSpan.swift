@@ -58,3 +58,8 @@ public enum ByteSize {
         return String(format: "%.1f ", value) + units[unit]
     }
 }
+
+extension Duration {
+    /// The duration in seconds.
+    public var seconds: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
+}

@@ -21,6 +21,11 @@ public struct ProcessedImage: Sendable {
     public var format: ImageFormat
     public var width: Int
     public var height: Int
+    /// Seconds spent decoding (header, pixels, orientation, sRGB; shared by the chains of one
+    /// source), in this chain's steps (and its copy of the decoded image), and encoding.
+    public var decodeSeconds: Double
+    public var processSeconds: Double
+    public var encodeSeconds: Double
 }
 
 /// Decode once → auto-orient → sRGB → each step → strip → encode, in one wand per chain.
@@ -51,6 +56,7 @@ public enum ImagePipeline {
     /// own failure fails only it. Results are in the order of `chains`.
     public static func run(_ data: Data, format: ImageFormat, chains: [ProcessorChain],
                            limits: ImageLimits = ImageLimits()) throws(HalcyonError) -> [Result<ProcessedImage, HalcyonError>] {
+        let decodeStarted = ContinuousClock.now
         let header = try MagickImage.ping(data, format: format)
         guard header.width <= limits.maxWidth, header.height <= limits.maxHeight,
               header.width * header.height <= limits.maxPixels else {
@@ -67,15 +73,20 @@ public enum ImagePipeline {
         observer?.add()
         try base.autoOrient()
         try base.toSRGB()
+        let decodeSeconds = (ContinuousClock.now - decodeStarted).seconds
         return chains.enumerated().map { i, chain in
             Result { () throws(HalcyonError) -> ProcessedImage in
+                let started = ContinuousClock.now
                 let image = i == chains.count - 1 ? base : base.clone()  // the last chain may consume the original
                 if let output = chain.outputFormat { image.outputFormat = output }
                 for processor in chain.processors {
                     try processor.process(image)
                 }
+                let processed = ContinuousClock.now
                 let encoded = try image.encode()
-                return ProcessedImage(data: encoded, format: image.outputFormat, width: image.width, height: image.height)
+                return ProcessedImage(data: encoded, format: image.outputFormat, width: image.width, height: image.height,
+                                      decodeSeconds: decodeSeconds, processSeconds: (processed - started).seconds,
+                                      encodeSeconds: (ContinuousClock.now - processed).seconds)
             }
         }
     }

@@ -46,6 +46,31 @@ public enum SampleImages {
         return try encode(pixels: pixels, width: width, height: height, alpha: false, format: format, quality: 95)
     }
 
+    /// `jpeg` with an EXIF APP1 segment whose Orientation tag is `value` (1–8), inserted after
+    /// the SOI marker: the pixels stay as stored, viewers rotate them.
+    public static func withEXIFOrientation(_ jpeg: Data, _ value: UInt8) -> Data {
+        let tiff: [UInt8] = [0x4D, 0x4D, 0, 0x2A, 0, 0, 0, 8,  // big-endian TIFF, IFD at 8
+                             0, 1,                            // one entry
+                             0x01, 0x12, 0, 3, 0, 0, 0, 1, 0, value, 0, 0,  // Orientation, SHORT, 1
+                             0, 0, 0, 0]                      // no next IFD
+        let payload = Array("Exif".utf8) + [0, 0] + tiff
+        let length = UInt16(payload.count + 2)
+        let app1: [UInt8] = [0xFF, 0xE1, UInt8(length >> 8), UInt8(length & 0xFF)] + payload
+        return Data(jpeg.prefix(2)) + Data(app1) + Data(jpeg.dropFirst(2))
+    }
+
+    /// An animated GIF of `frames` solid frames fading from blue to red.
+    public static func animatedGIF(frames: Int, width: Int = 60, height: Int = 40) throws(HalcyonError) -> Data {
+        _ = MagickImage.genesisToken
+        let image = MagickImage(wand: NewMagickWand()!, format: .gif)
+        for i in 0..<frames {
+            let level = UInt8(min(255, i * 255 / max(1, frames - 1)))
+            image.append(try MagickImage.decode(try solid(width: width, height: height, red: level, green: 0, blue: 255 - level), format: .png))
+        }
+        image.outputFormat = .gif
+        return try image.encode()
+    }
+
     static func encode(pixels: [UInt8], width: Int, height: Int, alpha: Bool, format: ImageFormat, quality: Int) throws(HalcyonError) -> Data {
         _ = MagickImage.genesisToken
         let wand = NewMagickWand()!

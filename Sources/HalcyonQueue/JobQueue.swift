@@ -40,11 +40,11 @@ public struct JobQueue: Sendable {
     }
 
     /// Records success. Returns false when the job was no longer ours.
-    public func complete(id: Int64, workerID: String, result: JobResult) async throws -> Bool {
+    public func complete(id: Int64, workerID: String, result: JobResult, timings: StageTimings = StageTimings()) async throws -> Bool {
         let r = try await connection.execute(SQL.complete, [
             String(id), workerID, result.key, result.digest, result.path, String(result.bytes),
             String(result.width), String(result.height), result.format, result.cacheHit ? "true" : "false",
-            result.source,
+            result.source, timings.json.jsonText,
         ])
         return r.affected == 1
     }
@@ -59,10 +59,11 @@ public struct JobQueue: Sendable {
 
     /// Records a failed attempt: permanent errors, and transient ones on the last attempt,
     /// end in `failed`; other transient ones go back to `queued` after `retryDelay` seconds.
-    public func fail(id: Int64, workerID: String, error: HalcyonError, retryDelay: Double) async throws -> FailOutcome {
+    public func fail(id: Int64, workerID: String, error: HalcyonError, retryDelay: Double,
+                     timings: StageTimings = StageTimings()) async throws -> FailOutcome {
         let r = try await connection.execute(SQL.fail, [
             String(id), workerID, error.errorEntry.jsonText, error.description,
-            error.permanent ? "true" : "false", String(retryDelay),
+            error.permanent ? "true" : "false", String(retryDelay), timings.json.jsonText,
         ])
         guard r.count == 1 else { return .notOwned }
         return r.value(0, "state") == "failed" ? .failed : .retryScheduled
@@ -108,6 +109,18 @@ public struct JobQueue: Sendable {
         try await connection.execute(SQL.stopWorker, [id])
     }
 
+    /// Counts for a progress line.
+    public struct Progress: Sendable, Equatable {
+        public var runnable = 0, running = 0, succeeded = 0, failed = 0
+    }
+
+    /// Runnable and running jobs now; succeeded and failed since `since`.
+    public func progress(since: Date) async throws -> Progress {
+        let r = try await connection.execute(SQL.progressCounts, [ISO8601.format(since)])
+        func n(_ c: String) -> Int { r.value(0, c).flatMap { Int($0) } ?? 0 }
+        return Progress(runnable: n("runnable"), running: n("running"), succeeded: n("succeeded"), failed: n("failed"))
+    }
+
     // MARK: Store sweeping
 
     /// Takes the sweep lock (a session advisory lock) if nobody holds it.
@@ -122,6 +135,33 @@ public struct JobQueue: Sendable {
 
     public func unlockSweep() async throws {
         try await connection.execute(SQL.sweepUnlock)
+    }
+
+    /// What a sweep left and removed, for `halcyon status` (the store's size against its limit).
+    public struct SweepRecord: Sendable {
+        public var sweptBy: String, storeRoot: String
+        public var keptFiles: Int64, keptBytes: Int64, sizeLimit: Int64?
+        public var removedFiles: Int64, removedKeys: Int64, freedBytes: Int64, seconds: Double
+
+        public init(sweptBy: String, storeRoot: String, keptFiles: Int64, keptBytes: Int64, sizeLimit: Int64?,
+                    removedFiles: Int64, removedKeys: Int64, freedBytes: Int64, seconds: Double) {
+            self.sweptBy = sweptBy
+            self.storeRoot = storeRoot
+            self.keptFiles = keptFiles
+            self.keptBytes = keptBytes
+            self.sizeLimit = sizeLimit
+            self.removedFiles = removedFiles
+            self.removedKeys = removedKeys
+            self.freedBytes = freedBytes
+            self.seconds = seconds
+        }
+    }
+
+    public func recordSweep(_ r: SweepRecord) async throws {
+        try await connection.execute(SQL.recordSweep, [
+            r.sweptBy, r.storeRoot, String(r.keptFiles), String(r.keptBytes), r.sizeLimit.map(String.init),
+            String(r.removedFiles), String(r.removedKeys), String(r.freedBytes), String(r.seconds),
+        ])
     }
 
     // MARK: Administration

@@ -14,6 +14,18 @@ public struct QueueStatus: Sendable {
     public var finishedLast15m: Int
     public var failures: [(code: String, count: Int, latestMessage: String, lastSeen: String)]
     public var workers: [[String: String?]]
+    /// The store as the latest sweep left it (nil: never swept).
+    public var store: StoreState?
+
+    public struct StoreState: Sendable {
+        public var root: String
+        public var files: Int64
+        public var bytes: Int64
+        public var sizeLimit: Int64?
+        public var sweptBy: String
+        /// Seconds since that sweep.
+        public var age: Double
+    }
 
     /// A worker without a heartbeat for this many seconds counts as dead.
     public static func load(_ connection: PGConnection, deadAfter: Double = 60) async throws -> QueueStatus {
@@ -22,6 +34,11 @@ public struct QueueStatus: Sendable {
         let windows = try await connection.execute(SQL.throughputWindows)
         let failures = try await connection.execute(SQL.recentFailures)
         let workers = try await connection.execute(SQL.workerList, [String(deadAfter)])
+        let sweep = try await connection.execute(SQL.latestSweep)
+        let store = sweep.count == 0 ? nil : StoreState(
+            root: sweep.value(0, "store_root") ?? "", files: sweep.value(0, "kept_files").flatMap { Int64($0) } ?? 0,
+            bytes: sweep.value(0, "kept_bytes").flatMap { Int64($0) } ?? 0, sizeLimit: sweep.value(0, "size_limit").flatMap { Int64($0) },
+            sweptBy: sweep.value(0, "swept_by") ?? "", age: sweep.value(0, "age").flatMap { Double($0) } ?? 0)
         func int(_ r: PGRows, _ c: String) -> Int { r.value(0, c).flatMap { Int($0) } ?? 0 }
         return QueueStatus(
             counts: counts.rows.map { ($0[0] ?? "?", Int($0[1] ?? "0") ?? 0) },
@@ -29,7 +46,7 @@ public struct QueueStatus: Sendable {
             oldestRunnableAge: queue.value(0, "oldest_age").flatMap { Double($0) },
             finishedLast1m: int(windows, "m1"), finishedLast5m: int(windows, "m5"), finishedLast15m: int(windows, "m15"),
             failures: failures.rows.map { ($0[0] ?? "?", Int($0[1] ?? "0") ?? 0, $0[2] ?? "", $0[3] ?? "") },
-            workers: workers.dictionaries)
+            workers: workers.dictionaries, store: store)
     }
 
     public var json: JSONValue {
@@ -49,6 +66,11 @@ public struct QueueStatus: Sendable {
             "failures_24h": .array(failures.map {
                 ["code": .string($0.code), "count": .number(Double($0.count)), "latest_message": .string($0.latestMessage), "last_seen": .string($0.lastSeen)]
             }),
+            "store": store.map { st -> JSONValue in
+                ["root": .string(st.root), "files": .number(Double(st.files)), "bytes": .number(Double(st.bytes)),
+                 "size_limit": st.sizeLimit.map { .number(Double($0)) } ?? .null, "swept_by": .string(st.sweptBy),
+                 "swept_seconds_ago": .number(st.age.rounded())]
+            } ?? .null,
             "workers": .array(workers.map { w in
                 .object(Dictionary(uniqueKeysWithValues: w.map { k, v -> (String, JSONValue) in
                     guard let v else { return (k, .null) }

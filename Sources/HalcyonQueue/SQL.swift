@@ -7,6 +7,22 @@ enum SQL {
 
     /// Advisory lock key held by whoever sweeps the store ("HALC" + 2): one sweeper at a time.
     static let sweepLockKey = "1212238915002"
+    /// Records a sweep and keeps 30 days of them. $1 swept_by, $2 store root, $3 kept files,
+    /// $4 kept bytes, $5 size limit (null: none), $6 removed files, $7 removed keys, $8 freed
+    /// bytes, $9 seconds.
+    static let recordSweep = """
+        WITH old AS (DELETE FROM halcyon.store_sweeps WHERE at < now() - interval '30 days')
+        INSERT INTO halcyon.store_sweeps (swept_by, store_root, kept_files, kept_bytes, size_limit, removed_files, removed_keys, freed_bytes, seconds)
+        VALUES ($1, $2, $3::bigint, $4::bigint, $5::bigint, $6::bigint, $7::bigint, $8::bigint, $9::float8)
+        """
+
+    /// The latest sweep, for `halcyon status`.
+    static let latestSweep = """
+        SELECT at, swept_by, store_root, kept_files, kept_bytes, size_limit, freed_bytes,
+               extract(epoch FROM now() - at)::float8 AS age
+        FROM halcyon.store_sweeps ORDER BY at DESC LIMIT 1
+        """
+
     static let trySweepLock = "SELECT pg_try_advisory_lock(\(sweepLockKey)) AS locked"
     static let sweepLock = "SELECT pg_advisory_lock(\(sweepLockKey))"
     static let sweepUnlock = "SELECT pg_advisory_unlock(\(sweepLockKey))"
@@ -52,18 +68,18 @@ enum SQL {
         """
 
     /// $1 id, $2 worker id, $3 result_key, $4 digest, $5 path, $6 bytes, $7 width, $8 height,
-    /// $9 format, $10 cache_hit, $11 result_source.
+    /// $9 format, $10 cache_hit, $11 result_source, $12 stage timings (jsonb).
     static let complete = """
         UPDATE halcyon.jobs
         SET state = 'succeeded', locked_by = NULL, locked_until = NULL, finished_at = now(),
             result_key = $3, result_digest = $4, result_path = $5, result_bytes = $6::bigint,
             result_width = $7::int, result_height = $8::int, result_format = $9,
-            cache_hit = $10::boolean, result_source = $11
+            cache_hit = $10::boolean, result_source = $11, timings = $12::jsonb
         WHERE id = $1::bigint AND state = 'running' AND locked_by = $2
         """
 
     /// $1 id, $2 worker id, $3 error entry (jsonb without `at`/`attempt`), $4 last_error text,
-    /// $5 permanent (bool), $6 retry delay seconds. Returns the new state.
+    /// $5 permanent (bool), $6 retry delay seconds, $7 stage timings (jsonb). Returns the new state.
     static let fail = """
         UPDATE halcyon.jobs
         SET state = CASE WHEN $5::boolean OR attempt >= max_attempts THEN 'failed' ELSE 'queued' END::halcyon.job_state,
@@ -73,7 +89,7 @@ enum SQL {
             locked_by = NULL, locked_until = NULL,
             errors = errors || jsonb_build_array(
                 jsonb_build_object('at', now(), 'attempt', attempt) || $3::jsonb),
-            last_error = $4
+            last_error = $4, timings = $7::jsonb
         WHERE id = $1::bigint AND state = 'running' AND locked_by = $2
         RETURNING state::text, run_at
         """
@@ -147,12 +163,21 @@ enum SQL {
         """
 
     /// $1 id.
+    /// For progress lines: runnable and running jobs now, and jobs finished since $1
+    /// (timestamptz). Each count reads one partial or finished_at index.
+    static let progressCounts = """
+        SELECT (SELECT count(*) FROM halcyon.jobs WHERE state = 'queued' AND run_at <= now()) AS runnable,
+               (SELECT count(*) FROM halcyon.jobs WHERE state = 'running') AS running,
+               (SELECT count(*) FROM halcyon.jobs WHERE finished_at >= $1::timestamptz AND state = 'succeeded') AS succeeded,
+               (SELECT count(*) FROM halcyon.jobs WHERE finished_at >= $1::timestamptz AND state = 'failed') AS failed
+        """
+
     static let showJob = """
         SELECT id, source, fallback_sources, processors, cache_key, options::text AS options, priority,
                state::text AS state, attempt, max_attempts, run_at, locked_by, locked_until,
                result_key, result_digest, result_path, result_bytes, result_width, result_height,
                result_format, result_source, cache_hit, errors::text AS errors, last_error,
-               created_at, started_at, finished_at
+               created_at, started_at, finished_at, timings::text AS timings
         FROM halcyon.jobs WHERE id = $1::bigint
         """
 

@@ -137,11 +137,6 @@ public struct Sweeper: Sendable {
     }
 }
 
-extension Duration {
-    /// The duration in seconds.
-    var seconds: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
-}
-
 /// Lists the store's files with `readdir` and `lstat` (Foundation's enumerator is several
 /// times slower on 100,000 files).
 enum StoreWalker {

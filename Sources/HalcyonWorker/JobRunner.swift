@@ -14,8 +14,16 @@ struct JobRunner: Sendable {
     let store: DiskStore
     let limits: ImageLimits
     let processSlots: AsyncSemaphore
+    let metrics: Metrics
 
-    init(configuration: WorkerConfiguration) {
+    /// One job's outcome and where its time went.
+    struct Outcome: Sendable {
+        var result: Result<JobResult, HalcyonError>
+        var timings: StageTimings
+    }
+
+    init(configuration: WorkerConfiguration, metrics: Metrics) {
+        self.metrics = metrics
         var fetch = configuration.fetch
         if fetch.originalsTTL > 0, fetch.originals == nil {
             fetch.originals = OriginalsStore(storeRoot: configuration.storeRoot)
@@ -47,8 +55,13 @@ struct JobRunner: Sendable {
 
     /// Runs a group of jobs with the same source; the results are in the order of `jobs`.
     /// `cancels` are the jobs' flags: the shared download stops only when every job is gone.
-    func run(_ jobs: [Job], cancels: [CancellationFlag]) async -> [Result<JobResult, HalcyonError>] {
+    func run(_ jobs: [Job], cancels: [CancellationFlag]) async -> [Outcome] {
         var results = [Result<JobResult, HalcyonError>?](repeating: nil, count: jobs.count)
+        var timings = jobs.map { job -> StageTimings in
+            var t = StageTimings()
+            t.queueWait = job.queueWait
+            return t
+        }
         // Everything that can be judged from the row is judged before any download.
         var valid: [Planned] = []
         for (i, job) in jobs.enumerated() {
@@ -65,17 +78,21 @@ struct JobRunner: Sendable {
         // Store hits complete without touching the network.
         let store = self.store
         let lookups = valid.filter { !$0.options.forceRefresh }.map { ($0.key, $0.options.extend) }
+        let lookupStarted = ContinuousClock.now
         let hits: [String: CachedResult] = lookups.isEmpty ? [:] : (try? await Blocking.run {
             var found: [String: CachedResult] = [:]
             for (key, extend) in lookups where found[key] == nil { found[key] = store.lookup(key, extend: extend) }
             return found
         }) ?? [:]
+        let lookupSeconds = (ContinuousClock.now - lookupStarted).seconds / Double(max(1, lookups.count))
         var misses: [Planned] = []
         for v in valid {
             if !v.options.forceRefresh, let hit = hits[v.key] {
                 results[v.index] = .success(JobResult(key: v.key, digest: hit.object.digest, path: hit.object.path, bytes: hit.object.bytes,
                                                       width: hit.info.width, height: hit.info.height, format: hit.info.format,
                                                       cacheHit: true, source: nil))
+                timings[v.index].store = lookupSeconds
+                metrics.cacheHit()
             } else if v.options.onlyFromCache {
                 results[v.index] = .failure(HalcyonError(.notCached, "no unexpired stored result for '\(v.key.prefix(300))' (only_from_cache)"))
             } else {
@@ -85,14 +102,19 @@ struct JobRunner: Sendable {
         if let first = misses.first {
             let outcomes = await runMisses(jobs[first.index], misses, cancel: Self.allCancelled(misses.map { cancels[$0.index] }))
             for (v, outcome) in zip(misses, outcomes) {
-                results[v.index] = outcome.map { stored in
+                timings[v.index].fetch = outcome.timings.fetch
+                timings[v.index].decode = outcome.timings.decode
+                timings[v.index].process = outcome.timings.process
+                timings[v.index].encode = outcome.timings.encode
+                timings[v.index].store = outcome.timings.store
+                results[v.index] = outcome.result.map { stored in
                     JobResult(key: v.key, digest: stored.object.digest, path: stored.object.path, bytes: stored.object.bytes,
                               width: stored.image.width, height: stored.image.height, format: stored.image.format.rawValue,
                               cacheHit: false, source: stored.source)
                 }
             }
         }
-        return results.map { $0! }
+        return zip(results, timings).map { Outcome(result: $0!, timings: $1) }
     }
 
     /// A job that passed validation, and its result key.
@@ -111,16 +133,22 @@ struct JobRunner: Sendable {
 
     /// Fetch once (with the first job's sources and headers: the group shares them), decode
     /// once, one chain per job, store each result under its key.
-    private func runMisses(_ job: Job, _ planned: [Planned], cancel: CancellationFlag) async -> [Result<Stored, HalcyonError>] {
+    private func runMisses(_ job: Job, _ planned: [Planned], cancel: CancellationFlag) async -> [(result: Result<Stored, HalcyonError>, timings: StageTimings)] {
+        var timings = StageTimings()
+        func all(_ e: HalcyonError) -> [(result: Result<Stored, HalcyonError>, timings: StageTimings)] { planned.map { _ in (.failure(e), timings) } }
         let fetched: FetchedImage
+        let fetchStarted = ContinuousClock.now
         do {
             let options = planned[0].options
             fetched = try await fetcher.fetch(sources: [job.source] + job.fallbackSources, headers: options.headers,
                                               retry: options.retry.map { DelayRetryStrategy($0) }, cancel: cancel)
+            timings.fetch = (ContinuousClock.now - fetchStarted).seconds
+            metrics.fetched(bytes: fetched.data.count)
         } catch {
-            return planned.map { _ in .failure(error) }
+            timings.fetch = (ContinuousClock.now - fetchStarted).seconds
+            return all(error)
         }
-        if cancel.isCancelled { return planned.map { _ in .failure(HalcyonError(.internal, "job abandoned")) } }
+        if cancel.isCancelled { return all(HalcyonError(.internal, "job abandoned")) }
         let limits = self.limits, store = self.store
         let processed: [Result<ProcessedImage, HalcyonError>]
         do {
@@ -128,24 +156,32 @@ struct JobRunner: Sendable {
             processed = try await processSlots.withPermit {
                 try await Blocking.run { try ImagePipeline.run(fetched.data, format: fetched.format, chains: chains, limits: limits) }
             }
+            metrics.decoded()
         } catch {
-            let e = HalcyonError.wrap(error)
-            return planned.map { _ in .failure(e) }
+            return all(HalcyonError.wrap(error))
         }
-        var out: [Result<Stored, HalcyonError>] = []
+        var out: [(result: Result<Stored, HalcyonError>, timings: StageTimings)] = []
         for (p, result) in zip(planned, processed) {
+            var t = timings
             switch result {
-            case .failure(let e): out.append(.failure(e))
+            case .failure(let e): out.append((.failure(e), t))
             case .success(let image):
+                t.decode = image.decodeSeconds
+                t.process = image.processSeconds
+                t.encode = image.encodeSeconds
+                let storeStarted = ContinuousClock.now
                 do {
                     let object = try await Blocking.run {
                         try store.store(image.data, ext: image.format.fileExtension,
                                         info: ResultInfo(format: image.format.rawValue, width: image.width, height: image.height),
                                         key: p.key, expiration: p.options.expiration)
                     }
-                    out.append(.success(Stored(object: object, image: image, source: fetched.source)))
+                    t.store = (ContinuousClock.now - storeStarted).seconds
+                    if !object.existed { metrics.stored(bytes: object.bytes) }
+                    out.append((.success(Stored(object: object, image: image, source: fetched.source)), t))
                 } catch {
-                    out.append(.failure(HalcyonError.wrap(error)))
+                    t.store = (ContinuousClock.now - storeStarted).seconds
+                    out.append((.failure(HalcyonError.wrap(error)), t))
                 }
             }
         }

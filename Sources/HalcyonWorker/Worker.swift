@@ -24,6 +24,8 @@ public final class Worker: Sendable {
     private let logger: Logger
     private let wake = WakeSignal()
     private let state = Mutex(RuntimeState())
+    /// This worker's counters and histograms (`metricsText()` renders them).
+    public let metrics: Metrics
 
     private struct InFlight {
         var cancel: CancellationFlag
@@ -43,6 +45,7 @@ public final class Worker: Sendable {
     public init(configuration: WorkerConfiguration, conninfo: String, logger: Logger) {
         self.configuration = configuration
         self.conninfo = conninfo
+        self.metrics = Metrics(processingSlots: configuration.concurrency, fetchSlots: configuration.fetchConcurrency)
         var logger = logger
         logger[metadataKey: "worker"] = "\(configuration.workerID)"
         self.logger = logger
@@ -87,7 +90,7 @@ public final class Worker: Sendable {
         }
         defer { listener?.stop() }
 
-        let runner = JobRunner(configuration: c)
+        let runner = JobRunner(configuration: c, metrics: metrics)
         await withDiscardingTaskGroup { group in
             group.addTask { await self.maintenanceLoop(queue) }
             await self.claimLoop(queue, runner: runner, group: &group)
@@ -149,16 +152,27 @@ public final class Worker: Sendable {
         for job in jobs {
             logger.debug("job claimed", metadata: ["job": "\(job.id)", "attempt": "\(job.attempt)", "queue_wait": "\(TimeSpan.format(job.queueWait))"])
         }
+        let started = ContinuousClock.now
         let outcomes = await runner.run(jobs, cancels: flags)
+        let total = (ContinuousClock.now - started).seconds
         await withDiscardingTaskGroup { group in
             for (i, job) in jobs.enumerated() {
-                group.addTask { await self.record(job, outcomes[i], queue: queue, cancel: flags[i]) }
+                var timings = outcomes[i].timings
+                timings.total = total
+                metrics.observe(timings)
+                group.addTask { await self.record(job, outcomes[i].result, timings: timings, queue: queue, cancel: flags[i]) }
             }
         }
     }
 
+    /// The Prometheus text of this worker's metrics.
+    public func metricsText() -> String {
+        metrics.render(inFlight: state.withLock { $0.inFlight.count })
+    }
+
     /// Writes one job's outcome (unless the job is no longer ours) and frees its place.
-    private func record(_ job: Job, _ outcome: Result<JobResult, HalcyonError>, queue: JobQueue, cancel: CancellationFlag) async {
+    private func record(_ job: Job, _ outcome: Result<JobResult, HalcyonError>, timings: StageTimings,
+                        queue: JobQueue, cancel: CancellationFlag) async {
         var log = logger
         log[metadataKey: "job"] = "\(job.id)"
         log[metadataKey: "attempt"] = "\(job.attempt)"
@@ -169,22 +183,29 @@ public final class Worker: Sendable {
         // Released at shutdown, cancelled or rescued: the row is no longer ours to write.
         guard state.withLock({ $0.inFlight[job.id] }) != nil, !cancel.isCancelled else {
             log.debug("job abandoned; outcome not recorded")
+            metrics.count("abandoned")
             return
         }
         let c = configuration
         switch outcome {
         case .success(let result):
             let recorded = await recordOrGiveUp("complete", log) {
-                try await queue.complete(id: job.id, workerID: c.workerID, result: result)
+                try await queue.complete(id: job.id, workerID: c.workerID, result: result, timings: timings)
             }
             state.withLock { s in
                 if recorded == true { s.summary.succeeded += 1; s.unreportedDone += 1 }
             }
+            metrics.count(recorded == true ? "succeeded" : "abandoned")
             log.debug("job succeeded", metadata: ["key": "\(result.key)", "path": "\(result.path)", "bytes": "\(result.bytes)"])
         case .failure(let error):
             let delay = c.backoff.delay(afterAttempt: job.attempt)
             let recorded = await recordOrGiveUp("fail", log) {
-                try await queue.fail(id: job.id, workerID: c.workerID, error: error, retryDelay: delay)
+                try await queue.fail(id: job.id, workerID: c.workerID, error: error, retryDelay: delay, timings: timings)
+            }
+            switch recorded {
+            case .failed?: metrics.count("failed", code: error.code.description)
+            case .retryScheduled?: metrics.count("retried", code: error.code.description)
+            default: metrics.count("abandoned", code: error.code.description)
             }
             state.withLock { s in
                 switch recorded {
@@ -275,15 +296,15 @@ public final class Worker: Sendable {
 
     /// Sweeps the store if no other worker is sweeping (the sweep advisory lock).
     private func sweepStore(_ queue: JobQueue, cancel: CancellationFlag) async {
+        let c = configuration
         do {
-            guard try await queue.tryLockSweep() else {
+            let maintenance = StoreMaintenance(store: DiskStore(root: c.storeRoot), sizeLimit: c.storeSizeLimit, sweptBy: c.workerID)
+            guard let report = try await maintenance.sweep(queue, waitForLock: false, cancel: cancel) else {
                 logger.debug("store sweep skipped: another worker is sweeping")
                 return
             }
-            let sweeper = Sweeper(store: DiskStore(root: configuration.storeRoot), sizeLimit: configuration.storeSizeLimit)
-            let report = try await Blocking.run { sweeper.sweep(cancel: cancel) }
-            try? await queue.unlockSweep()
-            let meta = Self.metadata(report)
+            metrics.swept(report)
+            let meta = StoreMaintenance.metadata(report)
             if report.removedFiles + report.removedKeys + report.removedTempFiles > 0 {
                 logger.info("store swept", metadata: meta)
             } else {
@@ -292,12 +313,6 @@ public final class Worker: Sendable {
         } catch {
             logger.warning("store sweep failed", metadata: ["error": "\(error)"])
         }
-    }
-
-    /// A sweep's report as log fields.
-    static func metadata(_ r: SweepReport) -> Logger.Metadata {
-        guard case .object(let fields) = r.json else { return [:] }
-        return fields.mapValues { .string($0.jsonText) }
     }
 
     private func heartbeat(_ queue: JobQueue) async {
@@ -332,6 +347,7 @@ public final class Worker: Sendable {
             let rescued = try await queue.rescueExpired()
             guard !rescued.isEmpty else { return }
             state.withLock { $0.summary.rescued += rescued.count }
+            metrics.rescued(rescued.count)
             logger.notice("rescued jobs whose lease ended", metadata: [
                 "requeued": "\(rescued.filter { !$0.failed }.count)", "failed": "\(rescued.filter(\.failed).count)",
             ])
@@ -361,6 +377,7 @@ public final class Worker: Sendable {
             try await queue.release(ids: ids, workerID: self.configuration.workerID)
         } ?? 0
         state.withLock { $0.summary.released += released }
+        metrics.count("released", jobs: released)
         logger.notice("released unfinished jobs without spending an attempt", metadata: ["count": "\(released)"])
     }
 }

@@ -1,71 +1,244 @@
 import ArgumentParser
 import Foundation
 import HalcyonCore
+import HalcyonFetch
 import HalcyonImage
 import HalcyonQueue
 import HalcyonWorker
+import Synchronization
 
 struct Demo: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Generate sample images, enqueue jobs for them, run a worker until drained, print the status.",
-        discussion: "Uses the embedded database unless one is given. Re-runnable: each run enqueues a fresh batch; identical results share their stored objects.")
+        abstract: "A guided run: sample images, a local origin with faults, two workers, the status.",
+        discussion: """
+            Generates sample images under $HALCYON_HOME/demo/images (photo-like JPEGs, one with an
+            EXIF rotation, a PNG with alpha, an animated GIF), serves them from a local HTTP origin
+            on 127.0.0.1 and enqueues jobs that show every path: plain downloads, a file:// source,
+            a failing source rescued by its fallback, a 503 that is retried, a cache hit and a
+            permanent failure. Two workers run in this process until every job is finished; then
+            it checks each outcome against what it staged, prints the status and where the outputs
+            are. Uses the embedded database unless one is given; re-runnable (each run uses cache
+            keys of its own, so it processes afresh; identical outputs share one stored object).
+            """)
 
     @OptionGroup var database: DatabaseOptions
     @OptionGroup var storeOptions: StoreOptions
     @OptionGroup var logging: LoggingOptions
+    @Option(help: "Workers to run in parallel.")
+    var workers = 2
+    @Option(help: "Give up after this long, e.g. 3m.")
+    var timeout = "3m"
 
-    static let chains = [
-        "resize(320x320, mode=fill) |> format(jpeg, quality=82)",
-        "resize(800x800) |> format(webp, quality=80)",
-        "resize(96x96, mode=fill) >> format(png)",
-    ]
+    func validate() throws {
+        guard (1...16).contains(workers) else { throw ValidationError("--workers must be 1…16") }
+        guard TimeSpan.parse(timeout) != nil else { throw ValidationError("--timeout must be a duration like 3m") }
+    }
+
+    /// A staged job and the outcome it must have.
+    struct Staged {
+        var name: String
+        var job: JobQueue.NewJob
+        var expect: Expectation
+        var id: Int64 = 0
+    }
+
+    enum Expectation { case succeeds, fallback, retriedThenSucceeds, cacheHit, fails(String) }
 
     func run() async throws {
         let logger = logging.makeLogger()
         let (connection, conninfo) = try await database.connect()
         let images = EmbeddedCluster.defaultHome().appendingPathComponent("demo/images")
-        try FileManager.default.createDirectory(at: images, withIntermediateDirectories: true)
-        let samples: [(String, Int, Int, ImageFormat, Bool)] = [
-            ("landscape.jpg", 1920, 1080, .jpeg, false), ("portrait.jpg", 900, 1400, .jpeg, false),
-            ("large.jpg", 3200, 2400, .jpeg, false), ("badge.png", 600, 400, .png, true),
-        ]
-        for (i, s) in samples.enumerated() {
-            let path = images.appendingPathComponent(s.0)
-            if FileManager.default.fileExists(atPath: path.path) { continue }
-            let data = try SampleImages.photo(width: s.1, height: s.2, seed: UInt64(i + 1), format: s.3, alpha: s.4)
-            try data.write(to: path, options: .atomic)
-        }
-        print("sample images in \(images.path)")
+        try Self.generateSamples(in: images)
+        print("sample images:  \(images.path)")
 
-        var jobs: [JobQueue.NewJob] = []
-        for s in samples {
-            for chain in Self.chains {
-                var job = JobQueue.NewJob(source: "file://" + images.appendingPathComponent(s.0).path)
-                job.processors = chain
-                jobs.append(job)
+        let origin = try DemoOrigin(directory: images)
+        defer { origin.stop() }
+        print("local origin:   \(origin.base)  (/images/NAME, /flaky/… answers 503 once, /missing/… is 404)")
+
+        let run = "run-\(Int(Date().timeIntervalSince1970))"
+        var staged = Self.stage(origin: origin.base, images: images, run: run)
+        let queue = JobQueue(connection: connection)
+        // The cache-hit job goes in once the job it repeats has stored its result.
+        let later = staged.indices.filter { if case .cacheHit = staged[$0].expect { true } else { false } }
+        let first = try await queue.enqueue(batch: staged.indices.filter { !later.contains($0) }.map { staged[$0].job })
+        for (i, id) in zip(staged.indices.filter { !later.contains($0) }, first) { staged[i].id = id }
+        print("enqueued:       \(first.count) jobs (\(first.first!)…\(first.last!)), cache keys under demo/\(run)/; one more once the first is done")
+        print("workers:        \(workers) in parallel, until every demo job is finished\n")
+        fflush(nil)  // before the progress line, which goes to standard error
+
+        let started = Date()
+        let progress = ProgressReporter(conninfo: conninfo, expected: staged.count, since: started)
+        let pool = (1...workers).map { n -> Worker in
+            var c = WorkerConfiguration(storeRoot: storeOptions.root(), workerID: "demo-\(n)-\(getpid())")
+            c.fetch.fileRoots = [images.path]
+            c.fetch.addressPolicy = AddressPolicy(allowed: [CIDR("127.0.0.1/32")!])
+            c.backoff.base = 1
+            c.lease = 10
+            c.pollInterval = 0.5
+            c.sweepInterval = 0
+            return Worker(configuration: c, conninfo: conninfo, logger: logger)
+        }
+        let limit = TimeSpan.parse(timeout)!
+        let finished = try await withThrowingTaskGroup(of: Bool.self) { group in
+            for w in pool { group.addTask { _ = try await w.run(); return true } }
+            var ok = await Self.waitForFinish(conninfo: conninfo, ids: [staged[0].id], timeout: limit)
+            if ok {
+                let more = try await queue.enqueue(batch: later.map { staged[$0].job })
+                for (i, id) in zip(later, more) { staged[i].id = id }
+                ok = await Self.waitForFinish(conninfo: conninfo, ids: staged.map(\.id), timeout: limit - Date().timeIntervalSince(started))
+            }
+            pool.forEach { $0.requestStop() }
+            try await group.waitForAll()
+            return ok
+        }
+        await connection.close()
+        await progress.finish()
+        let ids = staged.map(\.id)
+        print(String(format: "\nall demo jobs finished in %.1f s\n", Date().timeIntervalSince(started)))
+        guard finished else { throw CommandFailure("the demo jobs did not finish within \(timeout); see `halcyon status`") }
+
+        let (check, _) = try await database.connect()
+        let rows = try await check.execute("""
+            SELECT id, state::text AS state, attempt, cache_hit, result_source, last_error, errors::text AS errors, result_path
+            FROM halcyon.jobs WHERE id = ANY($1::bigint[])
+            """, ["{" + ids.map(String.init).joined(separator: ",") + "}"]).dictionaries
+        let byID = Dictionary(uniqueKeysWithValues: rows.map { (Int64(($0["id"] ?? nil) ?? "") ?? 0, $0) })
+        var mismatches: [String] = []
+        print("WHAT HAPPENED")
+        for s in staged {
+            let r = byID[s.id] ?? [:]
+            func v(_ k: String) -> String? { r[k] ?? nil }
+            let (ok, story) = Self.judge(s, state: v("state"), attempt: v("attempt"), cacheHit: v("cache_hit") == "t",
+                                         resultSource: v("result_source"), lastError: v("last_error"))
+            print("  \(ok ? "✔" : "✘") job \(s.id) \(s.name): \(story)")
+            if !ok { mismatches.append("job \(s.id) (\(s.name))") }
+        }
+        let status = try await QueueStatus.load(check)
+        await check.close()
+        print("\n" + Status.render(status))
+        print("outputs:   \(storeOptions.root().appendingPathComponent("objects").path)")
+        print("look at:   halcyon show \(staged.first { if case .retriedThenSucceeds = $0.expect { true } else { false } }!.id)   (the 503, retried)")
+        print("           halcyon show \(staged.first { if case .fails = $0.expect { true } else { false } }!.id)   (the permanent failure)")
+        guard mismatches.isEmpty else { throw CommandFailure("outcomes differ from what was staged: \(mismatches.joined(separator: ", "))") }
+        print("\ndemo: all \(staged.count) outcomes as staged")
+    }
+
+    /// Sample images, generated once (deterministic) and reused.
+    static func generateSamples(in images: URL) throws {
+        try FileManager.default.createDirectory(at: images, withIntermediateDirectories: true)
+        let makers: [(String, () throws -> Data)] = [
+            ("landscape.jpg", { try SampleImages.photo(width: 1920, height: 1080, seed: 1) }),
+            ("large.jpg", { try SampleImages.photo(width: 4032, height: 3024, seed: 2, quality: 90) }),
+            // Stored sideways with EXIF orientation 6: it comes out upright (portrait).
+            ("rotated.jpg", { SampleImages.withEXIFOrientation(try SampleImages.photo(width: 1600, height: 1000, seed: 3), 6) }),
+            ("badge.png", { try SampleImages.photo(width: 600, height: 400, seed: 4, format: .png, alpha: true) }),
+            ("spinner.gif", { try SampleImages.animatedGIF(frames: 12, width: 200, height: 200) }),
+        ]
+        for (name, make) in makers where !FileManager.default.fileExists(atPath: images.appendingPathComponent(name).path) {
+            try make().write(to: images.appendingPathComponent(name), options: .atomic)
+        }
+    }
+
+    /// The jobs of one run.
+    static func stage(origin: String, images: URL, run: String) -> [Staged] {
+        func job(_ source: String, _ chain: String, key: String, fallbacks: [String] = [], options: String = "{}") -> JobQueue.NewJob {
+            var j = JobQueue.NewJob(source: source)
+            j.processors = chain
+            j.cacheKey = "demo/\(run)/\(key)"
+            j.fallbackSources = fallbacks
+            j.options = options
+            return j
+        }
+        let thumb = "resize(320x320, mode=fill) |> format(jpeg, quality=82)"
+        let web = "resize(1024x1024) |> format(webp, quality=80)"
+        var jobs: [Staged] = []
+        for name in ["landscape.jpg", "large.jpg", "rotated.jpg"] {
+            jobs.append(Staged(name: "\(name) → 320×320 JPEG", job: job("\(origin)/images/\(name)", thumb, key: name), expect: .succeeds))
+            jobs.append(Staged(name: "\(name) → 1024 WebP", job: job("\(origin)/images/\(name)", web, key: name), expect: .succeeds))
+        }
+        jobs.append(Staged(name: "badge.png → rounded PNG", job: job("\(origin)/images/badge.png", "round_corner(24) |> resize(300x300) |> format(png)", key: "badge.png"), expect: .succeeds))
+        jobs.append(Staged(name: "spinner.gif → 100 px GIF, all frames", job: job("\(origin)/images/spinner.gif", "resize(100x100) |> format(gif)", key: "spinner.gif"), expect: .succeeds))
+        jobs.append(Staged(name: "file:// source → black and white", job: job("file://" + images.appendingPathComponent("landscape.jpg").path, "black_white |> resize(400x400)", key: "file-landscape"), expect: .succeeds))
+        jobs.append(Staged(name: "missing source, fallback serves it",
+                           job: job("\(origin)/missing/\(run)/landscape.jpg", "resize(640x640)", key: "fallback",
+                                    fallbacks: ["\(origin)/images/landscape.jpg"]), expect: .fallback))
+        // No download retries for this one, so the 503 fails the attempt and the job itself is retried.
+        jobs.append(Staged(name: "503 once, retried with backoff",
+                           job: job("\(origin)/flaky/\(run)/large.jpg", "resize(480x480)", key: "flaky", options: #"{"retry": {"max": 0}}"#),
+                           expect: .retriedThenSucceeds))
+        // The same source, chain and cache key as the first job, once that is done: a store hit.
+        jobs.append(Staged(name: "the first job again, once it is done", job: job("\(origin)/images/landscape.jpg", thumb, key: "landscape.jpg"),
+                           expect: .cacheHit))
+        jobs.append(Staged(name: "a source that does not exist", job: job("\(origin)/missing/\(run)/nothing.jpg", thumb, key: "nothing"),
+                           expect: .fails("fetch.http_status")))
+        return jobs
+    }
+
+    /// Whether a job ended as staged, and what happened in words.
+    static func judge(_ s: Staged, state: String?, attempt: String?, cacheHit: Bool, resultSource: String?, lastError: String?) -> (Bool, String) {
+        let attempts = Int(attempt ?? "") ?? 0
+        switch s.expect {
+        case .succeeds:
+            return (state == "succeeded" && !cacheHit, state == "succeeded" ? "processed (\(cacheHit ? "store hit" : "downloaded"))" : "\(state ?? "?"): \(lastError ?? "")")
+        case .fallback:
+            let ok = state == "succeeded" && resultSource == s.job.fallbackSources.first
+            return (ok, ok ? "the source failed (HTTP 404), its fallback served it" : "\(state ?? "?") from \(resultSource ?? "?")")
+        case .retriedThenSucceeds:
+            let ok = state == "succeeded" && attempts == 2 && lastError?.contains("HTTP 503") == true
+            return (ok, ok ? "attempt 1 failed (\(lastError ?? "")), attempt 2 succeeded" : "\(state ?? "?") after \(attempts) attempts: \(lastError ?? "")")
+        case .cacheHit:
+            return (state == "succeeded" && cacheHit, cacheHit ? "served from the store, no download" : "\(state ?? "?"), not a cache hit")
+        case .fails(let code):
+            let ok = state == "failed" && attempts == 1 && lastError?.hasPrefix(code) == true
+            return (ok, ok ? "failed at once, permanently: \(lastError ?? "")" : "\(state ?? "?") after \(attempts) attempts: \(lastError ?? "")")
+        }
+    }
+
+    /// Polls until every job is succeeded, failed or cancelled; false on timeout.
+    static func waitForFinish(conninfo: String, ids: [Int64], timeout: Double) async -> Bool {
+        guard let c = try? await PGConnection.connect(conninfo, label: "demo") else { return false }
+        defer { Task { await c.close() } }
+        let deadline = Date().addingTimeInterval(timeout)
+        let array = "{" + ids.map(String.init).joined(separator: ",") + "}"
+        while Date() < deadline {
+            let open = try? await c.execute("SELECT count(*) AS n FROM halcyon.jobs WHERE id = ANY($1::bigint[]) AND state IN ('queued', 'running')", [array])
+            if open?.value(0, "n") == "0" { return true }
+            try? await Task.sleep(for: .milliseconds(300))
+        }
+        return false
+    }
+}
+
+/// The demo's local origin: serves the sample images, answers 503 (with Retry-After) to the
+/// first request of each `/flaky/…` path, and 404 to `/missing/…`.
+final class DemoOrigin: Sendable {
+    let server: HTTPServer
+    var base: String { "http://127.0.0.1:\(server.port)" }
+
+    init(directory: URL) throws {
+        let seen = Mutex<Set<String>>([])
+        server = try HTTPServer { method, target in
+            let path = String(target.split(separator: "?").first ?? "")
+            let parts = path.split(separator: "/").map(String.init)
+            guard method == "GET", let name = parts.last, !name.hasPrefix("."), !parts.contains("..") else { return .text(404, "not found\n") }
+            switch parts.first {
+            case "images":
+                return Self.file(directory.appendingPathComponent(name))
+            case "flaky":
+                let first = seen.withLock { $0.insert(path).inserted }
+                return first ? HTTPServer.Response(status: 503, headers: ["Retry-After": "1"], body: Data("try again\n".utf8))
+                    : Self.file(directory.appendingPathComponent(name))
+            default:
+                return .text(404, "not found\n")
             }
         }
-        // A job that cannot succeed, to show a permanent failure with its code.
-        var missing = JobQueue.NewJob(source: "file://" + images.appendingPathComponent("missing.jpg").path)
-        missing.processors = Self.chains[0]
-        jobs.append(missing)
-        let ids = try await JobQueue(connection: connection).enqueue(batch: jobs)
-        print("enqueued \(ids.count) jobs (\(ids.first!)…\(ids.last!)); running a worker until drained…")
-        await connection.close()
-
-        var c = WorkerConfiguration(storeRoot: storeOptions.root())
-        c.drain = true
-        c.fetch.fileRoots = [images.path]
-        c.lease = 10
-        let started = Date()
-        let summary = try await Worker(configuration: c, conninfo: conninfo, logger: logger).run()
-        let seconds = Date().timeIntervalSince(started)
-        print(String(format: "worker done in %.1fs: %d succeeded, %d failed\n", seconds, summary.succeeded, summary.failed))
-
-        let (again, _) = try await database.connect()
-        let status = try await QueueStatus.load(again)
-        print(Status.render(status))
-        print("outputs: \(storeOptions.root().appendingPathComponent("objects").path)")
-        print("inspect one: halcyon show \(ids.first!)   (the failed one: halcyon show \(ids.last!))")
     }
+
+    static func file(_ url: URL) -> HTTPServer.Response {
+        guard let data = FileManager.default.contents(atPath: url.path) else { return .text(404, "not found\n") }
+        let types = ["jpg": "image/jpeg", "png": "image/png", "gif": "image/gif"]
+        return HTTPServer.Response(status: 200, contentType: types[url.pathExtension] ?? "application/octet-stream", body: data)
+    }
+
+    func stop() { server.stop() }
 }

@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import HalcyonCore
 import HalcyonQueue
+import HalcyonStore
 
 struct Show: AsyncParsableCommand {
     static let configuration = CommandConfiguration(abstract: "Show one job: its inputs, state, result and every attempt's error.")
@@ -24,15 +25,25 @@ struct Show: AsyncParsableCommand {
         for (key, value) in row {
             guard let value else { object[key] = .null; continue }
             switch key {
-            case "options", "errors": object[key] = JSONValue.parse(value) ?? .string(value)
+            case "options", "errors", "timings": object[key] = JSONValue.parse(value) ?? .string(value)
             case "fallback_sources": object[key] = .array(PGRows.parseTextArray(value).map { .string($0) })
             case "cache_hit": object[key] = .bool(value == "t")
             case _ where Self.numericColumns.contains(key): object[key] = Double(value).map { .number($0) } ?? .string(value)
             default: object[key] = .string(value)
             }
         }
+        let root = storeOptions.root()
         if let path = object["result_path"]?.stringValue {
-            object["result_file"] = .string(storeOptions.root().appendingPathComponent(path).path)
+            object["result_file"] = .string(root.appendingPathComponent(path).path)
+        }
+        // The result's expiry is its key file's mtime (see the README's store section).
+        if let key = object["result_key"]?.stringValue {
+            if let times = FileTimes.read(root.appendingPathComponent(DiskStore.keyPath(for: key)).path) {
+                object["result_expires"] = .string(times.expires >= StorageExpiration.neverInstant ? "never" : ISO8601.format(times.expires))
+                object["result_last_access"] = .string(ISO8601.format(times.accessed))
+            } else {
+                object["result_expires"] = .string("not in the store (expired and swept, or another store)")
+            }
         }
         if json {
             print(JSONValue.object(object).prettyText)
@@ -41,11 +52,17 @@ struct Show: AsyncParsableCommand {
         let order = ["id", "state", "source", "fallback_sources", "processors", "cache_key", "options", "priority",
                      "attempt", "max_attempts", "run_at", "locked_by", "locked_until", "created_at", "started_at", "finished_at",
                      "result_key", "result_source", "result_format", "result_width", "result_height", "result_bytes",
-                     "result_digest", "result_path", "result_file", "cache_hit", "last_error"]
+                     "result_digest", "result_path", "result_file", "result_expires", "result_last_access", "cache_hit", "last_error"]
         for key in order {
             guard let v = object[key], v != .null else { continue }
             let text = v.stringValue ?? v.jsonText
-            print("\(key.padding(toLength: 17, withPad: " ", startingAt: 0)) \(text)")
+            print("\(key.padding(toLength: 19, withPad: " ", startingAt: 0)) \(text)")
+        }
+        if case .object(let t)? = object["timings"] {
+            let stages = ["queue_wait", "fetch", "decode", "process", "encode", "store", "total"].compactMap { stage -> String? in
+                t["\(stage)_ms"]?.numberValue.map { "\(stage.replacingOccurrences(of: "_", with: " ")) \(Self.milliseconds($0))" }
+            }
+            print("timings".padding(toLength: 19, withPad: " ", startingAt: 0) + " " + stages.joined(separator: " · "))
         }
         if let errors = object["errors"]?.arrayValue, !errors.isEmpty {
             print("errors:")
@@ -57,5 +74,9 @@ struct Show: AsyncParsableCommand {
                 }
             }
         }
+    }
+
+    static func milliseconds(_ ms: Double) -> String {
+        ms >= 1000 ? String(format: "%.2f s", ms / 1000) : String(format: ms < 10 ? "%.1f ms" : "%.0f ms", ms)
     }
 }

@@ -10,15 +10,30 @@ struct Status: AsyncParsableCommand {
     @OptionGroup var database: DatabaseOptions
     @Flag(help: "Print JSON instead of tables.")
     var json = false
+    @Flag(help: "Redraw every --interval until interrupted.")
+    var watch = false
+    @Option(help: "Refresh interval for --watch, e.g. 2s.")
+    var interval: String = "2s"
+
+    func validate() throws {
+        guard let i = TimeSpan.parse(interval), i >= 0.2 else { throw ValidationError("--interval must be a duration of at least 200ms") }
+    }
 
     func run() async throws {
         let (connection, _) = try await database.connect()
-        let status = try await QueueStatus.load(connection)
-        if json {
-            print(status.json.prettyText)
-            return
+        let tty = isatty(STDOUT_FILENO) == 1
+        while true {
+            let status = try await QueueStatus.load(connection)
+            let text = json ? status.json.prettyText : Self.render(status)
+            if watch && tty {
+                print("\u{1B}[H\u{1B}[2J" + "halcyon status — every \(interval), Ctrl-C to stop\n\n" + text)
+            } else {
+                print(text)
+            }
+            guard watch else { return }
+            fflush(nil)  // all streams: stdout, when it is a pipe
+            try await Task.sleep(for: .seconds(TimeSpan.parse(interval) ?? 2))
         }
-        print(Self.render(status))
     }
 
     static func render(_ s: QueueStatus) -> String {
@@ -30,6 +45,13 @@ struct Status: AsyncParsableCommand {
         out += "FAILURES (last 24h)\n"
         if s.failures.isEmpty { out += "  none\n" }
         for f in s.failures { out += "  \(f.code.padding(toLength: 28, withPad: " ", startingAt: 0)) \(String(f.count).padding(toLength: 6, withPad: " ", startingAt: 0)) \(f.latestMessage.prefix(100))\n" }
+        out += "STORE\n"
+        if let st = s.store {
+            out += "  \(ByteSize.format(st.bytes))\(st.sizeLimit.map { " of \(ByteSize.format($0)) limit (\(Int((Double(st.bytes) / Double($0) * 100).rounded()))%)" } ?? ", no size limit"), \(st.files) files"
+            out += " — at the last sweep, \(TimeSpan.format(st.age.rounded())) ago by \(st.sweptBy) (\(st.root))\n"
+        } else {
+            out += "  not swept yet (workers sweep every --sweep-interval; or run `halcyon sweep`)\n"
+        }
         out += "WORKERS\n"
         if s.workers.isEmpty { out += "  none\n" }
         for w in s.workers {

@@ -3,6 +3,7 @@ import Foundation
 import HalcyonCore
 import HalcyonQueue
 import HalcyonStore
+import HalcyonWorker
 
 /// `--store-size-limit` for `sweep` and `work`.
 struct StoreSizeLimitOption: ParsableArguments {
@@ -38,14 +39,11 @@ struct Sweep: AsyncParsableCommand {
 
     func run() async throws {
         let (connection, _) = try await database.connect()
-        let queue = JobQueue(connection: connection)
-        if try await !queue.tryLockSweep() {
+        let maintenance = StoreMaintenance(store: DiskStore(root: storeOptions.root()), sizeLimit: limit.bytes, sweptBy: "halcyon sweep")
+        let sweeper = maintenance.sweeper
+        guard let report = try await maintenance.sweep(JobQueue(connection: connection), waitForLock: true, onWait: {
             printError("another sweep is running; waiting for it to finish…")
-            try await queue.lockSweep()
-        }
-        let sweeper = Sweeper(store: DiskStore(root: storeOptions.root()), sizeLimit: limit.bytes)
-        let report = try await Blocking.run { sweeper.sweep() }
-        try? await queue.unlockSweep()
+        }) else { throw CommandFailure("could not take the sweep lock") }
         await connection.close()
         if json {
             print(report.json.prettyText)

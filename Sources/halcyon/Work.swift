@@ -62,6 +62,14 @@ struct Work: AsyncParsableCommand {
     var originalsTTL: String = "0s"
     @Option(help: "How often a worker sweeps the store (expired files, dangling keys, --store-size-limit); one worker at a time. 0 turns it off.")
     var sweepInterval: String = "10m"
+    @Option(help: "Serve Prometheus metrics on this port at /metrics (and /healthz). Default: off.")
+    var metricsPort: Int?
+    @Option(help: "Address the metrics port listens on (IPv4).")
+    var metricsAddress: String = "127.0.0.1"
+    @Option(help: "Also write the metrics to this file every 15 s (atomically), for node_exporter's textfile collector (name it *.prom).")
+    var metricsFile: String?
+    @Flag(inversion: .prefixedNo, help: "With --drain: a progress line (live on a terminal, every 10 s otherwise).")
+    var progress = true
 
     func validate() throws {
         for (name, value) in [("--lease", lease), ("--poll-interval", pollInterval), ("--grace", grace), ("--retry-base", retryBase),
@@ -77,6 +85,7 @@ struct Work: AsyncParsableCommand {
         guard ByteSize.parse(maxDownloadSize).map({ $0 > 0 }) == true else { throw ValidationError("--max-download-size must be a size like 50MiB") }
         guard (0...50).contains(maxRedirects) else { throw ValidationError("--max-redirects must be 0…50") }
         for cidr in allNetworks where CIDR(cidr) == nil { throw ValidationError("--allow-network '\(cidr)' is not an address or CIDR") }
+        if let p = metricsPort, !(0...65535).contains(p) { throw ValidationError("--metrics-port must be 0…65535") }
     }
 
     private var allNetworks: [String] {
@@ -111,7 +120,11 @@ struct Work: AsyncParsableCommand {
 
         let worker = Worker(configuration: c, conninfo: conninfo, logger: logger)
         let signals = SignalForwarder(signals: [SIGTERM, SIGINT]) { worker.requestStop() }
+        let exporter = try MetricsExporter(worker: worker, port: metricsPort, address: metricsAddress, file: metricsFile, logger: logger)
+        let progressLine = drain && progress ? ProgressReporter(conninfo: conninfo) : nil
         _ = try await worker.run()
+        await progressLine?.finish()
+        exporter.finish()
         signals.cancel()
     }
 }

@@ -147,20 +147,9 @@ func near(_ a: Double, _ b: Double, _ tolerance: Double = 0.04) -> Bool { abs(a 
 
 @Suite struct DecodePolicyTests {
     /// A JPEG with an EXIF APP1 segment that says orientation `value`.
-    static func withOrientation(_ jpeg: Data, _ value: UInt8) -> Data {
-        let tiff: [UInt8] = [0x4D, 0x4D, 0, 0x2A, 0, 0, 0, 8,  // big-endian TIFF, IFD at 8
-                             0, 1,                            // one entry
-                             0x01, 0x12, 0, 3, 0, 0, 0, 1, 0, value, 0, 0,  // Orientation, SHORT, 1
-                             0, 0, 0, 0]                      // no next IFD
-        let payload = Array("Exif".utf8) + [0, 0] + tiff
-        let length = UInt16(payload.count + 2)
-        let app1: [UInt8] = [0xFF, 0xE1, UInt8(length >> 8), UInt8(length & 0xFF)] + payload
-        return Data(jpeg.prefix(2)) + Data(app1) + Data(jpeg.dropFirst(2))
-    }
-
     @Test func exifOrientation6ComesOutUpright() throws {
         let stored = try Fixture.halves(200, 100, left: [255, 0, 0], right: [0, 0, 255], format: .jpeg)
-        let rotated = Self.withOrientation(stored, 6)
+        let rotated = SampleImages.withEXIFOrientation(stored, 6)
         let (out, image) = try Fixture.run(rotated, "resize(100x100) |> format(png)")
         #expect((out.width, out.height) == (50, 100))   // 90° clockwise: portrait
         #expect(image.pixel(x: 25, y: 5).red > 0.8)      // the stored left (red) is now the top
@@ -182,17 +171,8 @@ func near(_ a: Double, _ b: Double, _ tolerance: Double = 0.04) -> Bool { abs(a 
         #expect(p.red > 0.6 && p.green < 0.3 && p.blue < 0.3)
     }
 
-    static func animatedGIF(frames: Int) throws -> Data {
-        let image = MagickImage(wand: NewMagickWand()!, format: .gif)
-        for i in 0..<frames {
-            image.append(try MagickImage.decode(try Fixture.solid(60, 40, [UInt8(i * 80), 0, 255 - UInt8(i * 80)]), format: .png))
-        }
-        image.outputFormat = .gif
-        return try image.encode()
-    }
-
     @Test func animatedGIFKeepsItsFrames() throws {
-        let gif = try Self.animatedGIF(frames: 3)
+        let gif = try SampleImages.animatedGIF(frames: 3)
         #expect(try MagickImage.decode(gif, format: .gif).frameCount == 3)
         let (out, image) = try Fixture.run(gif, "resize(30x30) |> format(gif)")
         #expect((out.width, out.height) == (30, 20))
@@ -204,7 +184,7 @@ func near(_ a: Double, _ b: Double, _ tolerance: Double = 0.04) -> Bool { abs(a 
     @Test func tooManyFramesIsTooLarge() throws {
         var limits = ImageLimits()
         limits.maxFrames = 2
-        #expect { _ = try Fixture.run(try Self.animatedGIF(frames: 3), "resize(10x10)", limits: limits) } throws: {
+        #expect { _ = try Fixture.run(try SampleImages.animatedGIF(frames: 3), "resize(10x10)", limits: limits) } throws: {
             ($0 as? HalcyonError)?.code == .imageTooLarge
         }
     }

@@ -70,11 +70,16 @@ public enum Origin {
 
     /// Request counts by path+query since the origin started.
     public static func counts() throws -> [String: Int] {
+        guard case .object(let o)? = JSONValue.parse(try get("\(TestEnvironment.origin)/_counts")) else { return [:] }
+        return o.compactMapValues { $0.numberValue.map { Int($0) } }
+    }
+
+    /// The body of a GET to a loopback URL (the origin, a worker's metrics endpoint), as text.
+    public static func get(_ url: String) throws -> String {
         var c = FetchConfiguration()
         c.maxBytes = 64 << 20
         c.addressPolicy = AddressPolicy(allowed: [CIDR("127.0.0.1/32")!])
-        let body = try HTTPClient(configuration: c).get(URL(string: "\(TestEnvironment.origin)/_counts")!, cancel: CancellationFlag()).body
-        guard case .object(let o)? = JSONValue.parse(String(decoding: body, as: UTF8.self)) else { return [:] }
-        return o.compactMapValues { $0.numberValue.map { Int($0) } }
+        let body = try HTTPClient(configuration: c).get(URL(string: url)!, cancel: CancellationFlag()).body
+        return String(decoding: body, as: UTF8.self)
     }
 }

@@ -103,6 +103,8 @@ struct RuntimeTests {
         ])
         let w = try helper.worker(db, store: store, ["--drain"])
         #expect(await w.wait(timeout: 60) == 0)
+        let sweep = try HalcyonProcess(["sweep", "--store", store.path, "--store-size-limit", "1GiB"], conninfo: db.conninfo)
+        #expect(await sweep.wait(timeout: 30) == 0)
 
         let status = try HalcyonProcess(["status", "--json"], conninfo: db.conninfo)
         #expect(await status.wait(timeout: 30) == 0)
@@ -113,6 +115,11 @@ struct RuntimeTests {
         #expect(s["throughput"]?["finished_last_1m"]?.numberValue == 2)
         #expect(s["failures_24h"]?.arrayValue?.first?["code"]?.stringValue == "fetch.http_status")
         #expect(s["workers"]?.arrayValue?.first?["status"]?.stringValue == "stopped")
+        #expect(s["workers"]?.arrayValue?.first?["jobs_done"]?.numberValue == 1)
+        #expect(s["store"]?["files"]?.numberValue == 1)
+        #expect(s["store"]?["size_limit"]?.numberValue == 1_073_741_824)
+        #expect((s["store"]?["bytes"]?.numberValue ?? 0) > 0)
+        #expect(s["queued"]?["oldest_runnable_age_seconds"] == .null)
 
         let show = try HalcyonProcess(["show", String(ids[0]), "--json", "--store", store.path], conninfo: db.conninfo)
         #expect(await show.wait(timeout: 30) == 0)
@@ -121,6 +128,13 @@ struct RuntimeTests {
         #expect(j["result_width"]?.numberValue == 50)
         let file = try #require(j["result_file"]?.stringValue)
         #expect(FileManager.default.fileExists(atPath: file))
+        // Stage timings and the result's expiry (its key file's mtime: 7 days by default).
+        for stage in ["queue_wait_ms", "fetch_ms", "decode_ms", "process_ms", "encode_ms", "store_ms", "total_ms"] {
+            #expect(j["timings"]?[stage]?.numberValue != nil, "\(stage) in \(show.output)")
+        }
+        let expires = try #require(j["result_expires"]?.stringValue.flatMap(ISO8601.parse))
+        #expect(abs(expires.timeIntervalSinceNow - 7 * 86_400) < 120)
+        #expect(j["result_last_access"]?.stringValue != nil)
 
         let failed = try HalcyonProcess(["show", String(ids[1]), "--json"], conninfo: db.conninfo)
         #expect(await failed.wait(timeout: 30) == 0)

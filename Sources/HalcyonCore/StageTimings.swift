@@ -1,0 +1,25 @@
+/// Seconds one job's attempt spent in each stage (nil: the stage did not run). Recorded on the
+/// row (`timings`, in milliseconds) and observed by the stage-duration histograms.
+public struct StageTimings: Sendable, Equatable {
+    public var queueWait: Double?
+    public var fetch: Double?
+    public var decode: Double?
+    public var process: Double?
+    public var encode: Double?
+    public var store: Double?
+    /// From the claim to the outcome.
+    public var total: Double?
+
+    public init() {}
+
+    /// The stages by their names in `timings` and in the metrics.
+    public var stages: [(name: String, seconds: Double)] {
+        [("queue_wait", queueWait), ("fetch", fetch), ("decode", decode), ("process", process),
+         ("encode", encode), ("store", store), ("total", total)].compactMap { n, v in v.map { (n, $0) } }
+    }
+
+    /// `{"fetch_ms": 12.3, …}`, as the `timings` column holds it.
+    public var json: JSONValue {
+        .object(Dictionary(uniqueKeysWithValues: stages.map { ("\($0.name)_ms", .number(($0.seconds * 10_000).rounded() / 10)) }))
+    }
+}

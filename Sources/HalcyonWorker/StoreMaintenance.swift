@@ -1,0 +1,50 @@
+import Foundation
+import HalcyonCore
+import HalcyonQueue
+import HalcyonStore
+import Logging
+
+/// One sweep of the store, as workers run it periodically and `halcyon sweep` on demand: under
+/// the sweep advisory lock (one sweeper at a time across the fleet), recorded in
+/// `halcyon.store_sweeps` so `halcyon status` can show the store's size against its limit.
+public struct StoreMaintenance: Sendable {
+    public let sweeper: Sweeper
+    /// Who sweeps: a worker id, or `halcyon sweep`.
+    public let sweptBy: String
+
+    public init(store: DiskStore, sizeLimit: Int64?, sweptBy: String) {
+        sweeper = Sweeper(store: store, sizeLimit: sizeLimit)
+        self.sweptBy = sweptBy
+    }
+
+    /// Sweeps and records it. `waitForLock`: wait for a sweep running elsewhere to finish
+    /// (`onWait` is told first); otherwise return nil at once if one is running.
+    public func sweep(_ queue: JobQueue, waitForLock: Bool, cancel: CancellationFlag? = nil,
+                      onWait: @Sendable () -> Void = {}) async throws -> SweepReport? {
+        if try await !queue.tryLockSweep() {
+            guard waitForLock else { return nil }
+            onWait()
+            try await queue.lockSweep()
+        }
+        let sweeper = self.sweeper
+        let report: SweepReport
+        do {
+            report = try await Blocking.run { sweeper.sweep(cancel: cancel) }
+        } catch {
+            try? await queue.unlockSweep()
+            throw error
+        }
+        try? await queue.unlockSweep()
+        try? await queue.recordSweep(.init(
+            sweptBy: sweptBy, storeRoot: sweeper.store.root.path, keptFiles: Int64(report.keptFiles), keptBytes: report.keptBytes,
+            sizeLimit: report.sizeLimit, removedFiles: Int64(report.removedFiles), removedKeys: Int64(report.removedKeys),
+            freedBytes: report.freedBytes, seconds: report.seconds))
+        return report
+    }
+
+    /// A sweep's report as log fields.
+    public static func metadata(_ r: SweepReport) -> Logger.Metadata {
+        guard case .object(let fields) = r.json else { return [:] }
+        return fields.mapValues { .string($0.jsonText) }
+    }
+}
