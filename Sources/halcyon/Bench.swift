@@ -120,9 +120,11 @@ struct Bench: AsyncParsableCommand {
         let started = Date()
         let pid = try Subprocess.spawn(CommandLine.arguments[0], [
             "work", "--drain", "--database-url", conninfo, "--store", store.path, "--file-root", corpus.directory.path,
-            "--concurrency", String(concurrency), "--log-level", "warning", "--worker-id", "halcyon-bench-\(getpid())",
+            "--concurrency", String(concurrency), "--log-level", "warning", "--worker-id", "halcyon-bench-\(getpid())", "--no-progress",
         ], outputPath: log)
+        let progress = ProgressReporter(conninfo: conninfo, label: "images", expected: corpus.files.count, since: started)
         let usage = await Task.detached { Subprocess.waitWithUsage(pid) }.value
+        await progress.finish()
         let seconds = Date().timeIntervalSince(started)
         guard usage.status == 0 else { throw CommandFailure("the worker exited \(usage.status); see \(log)") }
         let ok = try await c.execute("""
