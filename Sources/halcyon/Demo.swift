@@ -117,8 +117,11 @@ struct Demo: AsyncParsableCommand {
         await check.close()
         print("\n" + Status.render(status))
         print("outputs:   \(storeOptions.root().appendingPathComponent("objects").path)")
-        print("look at:   halcyon show \(staged.first { if case .retriedThenSucceeds = $0.expect { true } else { false } }!.id)   (the 503, retried)")
-        print("           halcyon show \(staged.first { if case .fails = $0.expect { true } else { false } }!.id)   (the permanent failure)")
+        // As invoked, so the hint can be pasted as it is (scripts/demo runs .build/release/halcyon).
+        let me = CommandLine.arguments[0]
+        print("look at:   \(me) show \(staged.first { if case .retriedThenSucceeds = $0.expect { true } else { false } }!.id)   (the 503, retried)")
+        print("           \(me) show \(staged.first { if case .fails = $0.expect { true } else { false } }!.id)   (the permanent failure)")
+        print("           \(me) status --watch")
         guard mismatches.isEmpty else { throw CommandFailure("outcomes differ from what was staged: \(mismatches.joined(separator: ", "))") }
         print("\ndemo: all \(staged.count) outcomes as staged")
     }
