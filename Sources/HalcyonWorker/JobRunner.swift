@@ -102,11 +102,8 @@ struct JobRunner: Sendable {
         if let first = misses.first {
             let outcomes = await runMisses(jobs[first.index], misses, cancel: Self.allCancelled(misses.map { cancels[$0.index] }))
             for (v, outcome) in zip(misses, outcomes) {
-                timings[v.index].fetch = outcome.timings.fetch
-                timings[v.index].decode = outcome.timings.decode
-                timings[v.index].process = outcome.timings.process
-                timings[v.index].encode = outcome.timings.encode
-                timings[v.index].store = outcome.timings.store
+                timings[v.index] = outcome.timings
+                timings[v.index].queueWait = jobs[v.index].queueWait
                 results[v.index] = outcome.result.map { stored in
                     JobResult(key: v.key, digest: stored.object.digest, path: stored.object.path, bytes: stored.object.bytes,
                               width: stored.image.width, height: stored.image.height, format: stored.image.format.rawValue,
@@ -131,11 +128,14 @@ struct JobRunner: Sendable {
         var source: String
     }
 
+    /// A miss's outcome and its stage timings (all but the queue wait).
+    private typealias Attempt = (result: Result<Stored, HalcyonError>, timings: StageTimings)
+
     /// Fetch once (with the first job's sources and headers: the group shares them), decode
     /// once, one chain per job, store each result under its key.
-    private func runMisses(_ job: Job, _ planned: [Planned], cancel: CancellationFlag) async -> [(result: Result<Stored, HalcyonError>, timings: StageTimings)] {
+    private func runMisses(_ job: Job, _ planned: [Planned], cancel: CancellationFlag) async -> [Attempt] {
         var timings = StageTimings()
-        func all(_ e: HalcyonError) -> [(result: Result<Stored, HalcyonError>, timings: StageTimings)] { planned.map { _ in (.failure(e), timings) } }
+        func all(_ e: HalcyonError) -> [Attempt] { planned.map { _ in (.failure(e), timings) } }
         let fetched: FetchedImage
         let fetchStarted = ContinuousClock.now
         do {
@@ -160,7 +160,7 @@ struct JobRunner: Sendable {
         } catch {
             return all(HalcyonError.wrap(error))
         }
-        var out: [(result: Result<Stored, HalcyonError>, timings: StageTimings)] = []
+        var out: [Attempt] = []
         for (p, result) in zip(planned, processed) {
             var t = timings
             switch result {
