@@ -49,6 +49,23 @@ public struct JobQueue: Sendable {
         return r.affected == 1
     }
 
+    /// Records many successes in one statement; returns the ids that were still ours (the rest
+    /// were cancelled or rescued meanwhile and are left alone).
+    public func complete(batch: [(id: Int64, result: JobResult, timings: StageTimings)], workerID: String) async throws -> Set<Int64> {
+        guard !batch.isEmpty else { return [] }
+        let rows: [JSONValue] = batch.map { b in
+            let r = b.result
+            return [
+                "id": .number(Double(b.id)), "result_key": .string(r.key), "result_digest": .string(r.digest),
+                "result_path": .string(r.path), "result_bytes": .number(Double(r.bytes)), "result_width": .number(Double(r.width)),
+                "result_height": .number(Double(r.height)), "result_format": .string(r.format), "cache_hit": .bool(r.cacheHit),
+                "result_source": r.source.map { .string($0) } ?? .null, "timings": b.timings.json,
+            ]
+        }
+        let r = try await connection.execute(SQL.completeBatch, [workerID, JSONValue.array(rows).jsonText])
+        return Set(r.rows.compactMap { $0[0].flatMap { Int64($0) } })
+    }
+
     /// The outcome of recording a failure.
     public enum FailOutcome: Sendable, Equatable {
         case retryScheduled

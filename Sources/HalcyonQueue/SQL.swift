@@ -67,6 +67,22 @@ enum SQL {
         RETURNING id
         """
 
+    /// Records many successes in one statement (group commit). $1 worker id, $2 a JSON array of
+    /// {id, result_key, result_digest, result_path, result_bytes, result_width, result_height,
+    /// result_format, cache_hit, result_source, timings}. Returns the ids still ours, now succeeded.
+    static let completeBatch = """
+        UPDATE halcyon.jobs AS j
+        SET state = 'succeeded', locked_by = NULL, locked_until = NULL, finished_at = now(),
+            result_key = r.result_key, result_digest = r.result_digest, result_path = r.result_path,
+            result_bytes = r.result_bytes, result_width = r.result_width, result_height = r.result_height,
+            result_format = r.result_format, cache_hit = r.cache_hit, result_source = r.result_source, timings = r.timings
+        FROM jsonb_to_recordset($2::jsonb) AS r(id bigint, result_key text, result_digest text, result_path text,
+             result_bytes bigint, result_width int, result_height int, result_format text, cache_hit boolean,
+             result_source text, timings jsonb)
+        WHERE j.id = r.id AND j.state = 'running' AND j.locked_by = $1
+        RETURNING j.id
+        """
+
     /// $1 id, $2 worker id, $3 result_key, $4 digest, $5 path, $6 bytes, $7 width, $8 height,
     /// $9 format, $10 cache_hit, $11 result_source, $12 stage timings (jsonb).
     static let complete = """

@@ -91,9 +91,12 @@ public final class Worker: Sendable {
         defer { listener?.stop() }
 
         let runner = JobRunner(configuration: c, metrics: metrics)
+        let completions = CompletionBatcher { [workerID = c.workerID] batch in
+            try await queue.complete(batch: batch, workerID: workerID)
+        }
         await withDiscardingTaskGroup { group in
             group.addTask { await self.maintenanceLoop(queue) }
-            await self.claimLoop(queue, runner: runner, group: &group)
+            await self.claimLoop(queue, runner: runner, completions: completions, group: &group)
             await self.finishInFlight(queue)
             group.cancelAll()
         }
@@ -112,7 +115,7 @@ public final class Worker: Sendable {
 
     // MARK: Claiming
 
-    private func claimLoop(_ queue: JobQueue, runner: JobRunner, group: inout DiscardingTaskGroup) async {
+    private func claimLoop(_ queue: JobQueue, runner: JobRunner, completions: CompletionBatcher, group: inout DiscardingTaskGroup) async {
         let c = configuration
         var dbDelay = 0.1
         while stopRequests == 0 {
@@ -133,7 +136,7 @@ public final class Worker: Sendable {
             for jobs in JobRunner.groups(claimed) {
                 let flags = jobs.map { _ in CancellationFlag() }
                 state.withLock { s in for (job, flag) in zip(jobs, flags) { s.inFlight[job.id] = InFlight(cancel: flag) } }
-                group.addTask { await self.execute(jobs, flags: flags, runner: runner, queue: queue) }
+                group.addTask { await self.execute(jobs, flags: flags, runner: runner, queue: queue, completions: completions) }
             }
             if !claimed.isEmpty && claimed.count == free { continue }  // probably more waiting
             if c.drain, claimed.isEmpty, state.withLock({ $0.inFlight.isEmpty }) {
@@ -148,7 +151,8 @@ public final class Worker: Sendable {
 
     // MARK: One job
 
-    private func execute(_ jobs: [Job], flags: [CancellationFlag], runner: JobRunner, queue: JobQueue) async {
+    private func execute(_ jobs: [Job], flags: [CancellationFlag], runner: JobRunner, queue: JobQueue,
+                         completions: CompletionBatcher) async {
         for job in jobs {
             logger.debug("job claimed", metadata: ["job": "\(job.id)", "attempt": "\(job.attempt)", "queue_wait": "\(TimeSpan.format(job.queueWait))"])
         }
@@ -160,7 +164,9 @@ public final class Worker: Sendable {
                 var timings = outcomes[i].timings
                 timings.total = total
                 metrics.observe(timings)
-                group.addTask { await self.record(job, outcomes[i].result, timings: timings, queue: queue, cancel: flags[i]) }
+                group.addTask {
+                    await self.record(job, outcomes[i].result, timings: timings, queue: queue, completions: completions, cancel: flags[i])
+                }
             }
         }
     }
@@ -172,7 +178,7 @@ public final class Worker: Sendable {
 
     /// Writes one job's outcome (unless the job is no longer ours) and frees its place.
     private func record(_ job: Job, _ outcome: Result<JobResult, HalcyonError>, timings: StageTimings,
-                        queue: JobQueue, cancel: CancellationFlag) async {
+                        queue: JobQueue, completions: CompletionBatcher, cancel: CancellationFlag) async {
         var log = logger
         log[metadataKey: "job"] = "\(job.id)"
         log[metadataKey: "attempt"] = "\(job.attempt)"
@@ -190,7 +196,7 @@ public final class Worker: Sendable {
         switch outcome {
         case .success(let result):
             let recorded = await recordOrGiveUp("complete", log) {
-                try await queue.complete(id: job.id, workerID: c.workerID, result: result, timings: timings)
+                try await completions.complete((job.id, result, timings))
             }
             state.withLock { s in
                 if recorded == true { s.summary.succeeded += 1; s.unreportedDone += 1 }
