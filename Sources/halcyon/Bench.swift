@@ -8,22 +8,24 @@ import HalcyonStore
 
 struct Bench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Measure W1 end to end through the queue, beside ImageMagick's convert on the same files.",
+        abstract: "Measure W1, H and L end to end through the queue, W1 beside ImageMagick's convert on the same files.",
         discussion: """
-            W1: every corpus image → resize(320x320, mode=fill) |> format(jpeg, quality=82).
-            The corpus is generated (seeded, photo-like) under $HALCYON_HOME/bench/corpus: by
-            default 100 × 1920×1080 JPEG q85 and 30 × 4032×3024 JPEG q90; --scale shrinks the
-            counts for quick runs. Halcyon runs as a `halcyon work --drain` child (real queue,
-            file:// sources, real store); its peak RSS and CPU come from wait4. Peers, when a
-            real ImageMagick `convert` is installed (scripts/bench-peers-setup): naive
-            (-resize WxH^ -gravity center -extent WxH) and tuned (-define jpeg:size as the
-            shrink allows, one thread), one process per image, `--concurrency` at a time.
+            W1: every corpus image → resize(320x320, mode=fill) |> format(jpeg, quality=82). The
+            corpus is generated (seeded, photo-like) under $HALCYON_HOME/bench/corpus: by default
+            100 × 1920×1080 JPEG q85, 30 × 4032×3024 JPEG q90 and 20 × 1200×800 PNG with alpha;
+            --scale shrinks the counts for quick runs. Halcyon runs as a `halcyon work --drain`
+            child (real queue, file:// sources, real store); its peak RSS and CPU come from wait4.
+            Peers, when a real ImageMagick `convert` is installed (scripts/bench-peers-setup):
+            naive (-resize WxH^ -gravity center -extent WxH) and tuned (-define jpeg:size as the
+            shrink allows, one thread), one process per image, --concurrency at a time.
+            H: the W1 jobs again, copied to about 5,000, on the store W1 filled: store-hit jobs/s.
+            L: an idle worker; 40 small jobs enqueued 50 ms apart; enqueue→start p50/p95/p99.
             On the embedded database the bench uses its own database, halcyon_bench; a database
             given with --database-url must hold no jobs but the bench's (it refuses otherwise).
             """)
 
     @OptionGroup var database: DatabaseOptions
-    @Option(help: "Scale the corpus counts (1 = 100 + 30 images).")
+    @Option(help: "Scale the corpus counts (1 = 100 + 30 + 20 images).")
     var scale: Double = 1
     @Option(name: .customLong("repeat"), help: "Runs per tool; medians are reported.")
     var repeats: Int = 3
@@ -50,10 +52,17 @@ struct Bench: AsyncParsableCommand {
         let conninfo = try await benchDatabase()
         var results: [BenchResult] = []
         var runs: [String: [BenchRun]] = [:]
+        var hitRuns: [HitRun] = []
+        var latencyRuns: [LatencyRun] = []
         for round in 1...repeats {
-            let h = try await runHalcyon(corpus, conninfo: conninfo, scratch: home.appendingPathComponent("scratch"))
+            let (h, hits) = try await runHalcyon(corpus, conninfo: conninfo, scratch: home.appendingPathComponent("scratch"))
             runs["halcyon", default: []].append(h)
+            hitRuns.append(hits)
             print("round \(round): halcyon \(h.line)")
+            print("round \(round): H \(hits.line)")
+            let latency = try await runLatency(corpus, conninfo: conninfo, scratch: home.appendingPathComponent("scratch"))
+            latencyRuns.append(latency)
+            print("round \(round): L \(latency.line)")
             if !noPeers, let convert = Self.realConvert() {
                 for tuned in [true, false] {
                     let r = try runConvert(convert, corpus, tuned: tuned, scratch: home.appendingPathComponent("scratch"))
@@ -69,7 +78,14 @@ struct Bench: AsyncParsableCommand {
             if let r = runs[name] { results.append(BenchResult(tool: name, runs: r)) }
         }
         print(BenchResult.table(results, images: corpus.files.count, concurrency: concurrency, repeats: repeats))
-        let json = BenchResult.json(results, corpus: corpus, concurrency: concurrency, chain: Self.chain)
+        print(HitRun.summary(hitRuns))
+        print(LatencyRun.summary(latencyRuns))
+        var json = BenchResult.json(results, corpus: corpus, concurrency: concurrency, chain: Self.chain)
+        if case .object(var o) = json {
+            o["H"] = HitRun.json(hitRuns)
+            o["L"] = LatencyRun.json(latencyRuns)
+            json = .object(o)
+        }
         let outURL = URL(fileURLWithPath: out ?? home.appendingPathComponent("results.json").path)
         try Data(json.prettyText.utf8).write(to: outURL)
         print("results: \(outURL.path)")
@@ -96,7 +112,8 @@ struct Bench: AsyncParsableCommand {
         }
     }
 
-    private func runHalcyon(_ corpus: BenchCorpus, conninfo: String, scratch: URL) async throws -> BenchRun {
+    /// W1, then H on the store W1 just filled.
+    private func runHalcyon(_ corpus: BenchCorpus, conninfo: String, scratch: URL) async throws -> (w1: BenchRun, hits: HitRun) {
         let c = try await PGConnection.connect(conninfo)
         // The bench's worker drains whatever is queued, so it only runs on a database that
         // holds nothing but its own jobs, and it deletes only those.
@@ -115,25 +132,107 @@ struct Bench: AsyncParsableCommand {
         let store = scratch.appendingPathComponent("store-\(getpid())")
         try? FileManager.default.removeItem(at: store)
         defer { try? FileManager.default.removeItem(at: store) }
-        let log = scratch.appendingPathComponent("worker.log").path
         try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
         let started = Date()
-        let pid = try Subprocess.spawn(CommandLine.arguments[0], [
-            "work", "--drain", "--database-url", conninfo, "--store", store.path, "--file-root", corpus.directory.path,
-            "--concurrency", String(concurrency), "--log-level", "warning", "--worker-id", "halcyon-bench-\(getpid())", "--no-progress",
-        ], outputPath: log)
         let progress = ProgressReporter(conninfo: conninfo, label: "images", expected: corpus.files.count, since: started)
-        let usage = await Task.detached { Subprocess.waitWithUsage(pid) }.value
+        let usage = try await drainWorker(conninfo: conninfo, store: store, corpus: corpus, scratch: scratch)
         await progress.finish()
         let seconds = Date().timeIntervalSince(started)
-        guard usage.status == 0 else { throw CommandFailure("the worker exited \(usage.status); see \(log)") }
         let ok = try await c.execute("""
             SELECT count(*) FILTER (WHERE state = 'succeeded' AND result_width = 320 AND result_height = 320 AND result_format = 'jpeg') AS ok
             FROM halcyon.jobs
             """).value(0, "ok").flatMap { Int($0) } ?? 0
-        await c.close()
         guard ok == corpus.files.count else { throw CommandFailure("only \(ok) of \(corpus.files.count) outputs are 320×320 JPEGs") }
-        return BenchRun(seconds: seconds, cpuSeconds: usage.cpuSeconds, peakRSS: usage.peakRSS, images: corpus.files.count)
+        let w1 = BenchRun(seconds: seconds, cpuSeconds: usage.cpuSeconds, peakRSS: usage.peakRSS, images: corpus.files.count)
+
+        // H: the same jobs again, copied to about 5,000, on the store W1 filled — every one a hit.
+        let copies = max(1, 5000 / corpus.files.count)
+        try await c.execute("""
+            INSERT INTO halcyon.jobs (source, processors, cache_key)
+            SELECT source, processors, cache_key FROM halcyon.jobs, generate_series(1, $1::int)
+            WHERE cache_key LIKE 'halcyon-bench:%' AND state = 'succeeded'
+            """, [String(copies)])
+        try await c.execute("DELETE FROM halcyon.jobs WHERE cache_key LIKE 'halcyon-bench:%' AND state = 'succeeded'")
+        let hitJobs = corpus.files.count * copies
+        let hitStarted = Date()
+        let hitUsage = try await drainWorker(conninfo: conninfo, store: store, corpus: corpus, scratch: scratch)
+        let hitSeconds = Date().timeIntervalSince(hitStarted)
+        let hits = try await c.execute("SELECT count(*) FILTER (WHERE state = 'succeeded' AND cache_hit) AS n FROM halcyon.jobs")
+            .value(0, "n").flatMap { Int($0) } ?? 0
+        await c.close()
+        guard hits == hitJobs else { throw CommandFailure("H: only \(hits) of \(hitJobs) jobs were store hits") }
+        return (w1, HitRun(jobs: hitJobs, seconds: hitSeconds, cpuSeconds: hitUsage.cpuSeconds))
+    }
+
+    /// Runs `halcyon work --drain` as a child on the bench's database and store.
+    private func drainWorker(conninfo: String, store: URL, corpus: BenchCorpus, scratch: URL) async throws -> Subprocess.Usage {
+        let log = scratch.appendingPathComponent("worker.log").path
+        let pid = try Subprocess.spawn(CommandLine.arguments[0], [
+            "work", "--drain", "--database-url", conninfo, "--store", store.path, "--file-root", corpus.directory.path,
+            "--concurrency", String(concurrency), "--log-level", "warning", "--worker-id", "halcyon-bench-\(getpid())", "--no-progress",
+            "--sweep-interval", "0s",
+        ], outputPath: log)
+        let usage = await Task.detached { Subprocess.waitWithUsage(pid) }.value
+        guard usage.status == 0 else { throw CommandFailure("the worker exited \(usage.status); see \(log)") }
+        return usage
+    }
+
+    /// L: an idle worker (LISTEN, a 1 s poll as the fallback); `samples` jobs enqueued one at a
+    /// time, 50 ms apart; the latency of each is its `started_at - created_at` (one clock: the
+    /// database's). Small file jobs with unique keys, so each is claimed and processed.
+    private func runLatency(_ corpus: BenchCorpus, conninfo: String, scratch: URL, samples: Int = 40) async throws -> LatencyRun {
+        let c = try await PGConnection.connect(conninfo)
+        defer { Task { await c.close() } }
+        try await c.execute("DELETE FROM halcyon.jobs WHERE cache_key LIKE 'halcyon-bench:%'")
+        let tiny = scratch.appendingPathComponent("latency.png")
+        try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
+        try SampleImages.solid(width: 16, height: 16, red: 10, green: 200, blue: 90).write(to: tiny)
+        let store = scratch.appendingPathComponent("store-latency-\(getpid())")
+        defer { try? FileManager.default.removeItem(at: store) }
+        let log = scratch.appendingPathComponent("latency-worker.log").path
+        let pid = try Subprocess.spawn(CommandLine.arguments[0], [
+            "work", "--database-url", conninfo, "--store", store.path, "--file-root", scratch.path, "--poll-interval", "1s",
+            "--log-level", "warning", "--worker-id", "halcyon-bench-latency-\(getpid())", "--sweep-interval", "0s",
+        ], outputPath: log)
+        do {
+            let result = try await measureLatency(c, tiny: tiny, samples: samples, log: log)
+            await Self.stop(pid)
+            return result
+        } catch {
+            await Self.stop(pid)
+            throw error
+        }
+    }
+
+    /// SIGTERM, and the exit waited for off the cooperative pool.
+    private static func stop(_ pid: pid_t) async {
+        kill(pid, SIGTERM)
+        _ = await Task.detached { Subprocess.waitWithUsage(pid) }.value
+    }
+
+    private func measureLatency(_ c: PGConnection, tiny: URL, samples: Int, log: String) async throws -> LatencyRun {
+        try await Task.sleep(for: .seconds(1))  // let it start and LISTEN
+        let queue = JobQueue(connection: c)
+        let run = UUID().uuidString.prefix(8)
+        for i in 0..<samples {
+            var j = JobQueue.NewJob(source: "file://" + tiny.path)
+            j.processors = "resize(8x8)"
+            j.cacheKey = "halcyon-bench:latency-\(run)-\(i)"
+            _ = try await queue.enqueue(j)
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        let deadline = Date().addingTimeInterval(30)
+        var rows: [Double] = []
+        while Date() < deadline {
+            rows = try await c.execute("""
+                SELECT extract(epoch FROM started_at - created_at)::float8 * 1000 AS ms FROM halcyon.jobs
+                WHERE cache_key LIKE 'halcyon-bench:latency-\(run)-%' AND started_at IS NOT NULL
+                """).rows.compactMap { $0[0].flatMap { Double($0) } }
+            if rows.count == samples { break }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        guard rows.count == samples else { throw CommandFailure("L: only \(rows.count) of \(samples) jobs started; see \(log)") }
+        return LatencyRun(milliseconds: rows)
     }
 
     /// A real ImageMagick `convert` (some machines put a stand-in first on PATH).
@@ -166,7 +265,7 @@ struct Bench: AsyncParsableCommand {
             while let i = next.take(below: files.count) {
                 let f = files[i]
                 var args: [String] = []
-                if tuned {
+                if tuned, f.path.hasSuffix(".jpg") {
                     // The smallest decode that still covers 320×320 (what libjpeg may scale to).
                     let k = max(320 / Double(f.width), 320 / Double(f.height))
                     args += ["-define", "jpeg:size=\(Int((Double(f.width) * k).rounded(.up)))x\(Int((Double(f.height) * k).rounded(.up)))"]

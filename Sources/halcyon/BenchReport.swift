@@ -12,18 +12,27 @@ struct BenchCorpus {
     var fingerprint: String
     var summary: String
 
-    /// Kinds of image in W1: count, size, JPEG quality.
-    static let kinds: [(count: Int, width: Int, height: Int, quality: Int)] = [(100, 1920, 1080, 85), (30, 4032, 3024, 90)]
+    struct Kind {
+        var count: Int, width: Int, height: Int, format: ImageFormat, quality: Int, alpha: Bool
+        var label: String { format == .jpeg ? "JPEG q\(quality)" : "PNG\(alpha ? " with alpha" : "")" }
+    }
+
+    /// The corpus (issue #7): photo-like images with real entropy, in these counts at `--scale 1`.
+    static let kinds: [Kind] = [
+        Kind(count: 100, width: 1920, height: 1080, format: .jpeg, quality: 85, alpha: false),
+        Kind(count: 30, width: 4032, height: 3024, format: .jpeg, quality: 90, alpha: false),
+        Kind(count: 20, width: 1200, height: 800, format: .png, quality: 95, alpha: true),
+    ]
 
     static func ensure(in directory: URL, scale: Double) throws -> BenchCorpus {
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        var specs: [(name: String, width: Int, height: Int, quality: Int, seed: UInt64)] = []
+        var specs: [(name: String, kind: Kind, seed: UInt64)] = []
         var parts: [String] = []
         for kind in kinds {
             let n = max(1, Int((Double(kind.count) * scale).rounded()))
-            parts.append("\(n) × \(kind.width)×\(kind.height) JPEG q\(kind.quality)")
+            parts.append("\(n) × \(kind.width)×\(kind.height) \(kind.label)")
             for i in 0..<n {
-                specs.append(("w1-\(kind.width)x\(kind.height)-\(String(format: "%03d", i)).jpg", kind.width, kind.height, kind.quality,
+                specs.append(("w1-\(kind.width)x\(kind.height)-\(String(format: "%03d", i)).\(kind.format.fileExtension)", kind,
                               UInt64(kind.width * 1000 + i)))
             }
         }
@@ -34,7 +43,8 @@ struct BenchCorpus {
             DispatchQueue.concurrentPerform(iterations: missing.count) { i in
                 let s = missing[i]
                 do {
-                    let data = try SampleImages.photo(width: s.width, height: s.height, seed: s.seed, quality: s.quality)
+                    let data = try SampleImages.photo(width: s.kind.width, height: s.kind.height, seed: s.seed, format: s.kind.format,
+                                                      quality: s.kind.quality, alpha: s.kind.alpha)
                     try data.write(to: directory.appendingPathComponent(s.name), options: .atomic)
                 } catch {
                     failures.add()
@@ -50,7 +60,7 @@ struct BenchCorpus {
             hashes.append(Digest.sha256Hex(data))
         }
         return BenchCorpus(directory: directory,
-                           files: specs.map { File(path: directory.appendingPathComponent($0.name).path, width: $0.width, height: $0.height) },
+                           files: specs.map { File(path: directory.appendingPathComponent($0.name).path, width: $0.kind.width, height: $0.kind.height) },
                            fingerprint: Digest.sha256Hex(hashes.joined()), summary: parts.joined(separator: " + "))
     }
 }
@@ -80,10 +90,6 @@ struct BenchResult {
     var tool: String
     var runs: [BenchRun]
 
-    private func median(_ values: [Double]) -> Double {
-        let s = values.sorted()
-        return s.count % 2 == 1 ? s[s.count / 2] : (s[s.count / 2 - 1] + s[s.count / 2]) / 2
-    }
     var rate: Double { median(runs.map(\.imagesPerSecond)) }
     var rateMin: Double { runs.map(\.imagesPerSecond).min() ?? 0 }
     var rateMax: Double { runs.map(\.imagesPerSecond).max() ?? 0 }
@@ -124,4 +130,55 @@ struct BenchResult {
             }),
         ]
     }
+}
+
+/// H: store-hit throughput (the W1 jobs again, copied to about 5,000, on the filled store).
+struct HitRun {
+    var jobs: Int
+    var seconds: Double
+    var cpuSeconds: Double
+
+    var jobsPerSecond: Double { Double(jobs) / seconds }
+    var line: String { String(format: "%d store hits in %.2f s = %.0f jobs/s, %.2f CPU ms/job", jobs, seconds, jobsPerSecond, cpuSeconds * 1000 / Double(jobs)) }
+
+    static func summary(_ runs: [HitRun]) -> String {
+        let rates = runs.map(\.jobsPerSecond)
+        return String(format: "H — store hits: %.0f jobs/s (%.0f–%.0f), one worker process, %d jobs per run\n",
+                      median(rates), rates.min() ?? 0, rates.max() ?? 0, runs.first?.jobs ?? 0)
+    }
+
+    static func json(_ runs: [HitRun]) -> JSONValue {
+        ["jobs_per_second_median": .number(median(runs.map(\.jobsPerSecond)).rounded()),
+         "runs": .array(runs.map { ["jobs": .number(Double($0.jobs)), "seconds": .number(($0.seconds * 1000).rounded() / 1000)] })]
+    }
+}
+
+/// L: enqueue → start latency with an idle worker.
+struct LatencyRun {
+    var milliseconds: [Double]
+
+    func percentile(_ p: Double) -> Double {
+        let s = milliseconds.sorted()
+        guard !s.isEmpty else { return 0 }
+        return s[min(s.count - 1, Int((p / 100 * Double(s.count)).rounded(.up)) - 1)]
+    }
+    var line: String { String(format: "enqueue→start p50 %.1f ms, p95 %.1f ms, p99 %.1f ms (%d jobs)", percentile(50), percentile(95), percentile(99), milliseconds.count) }
+
+    static func summary(_ runs: [LatencyRun]) -> String {
+        String(format: "L — enqueue→start with an idle worker: p50 %.1f ms, p95 %.1f ms, p99 %.1f ms (medians of %d runs)\n",
+               median(runs.map { $0.percentile(50) }), median(runs.map { $0.percentile(95) }), median(runs.map { $0.percentile(99) }), runs.count)
+    }
+
+    static func json(_ runs: [LatencyRun]) -> JSONValue {
+        ["p50_ms": .number((median(runs.map { $0.percentile(50) }) * 10).rounded() / 10),
+         "p95_ms": .number((median(runs.map { $0.percentile(95) }) * 10).rounded() / 10),
+         "p99_ms": .number((median(runs.map { $0.percentile(99) }) * 10).rounded() / 10)]
+    }
+}
+
+/// The median (the mean of the middle two for an even count); 0 for none.
+func median(_ values: [Double]) -> Double {
+    let s = values.sorted()
+    guard !s.isEmpty else { return 0 }
+    return s.count % 2 == 1 ? s[s.count / 2] : (s[s.count / 2 - 1] + s[s.count / 2]) / 2
 }

@@ -15,12 +15,16 @@ struct BenchCommandTests {
         #expect(await bench.wait(timeout: 300) == 0, "\(bench.output.suffix(2000))")
         let json = try #require(JSONValue.parse(String(decoding: try Data(contentsOf: out), as: UTF8.self)))
         #expect(json["scenario"]?.stringValue == "W1")
-        #expect(json["corpus"]?["images"]?.numberValue == 2)
+        #expect(json["corpus"]?["images"]?.numberValue == 3)  // one of each kind: 1080p JPEG, 12 MP JPEG, PNG with alpha
+        #expect((json["H"]?["jobs_per_second_median"]?.numberValue ?? 0) > 0)
+        let p50 = try #require(json["L"]?["p50_ms"]?.numberValue), p99 = try #require(json["L"]?["p99_ms"]?.numberValue)
+        #expect(p50 > 0 && p50 <= p99)
         let halcyon = try #require(json["results"]?.arrayValue?.first)
         #expect(halcyon["tool"]?.stringValue == "halcyon")
         #expect((halcyon["images_per_second_median"]?.numberValue ?? 0) > 0)
         #expect((halcyon["peak_rss_bytes"]?.numberValue ?? 0) > 1_000_000)
         #expect(bench.output.contains("W1 — resize(320x320, mode=fill)"))
+        #expect(bench.output.contains("H — store hits:") && bench.output.contains("L — enqueue→start"))
     }
 
     @Test func benchRefusesADatabaseWithOtherJobs() async throws {
