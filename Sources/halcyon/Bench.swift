@@ -8,7 +8,7 @@ import HalcyonStore
 
 struct Bench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Measure W1, H and L end to end through the queue, W1 beside ImageMagick's convert on the same files.",
+        abstract: "Measure W1, H, L and S end to end through the queue, W1 beside ImageMagick's convert on the same files.",
         discussion: """
             W1: every corpus image → resize(320x320, mode=fill) |> format(jpeg, quality=82). The
             corpus is generated (seeded, photo-like) under $HALCYON_HOME/bench/corpus: by default
@@ -20,6 +20,8 @@ struct Bench: AsyncParsableCommand {
             shrink allows, one thread), one process per image, --concurrency at a time.
             H: the W1 jobs again, copied to about 5,000, on the store W1 filled: store-hit jobs/s.
             L: an idle worker; 40 small jobs enqueued 50 ms apart; enqueue→start p50/p95/p99.
+            S: 2,000 store-hit jobs drained with 10k and then 1M finished rows in the table (both
+            × --scale): the cost per job of the large table against the small one.
             On the embedded database the bench uses its own database, halcyon_bench; a database
             given with --database-url must hold no jobs but the bench's (it refuses otherwise).
             """)
@@ -33,6 +35,8 @@ struct Bench: AsyncParsableCommand {
     var concurrency: Int = ProcessInfo.processInfo.activeProcessorCount
     @Flag(help: "Skip the convert peers.")
     var noPeers = false
+    @Flag(help: "Skip S (claim+complete cost with 10k against 1M rows in the table; inserting them takes a minute).")
+    var noScale = false
     @Option(help: "Write the results as JSON here (default $HALCYON_HOME/bench/results.json).")
     var out: String?
 
@@ -77,13 +81,16 @@ struct Bench: AsyncParsableCommand {
         for name in ["halcyon", "convert tuned", "convert naive"] {
             if let r = runs[name] { results.append(BenchResult(tool: name, runs: r)) }
         }
+        let scaleRuns = noScale ? [] : try await runScale(conninfo: conninfo, scratch: home.appendingPathComponent("scratch"))
         print(BenchResult.table(results, images: corpus.files.count, concurrency: concurrency, repeats: repeats))
         print(HitRun.summary(hitRuns))
         print(LatencyRun.summary(latencyRuns))
+        if !scaleRuns.isEmpty { print(ScaleRun.summary(scaleRuns)) }
         var json = BenchResult.json(results, corpus: corpus, concurrency: concurrency, chain: Self.chain)
         if case .object(var o) = json {
             o["H"] = HitRun.json(hitRuns)
             o["L"] = LatencyRun.json(latencyRuns)
+            if !scaleRuns.isEmpty { o["S"] = ScaleRun.json(scaleRuns) }
             json = .object(o)
         }
         let outURL = URL(fileURLWithPath: out ?? home.appendingPathComponent("results.json").path)
@@ -202,6 +209,56 @@ struct Bench: AsyncParsableCommand {
             await Self.stop(pid)
             throw error
         }
+    }
+
+    /// S: what claiming and completing cost as the table grows. For 10k and then 1M rows
+    /// already in the table (99 % succeeded, 1 % failed, finished a day ago; both × --scale),
+    /// 2,000 store-hit jobs (× --scale) are drained by one worker; their jobs/s is compared.
+    private func runScale(conninfo: String, scratch: URL) async throws -> [ScaleRun] {
+        let c = try await PGConnection.connect(conninfo)
+        defer { Task { await c.close() } }
+        let tiny = scratch.appendingPathComponent("scale.png")
+        try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
+        try SampleImages.solid(width: 16, height: 16, red: 200, green: 10, blue: 90).write(to: tiny)
+        let store = scratch.appendingPathComponent("store-scale-\(getpid())")
+        defer { try? FileManager.default.removeItem(at: store) }
+        let corpus = BenchCorpus(directory: scratch, files: [], fingerprint: "", summary: "")
+        let jobs = max(100, Int(2000 * scale))
+        var out: [ScaleRun] = []
+        for rows in [10_000, 1_000_000].map({ max(1000, Int(Double($0) * scale)) }) {
+            print("S: \(rows) rows in the table…")
+            try await c.execute("DELETE FROM halcyon.jobs WHERE cache_key LIKE 'halcyon-bench:%'")
+            try await c.execute("""
+                INSERT INTO halcyon.jobs (source, processors, cache_key, state, attempt, finished_at, result_key, errors)
+                SELECT 'file:///bench/bg-' || g || '.jpg', 'resize(64x64)', 'halcyon-bench:bg-' || g,
+                       (CASE WHEN g % 100 = 0 THEN 'failed' ELSE 'succeeded' END)::halcyon.job_state, 1,
+                       now() - interval '1 day' + g * interval '1 ms', 'halcyon-bench:bg-' || g || '@resize(64x64,mode=fit)', '[]'
+                FROM generate_series(1, $1::int) AS g
+                """, [String(rows)])
+            // One job stores the result the timed jobs then hit.
+            var seed = JobQueue.NewJob(source: "file://" + tiny.path)
+            seed.processors = "resize(8x8)"
+            seed.cacheKey = "halcyon-bench:scale"
+            _ = try await JobQueue(connection: c).enqueue(seed)
+            _ = try await drainWorker(conninfo: conninfo, store: store, corpus: corpus, scratch: scratch)
+            try await c.execute("DELETE FROM halcyon.jobs WHERE cache_key = 'halcyon-bench:scale'")
+            try await c.execute("""
+                INSERT INTO halcyon.jobs (source, processors, cache_key)
+                SELECT 'file://' || $1, 'resize(8x8)', 'halcyon-bench:scale' FROM generate_series(1, $2::int)
+                """, [tiny.path, String(jobs)])
+            try await c.execute("ANALYZE halcyon.jobs")
+            let started = Date()
+            _ = try await drainWorker(conninfo: conninfo, store: store, corpus: corpus, scratch: scratch)
+            let seconds = Date().timeIntervalSince(started)
+            let done = try await c.execute("SELECT count(*) AS n FROM halcyon.jobs WHERE cache_key = 'halcyon-bench:scale' AND cache_hit")
+                .value(0, "n").flatMap { Int($0) } ?? 0
+            guard done == jobs else { throw CommandFailure("S: only \(done) of \(jobs) jobs were store hits") }
+            let run = ScaleRun(rows: rows, jobs: jobs, seconds: seconds)
+            print("S: \(run.line)")
+            out.append(run)
+        }
+        try await c.execute("DELETE FROM halcyon.jobs WHERE cache_key LIKE 'halcyon-bench:%'")
+        return out
     }
 
     /// SIGTERM, and the exit waited for off the cooperative pool.

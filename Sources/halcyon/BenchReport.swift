@@ -182,3 +182,29 @@ func median(_ values: [Double]) -> Double {
     guard !s.isEmpty else { return 0 }
     return s.count % 2 == 1 ? s[s.count / 2] : (s[s.count / 2 - 1] + s[s.count / 2]) / 2
 }
+
+/// S: claim+complete cost with `rows` finished rows already in the table.
+struct ScaleRun {
+    var rows: Int
+    var jobs: Int
+    var seconds: Double
+
+    var jobsPerSecond: Double { Double(jobs) / seconds }
+    var line: String { String(format: "%d rows in the table: %d jobs in %.2f s = %.0f jobs/s", rows, jobs, seconds, jobsPerSecond) }
+
+    /// The largest table's cost per job against the smallest's (1.0: no slower).
+    static func costRatio(_ runs: [ScaleRun]) -> Double {
+        guard let small = runs.min(by: { $0.rows < $1.rows }), let large = runs.max(by: { $0.rows < $1.rows }) else { return 0 }
+        return small.jobsPerSecond / large.jobsPerSecond
+    }
+
+    static func summary(_ runs: [ScaleRun]) -> String {
+        "S — claim+complete: " + runs.map { String(format: "%.0f jobs/s with %d rows", $0.jobsPerSecond, $0.rows) }.joined(separator: ", ")
+            + String(format: "; the large table costs %.2f× the small one per job\n", costRatio(runs))
+    }
+
+    static func json(_ runs: [ScaleRun]) -> JSONValue {
+        ["cost_ratio": .number((costRatio(runs) * 100).rounded() / 100),
+         "runs": .array(runs.map { ["rows": .number(Double($0.rows)), "jobs": .number(Double($0.jobs)), "seconds": .number(($0.seconds * 1000).rounded() / 1000)] })]
+    }
+}

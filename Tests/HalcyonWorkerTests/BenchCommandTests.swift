@@ -19,6 +19,9 @@ struct BenchCommandTests {
         #expect((json["H"]?["jobs_per_second_median"]?.numberValue ?? 0) > 0)
         let p50 = try #require(json["L"]?["p50_ms"]?.numberValue), p99 = try #require(json["L"]?["p99_ms"]?.numberValue)
         #expect(p50 > 0 && p50 <= p99)
+        // S at --scale 0.01: 1,000 and 10,000 rows in the table.
+        #expect(json["S"]?["runs"]?.arrayValue?.compactMap { $0["rows"]?.numberValue } == [1000, 10_000])
+        #expect((json["S"]?["cost_ratio"]?.numberValue ?? 0) > 0)
         let halcyon = try #require(json["results"]?.arrayValue?.first)
         #expect(halcyon["tool"]?.stringValue == "halcyon")
         #expect((halcyon["images_per_second_median"]?.numberValue ?? 0) > 0)
