@@ -8,7 +8,7 @@ import HalcyonStore
 
 struct Bench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Measure W1, H, L and S end to end through the queue, W1 beside ImageMagick's convert on the same files.",
+        abstract: "Measure W1, W2, H, L and S end to end through the queue, W1 beside ImageMagick's convert on the same files.",
         discussion: """
             W1: every corpus image → resize(320x320, mode=fill) |> format(jpeg, quality=82). The
             corpus is generated (seeded, photo-like) under $HALCYON_HOME/bench/corpus: by default
@@ -20,6 +20,7 @@ struct Bench: AsyncParsableCommand {
             shrink allows, one thread), one process per image, --concurrency at a time.
             H: the W1 jobs again, copied to about 5,000, on the store W1 filled: store-hit jobs/s.
             L: an idle worker; 40 small jobs enqueued 50 ms apart; enqueue→start p50/p95/p99.
+            W2: every source → three variants (the W1 chain, a 1024 fit WebP q80, a 64 fill PNG).
             S: 2,000 store-hit jobs drained with 10k and then 1M finished rows in the table (both
             × --scale): the cost per job of the large table against the small one.
             On the embedded database the bench uses its own database, halcyon_bench; a database
@@ -41,6 +42,8 @@ struct Bench: AsyncParsableCommand {
     var out: String?
 
     static let chain = "resize(320x320, mode=fill) |> format(jpeg, quality=82)"
+    /// W2: three variants of every source (decoded once when the three share a claim).
+    static let variants = [chain, "resize(1024x1024, mode=fit) |> format(webp, quality=80)", "resize(64x64, mode=fill) |> format(png)"]
 
     func validate() throws {
         guard scale > 0, scale <= 10 else { throw ValidationError("--scale must be in (0, 10]") }
@@ -64,6 +67,9 @@ struct Bench: AsyncParsableCommand {
             hitRuns.append(hits)
             print("round \(round): halcyon \(h.line)")
             print("round \(round): H \(hits.line)")
+            let w2 = try await runW2(corpus, conninfo: conninfo, scratch: home.appendingPathComponent("scratch"))
+            runs["halcyon W2", default: []].append(w2)
+            print("round \(round): W2 \(w2.line.replacingOccurrences(of: "images", with: "sources").replacingOccurrences(of: "/image", with: "/source"))")
             let latency = try await runLatency(corpus, conninfo: conninfo, scratch: home.appendingPathComponent("scratch"))
             latencyRuns.append(latency)
             print("round \(round): L \(latency.line)")
@@ -83,6 +89,10 @@ struct Bench: AsyncParsableCommand {
         }
         let scaleRuns = noScale ? [] : try await runScale(conninfo: conninfo, scratch: home.appendingPathComponent("scratch"))
         print(BenchResult.table(results, images: corpus.files.count, concurrency: concurrency, repeats: repeats))
+        if let w2 = runs["halcyon W2"].map({ BenchResult(tool: "halcyon", runs: $0) }) {
+            print(String(format: "W2 — three variants per source (320 fill JPEG, 1024 fit WebP, 64 fill PNG): %.1f sources/s (%.1f–%.1f), %.0f CPU ms/source, peak RSS %.0f MB\n",
+                         w2.rate, w2.rateMin, w2.rateMax, w2.cpuMs, w2.peakMB))
+        }
         print(HitRun.summary(hitRuns))
         print(LatencyRun.summary(latencyRuns))
         if !scaleRuns.isEmpty { print(ScaleRun.summary(scaleRuns)) }
@@ -90,6 +100,11 @@ struct Bench: AsyncParsableCommand {
         if case .object(var o) = json {
             o["H"] = HitRun.json(hitRuns)
             o["L"] = LatencyRun.json(latencyRuns)
+            if let w2 = runs["halcyon W2"] {
+                let r = BenchResult(tool: "halcyon", runs: w2)
+                o["W2"] = ["chains": .array(Self.variants.map { .string($0) }), "sources_per_second_median": .number((r.rate * 100).rounded() / 100),
+                           "cpu_ms_per_source": .number(r.cpuMs.rounded()), "peak_rss_bytes": .number(r.peakMB * 1e6)]
+            }
             if !scaleRuns.isEmpty { o["S"] = ScaleRun.json(scaleRuns) }
             json = .object(o)
         }
@@ -169,6 +184,37 @@ struct Bench: AsyncParsableCommand {
         await c.close()
         guard hits == hitJobs else { throw CommandFailure("H: only \(hits) of \(hitJobs) jobs were store hits") }
         return (w1, HitRun(jobs: hitJobs, seconds: hitSeconds, cpuSeconds: hitUsage.cpuSeconds))
+    }
+
+    /// W2: every source → the three `variants`, enqueued together so a claim holds a source's
+    /// three jobs and decodes it once. Every output's size and format is checked.
+    private func runW2(_ corpus: BenchCorpus, conninfo: String, scratch: URL) async throws -> BenchRun {
+        let c = try await PGConnection.connect(conninfo)
+        defer { Task { await c.close() } }
+        try await c.execute("DELETE FROM halcyon.jobs WHERE cache_key LIKE 'halcyon-bench:%'")
+        _ = try await JobQueue(connection: c).enqueue(batch: corpus.files.flatMap { f in
+            Self.variants.map { chain in
+                var j = JobQueue.NewJob(source: "file://" + f.path)
+                j.processors = chain
+                j.cacheKey = "halcyon-bench:w2-" + URL(fileURLWithPath: f.path).lastPathComponent
+                return j
+            }
+        })
+        let store = scratch.appendingPathComponent("store-w2-\(getpid())")
+        try? FileManager.default.removeItem(at: store)
+        defer { try? FileManager.default.removeItem(at: store) }
+        let started = Date()
+        let usage = try await drainWorker(conninfo: conninfo, store: store, corpus: corpus, scratch: scratch)
+        let seconds = Date().timeIntervalSince(started)
+        let ok = try await c.execute("""
+            SELECT count(*) FILTER (WHERE state = 'succeeded' AND (
+                (result_format = 'jpeg' AND result_width = 320 AND result_height = 320) OR
+                (result_format = 'webp' AND greatest(result_width, result_height) = 1024) OR
+                (result_format = 'png' AND result_width = 64 AND result_height = 64))) AS ok
+            FROM halcyon.jobs WHERE cache_key LIKE 'halcyon-bench:w2-%'
+            """).value(0, "ok").flatMap { Int($0) } ?? 0
+        guard ok == corpus.files.count * 3 else { throw CommandFailure("W2: only \(ok) of \(corpus.files.count * 3) outputs are as asked") }
+        return BenchRun(seconds: seconds, cpuSeconds: usage.cpuSeconds, peakRSS: usage.peakRSS, images: corpus.files.count)
     }
 
     /// Runs `halcyon work --drain` as a child on the bench's database and store.

@@ -17,6 +17,8 @@ struct BenchCommandTests {
         #expect(json["scenario"]?.stringValue == "W1")
         #expect(json["corpus"]?["images"]?.numberValue == 3)  // one of each kind: 1080p JPEG, 12 MP JPEG, PNG with alpha
         #expect((json["H"]?["jobs_per_second_median"]?.numberValue ?? 0) > 0)
+        #expect((json["W2"]?["sources_per_second_median"]?.numberValue ?? 0) > 0)
+        #expect(json["W2"]?["chains"]?.arrayValue?.count == 3)
         let p50 = try #require(json["L"]?["p50_ms"]?.numberValue), p99 = try #require(json["L"]?["p99_ms"]?.numberValue)
         #expect(p50 > 0 && p50 <= p99)
         // S at --scale 0.01: 1,000 and 10,000 rows in the table.
