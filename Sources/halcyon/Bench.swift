@@ -17,7 +17,8 @@ struct Bench: AsyncParsableCommand {
             child (real queue, file:// sources, real store); its peak RSS and CPU come from wait4.
             Peers, when a real ImageMagick `convert` is installed (scripts/bench-peers-setup):
             naive (-resize WxH^ -gravity center -extent WxH) and tuned (-define jpeg:size as the
-            shrink allows, one thread), one process per image, --concurrency at a time.
+            shrink allows, one thread), one process per image, --concurrency at a time; and
+            Pillow with draft() in --concurrency long-lived processes (scripts/bench-pillow.py).
             H: the W1 jobs again, copied to about 5,000, on the store W1 filled: store-hit jobs/s.
             L: an idle worker; 40 small jobs enqueued 50 ms apart; enqueue→start p50/p95/p99.
             W2: every source → three variants (the W1 chain, a 1024 fit WebP q80, a 64 fill PNG).
@@ -73,6 +74,11 @@ struct Bench: AsyncParsableCommand {
             let latency = try await runLatency(corpus, conninfo: conninfo, scratch: home.appendingPathComponent("scratch"))
             latencyRuns.append(latency)
             print("round \(round): L \(latency.line)")
+            if !noPeers, let script = Self.pillowScript() {
+                let r = try await runPillow(script, corpus, scratch: home.appendingPathComponent("scratch"))
+                runs["pillow draft", default: []].append(r)
+                print("round \(round): pillow draft \(r.line)")
+            }
             if !noPeers, let convert = Self.realConvert() {
                 for tuned in [true, false] {
                     let r = try runConvert(convert, corpus, tuned: tuned, scratch: home.appendingPathComponent("scratch"))
@@ -84,7 +90,10 @@ struct Bench: AsyncParsableCommand {
         if !noPeers, Self.realConvert() == nil {
             print("peers skipped: no real ImageMagick `convert` (run scripts/bench-peers-setup)")
         }
-        for name in ["halcyon", "convert tuned", "convert naive"] {
+        if !noPeers, Self.pillowScript() == nil {
+            print("peer skipped: no Pillow for python3, or scripts/bench-pillow.py not found (run scripts/bench-peers-setup)")
+        }
+        for name in ["halcyon", "pillow draft", "convert tuned", "convert naive"] {
             if let r = runs[name] { results.append(BenchResult(tool: name, runs: r)) }
         }
         let scaleRuns = noScale ? [] : try await runScale(conninfo: conninfo, scratch: home.appendingPathComponent("scratch"))
@@ -336,6 +345,32 @@ struct Bench: AsyncParsableCommand {
         }
         guard rows.count == samples else { throw CommandFailure("L: only \(rows.count) of \(samples) jobs started; see \(log)") }
         return LatencyRun(milliseconds: rows)
+    }
+
+    /// `scripts/bench-pillow.py`, when python3 has Pillow.
+    static func pillowScript() -> String? {
+        guard let dir = ResourceLocator.find("scripts", marker: "bench-pillow.py", environment: "HALCYON_SCRIPTS").found else { return nil }
+        let out = FileManager.default.temporaryDirectory.appendingPathComponent("pillow-check-\(getpid())").path
+        defer { try? FileManager.default.removeItem(atPath: out) }
+        guard (try? Subprocess.run("/usr/bin/env", ["python3", "-c", "import PIL"], outputPath: out)) == 0 else { return nil }
+        return dir.appendingPathComponent("bench-pillow.py").path
+    }
+
+    /// Pillow with draft() in `--concurrency` long-lived processes (the strongest peer
+    /// FIELD-NOTES.md measured). CPU covers the pool's processes; peak RSS is the parent's.
+    private func runPillow(_ script: String, _ corpus: BenchCorpus, scratch: URL) async throws -> BenchRun {
+        let outDir = scratch.appendingPathComponent("pillow")
+        try? FileManager.default.removeItem(at: outDir)
+        try FileManager.default.createDirectory(at: outDir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: outDir) }
+        let started = Date()
+        let pid = try Subprocess.spawn("/usr/bin/env", ["python3", script, outDir.path, String(concurrency)] + corpus.files.map(\.path),
+                                       outputPath: scratch.appendingPathComponent("pillow.log").path)
+        let usage = await Task.detached { Subprocess.waitWithUsage(pid) }.value
+        let seconds = Date().timeIntervalSince(started)
+        let made = (try? FileManager.default.contentsOfDirectory(atPath: outDir.path).filter { $0.hasSuffix(".jpg") }.count) ?? 0
+        guard usage.status == 0, made == corpus.files.count else { throw CommandFailure("Pillow produced \(made) of \(corpus.files.count) outputs") }
+        return BenchRun(seconds: seconds, cpuSeconds: usage.cpuSeconds, peakRSS: usage.peakRSS, images: corpus.files.count)
     }
 
     /// A real ImageMagick `convert` (some machines put a stand-in first on PATH).

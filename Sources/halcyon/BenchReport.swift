@@ -101,7 +101,9 @@ struct BenchResult {
         out += "tool            images/s            CPU ms/image   peak RSS/process   Halcyon is\n"
         let halcyon = results.first { $0.tool == "halcyon" }?.rate
         for r in results {
-            let ratio = halcyon.map { r.tool == "halcyon" ? "—" : String(format: "%.2f× faster", $0 / r.rate) } ?? ""
+            let ratio = halcyon.map { h in
+                r.tool == "halcyon" ? "—" : String(format: h >= r.rate ? "%.2f× faster" : "%.2f× (slower)", h / r.rate)
+            } ?? ""
             out += r.tool.padding(toLength: 16, withPad: " ", startingAt: 0)
                 + String(format: "%6.1f (%.1f–%.1f)", r.rate, r.rateMin, r.rateMax).padding(toLength: 20, withPad: " ", startingAt: 0)
                 + String(format: "%8.0f", r.cpuMs).padding(toLength: 15, withPad: " ", startingAt: 0)
