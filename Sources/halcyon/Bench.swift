@@ -81,7 +81,8 @@ struct Bench: AsyncParsableCommand {
             }
             if !noPeers, let convert = Self.realConvert() {
                 for tuned in [true, false] {
-                    let r = try runConvert(convert, corpus, tuned: tuned, scratch: home.appendingPathComponent("scratch"))
+                    let scratch = home.appendingPathComponent("scratch")
+                    let r = try await Blocking.run { [self] in try runConvert(convert, corpus, tuned: tuned, scratch: scratch) }  // concurrentPerform blocks
                     runs[tuned ? "convert tuned" : "convert naive", default: []].append(r)
                     print("round \(round): convert \(tuned ? "tuned" : "naive") \(r.line)")
                 }
