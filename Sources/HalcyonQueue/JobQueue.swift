@@ -39,14 +39,10 @@ public struct JobQueue: Sendable {
         return Set(r.rows.compactMap { $0[0].flatMap { Int64($0) } })
     }
 
-    /// Records success. Returns false when the job was no longer ours.
+    /// Records success. Returns false when the job was no longer ours. (The batch statement
+    /// with one row: the worker's group commit and this share one guarded UPDATE.)
     public func complete(id: Int64, workerID: String, result: JobResult, timings: StageTimings = StageTimings()) async throws -> Bool {
-        let r = try await connection.execute(SQL.complete, [
-            String(id), workerID, result.key, result.digest, result.path, String(result.bytes),
-            String(result.width), String(result.height), result.format, result.cacheHit ? "true" : "false",
-            result.source, timings.json.jsonText,
-        ])
-        return r.affected == 1
+        try await complete(batch: [(id, result, timings)], workerID: workerID).contains(id)
     }
 
     /// Records many successes in one statement; returns the ids that were still ours (the rest
@@ -62,7 +58,7 @@ public struct JobQueue: Sendable {
                 "result_source": r.source.map { .string($0) } ?? .null, "timings": b.timings.json,
             ]
         }
-        let r = try await connection.execute(SQL.completeBatch, [workerID, JSONValue.array(rows).jsonText])
+        let r = try await connection.execute(SQL.complete, [workerID, JSONValue.array(rows).jsonText])
         return Set(r.rows.compactMap { $0[0].flatMap { Int64($0) } })
     }
 

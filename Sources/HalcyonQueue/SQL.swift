@@ -70,7 +70,7 @@ enum SQL {
     /// Records many successes in one statement (group commit). $1 worker id, $2 a JSON array of
     /// {id, result_key, result_digest, result_path, result_bytes, result_width, result_height,
     /// result_format, cache_hit, result_source, timings}. Returns the ids still ours, now succeeded.
-    static let completeBatch = """
+    static let complete = """
         UPDATE halcyon.jobs AS j
         SET state = 'succeeded', locked_by = NULL, locked_until = NULL, finished_at = now(),
             result_key = r.result_key, result_digest = r.result_digest, result_path = r.result_path,
@@ -81,17 +81,6 @@ enum SQL {
              result_source text, timings jsonb)
         WHERE j.id = r.id AND j.state = 'running' AND j.locked_by = $1
         RETURNING j.id
-        """
-
-    /// $1 id, $2 worker id, $3 result_key, $4 digest, $5 path, $6 bytes, $7 width, $8 height,
-    /// $9 format, $10 cache_hit, $11 result_source, $12 stage timings (jsonb).
-    static let complete = """
-        UPDATE halcyon.jobs
-        SET state = 'succeeded', locked_by = NULL, locked_until = NULL, finished_at = now(),
-            result_key = $3, result_digest = $4, result_path = $5, result_bytes = $6::bigint,
-            result_width = $7::int, result_height = $8::int, result_format = $9,
-            cache_hit = $10::boolean, result_source = $11, timings = $12::jsonb
-        WHERE id = $1::bigint AND state = 'running' AND locked_by = $2
         """
 
     /// $1 id, $2 worker id, $3 error entry (jsonb without `at`/`attempt`), $4 last_error text,
