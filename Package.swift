@@ -55,7 +55,7 @@ let package = Package(
                 path: "Tests/HalcyonTestSupport"),
 
         .testTarget(name: "HalcyonCoreTests", dependencies: ["HalcyonCore"]),
-        .testTarget(name: "HalcyonImageTests", dependencies: ["HalcyonImage", "HalcyonCore"]),
+        .testTarget(name: "HalcyonImageTests", dependencies: ["HalcyonImage", "HalcyonCore", "HalcyonTestSupport"]),
         .testTarget(name: "HalcyonStoreTests", dependencies: ["HalcyonStore", "HalcyonCore"]),
         .testTarget(name: "HalcyonFetchTests", dependencies: ["HalcyonFetch", "HalcyonCore", "HalcyonTestSupport", "HalcyonImage", "HalcyonStore"]),
         .testTarget(name: "HalcyonQueueTests", dependencies: ["HalcyonQueue", "HalcyonCore", "HalcyonTestSupport"]),

@@ -1,44 +1,83 @@
 #!/usr/bin/env python3
-"""The Pillow peer of `halcyon bench` W1: Pillow with draft() (JPEG DCT scaling, Pillow's
+"""The Pillow peer of `halcyon bench`: Pillow with draft() (JPEG DCT scaling, Pillow's
 shrink-on-load) in one long-lived process per core, each taking files from a shared queue.
 
-usage: bench-pillow.py OUT_DIR PROCESSES FILE...
-Writes OUT_DIR/<index>.jpg (320x320 fill, Lanczos, JPEG q82) for every FILE; exit 1 on any failure.
+usage: bench-pillow.py [--w2] OUT_DIR PROCESSES FILE...
+W1 (default): writes OUT_DIR/<index>.jpg, 320x320 fill, Lanczos, JPEG q82, for every FILE.
+W2 (--w2): decodes each FILE once and writes OUT_DIR/<index>.jpg (as W1), <index>.webp
+(1024x1024 fit, q80) and <index>.png (64x64 fill).
+Prints "ms <index> <milliseconds>" per file; exit 1 on any failure.
 """
 import multiprocessing as mp
 import os
 import sys
+import time
 
 from PIL import Image, ImageOps
 
-SIZE = (320, 320)
+
+def load(path, cover):
+    """Opens `path`, letting JPEG decode at the smallest DCT scale that still covers `cover`
+    (a (width, height) box, or a function of the image size giving one); flattens alpha onto
+    white (as Halcyon does for outputs without alpha)."""
+    im = Image.open(path)
+    if im.format == "JPEG":
+        w, h = cover(im.width, im.height)
+        im.draft("RGB", (max(1, round(w)), max(1, round(h))))
+    im = im.convert("RGBA") if im.mode in ("RGBA", "LA", "P") else im.convert("RGB")
+    if im.mode == "RGBA":
+        white = Image.new("RGB", im.size, (255, 255, 255))
+        white.paste(im, mask=im.getchannel("A"))
+        im = white
+    return im
 
 
-def convert(job):
-    index, path, out_dir = job
+def fill_cover(size):
+    def cover(w, h):
+        k = max(size[0] / w, size[1] / h)
+        return w * k, h * k
+    return cover
+
+
+def w1(index, path, out_dir):
+    im = load(path, fill_cover((320, 320)))
+    ImageOps.fit(im, (320, 320), Image.LANCZOS).save(os.path.join(out_dir, f"{index}.jpg"), "JPEG", quality=82)
+
+
+def w2(index, path, out_dir):
+    im = load(path, lambda w, h: (w * min(1, 1024 / max(w, h)), h * min(1, 1024 / max(w, h))))
+    ImageOps.fit(im, (320, 320), Image.LANCZOS).save(os.path.join(out_dir, f"{index}.jpg"), "JPEG", quality=82)
+    fit = im.copy()
+    fit.thumbnail((1024, 1024), Image.LANCZOS)
+    fit.save(os.path.join(out_dir, f"{index}.webp"), "WEBP", quality=80)
+    ImageOps.fit(im, (64, 64), Image.LANCZOS).save(os.path.join(out_dir, f"{index}.png"), "PNG")
+
+
+def run(job):
+    work, index, path, out_dir = job
+    started = time.perf_counter()
     try:
-        with Image.open(path) as im:
-            if im.format == "JPEG":
-                # The smallest DCT scale that still covers the fill (draft never goes below it).
-                scale = max(SIZE[0] / im.width, SIZE[1] / im.height)
-                im.draft("RGB", (max(1, round(im.width * scale)), max(1, round(im.height * scale))))
-            im = im.convert("RGBA") if im.mode in ("RGBA", "LA", "P") else im.convert("RGB")
-            if im.mode == "RGBA":  # JPEG has no alpha: flatten onto white, as Halcyon does
-                white = Image.new("RGB", im.size, (255, 255, 255))
-                white.paste(im, mask=im.getchannel("A"))
-                im = white
-            ImageOps.fit(im, SIZE, Image.LANCZOS).save(os.path.join(out_dir, f"{index}.jpg"), "JPEG", quality=82)
-        return True
+        work(index, path, out_dir)
+        return index, (time.perf_counter() - started) * 1000
     except Exception as e:  # noqa: BLE001 — reported, counted
         print(f"{path}: {e}", file=sys.stderr)
-        return False
+        return index, None
 
 
 def main():
-    out_dir, processes, files = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+    args = sys.argv[1:]
+    work = w1
+    if args and args[0] == "--w2":
+        work, args = w2, args[1:]
+    out_dir, processes, files = args[0], int(args[1]), args[2:]
     with mp.Pool(processes) as pool:
-        ok = all(pool.imap_unordered(convert, [(i, f, out_dir) for i, f in enumerate(files)], chunksize=1))
-    sys.exit(0 if ok else 1)
+        # Nothing is printed while the pool lives: a worker forked while this process holds
+        # stdout's lock would inherit it held.
+        done = list(pool.imap_unordered(run, [(work, i, f, out_dir) for i, f in enumerate(files)], chunksize=1))
+    for index, ms in done:
+        if ms is not None:
+            print(f"ms {index} {ms:.2f}")
+    sys.exit(0 if all(ms is not None for _, ms in done) else 1)
 
 
 if __name__ == "__main__":

@@ -15,6 +15,8 @@ Serves files from --root and counts every request by path+query. Endpoints:
   /notimage                           HTML under Content-Type image/jpeg
   /redirect?to=URL                    302 to URL
   /redirect-loop/N                    302 to /redirect-loop/N+1, forever
+  /bigheaders/BYTES                   a 200 whose headers total about BYTES bytes
+  /as/TYPE/SUBTYPE/NAME               the file NAME under Content-Type TYPE/SUBTYPE
   /_headers                           the request headers as JSON
   /_counts                            JSON {path: count}; /_reset clears counts and failure state
 The chosen port is written to --port-file once listening.
@@ -159,6 +161,21 @@ class Handler(BaseHTTPRequestHandler):
         if head == "redirect":
             to = parse_qs(url.query).get("to", ["/"])[0]
             return self.send_body(302, b"", "text/plain", {"Location": to})
+        if head == "bigheaders" and len(parts) == 2:
+            total = int(parts[1])
+            self.send_response(200)
+            for i in range(max(1, total // 1000)):
+                self.send_header("X-Filler-%d" % i, "x" * 980)
+            self.send_header("Content-Type", "image/png")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        if head == "as" and len(parts) == 4:
+            path = os.path.join(self.server.root, os.path.basename(parts[3]))
+            if not os.path.isfile(path):
+                return self.send_body(404, b"no such file", "text/plain")
+            with open(path, "rb") as f:
+                return self.send_body(200, f.read(), parts[1] + "/" + parts[2])
         if head == "redirect-loop" and len(parts) == 2:
             return self.send_body(302, b"", "text/plain", {"Location": "/redirect-loop/%d" % (int(parts[1]) + 1)})
         return self.send_body(404, b"no such endpoint", "text/plain")

@@ -39,11 +39,21 @@ public struct HalcyonLogHandler: LogHandler {
             text = JSONValue.object(object).jsonText
         }
         text += "\n"
-        FileHandle.standardError.write(Data(text.utf8))
+        writeToStandardError(text)
     }
 
     /// Installs this handler for the whole process; call once, early.
     public static func bootstrap(format: LogFormat, level: Logger.Level) {
         LoggingSystem.bootstrap { label in HalcyonLogHandler(label: label, format: format, level: level) }
+    }
+}
+
+/// Writes to standard error and never fails: a full disk, a file-size limit or a closed pipe
+/// under the log loses log lines, not the process (`FileHandle.write` traps on such errors).
+public func writeToStandardError(_ text: String) {
+    var bytes = Array(text.utf8)[...]
+    while !bytes.isEmpty {
+        let n = bytes.withUnsafeBytes { write(STDERR_FILENO, $0.baseAddress, $0.count) }
+        if n > 0 { bytes = bytes.dropFirst(n) } else if n < 0 && errno == EINTR { continue } else { return }
     }
 }

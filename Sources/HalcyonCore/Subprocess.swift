@@ -18,9 +18,21 @@ public enum Subprocess {
         defer { argv.forEach { free($0) } }
         let envp: [UnsafeMutablePointer<CChar>?]? = environment.map { env in env.map { strdup("\($0.key)=\($0.value)") } + [nil] }
         defer { envp?.forEach { free($0) } }
+        // The child starts with no signal blocked and every signal at its default action.
+        // Without this it inherits the spawning thread's mask — Dispatch worker threads block
+        // SIGTERM and friends — and could never be stopped by a plain `kill`.
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        var none = sigset_t(), all = sigset_t()
+        sigemptyset(&none)
+        sigfillset(&all)
+        posix_spawnattr_setsigmask(&attributes, &none)
+        posix_spawnattr_setsigdefault(&attributes, &all)
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
         var pid: pid_t = 0
-        let rc = envp.map { e in e.withUnsafeBufferPointer { posix_spawn(&pid, path, &actions, nil, argv, $0.baseAddress) } }
-            ?? posix_spawn(&pid, path, &actions, nil, argv, environ)
+        let rc = envp.map { e in e.withUnsafeBufferPointer { posix_spawn(&pid, path, &actions, &attributes, argv, $0.baseAddress) } }
+            ?? posix_spawn(&pid, path, &actions, &attributes, argv, environ)
         guard rc == 0 else {
             throw CocoaError(.fileReadUnknown, userInfo: [NSLocalizedDescriptionKey: "cannot run \(path): \(String(cString: strerror(rc)))"])
         }

@@ -13,6 +13,13 @@ public struct ImageLimits: Sendable {
     public var maxFrames = 300
 
     public init() {}
+
+    /// `image.too_large` unless width × height is within the limits.
+    func check(width: Int, height: Int) throws(HalcyonError) {
+        guard width <= maxWidth, height <= maxHeight, width * height <= maxPixels else {
+            throw HalcyonError(.imageTooLarge, "\(width)x\(height) exceeds the limits (\(maxWidth)x\(maxHeight), \(maxPixels / 1_000_000) MP)")
+        }
+    }
 }
 
 /// The encoded result of a chain.
@@ -57,11 +64,14 @@ public enum ImagePipeline {
     public static func run(_ data: Data, format: ImageFormat, chains: [ProcessorChain],
                            limits: ImageLimits = ImageLimits()) throws(HalcyonError) -> [Result<ProcessedImage, HalcyonError>] {
         let decodeStarted = ContinuousClock.now
-        let header = try MagickImage.ping(data, format: format)
-        guard header.width <= limits.maxWidth, header.height <= limits.maxHeight,
-              header.width * header.height <= limits.maxPixels else {
-            throw HalcyonError(.imageTooLarge, "\(header.width)x\(header.height) exceeds the limits (\(limits.maxWidth)x\(limits.maxHeight), \(limits.maxPixels / 1_000_000) MP)")
+        if let declared = DeclaredSize.of(data, format: format) {
+            try limits.check(width: declared.width, height: declared.height)
         }
+        guard format != .jpeg || DeclaredSize.jpegIsWhole(data) else {
+            throw HalcyonError(.decodeFailed, "truncated jpeg: the data ends before the image does")
+        }
+        let header = try MagickImage.ping(data, format: format)
+        try limits.check(width: header.width, height: header.height)
         guard header.frames <= limits.maxFrames, header.frames * header.width * header.height <= limits.maxPixels * 4 else {
             throw HalcyonError(.imageTooLarge, "\(header.frames) frames of \(header.width)x\(header.height) exceed the limits (\(limits.maxFrames) frames)")
         }

@@ -369,6 +369,9 @@ public final class MagickImage {
             MagickRelinquishMemory(m)
         }
         MagickClearException(wand)
-        return HalcyonError(code, message.isEmpty ? what : "\(what): \(message)")
+        // Over a policy or resource limit (pixels, width, memory, frames' allocations) is an
+        // image too large, whatever the step was doing: the limit, not the data, refused it.
+        let overLimit = severity == ResourceLimitError || severity == ResourceLimitFatalError || message.contains("exceeds limit")
+        return HalcyonError(overLimit ? .imageTooLarge : code, message.isEmpty ? what : "\(what): \(message)")
     }
 }

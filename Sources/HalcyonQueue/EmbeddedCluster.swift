@@ -79,11 +79,12 @@ public struct EmbeddedCluster: Sendable {
         try runServerTool(bin + "/pg_ctl", ["-D", dataDirectory.path, "-l", logFile.path, "-w", "-t", "60", "start"], what: "pg_ctl start")
     }
 
-    /// Stops the cluster if it runs.
-    public func stop() throws {
+    /// Stops the cluster if it runs: `fast` (disconnect clients, checkpoint) or `immediate`
+    /// (abort; crash recovery at the next start).
+    public func stop(mode: String = "fast") throws {
         let bin = try Self.binDirectory()
         guard FileManager.default.fileExists(atPath: dataDirectory.appendingPathComponent("PG_VERSION").path) else { return }
-        try runServerTool(bin + "/pg_ctl", ["-D", dataDirectory.path, "-m", "fast", "-w", "stop"], what: "pg_ctl stop", allowFailure: true)
+        try runServerTool(bin + "/pg_ctl", ["-D", dataDirectory.path, "-m", mode, "-w", "stop"], what: "pg_ctl stop", allowFailure: true)
     }
 
     /// PostgreSQL's server binaries: the newest `/usr/lib/postgresql/N/bin`, or `initdb` on PATH.

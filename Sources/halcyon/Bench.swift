@@ -8,22 +8,29 @@ import HalcyonStore
 
 struct Bench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Measure W1, W2, H, L and S end to end through the queue, W1 beside ImageMagick's convert on the same files.",
+        abstract: "Measure W1, W2, H, L and S end to end through the queue, beside Pillow, vipsthumbnail and convert on the same files.",
         discussion: """
             W1: every corpus image → resize(320x320, mode=fill) |> format(jpeg, quality=82). The
             corpus is generated (seeded, photo-like) under $HALCYON_HOME/bench/corpus: by default
             100 × 1920×1080 JPEG q85, 30 × 4032×3024 JPEG q90 and 20 × 1200×800 PNG with alpha;
             --scale shrinks the counts for quick runs. Halcyon runs as a `halcyon work --drain`
-            child (real queue, file:// sources, real store); its peak RSS and CPU come from wait4.
-            Peers, when a real ImageMagick `convert` is installed (scripts/bench-peers-setup):
-            naive (-resize WxH^ -gravity center -extent WxH) and tuned (-define jpeg:size as the
-            shrink allows, one thread), one process per image, --concurrency at a time; and
-            Pillow with draft() in --concurrency long-lived processes (scripts/bench-pillow.py).
+            child (real queue, file:// sources, real store); its peak RSS and CPU come from wait4
+            and /proc. Peers, each when installed (scripts/bench-peers-setup), else skipped with a
+            note: Pillow with draft() in --concurrency long-lived processes
+            (scripts/bench-pillow.py); vipsthumbnail in --concurrency batches; convert naive
+            (-resize WxH^ -gravity center -extent WxH) and tuned (-define jpeg:size as the shrink
+            allows, one thread), one process per image, --concurrency at a time.
+            W2: every source → three variants (the W1 chain, a 1024 fit WebP q80, a 64 fill PNG),
+            beside Pillow and tuned convert decoding once per source.
             H: the W1 jobs again, copied to about 5,000, on the store W1 filled: store-hit jobs/s.
             L: an idle worker; 40 small jobs enqueued 50 ms apart; enqueue→start p50/p95/p99.
-            W2: every source → three variants (the W1 chain, a 1024 fit WebP q80, a 64 fill PNG).
             S: 2,000 store-hit jobs drained with 10k and then 1M finished rows in the table (both
             × --scale): the cost per job of the large table against the small one.
+            Quality guard: two images of each kind are made by full decode + ImageMagick's Lanczos;
+            every tool's W1 output is scored by PSNR against them, and Halcyon must be within
+            0.5 dB of the best convert peer (else the bench fails).
+            Writes a table per scenario, JSON (--out, default $HALCYON_HOME/bench/results.json)
+            and a PNG chart beside it.
             On the embedded database the bench uses its own database, halcyon_bench; a database
             given with --database-url must hold no jobs but the bench's (it refuses otherwise).
             """)
@@ -35,7 +42,7 @@ struct Bench: AsyncParsableCommand {
     var repeats: Int = 3
     @Option(help: "Processing slots for Halcyon and parallel processes for the peers. Default: cores.")
     var concurrency: Int = ProcessInfo.processInfo.activeProcessorCount
-    @Flag(help: "Skip the convert peers.")
+    @Flag(help: "Skip the peers (Pillow, vipsthumbnail, convert).")
     var noPeers = false
     @Flag(help: "Skip S (claim+complete cost with 10k against 1M rows in the table; inserting them takes a minute).")
     var noScale = false
@@ -54,73 +61,89 @@ struct Bench: AsyncParsableCommand {
 
     func run() async throws {
         let home = EmbeddedCluster.defaultHome().appendingPathComponent("bench")
+        let scratch = home.appendingPathComponent("scratch")
         let corpus = try BenchCorpus.ensure(in: home.appendingPathComponent("corpus"), scale: scale)
         print("corpus: \(corpus.summary), fingerprint \(corpus.fingerprint.prefix(16))")
+        let quality = try BenchQuality.make(corpus)
+        let peers = BenchPeers(concurrency: concurrency, corpus: corpus, scratch: scratch, quality: quality)
+        let convert = noPeers ? nil : BenchPeers.convert(), vips = noPeers ? nil : BenchPeers.vipsthumbnail()
+        let pillow = noPeers ? nil : BenchPeers.pillowScript()
+        if !noPeers {
+            if convert == nil { print("peer skipped: no real ImageMagick `convert` (run scripts/bench-peers-setup)") }
+            if vips == nil { print("peer skipped: no vipsthumbnail (run scripts/bench-peers-setup)") }
+            if pillow == nil { print("peer skipped: no Pillow for python3, or scripts/bench-pillow.py not found (run scripts/bench-peers-setup)") }
+        }
 
         let conninfo = try await benchDatabase()
-        var results: [BenchResult] = []
-        var runs: [String: [BenchRun]] = [:]
+        var w1: [String: [BenchRun]] = [:], w2: [String: [BenchRun]] = [:]
         var hitRuns: [HitRun] = []
         var latencyRuns: [LatencyRun] = []
         for round in 1...repeats {
-            let (h, hits) = try await runHalcyon(corpus, conninfo: conninfo, scratch: home.appendingPathComponent("scratch"))
-            runs["halcyon", default: []].append(h)
+            func report(_ scenario: String, _ tool: String, _ run: BenchRun) {
+                print("round \(round): \(scenario) \(tool) \(scenario == "W2" ? run.line.replacingOccurrences(of: "image", with: "source") : run.line)")
+            }
+            let (h, hits) = try await runHalcyon(corpus, conninfo: conninfo, scratch: scratch, quality: quality)
+            w1["halcyon", default: []].append(h)
             hitRuns.append(hits)
-            print("round \(round): halcyon \(h.line)")
+            report("W1", "halcyon", h)
             print("round \(round): H \(hits.line)")
-            let w2 = try await runW2(corpus, conninfo: conninfo, scratch: home.appendingPathComponent("scratch"))
-            runs["halcyon W2", default: []].append(w2)
-            print("round \(round): W2 \(w2.line.replacingOccurrences(of: "images", with: "sources").replacingOccurrences(of: "/image", with: "/source"))")
-            let latency = try await runLatency(corpus, conninfo: conninfo, scratch: home.appendingPathComponent("scratch"))
+            let hw2 = try await runW2(corpus, conninfo: conninfo, scratch: scratch)
+            w2["halcyon", default: []].append(hw2)
+            report("W2", "halcyon", hw2)
+            let latency = try await runLatency(corpus, conninfo: conninfo, scratch: scratch)
             latencyRuns.append(latency)
             print("round \(round): L \(latency.line)")
-            if !noPeers, let script = Self.pillowScript() {
-                let r = try await runPillow(script, corpus, scratch: home.appendingPathComponent("scratch"))
-                runs["pillow draft", default: []].append(r)
-                print("round \(round): pillow draft \(r.line)")
+            if let pillow {
+                for (scenario, label) in [(BenchPeers.Scenario.w1, "W1"), (.w2, "W2")] {
+                    let r = try await peers.pillow(pillow, scenario)
+                    scenario == .w1 ? w1["pillow draft", default: []].append(r) : w2["pillow draft", default: []].append(r)
+                    report(label, "pillow draft", r)
+                }
             }
-            if !noPeers, let convert = Self.realConvert() {
-                for tuned in [true, false] {
-                    let scratch = home.appendingPathComponent("scratch")
-                    let r = try await Blocking.run { [self] in try runConvert(convert, corpus, tuned: tuned, scratch: scratch) }  // concurrentPerform blocks
-                    runs[tuned ? "convert tuned" : "convert naive", default: []].append(r)
-                    print("round \(round): convert \(tuned ? "tuned" : "naive") \(r.line)")
+            if let vips {
+                let r = try await peers.vips(vips)
+                w1["vipsthumbnail", default: []].append(r)
+                report("W1", "vipsthumbnail", r)
+            }
+            if let convert {
+                for (tuned, scenario) in [(true, BenchPeers.Scenario.w1), (false, .w1), (true, .w2)] {
+                    let tool = tuned ? "convert tuned" : "convert naive"
+                    let r = try await peers.convert(convert, tuned: tuned, scenario)
+                    scenario == .w1 ? w1[tool, default: []].append(r) : w2[tool, default: []].append(r)
+                    report(scenario == .w1 ? "W1" : "W2", tool, r)
                 }
             }
         }
-        if !noPeers, Self.realConvert() == nil {
-            print("peers skipped: no real ImageMagick `convert` (run scripts/bench-peers-setup)")
-        }
-        if !noPeers, Self.pillowScript() == nil {
-            print("peer skipped: no Pillow for python3, or scripts/bench-pillow.py not found (run scripts/bench-peers-setup)")
-        }
-        for name in ["halcyon", "pillow draft", "convert tuned", "convert naive"] {
-            if let r = runs[name] { results.append(BenchResult(tool: name, runs: r)) }
-        }
-        let scaleRuns = noScale ? [] : try await runScale(conninfo: conninfo, scratch: home.appendingPathComponent("scratch"))
-        print(BenchResult.table(results, images: corpus.files.count, concurrency: concurrency, repeats: repeats))
-        if let w2 = runs["halcyon W2"].map({ BenchResult(tool: "halcyon", runs: $0) }) {
-            print(String(format: "W2 — three variants per source (320 fill JPEG, 1024 fit WebP, 64 fill PNG): %.1f sources/s (%.1f–%.1f), %.0f CPU ms/source, peak RSS %.0f MB\n",
-                         w2.rate, w2.rateMin, w2.rateMax, w2.cpuMs, w2.peakMB))
-        }
+        let order = ["halcyon", "pillow draft", "vipsthumbnail", "convert tuned", "convert naive"]
+        let results = order.compactMap { t in w1[t].map { BenchResult(tool: t, runs: $0) } }
+        let w2Results = order.compactMap { t in w2[t].map { BenchResult(tool: t, runs: $0) } }
+        let scaleRuns = noScale ? [] : try await runScale(conninfo: conninfo, scratch: scratch)
+        print(BenchResult.table("W1 — \(Self.chain)", results, unit: "image", count: corpus.files.count, concurrency: concurrency, repeats: repeats))
+        print(BenchResult.table("W2 — three variants per source: " + Self.variants.joined(separator: "; "), w2Results, unit: "source",
+                                count: corpus.files.count, concurrency: concurrency, repeats: repeats))
+        let verdict = BenchQuality.verdict(results)
+        if let verdict { print(verdict.line + "\n") }
         print(HitRun.summary(hitRuns))
         print(LatencyRun.summary(latencyRuns))
         if !scaleRuns.isEmpty { print(ScaleRun.summary(scaleRuns)) }
-        var json = BenchResult.json(results, corpus: corpus, concurrency: concurrency, chain: Self.chain)
+
+        var json = BenchResult.json(results, corpus: corpus, concurrency: concurrency, chain: Self.chain,
+                                    versions: BenchPeers.versions(convert: convert, vips: vips, pillow: pillow))
         if case .object(var o) = json {
             o["H"] = HitRun.json(hitRuns)
             o["L"] = LatencyRun.json(latencyRuns)
-            if let w2 = runs["halcyon W2"] {
-                let r = BenchResult(tool: "halcyon", runs: w2)
-                o["W2"] = ["chains": .array(Self.variants.map { .string($0) }), "sources_per_second_median": .number((r.rate * 100).rounded() / 100),
-                           "cpu_ms_per_source": .number(r.cpuMs.rounded()), "peak_rss_bytes": .number(r.peakMB * 1e6)]
-            }
+            o["W2"] = ["chains": .array(Self.variants.map { .string($0) }), "results": .array(w2Results.map { $0.json(unit: "source") })]
+            if let verdict { o["quality_guard"] = ["passed": .bool(verdict.passed), "tolerance_db": .number(BenchQuality.tolerance), "samples": .number(Double(quality.samples.count))] }
             if !scaleRuns.isEmpty { o["S"] = ScaleRun.json(scaleRuns) }
             json = .object(o)
         }
         let outURL = URL(fileURLWithPath: out ?? home.appendingPathComponent("results.json").path)
         try Data(json.prettyText.utf8).write(to: outURL)
         print("results: \(outURL.path)")
+        let chartURL = outURL.deletingPathExtension().appendingPathExtension("png")
+        try BenchChart.make(w1: results, w2: w2Results, hits: hitRuns, corpus: corpus, concurrency: concurrency, repeats: repeats).write(to: chartURL)
+        print("chart: \(chartURL.path)")
+        if let verdict, !verdict.passed { throw CommandFailure("quality guard failed: Halcyon's outputs are more than \(BenchQuality.tolerance) dB below ImageMagick's") }
     }
 
     /// The embedded cluster gets a database of its own; an explicit database is used as given.
@@ -144,8 +167,13 @@ struct Bench: AsyncParsableCommand {
         }
     }
 
+    /// A stage's milliseconds from a job's `timings` (0 when it did not run).
+    static func stage(_ name: String) -> String { "coalesce((timings->>'\(name)_ms')::float8, 0)" }
+    /// What a job's image cost: its stages' sum, without its wait for a processing slot.
+    static let stageSum = ["fetch", "decode", "process", "encode", "store"].map(stage).joined(separator: " + ")
+
     /// W1, then H on the store W1 just filled.
-    private func runHalcyon(_ corpus: BenchCorpus, conninfo: String, scratch: URL) async throws -> (w1: BenchRun, hits: HitRun) {
+    private func runHalcyon(_ corpus: BenchCorpus, conninfo: String, scratch: URL, quality: BenchQuality) async throws -> (w1: BenchRun, hits: HitRun) {
         let c = try await PGConnection.connect(conninfo)
         // The bench's worker drains whatever is queued, so it only runs on a database that
         // holds nothing but its own jobs, and it deletes only those.
@@ -175,7 +203,15 @@ struct Bench: AsyncParsableCommand {
             FROM halcyon.jobs
             """).value(0, "ok").flatMap { Int($0) } ?? 0
         guard ok == corpus.files.count else { throw CommandFailure("only \(ok) of \(corpus.files.count) outputs are 320×320 JPEGs") }
-        let w1 = BenchRun(seconds: seconds, cpuSeconds: usage.cpuSeconds, peakRSS: usage.peakRSS, images: corpus.files.count)
+        // Per-image times (the stages' sum: what the image cost, not its wait for a slot) and
+        // the quality sample's outputs.
+        var ms: [Double] = [], paths: [String: String] = [:]
+        for row in try await c.execute("SELECT cache_key, result_path, \(Self.stageSum) AS ms FROM halcyon.jobs").rows {
+            if let v = row[2].flatMap({ Double($0) }) { ms.append(v) }
+            if let key = row[0], let path = row[1] { paths[String(key.dropFirst("halcyon-bench:".count))] = store.appendingPathComponent(path).path }
+        }
+        let w1 = BenchRun(seconds: seconds, cpuSeconds: usage.cpuSeconds, peakRSS: usage.peakRSS, images: corpus.files.count, perImageMs: ms,
+                          psnr: quality.score { paths[URL(fileURLWithPath: corpus.files[$0].path).lastPathComponent] })
 
         // H: the same jobs again, copied to about 5,000, on the store W1 filled — every one a hit.
         let copies = max(1, 5000 / corpus.files.count)
@@ -224,7 +260,12 @@ struct Bench: AsyncParsableCommand {
             FROM halcyon.jobs WHERE cache_key LIKE 'halcyon-bench:w2-%'
             """).value(0, "ok").flatMap { Int($0) } ?? 0
         guard ok == corpus.files.count * 3 else { throw CommandFailure("W2: only \(ok) of \(corpus.files.count * 3) outputs are as asked") }
-        return BenchRun(seconds: seconds, cpuSeconds: usage.cpuSeconds, peakRSS: usage.peakRSS, images: corpus.files.count)
+        // A source's three jobs share its fetch and decode; each adds its own processing.
+        let ms = try await c.execute("""
+            SELECT max(\(Self.stage("fetch")) + \(Self.stage("decode"))) + sum(\(Self.stage("process")) + \(Self.stage("encode")) + \(Self.stage("store"))) AS ms
+            FROM halcyon.jobs WHERE cache_key LIKE 'halcyon-bench:w2-%' GROUP BY source
+            """).rows.compactMap { $0[0].flatMap { Double($0) } }
+        return BenchRun(seconds: seconds, cpuSeconds: usage.cpuSeconds, peakRSS: usage.peakRSS, images: corpus.files.count, perImageMs: ms)
     }
 
     /// Runs `halcyon work --drain` as a child on the bench's database and store.
@@ -346,104 +387,5 @@ struct Bench: AsyncParsableCommand {
         }
         guard rows.count == samples else { throw CommandFailure("L: only \(rows.count) of \(samples) jobs started; see \(log)") }
         return LatencyRun(milliseconds: rows)
-    }
-
-    /// `scripts/bench-pillow.py`, when python3 has Pillow.
-    static func pillowScript() -> String? {
-        guard let dir = ResourceLocator.find("scripts", marker: "bench-pillow.py", environment: "HALCYON_SCRIPTS").found else { return nil }
-        let out = FileManager.default.temporaryDirectory.appendingPathComponent("pillow-check-\(getpid())").path
-        defer { try? FileManager.default.removeItem(atPath: out) }
-        guard (try? Subprocess.run("/usr/bin/env", ["python3", "-c", "import PIL"], outputPath: out)) == 0 else { return nil }
-        return dir.appendingPathComponent("bench-pillow.py").path
-    }
-
-    /// Pillow with draft() in `--concurrency` long-lived processes (the strongest peer
-    /// FIELD-NOTES.md measured). CPU covers the pool's processes; peak RSS is the parent's.
-    private func runPillow(_ script: String, _ corpus: BenchCorpus, scratch: URL) async throws -> BenchRun {
-        let outDir = scratch.appendingPathComponent("pillow")
-        try? FileManager.default.removeItem(at: outDir)
-        try FileManager.default.createDirectory(at: outDir, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: outDir) }
-        let started = Date()
-        let pid = try Subprocess.spawn("/usr/bin/env", ["python3", script, outDir.path, String(concurrency)] + corpus.files.map(\.path),
-                                       outputPath: scratch.appendingPathComponent("pillow.log").path)
-        let usage = await Task.detached { Subprocess.waitWithUsage(pid) }.value
-        let seconds = Date().timeIntervalSince(started)
-        let made = (try? FileManager.default.contentsOfDirectory(atPath: outDir.path).filter { $0.hasSuffix(".jpg") }.count) ?? 0
-        guard usage.status == 0, made == corpus.files.count else { throw CommandFailure("Pillow produced \(made) of \(corpus.files.count) outputs") }
-        return BenchRun(seconds: seconds, cpuSeconds: usage.cpuSeconds, peakRSS: usage.peakRSS, images: corpus.files.count)
-    }
-
-    /// A real ImageMagick `convert` (some machines put a stand-in first on PATH).
-    static func realConvert() -> String? {
-        let path = ProcessInfo.processInfo.environment["PATH"] ?? ""
-        for candidate in ["/usr/bin/convert"] + path.split(separator: ":").map({ "\($0)/convert" })
-        where FileManager.default.isExecutableFile(atPath: candidate) {
-            let out = FileManager.default.temporaryDirectory.appendingPathComponent("convert-version-\(getpid())").path
-            defer { try? FileManager.default.removeItem(atPath: out) }
-            if (try? Subprocess.run(candidate, ["-version"], outputPath: out)) == 0,
-               let text = FileManager.default.contents(atPath: out), String(decoding: text, as: UTF8.self).hasPrefix("Version: ImageMagick") {
-                return candidate
-            }
-        }
-        return nil
-    }
-
-    private func runConvert(_ convert: String, _ corpus: BenchCorpus, tuned: Bool, scratch: URL) throws -> BenchRun {
-        let outDir = scratch.appendingPathComponent("convert-\(tuned ? "tuned" : "naive")")
-        try? FileManager.default.removeItem(at: outDir)
-        try FileManager.default.createDirectory(at: outDir, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: outDir) }
-        var environment = ProcessInfo.processInfo.environment
-        if tuned { environment["MAGICK_THREAD_LIMIT"] = "1" }
-        let env = environment
-        let files = corpus.files
-        let next = Counter(), usages = UsageBox()
-        let started = Date()
-        DispatchQueue.concurrentPerform(iterations: concurrency) { _ in
-            while let i = next.take(below: files.count) {
-                let f = files[i]
-                var args: [String] = []
-                if tuned, f.path.hasSuffix(".jpg") {
-                    // The smallest decode that still covers 320×320 (what libjpeg may scale to).
-                    let k = max(320 / Double(f.width), 320 / Double(f.height))
-                    args += ["-define", "jpeg:size=\(Int((Double(f.width) * k).rounded(.up)))x\(Int((Double(f.height) * k).rounded(.up)))"]
-                }
-                args += [f.path, "-resize", "320x320^", "-gravity", "center", "-extent", "320x320", "-quality", "82",
-                         outDir.appendingPathComponent("\(i).jpg").path]
-                let log = outDir.appendingPathComponent("\(i).log").path
-                if let pid = try? Subprocess.spawn(convert, args, outputPath: log, environment: env) {
-                    usages.add(Subprocess.waitWithUsage(pid))
-                }
-            }
-        }
-        let seconds = Date().timeIntervalSince(started)
-        let made = (try? FileManager.default.contentsOfDirectory(atPath: outDir.path).filter { $0.hasSuffix(".jpg") }.count) ?? 0
-        guard made == files.count, usages.failures == 0 else { throw CommandFailure("convert produced \(made) of \(files.count) outputs") }
-        return BenchRun(seconds: seconds, cpuSeconds: usages.cpu, peakRSS: usages.peak, images: files.count)
-    }
-}
-
-/// Hands out indices to the peer pool.
-private final class Counter: @unchecked Sendable {
-    private let lock = NSLock()
-    private var value = 0
-    func take(below n: Int) -> Int? {
-        lock.lock(); defer { lock.unlock() }
-        guard value < n else { return nil }
-        value += 1
-        return value - 1
-    }
-}
-
-/// Sums the peers' CPU and keeps their peak RSS.
-private final class UsageBox: @unchecked Sendable {
-    private let lock = NSLock()
-    private(set) var cpu = 0.0, peak = 0, failures = 0
-    func add(_ u: Subprocess.Usage) {
-        lock.lock(); defer { lock.unlock() }
-        cpu += u.cpuSeconds
-        peak = max(peak, u.peakRSS)
-        if u.status != 0 { failures += 1 }
     }
 }

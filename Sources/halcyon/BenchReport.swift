@@ -78,10 +78,17 @@ struct BenchRun {
     var cpuSeconds: Double
     var peakRSS: Int
     var images: Int
+    /// Wall milliseconds per image (per source for W2), when the tool reports them.
+    var perImageMs: [Double] = []
+    /// Mean PSNR of the quality sample against the reference (W1 only).
+    var psnr: Double? = nil
 
     var imagesPerSecond: Double { Double(images) / seconds }
     var line: String {
-        String(format: "%.1f images/s, %.0f CPU ms/image, peak RSS %.0f MB", imagesPerSecond, cpuSeconds * 1000 / Double(images), Double(peakRSS) / 1e6)
+        var s = String(format: "%.1f images/s, %.0f CPU ms/image, peak RSS %.0f MB", imagesPerSecond, cpuSeconds * 1000 / Double(images), Double(peakRSS) / 1e6)
+        if !perImageMs.isEmpty { s += String(format: ", %.0f/%.0f ms/image p50/p95", percentile(perImageMs, 50), percentile(perImageMs, 95)) }
+        if let psnr { s += String(format: ", PSNR %.2f dB", psnr) }
+        return s
     }
 }
 
@@ -95,25 +102,47 @@ struct BenchResult {
     var rateMax: Double { runs.map(\.imagesPerSecond).max() ?? 0 }
     var cpuMs: Double { median(runs.map { $0.cpuSeconds * 1000 / Double($0.images) }) }
     var peakMB: Double { Double(runs.map(\.peakRSS).max() ?? 0) / 1e6 }
+    /// Median over runs of each run's per-image p50 / p95 (nil when the tool has no per-image times).
+    var p50: Double? { timed.isEmpty ? nil : median(timed.map { percentile($0.perImageMs, 50) }) }
+    var p95: Double? { timed.isEmpty ? nil : median(timed.map { percentile($0.perImageMs, 95) }) }
+    var psnr: Double? { runs.compactMap(\.psnr).first }
+    private var timed: [BenchRun] { runs.filter { !$0.perImageMs.isEmpty } }
 
-    static func table(_ results: [BenchResult], images: Int, concurrency: Int, repeats: Int) -> String {
-        var out = "\nW1 — \(Bench.chain)\n\(images) images, \(concurrency) at a time, median of \(repeats) runs (min–max)\n"
-        out += "tool            images/s            CPU ms/image   peak RSS/process   Halcyon is\n"
+    /// `unit` names what one item is (image for W1, source for W2).
+    static func table(_ title: String, _ results: [BenchResult], unit: String, count: Int, concurrency: Int, repeats: Int) -> String {
+        var out = "\n\(title)\n\(count) \(unit)s, \(concurrency) at a time, median of \(repeats) runs (min–max)\n"
+        out += "tool            \(unit)s/s           ms/\(unit) p50/p95   CPU ms/\(unit)   peak RSS/process   PSNR       Halcyon is\n"
         let halcyon = results.first { $0.tool == "halcyon" }?.rate
         for r in results {
             let ratio = halcyon.map { h in
                 r.tool == "halcyon" ? "—" : String(format: h >= r.rate ? "%.2f× faster" : "%.2f× (slower)", h / r.rate)
             } ?? ""
+            let latency = r.p50.map { String(format: "%6.0f / %.0f", $0, r.p95 ?? 0) } ?? "     —"
             out += r.tool.padding(toLength: 16, withPad: " ", startingAt: 0)
                 + String(format: "%6.1f (%.1f–%.1f)", r.rate, r.rateMin, r.rateMax).padding(toLength: 20, withPad: " ", startingAt: 0)
-                + String(format: "%8.0f", r.cpuMs).padding(toLength: 15, withPad: " ", startingAt: 0)
+                + latency.padding(toLength: 18, withPad: " ", startingAt: 0)
+                + String(format: "%8.0f", r.cpuMs).padding(toLength: 14, withPad: " ", startingAt: 0)
                 + String(format: "%8.0f MB", r.peakMB).padding(toLength: 19, withPad: " ", startingAt: 0)
+                + (r.psnr.map { String(format: "%.2f dB", $0) } ?? "—").padding(toLength: 11, withPad: " ", startingAt: 0)
                 + ratio + "\n"
         }
         return out
     }
 
-    static func json(_ results: [BenchResult], corpus: BenchCorpus, concurrency: Int, chain: String) -> JSONValue {
+    /// One result as JSON; `unit` is "image" or "source".
+    func json(unit: String) -> JSONValue {
+        var o: [String: JSONValue] = [
+            "tool": .string(tool), "\(unit)s_per_second_median": .number((rate * 100).rounded() / 100),
+            "\(unit)s_per_second_min": .number((rateMin * 100).rounded() / 100), "\(unit)s_per_second_max": .number((rateMax * 100).rounded() / 100),
+            "cpu_ms_per_\(unit)": .number(cpuMs.rounded()), "peak_rss_bytes": .number(Double(runs.map(\.peakRSS).max() ?? 0)),
+            "runs": .array(runs.map { ["seconds": .number(($0.seconds * 1000).rounded() / 1000), "cpu_seconds": .number(($0.cpuSeconds * 1000).rounded() / 1000), "peak_rss_bytes": .number(Double($0.peakRSS))] }),
+        ]
+        if let p50, let p95 { o["ms_per_\(unit)_p50"] = .number(p50.rounded()); o["ms_per_\(unit)_p95"] = .number(p95.rounded()) }
+        if let psnr { o["psnr_db"] = .number((psnr * 100).rounded() / 100) }
+        return .object(o)
+    }
+
+    static func json(_ results: [BenchResult], corpus: BenchCorpus, concurrency: Int, chain: String, versions: [String: String]) -> JSONValue {
         var uts = utsname()
         uname(&uts)
         let machine = withUnsafeBytes(of: uts.machine) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
@@ -123,13 +152,9 @@ struct BenchResult {
             "machine": ["cores": .number(Double(ProcessInfo.processInfo.activeProcessorCount)), "arch": .string(machine),
                         "kernel": .string(kernel), "memory_bytes": .number(Double(ProcessInfo.processInfo.physicalMemory)),
                         "imagemagick": .string(MagickImage.version)],
+            "versions": .object(versions.mapValues { .string($0) }),
             "corpus": ["summary": .string(corpus.summary), "images": .number(Double(corpus.files.count)), "fingerprint": .string(corpus.fingerprint)],
-            "results": .array(results.map { r in
-                ["tool": .string(r.tool), "images_per_second_median": .number((r.rate * 100).rounded() / 100),
-                 "images_per_second_min": .number((r.rateMin * 100).rounded() / 100), "images_per_second_max": .number((r.rateMax * 100).rounded() / 100),
-                 "cpu_ms_per_image": .number(r.cpuMs.rounded()), "peak_rss_bytes": .number(Double(r.runs.map(\.peakRSS).max() ?? 0)),
-                 "runs": .array(r.runs.map { ["seconds": .number(($0.seconds * 1000).rounded() / 1000), "cpu_seconds": .number(($0.cpuSeconds * 1000).rounded() / 1000), "peak_rss_bytes": .number(Double($0.peakRSS))] })]
-            }),
+            "results": .array(results.map { $0.json(unit: "image") }),
         ]
     }
 }
@@ -159,11 +184,7 @@ struct HitRun {
 struct LatencyRun {
     var milliseconds: [Double]
 
-    func percentile(_ p: Double) -> Double {
-        let s = milliseconds.sorted()
-        guard !s.isEmpty else { return 0 }
-        return s[min(s.count - 1, Int((p / 100 * Double(s.count)).rounded(.up)) - 1)]
-    }
+    func percentile(_ p: Double) -> Double { halcyon.percentile(milliseconds, p) }
     var line: String { String(format: "enqueue→start p50 %.1f ms, p95 %.1f ms, p99 %.1f ms (%d jobs)", percentile(50), percentile(95), percentile(99), milliseconds.count) }
 
     static func summary(_ runs: [LatencyRun]) -> String {
@@ -176,6 +197,13 @@ struct LatencyRun {
          "p95_ms": .number((median(runs.map { $0.percentile(95) }) * 10).rounded() / 10),
          "p99_ms": .number((median(runs.map { $0.percentile(99) }) * 10).rounded() / 10)]
     }
+}
+
+/// The `p`th percentile (nearest rank); 0 for none.
+func percentile(_ values: [Double], _ p: Double) -> Double {
+    let s = values.sorted()
+    guard !s.isEmpty else { return 0 }
+    return s[max(0, min(s.count - 1, Int((p / 100 * Double(s.count)).rounded(.up)) - 1))]
 }
 
 /// The median (the mean of the middle two for an even count); 0 for none.

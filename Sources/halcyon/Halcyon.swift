@@ -49,5 +49,5 @@ struct CommandFailure: Error, CustomStringConvertible {
 }
 
 func printError(_ text: String) {
-    FileHandle.standardError.write(Data((text + "\n").utf8))
+    writeToStandardError(text + "\n")
 }

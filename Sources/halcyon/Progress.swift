@@ -27,9 +27,9 @@ final class ProgressReporter: Sendable {
                 if let p = try? await queue.progress(since: since) {
                     let line = Self.line(p, label: label, expected: expected, elapsed: Date().timeIntervalSince(started))
                     if tty {
-                        FileHandle.standardError.write(Data("\r\u{1B}[K\(line)\(finishing ? "\n" : "")".utf8))
+                        writeToStandardError("\r\u{1B}[K\(line)\(finishing ? "\n" : "")")
                     } else if finishing || Date().timeIntervalSince(lastPlain) >= 10, line != last {
-                        FileHandle.standardError.write(Data("progress: \(line)\n".utf8))
+                        writeToStandardError("progress: \(line)\n")
                         lastPlain = Date()
                         last = line
                     }

@@ -119,6 +119,9 @@ struct Work: AsyncParsableCommand {
         c.storeSizeLimit = sizeLimit.bytes
 
         let worker = Worker(configuration: c, conninfo: conninfo, logger: logger)
+        // Over a file-size limit (RLIMIT_FSIZE) a write should fail with EFBIG — a job's
+        // store.write_failed — not kill the worker with SIGXFSZ.
+        signal(SIGXFSZ, SIG_IGN)
         let signals = SignalForwarder(signals: [SIGTERM, SIGINT]) { worker.requestStop() }
         let exporter = try MetricsExporter(worker: worker, port: metricsPort, address: metricsAddress, file: metricsFile, logger: logger)
         let progressLine = drain && progress ? ProgressReporter(conninfo: conninfo) : nil

@@ -130,3 +130,25 @@ private func crc32(_ bytes: [UInt8]) -> UInt32 {
 private extension UInt32 {
     var bigEndianBytes: [UInt8] { [UInt8(self >> 24), UInt8((self >> 16) & 0xFF), UInt8((self >> 8) & 0xFF), UInt8(self & 0xFF)] }
 }
+
+/// Damaged data is refused, not stored half grey; oversized headers never reach a coder.
+@Suite struct DamagedInputTests {
+    @Test(arguments: [ImageFormat.jpeg, .png])
+    func aTruncatedImageIsADecodeFailure(format: ImageFormat) throws {
+        let whole = try SampleImages.photo(width: 640, height: 480, seed: 3, format: format)
+        let chain = try ProcessorChain.parse("resize(64x64) |> format(png)")
+        _ = try ImagePipeline.run(whole, format: format, chain: chain)
+        #expect {
+            _ = try ImagePipeline.run(whole.prefix(whole.count * 2 / 5), format: format, chain: chain)
+        } throws: { ($0 as? HalcyonError)?.code == .decodeFailed }
+    }
+
+    @Test func declaredDimensionsAreCheckedBeforeDecoding() throws {
+        // A PNG header declaring 100000×100000 (the IHDR CRC is not even right: never read).
+        var png = try SampleImages.solid(width: 4, height: 4, red: 1, green: 2, blue: 3)
+        png.replaceSubrange(16..<24, with: [0, 1, 0x86, 0xA0, 0, 1, 0x86, 0xA0])
+        #expect {
+            _ = try ImagePipeline.run(png, format: .png, chain: try ProcessorChain.parse("format(png)"))
+        } throws: { ($0 as? HalcyonError)?.code == .imageTooLarge && "\($0)".contains("100000x100000") }
+    }
+}

@@ -14,12 +14,6 @@ import Testing
         return out
     }
 
-    /// Peak signal-to-noise ratio of two equal-length 16-bit sample arrays, in dB.
-    static func psnr(_ a: [UInt16], _ b: [UInt16]) -> Double {
-        let mse = zip(a, b).reduce(0.0) { s, p in let d = (Double(p.0) - Double(p.1)) / 65535; return s + d * d } / Double(a.count)
-        return mse == 0 ? .infinity : 10 * log10(1 / mse)
-    }
-
     @Test(arguments: [(1920, 1080, 569, 320), (640, 360, 200, 113), (300, 200, 600, 400), (97, 61, 13, 7)])
     func matchesImageMagicksLanczos(w: Int, h: Int, tw: Int, th: Int) throws {
         let photo = try SampleImages.photo(width: w, height: h, seed: 11, format: .png)
@@ -28,7 +22,7 @@ import Testing
         let ours = try MagickImage.decode(photo, format: .png)
         try ours.resize(width: tw, height: th)
         #expect((ours.width, ours.height) == (tw, th))
-        let db = Self.psnr(Self.samples(ours), Self.samples(reference))
+        let db = QualityReference.psnr(Self.samples(ours), Self.samples(reference))
         // Same filter, different arithmetic (float against ImageMagick's doubles and edges).
         #expect(db > 40, "PSNR \(db) dB against ImageMagick's Lanczos for \(w)x\(h) → \(tw)x\(th)")
     }

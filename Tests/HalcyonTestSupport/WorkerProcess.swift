@@ -8,12 +8,14 @@ public final class HalcyonProcess: Sendable {
     public let logURL: URL
     private let exitStatus = Mutex<Int32?>(nil)
 
-    /// Starts `halcyon ARGS --database-url CONNINFO` (without the option when `conninfo` is nil).
-    public init(_ arguments: [String], conninfo: String?, environment: [String: String] = [:]) throws {
+    /// Starts `halcyon ARGS --database-url CONNINFO` (without the option when `conninfo` is nil);
+    /// `executable` runs something else with those arguments (a shell wrapping halcyon).
+    public init(_ arguments: [String], conninfo: String?, environment: [String: String] = [:],
+                executable: String = TestEnvironment.binary) throws {
         logURL = try TestEnvironment.temporaryDirectory("proc").appendingPathComponent("output.log")
         var env = ProcessInfo.processInfo.environment
         env.merge(environment) { $1 }
-        pid = try Subprocess.spawn(TestEnvironment.binary, arguments + (conninfo.map { ["--database-url", $0] } ?? []),
+        pid = try Subprocess.spawn(executable, arguments + (conninfo.map { ["--database-url", $0] } ?? []),
                                    outputPath: logURL.path, environment: env)
     }
 
@@ -48,4 +50,14 @@ public final class HalcyonProcess: Sendable {
     public var output: String {
         (try? String(contentsOf: logURL, encoding: .utf8)) ?? ""
     }
+}
+
+/// Polls `condition` every 100 ms until it holds (true) or `timeout` seconds pass (false).
+public func waitUntil(_ timeout: Double, _ condition: () async throws -> Bool) async throws -> Bool {
+    let deadline = Date().addingTimeInterval(timeout)
+    while Date() < deadline {
+        if try await condition() { return true }
+        try await Task.sleep(for: .milliseconds(100))
+    }
+    return false
 }

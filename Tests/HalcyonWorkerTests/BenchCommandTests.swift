@@ -17,10 +17,10 @@ struct BenchCommandTests {
         #expect(json["scenario"]?.stringValue == "W1")
         #expect(json["corpus"]?["images"]?.numberValue == 3)  // one of each kind: 1080p JPEG, 12 MP JPEG, PNG with alpha
         #expect((json["H"]?["jobs_per_second_median"]?.numberValue ?? 0) > 0)
-        #expect((json["W2"]?["sources_per_second_median"]?.numberValue ?? 0) > 0)
+        #expect((json["W2"]?["results"]?.arrayValue?.first?["sources_per_second_median"]?.numberValue ?? 0) > 0)
         #expect(json["W2"]?["chains"]?.arrayValue?.count == 3)
-        let p50 = try #require(json["L"]?["p50_ms"]?.numberValue), p99 = try #require(json["L"]?["p99_ms"]?.numberValue)
-        #expect(p50 > 0 && p50 <= p99)
+        let lp50 = try #require(json["L"]?["p50_ms"]?.numberValue), lp99 = try #require(json["L"]?["p99_ms"]?.numberValue)
+        #expect(lp50 > 0 && lp50 <= lp99)
         // S at --scale 0.01: 1,000 and 10,000 rows in the table.
         #expect(json["S"]?["runs"]?.arrayValue?.compactMap { $0["rows"]?.numberValue } == [1000, 10_000])
         #expect((json["S"]?["cost_ratio"]?.numberValue ?? 0) > 0)
@@ -28,6 +28,15 @@ struct BenchCommandTests {
         #expect(halcyon["tool"]?.stringValue == "halcyon")
         #expect((halcyon["images_per_second_median"]?.numberValue ?? 0) > 0)
         #expect((halcyon["peak_rss_bytes"]?.numberValue ?? 0) > 1_000_000)
+        let p50 = try #require(halcyon["ms_per_image_p50"]?.numberValue), p95 = try #require(halcyon["ms_per_image_p95"]?.numberValue)
+        #expect(p50 > 0 && p50 <= p95)
+        // The quality guard's sample (one image of each kind here) against the full-decode reference.
+        #expect((halcyon["psnr_db"]?.numberValue ?? 0) > 30)
+        #expect(json["quality_guard"]?["passed"]?.boolValue == true)
+        #expect(json["quality_guard"]?["samples"]?.numberValue == 3)
+        // The chart beside the JSON is a PNG.
+        let chart = try Data(contentsOf: out.deletingPathExtension().appendingPathExtension("png"))
+        #expect(chart.starts(with: [0x89, 0x50, 0x4E, 0x47]) && chart.count > 5000)
         #expect(bench.output.contains("W1 — resize(320x320, mode=fill)"))
         #expect(bench.output.contains("H — store hits:") && bench.output.contains("L — enqueue→start"))
     }

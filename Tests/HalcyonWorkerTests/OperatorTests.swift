@@ -91,12 +91,12 @@ struct OperatorTests {
         let source = "\(TestEnvironment.origin)/files/photo.jpg?t=\(db.name)"
         _ = try await helper.enqueue(db, [helper.job(source, "resize(60x60)"), helper.job(source, "resize(70x70)"),
                                           helper.job("\(TestEnvironment.origin)/status/404?t=\(db.name)")])
-        #expect(try await helper.waitUntil(30) { try await helper.count(db, "state IN ('succeeded', 'failed')") == 3 })
+        #expect(try await waitUntil(30) { try await helper.count(db, "state IN ('succeeded', 'failed')") == 3 })
         _ = try await helper.enqueue(db, [helper.job(source, "resize(60x60)")])  // a store hit
-        #expect(try await helper.waitUntil(30) { try await helper.count(db, "state = 'succeeded'") == 3 })
+        #expect(try await waitUntil(30) { try await helper.count(db, "state = 'succeeded'") == 3 })
 
         // The row is written before the worker counts it: give the counter a moment.
-        _ = try await helper.waitUntil(10) { try scrape()["halcyon_jobs_total{outcome=\"succeeded\",code=\"\"}"] == 3 }
+        _ = try await waitUntil(10) { try scrape()["halcyon_jobs_total{outcome=\"succeeded\",code=\"\"}"] == 3 }
         let after = try scrape()
         #expect(after["halcyon_jobs_total{outcome=\"succeeded\",code=\"\"}"] == 3)
         #expect(after["halcyon_jobs_total{outcome=\"failed\",code=\"fetch.http_status\"}"] == 1)

@@ -135,7 +135,7 @@ struct StoreStageTests {
         let holder = try await db.connect()
         try await holder.execute("SELECT pg_advisory_lock(1212238915002)")
         let sweep = try HalcyonProcess(["sweep", "--store", store.root.path], conninfo: db.conninfo)
-        #expect(try await helper.waitUntil(30) {
+        #expect(try await waitUntil(30) {
             try await db.query("""
                 SELECT count(*) AS n FROM pg_locks
                 WHERE locktype = 'advisory' AND NOT granted AND database = (SELECT oid FROM pg_database WHERE datname = current_database())

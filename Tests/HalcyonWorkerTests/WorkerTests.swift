@@ -38,15 +38,6 @@ struct WorkerTests {
         return j
     }
 
-    func waitUntil(_ timeout: Double, _ condition: () async throws -> Bool) async throws -> Bool {
-        let deadline = Date().addingTimeInterval(timeout)
-        while Date() < deadline {
-            if try await condition() { return true }
-            try await Task.sleep(for: .milliseconds(50))
-        }
-        return false
-    }
-
     func count(_ db: TestDatabase, _ whereClause: String) async throws -> Int {
         Int(try await db.query("SELECT count(*) AS n FROM halcyon.jobs WHERE \(whereClause)").value(0, "n") ?? "") ?? -1
     }

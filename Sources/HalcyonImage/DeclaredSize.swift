@@ -1,0 +1,62 @@
+import Foundation
+import HalcyonCore
+
+/// What an image's own bytes say before ImageMagick reads them. The declared dimensions
+/// (PNG's IHDR, GIF's logical screen, JPEG's first SOF): a pixel bomb (100000×100000 in a few
+/// bytes) is refused with `image.too_large` before any coder runs; formats not read here (and
+/// malformed headers) are left to ImageMagick's ping and its policy limits. And whether a JPEG
+/// is whole: libjpeg "decodes" a truncated one (grey below the cut) with only a warning.
+enum DeclaredSize {
+    static func of(_ data: Data, format: ImageFormat) -> (width: Int, height: Int)? {
+        let b = [UInt8](data.prefix(64 * 1024))
+        func be16(_ i: Int) -> Int { i + 1 < b.count ? Int(b[i]) << 8 | Int(b[i + 1]) : 0 }
+        func be32(_ i: Int) -> Int { i + 3 < b.count ? be16(i) << 16 | be16(i + 2) : 0 }
+        switch format {
+        case .png:
+            guard b.count >= 24, b[12...15].elementsEqual(Array("IHDR".utf8)) else { return nil }
+            return (be32(16), be32(20))
+        case .gif:
+            guard b.count >= 10 else { return nil }
+            return (Int(b[6]) | Int(b[7]) << 8, Int(b[8]) | Int(b[9]) << 8)
+        case .jpeg:
+            // Walk the marker segments up to the first start-of-frame.
+            var i = 2
+            while i + 9 < b.count, b[i] == 0xFF {
+                let marker = b[i + 1]
+                if marker == 0xFF { i += 1; continue }
+                if (0xC0...0xCF).contains(marker), ![0xC4, 0xC8, 0xCC].contains(marker) {
+                    return (be16(i + 7), be16(i + 5))
+                }
+                i += 2 + be16(i + 2)
+            }
+            return nil
+        default:
+            return nil
+        }
+    }
+
+    /// False when a JPEG's scan data never reaches an end-of-image marker (a truncated file).
+    /// After the first top-level SOS, entropy-coded data escapes every 0xFF (0xFF00 or RSTn),
+    /// so 0xFFD9 there can only be the EOI; markers before it (APPn with EXIF thumbnails)
+    /// are skipped by their lengths.
+    static func jpegIsWhole(_ data: Data) -> Bool {
+        data.withUnsafeBytes { (b: UnsafeRawBufferPointer) -> Bool in
+            func be16(_ i: Int) -> Int { i + 1 < b.count ? Int(b[i]) << 8 | Int(b[i + 1]) : 0 }
+            var i = 2
+            while i + 3 < b.count, b[i] == 0xFF {
+                let marker = b[i + 1]
+                if marker == 0xFF { i += 1; continue }
+                if marker == 0xDA {
+                    var j = i + 2 + be16(i + 2)
+                    while j + 1 < b.count {
+                        if b[j] == 0xFF && b[j + 1] == 0xD9 { return true }
+                        j += 1
+                    }
+                    return false
+                }
+                i += 2 + be16(i + 2)
+            }
+            return true  // not a layout this check understands: ImageMagick decides
+        }
+    }
+}

@@ -1,0 +1,209 @@
+import Dispatch
+import Foundation
+import HalcyonCore
+
+/// The tools `halcyon bench` measures Halcyon against, on the same files in the same run:
+/// ImageMagick's `convert` (naive and tuned, one process per image), `vipsthumbnail` (batched,
+/// one process per core) and Pillow with draft() (one long-lived process per core). Each is
+/// found on this machine or skipped with a note; `scripts/bench-peers-setup` installs them.
+struct BenchPeers {
+    var concurrency: Int
+    var corpus: BenchCorpus
+    var scratch: URL
+    var quality: BenchQuality
+
+    /// The workload a peer runs: W1's one output per source, or W2's three.
+    enum Scenario { case w1, w2 }
+
+    // MARK: Finding the tools
+
+    /// A real ImageMagick `convert` (some machines put a stand-in first on PATH).
+    static func convert() -> String? {
+        find("convert", versionArgs: ["-version"], versionPrefix: "Version: ImageMagick")
+    }
+
+    /// libvips' `vipsthumbnail` (Debian: libvips-tools).
+    static func vipsthumbnail() -> String? {
+        find("vipsthumbnail", versionArgs: ["--vips-version"], versionPrefix: "libvips")
+    }
+
+    /// `scripts/bench-pillow.py`, when python3 has Pillow.
+    static func pillowScript() -> String? {
+        guard let dir = ResourceLocator.find("scripts", marker: "bench-pillow.py", environment: "HALCYON_SCRIPTS").found else { return nil }
+        let out = FileManager.default.temporaryDirectory.appendingPathComponent("pillow-check-\(getpid())").path
+        defer { try? FileManager.default.removeItem(atPath: out) }
+        guard (try? Subprocess.run("/usr/bin/env", ["python3", "-c", "import PIL"], outputPath: out)) == 0 else { return nil }
+        return dir.appendingPathComponent("bench-pillow.py").path
+    }
+
+    /// The first line of each tool's version output, for the results file.
+    static func versions(convert: String?, vips: String?, pillow: String?) -> [String: String] {
+        var out: [String: String] = [:]
+        func first(_ tool: String, _ args: [String]) -> String? {
+            let file = FileManager.default.temporaryDirectory.appendingPathComponent("bench-version-\(getpid())").path
+            defer { try? FileManager.default.removeItem(atPath: file) }
+            guard (try? Subprocess.run(tool, args, outputPath: file)) == 0, let d = FileManager.default.contents(atPath: file) else { return nil }
+            return String(decoding: d, as: UTF8.self).split(separator: "\n").first.map(String.init)
+        }
+        if let convert { out["convert"] = first(convert, ["-version"]) }
+        if let vips { out["vipsthumbnail"] = first(vips, ["--vips-version"]) }
+        if pillow != nil { out["pillow"] = first("/usr/bin/env", ["python3", "-c", "import PIL, sys; print('Pillow', PIL.__version__, 'on Python', sys.version.split()[0])"]) }
+        return out
+    }
+
+    private static func find(_ name: String, versionArgs: [String], versionPrefix: String) -> String? {
+        let path = ProcessInfo.processInfo.environment["PATH"] ?? ""
+        for candidate in ["/usr/bin/\(name)"] + path.split(separator: ":").map({ "\($0)/\(name)" })
+        where FileManager.default.isExecutableFile(atPath: candidate) {
+            let out = FileManager.default.temporaryDirectory.appendingPathComponent("\(name)-version-\(getpid())").path
+            defer { try? FileManager.default.removeItem(atPath: out) }
+            if (try? Subprocess.run(candidate, versionArgs, outputPath: out)) == 0,
+               let text = FileManager.default.contents(atPath: out), String(decoding: text, as: UTF8.self).hasPrefix(versionPrefix) {
+                return candidate
+            }
+        }
+        return nil
+    }
+
+    // MARK: Running them
+
+    /// Pillow with draft() in `concurrency` long-lived processes (`scripts/bench-pillow.py`).
+    /// CPU covers the pool's processes; peak RSS is the largest of them (they fork from the parent).
+    func pillow(_ script: String, _ scenario: Scenario) async throws -> BenchRun {
+        let outDir = try freshDirectory("pillow")
+        defer { try? FileManager.default.removeItem(at: outDir) }
+        let log = scratch.appendingPathComponent("pillow.log")
+        let started = Date()
+        let pid = try Subprocess.spawn("/usr/bin/env", ["python3", script] + (scenario == .w2 ? ["--w2"] : []) + [outDir.path, String(concurrency)]
+                                       + corpus.files.map(\.path), outputPath: log.path)
+        let usage = await Task.detached { Subprocess.waitWithUsage(pid) }.value
+        let seconds = Date().timeIntervalSince(started)
+        try expectOutputs(in: outDir, scenario, tool: "Pillow", status: usage.status, log: log)
+        // The script prints "ms <index> <milliseconds>" per image.
+        let ms = (try? String(contentsOf: log, encoding: .utf8))?.split(separator: "\n").compactMap { line -> Double? in
+            let f = line.split(separator: " ")
+            return f.count == 3 && f[0] == "ms" ? Double(f[2]) : nil
+        } ?? []
+        return BenchRun(seconds: seconds, cpuSeconds: usage.cpuSeconds, peakRSS: usage.peakRSS, images: corpus.files.count,
+                        perImageMs: ms, psnr: scenario == .w1 ? quality.score { outDir.appendingPathComponent("\($0).jpg").path } : nil)
+    }
+
+    /// `vipsthumbnail` over the corpus split into `concurrency` batches, one process each with
+    /// one libvips thread; transparency flattened onto white as Halcyon does. W1 only (one
+    /// size per invocation). No per-image times: a batch is timed as a whole.
+    func vips(_ vipsthumbnail: String) async throws -> BenchRun {
+        let outDir = try freshDirectory("vips")
+        defer { try? FileManager.default.removeItem(at: outDir) }
+        var environment = ProcessInfo.processInfo.environment
+        environment["VIPS_CONCURRENCY"] = "1"
+        let batches = (0..<concurrency).map { k in stride(from: k, to: corpus.files.count, by: concurrency).map { corpus.files[$0].path } }
+            .filter { !$0.isEmpty }
+        let log = scratch.appendingPathComponent("vips.log")
+        let started = Date()
+        var pids: [pid_t] = []
+        for (k, batch) in batches.enumerated() {
+            pids.append(try Subprocess.spawn(vipsthumbnail, ["-s", "320x320", "-m", "centre", "-o", outDir.path + "/%s.jpg[Q=82,background=255]"] + batch,
+                                             outputPath: log.path + ".\(k)", environment: environment))
+        }
+        let usages = await Task.detached { pids.map { Subprocess.waitWithUsage($0) } }.value
+        let seconds = Date().timeIntervalSince(started)
+        try expectOutputs(in: outDir, .w1, tool: "vipsthumbnail", status: usages.map(\.status).max() ?? 0, log: log.appendingPathExtension("0"))
+        let names = corpus.files.map { URL(fileURLWithPath: $0.path).deletingPathExtension().lastPathComponent }
+        return BenchRun(seconds: seconds, cpuSeconds: usages.reduce(0) { $0 + $1.cpuSeconds }, peakRSS: usages.map(\.peakRSS).max() ?? 0,
+                        images: corpus.files.count, psnr: quality.score { outDir.appendingPathComponent(names[$0] + ".jpg").path })
+    }
+
+    /// `convert` once per image, `concurrency` at a time. Naive: `-resize WxH^ -gravity center
+    /// -extent WxH` on the full decode. Tuned: `-define jpeg:size` as small as the output allows,
+    /// one thread. W2 (tuned only): one process per source writing the three variants from one
+    /// decode (`+clone … -write`).
+    func convert(_ convert: String, tuned: Bool, _ scenario: Scenario) async throws -> BenchRun {
+        let outDir = try freshDirectory("convert-\(tuned ? "tuned" : "naive")")
+        defer { try? FileManager.default.removeItem(at: outDir) }
+        var environment = ProcessInfo.processInfo.environment
+        if tuned { environment["MAGICK_THREAD_LIMIT"] = "1" }
+        let env = environment, files = corpus.files, concurrency = concurrency
+        let started = Date()
+        let usages = await Task.detached {  // concurrentPerform blocks: off the cooperative pool
+            let next = Counter(), usages = UsageBox()
+            DispatchQueue.concurrentPerform(iterations: concurrency) { _ in
+                while let i = next.take(below: files.count) {
+                    let args = Self.convertArguments(files[i], index: i, outDir: outDir, tuned: tuned, scenario)
+                    let began = Date()
+                    if let pid = try? Subprocess.spawn(convert, args, outputPath: outDir.appendingPathComponent("\(i).log").path, environment: env) {
+                        usages.add(Subprocess.waitWithUsage(pid), milliseconds: Date().timeIntervalSince(began) * 1000)
+                    }
+                }
+            }
+            return usages
+        }.value
+        let seconds = Date().timeIntervalSince(started)
+        try expectOutputs(in: outDir, scenario, tool: "convert", status: usages.failures == 0 ? 0 : 1, log: outDir.appendingPathComponent("0.log"))
+        return BenchRun(seconds: seconds, cpuSeconds: usages.cpu, peakRSS: usages.peak, images: files.count, perImageMs: usages.milliseconds,
+                        psnr: scenario == .w1 ? quality.score { outDir.appendingPathComponent("\($0).jpg").path } : nil)
+    }
+
+    static func convertArguments(_ f: BenchCorpus.File, index i: Int, outDir: URL, tuned: Bool, _ scenario: Scenario) -> [String] {
+        var args: [String] = []
+        if tuned, f.path.hasSuffix(".jpg") {
+            // The smallest decode libjpeg may scale to that still covers the largest output.
+            let k = scenario == .w1 ? max(320 / Double(f.width), 320 / Double(f.height)) : 1024 / Double(max(f.width, f.height))
+            args += ["-define", "jpeg:size=\(Int((Double(f.width) * k).rounded(.up)))x\(Int((Double(f.height) * k).rounded(.up)))"]
+        }
+        args += [f.path]
+        if !f.path.hasSuffix(".jpg") { args += ["-background", "white", "-alpha", "remove"] }  // JPEG has no alpha, as Halcyon flattens
+        func out(_ ext: String) -> String { outDir.appendingPathComponent("\(i).\(ext)").path }
+        switch scenario {
+        case .w1:
+            args += ["-resize", "320x320^", "-gravity", "center", "-extent", "320x320", "-quality", "82", out("jpg")]
+        case .w2:
+            args += ["(", "+clone", "-resize", "320x320^", "-gravity", "center", "-extent", "320x320", "-quality", "82", "-write", out("jpg"), "+delete", ")",
+                     "(", "+clone", "-resize", "1024x1024", "-quality", "80", "-write", out("webp"), "+delete", ")",
+                     "-resize", "64x64^", "-gravity", "center", "-extent", "64x64", out("png")]
+        }
+        return args
+    }
+
+    private func freshDirectory(_ name: String) throws -> URL {
+        let dir = scratch.appendingPathComponent(name)
+        try? FileManager.default.removeItem(at: dir)
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        return dir
+    }
+
+    /// Every source made its output(s): one JPEG for W1; a JPEG, a WebP and a PNG for W2.
+    private func expectOutputs(in dir: URL, _ scenario: Scenario, tool: String, status: Int32, log: URL) throws {
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: dir.path)) ?? []
+        let exts = scenario == .w1 ? ["jpg"] : ["jpg", "webp", "png"]
+        let made = names.filter { exts.contains(URL(fileURLWithPath: $0).pathExtension) }.count
+        let expected = corpus.files.count * exts.count
+        guard status == 0, made == expected else {
+            throw CommandFailure("\(tool) produced \(made) of \(expected) outputs (exit \(status)); see \(log.path)")
+        }
+    }
+}
+
+/// Hands out indices to the peer pool.
+private final class Counter: @unchecked Sendable {
+    private let lock = NSLock()
+    private var value = 0
+    func take(below n: Int) -> Int? {
+        lock.lock(); defer { lock.unlock() }
+        guard value < n else { return nil }
+        value += 1
+        return value - 1
+    }
+}
+
+/// Sums the peers' CPU, keeps their peak RSS and each process's wall time.
+private final class UsageBox: @unchecked Sendable {
+    private let lock = NSLock()
+    private(set) var cpu = 0.0, peak = 0, failures = 0, milliseconds: [Double] = []
+    func add(_ u: Subprocess.Usage, milliseconds ms: Double) {
+        lock.lock(); defer { lock.unlock() }
+        cpu += u.cpuSeconds
+        peak = max(peak, u.peakRSS)
+        milliseconds.append(ms)
+        if u.status != 0 { failures += 1 }
+    }
+}

@@ -1,0 +1,44 @@
+import Foundation
+import HalcyonCore
+import HalcyonImage
+import HalcyonTestSupport
+import Testing
+
+/// Property-based fuzzing of the chain grammar: random mutations of valid chains and random
+/// token soup. Whatever the input, `ProcessorChain.parse` returns a chain or throws
+/// `job.invalid_chain` — never another error, never a crash — and a chain it accepts has a
+/// canonical identifier that parses back to itself. HALCYON_FUZZ_ITERATIONS runs longer
+/// (CI: 20,000); HALCYON_FUZZ_SEED replays a run.
+@Suite struct ChainFuzzTests {
+    static let seeds = [
+        "resize(320x320, mode=fill) |> format(jpeg, quality=82)",
+        "resize(1024x1024, mode=fit) |> format(webp, quality=80)",
+        "crop(100x100, x=10, y=20) |> blur(2) |> sharpen(1.5) |> rotate(90) |> format(png)",
+        "round_corners(12) |> blend(multiply, alpha=0.5, background=#ff000080) |> format(png)",
+        "colorize(red, 0.3) |> color_controls(brightness=1.1, contrast=0.9, saturation=0) |> flip |> flop",
+    ]
+    static let alphabet: [String] = ["(", ")", ",", "|>", "|", ">", "=", "x", "0", "1", "-1", "1e308", "NaN", "inf", "-0",
+                                     "99999999999999999999", " ", "\t", "\n", "#", "ff", "mode", "fill", "fit", "quality",
+                                     "resize", "format", "jpeg", "✨", "\u{0}", "\u{202E}", "é", "\"", "'", "\\", "%s", "${x}"]
+
+    @Test func parseNeverFailsOtherThanAsInvalidChain() {
+        var rng = FuzzRandom.fromEnvironment()
+        let iterations = FuzzRandom.iterations(default: 20_000)
+        var accepted = 0
+        for i in 0..<iterations {
+            let input = i % 4 == 3 ? rng.soup(Self.alphabet, length: rng.below(40)) : rng.mutate(Self.seeds[rng.below(Self.seeds.count)], alphabet: Self.alphabet)
+            do {
+                let chain = try ProcessorChain.parse(input)
+                accepted += 1
+                let again = try ProcessorChain.parse(chain.identifier)
+                #expect(again.identifier == chain.identifier, "seed \(rng.seed) input \(input.debugDescription)")
+            } catch {
+                guard error.code == .invalidChain else {
+                    Issue.record("seed \(rng.seed) input \(input.debugDescription): \(error)")
+                    return
+                }
+            }
+        }
+        #expect(accepted > 0, "no mutation kept a chain valid: the fuzzer is not reaching the parser's success paths")
+    }
+}
