@@ -29,6 +29,9 @@ public final class Worker: Sendable {
 
     private struct InFlight {
         var cancel: CancellationFlag
+        /// Done executing, its outcome being written: still ours (heartbeats, release at
+        /// shutdown) but no longer holding a slot, so the claim loop may take another job.
+        var recording = false
     }
 
     private struct RuntimeState {
@@ -40,6 +43,8 @@ public final class Worker: Sendable {
         /// Counters not yet written to `halcyon.workers`.
         var unreportedDone = 0
         var unreportedFailed = 0
+        /// Exponential average of recent outcomes being store hits (1) or anything else (0).
+        var recentHits = 0.0
     }
 
     public init(configuration: WorkerConfiguration, conninfo: String, logger: Logger) {
@@ -119,7 +124,9 @@ public final class Worker: Sendable {
         let c = configuration
         var dbDelay = 0.1
         while stopRequests == 0 {
-            let free = c.maxInFlight - state.withLock { $0.inFlight.count }
+            let free = state.withLock { s in
+                (s.recentHits >= WorkerConfiguration.hitClaimRatio ? c.maxInFlightForHits : c.maxInFlight) - s.inFlight.values.count { !$0.recording }
+            }
             var claimed: [Job] = []
             if free > 0 {
                 do {
@@ -192,6 +199,14 @@ public final class Worker: Sendable {
             metrics.count("abandoned")
             return
         }
+        // The slot is free once the result is in the store; writing the outcome (a group
+        // commit, a round trip) overlaps the next claim instead of gating it.
+        let hit: Bool = if case .success(let r) = outcome { r.cacheHit } else { false }
+        state.withLock { s in
+            s.inFlight[job.id]?.recording = true
+            s.recentHits = 0.9 * s.recentHits + (hit ? 0.1 : 0)
+        }
+        wake.wake()
         let c = configuration
         switch outcome {
         case .success(let result):

@@ -12,6 +12,9 @@ public struct WorkerConfiguration: Sendable {
     public var concurrency: Int
     /// Concurrent downloads, separate from processing. Default 8.
     public var fetchConcurrency: Int = 8
+    /// Jobs claimed per round trip while ≥ 90 % of recent jobs were store hits. Default 250;
+    /// at most concurrency + fetchConcurrency turns the larger claims off.
+    public var hitClaimBatch: Int = 250
     /// Seconds a claim is leased for; renewed every lease/3. Default 30.
     public var lease: Double = 30
     /// Seconds between polls when no notification arrives. Default 1.
@@ -48,6 +51,13 @@ public struct WorkerConfiguration: Sendable {
 
     /// Jobs held at once: every processing slot busy plus every download slot busy.
     var maxInFlight: Int { concurrency + fetchConcurrency }
+
+    /// Jobs claimed at once while nearly every recent job was a store hit (`hitClaimRatio`):
+    /// hits take no slot and finish in well under a millisecond, so one round trip claims many.
+    var maxInFlightForHits: Int { max(maxInFlight, hitClaimBatch) }
+    /// The share of recent outcomes (an exponential average over about ten jobs) that must be
+    /// store hits for the larger claims.
+    static let hitClaimRatio = 0.9
 
     var effectiveRescueInterval: Double { rescueInterval ?? max(0.5, min(5, lease / 3)) }
 }

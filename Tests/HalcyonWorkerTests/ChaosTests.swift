@@ -184,7 +184,9 @@ struct ChaosTests {
         #expect(await w.wait(timeout: 30) == 0)
     }
 
-    @Test func aSecondSignalStopsAtOnceAndReleasesWithoutSpendingAttempts() async throws {
+    /// 0 ms: the second signal right behind the first.
+    @Test(arguments: [500, 0])
+    func aSecondSignalStopsAtOnceAndReleasesWithoutSpendingAttempts(gapMilliseconds: Int) async throws {
         _ = try Origin.publish("chaos.jpg", Self.photo)
         let db = try await TestDatabase.create()
         let store = try TestEnvironment.temporaryDirectory("store")
@@ -192,8 +194,10 @@ struct ChaosTests {
         let w = try worker(db, store: store, ["--grace", "60s", "--concurrency", "2", "--fetch-concurrency", "4"])
         #expect(try await waitUntil(20) { try await count(db, "state = 'running'") > 0 })
         w.signal(SIGTERM)
-        try await Task.sleep(for: .milliseconds(500))
-        #expect(w.isRunning, "the first signal waits for the grace period")
+        if gapMilliseconds > 0 {
+            try await Task.sleep(for: .milliseconds(gapMilliseconds))
+            #expect(w.isRunning, "the first signal waits for the grace period")
+        }
         let second = Date()
         w.signal(SIGTERM)
         #expect(await w.wait(timeout: 15) == 0, "\(w.output.suffix(1500))")

@@ -46,6 +46,29 @@ struct StoreStageTests {
         #expect(FileManager.default.fileExists(atPath: store.appendingPathComponent(try #require(r.value(1, "result_path"))).path))
     }
 
+    /// Once nearly every job is a hit, one claim takes many (`--hit-claim-batch`); jobs of one
+    /// claim share their `started_at` (one statement's now()).
+    @Test(arguments: [(250, true), (1, false)])
+    func hitHeavyQueuesAreClaimedInLargeBatches(batch: Int, large: Bool) async throws {
+        let db = try await TestDatabase.create()
+        let store = try TestEnvironment.temporaryDirectory("store")
+        let (url, _) = try source(db)
+        let chain = "resize(40x40) |> format(png)"
+        _ = try await helper.enqueue(db, [helper.job(url, chain)])
+        try await drain(db, store)
+        _ = try await helper.enqueue(db, (0..<600).map { _ in helper.job(url, chain) })
+        try await drain(db, store, ["--concurrency", "2", "--fetch-concurrency", "2", "--hit-claim-batch", String(batch)])
+        #expect(try await helper.count(db, "cache_hit") == 600)
+        let largest = try await db.query("SELECT max(n) AS n FROM (SELECT count(*) AS n FROM halcyon.jobs WHERE cache_hit GROUP BY started_at) c")
+            .value(0, "n").flatMap { Int($0) } ?? 0
+        if large {
+            #expect(largest > 4, "largest claim \(largest): claims stayed at concurrency + fetch-concurrency")
+            #expect(largest <= batch)
+        } else {
+            #expect(largest <= 4, "largest claim \(largest) with the larger claims off")
+        }
+    }
+
     @Test func forceRefreshFetchesAgainAndOnlyFromCacheFailsAMiss() async throws {
         let db = try await TestDatabase.create()
         let store = try TestEnvironment.temporaryDirectory("store")
