@@ -11,7 +11,8 @@ import Testing
 /// HALCYON_CHAOS_JOBS / HALCYON_CHAOS_KILLS make the kill run longer (CI: 400 jobs, 3 kills).
 @Suite(.enabled(if: TestEnvironment.available, "needs scripts/test (PostgreSQL, origin, binary)"))
 struct ChaosTests {
-    static let photo: Data = try! SampleImages.photo(width: 800, height: 600, seed: 7)
+    /// Small, so the debug build's resampler (unoptimised Swift) keeps up with the kills.
+    static let photo: Data = try! SampleImages.photo(width: 320, height: 240, seed: 7)
 
     func worker(_ db: TestDatabase, store: URL, _ extra: [String] = [], home: URL? = nil) throws -> HalcyonProcess {
         try HalcyonProcess(["work", "--store", store.path, "--log-level", "info", "--allow-network", "127.0.0.1/32"] + extra,
@@ -60,8 +61,8 @@ struct ChaosTests {
         let store = try TestEnvironment.temporaryDirectory("store")
         // A slow origin keeps jobs in flight long enough to be caught by a kill.
         try await enqueue(db, n, source: { "\(TestEnvironment.origin)/slowfile/0.2/chaos.jpg?t=\(db.name)&j=\($0)" },
-                          chain: "resize(200x200, mode=fill) |> format(jpeg, quality=80)")
-        let args = ["--lease", "2s", "--concurrency", "2", "--fetch-concurrency", "4", "--log-level", "warning"]
+                          chain: "resize(100x100, mode=fill) |> format(jpeg, quality=80)")
+        let args = ["--lease", "2s", "--concurrency", "2", "--fetch-concurrency", "4", "--log-level", ProcessInfo.processInfo.environment["HALCYON_CHAOS_LOG"] ?? "warning"]
         var workers = try (0..<3).map { _ in try worker(db, store: store, args) }
         var killedAt: [Date] = []
         var inFlightAtKill = 0
@@ -69,19 +70,32 @@ struct ChaosTests {
             try await Task.sleep(for: .milliseconds(1500))
             let i = Int.random(in: 0..<workers.count)
             let victim = workers[i]
-            // What the victim holds now is what may run twice.
-            inFlightAtKill += try await count(db, "state = 'running' AND locked_by LIKE '%-\(victim.pid)'")
+            // Kill it while it holds jobs (a loaded machine may start it slowly); what it holds
+            // now is what may run twice.
+            let holding = "state = 'running' AND locked_by LIKE '%-\(victim.pid)'"
+            _ = try await waitUntil(20) {
+                let held = try await count(db, holding), queued = try await count(db, "state = 'queued'")
+                return held > 0 || queued == 0
+            }
+            inFlightAtKill += try await count(db, holding)
             victim.signal(SIGKILL)
             _ = await victim.wait(timeout: 5)
             killedAt.append(Date())
             workers[i] = try worker(db, store: store, args)
         }
-        let drained = try await waitUntil(180) { try await count(db, "state IN ('queued', 'running')") == 0 }
+        let drained = try await waitUntil(180 + Double(n) / 10) { try await count(db, "state IN ('queued', 'running')") == 0 }
+        if !drained {
+            let activity = try await db.query("SELECT pid, state, wait_event_type, wait_event, left(query, 80) FROM pg_stat_activity WHERE datname = current_database()").rows
+            Issue.record("not drained; sessions: \(activity); workers: \(workers.map { "\($0.pid): \($0.output.suffix(800))" })")
+        }
         for w in workers {
             w.signal(SIGTERM)
             #expect(await w.wait(timeout: 30) == 0, "\(w.output.suffix(1500))")
         }
-        let left = try await count(db, "state IN ('queued', 'running')")
+        let left = try await db.query("""
+            SELECT state::text, attempt, round(extract(epoch FROM run_at - now())) AS run_in, locked_by, left(last_error, 120) AS error, count(*) AS n
+            FROM halcyon.jobs WHERE state <> 'succeeded' GROUP BY 1, 2, 3, 4, 5 ORDER BY n DESC LIMIT 10
+            """).rows
         #expect(drained, "jobs left: \(left)")
         let succeeded = try await count(db, "state = 'succeeded'")
         let stuck = try await count(db, "state = 'running'")
@@ -97,6 +111,7 @@ struct ChaosTests {
                      n, kills, succeeded, n - succeeded, stuck, retried, inFlightAtKill, delays.max() ?? -1))
         #expect(succeeded == n)
         #expect(stuck == 0)
+        #expect(inFlightAtKill > 0, "no kill caught a worker holding jobs: nothing was rescued")
         #expect(retriedWithoutKill == 0, "jobs retried for something other than a killed worker")
         #expect(retried <= inFlightAtKill + 6 * kills, "more jobs ran twice than the killed workers held")
         try await expectStoreIntact(db, store: store)
@@ -184,9 +199,7 @@ struct ChaosTests {
         #expect(await w.wait(timeout: 30) == 0)
     }
 
-    /// 0 ms: the second signal right behind the first.
-    @Test(arguments: [500, 0])
-    func aSecondSignalStopsAtOnceAndReleasesWithoutSpendingAttempts(gapMilliseconds: Int) async throws {
+    @Test func aSecondSignalStopsAtOnceAndReleasesWithoutSpendingAttempts() async throws {
         _ = try Origin.publish("chaos.jpg", Self.photo)
         let db = try await TestDatabase.create()
         let store = try TestEnvironment.temporaryDirectory("store")
@@ -194,10 +207,9 @@ struct ChaosTests {
         let w = try worker(db, store: store, ["--grace", "60s", "--concurrency", "2", "--fetch-concurrency", "4"])
         #expect(try await waitUntil(20) { try await count(db, "state = 'running'") > 0 })
         w.signal(SIGTERM)
-        if gapMilliseconds > 0 {
-            try await Task.sleep(for: .milliseconds(gapMilliseconds))
-            #expect(w.isRunning, "the first signal waits for the grace period")
-        }
+        // Two SIGTERMs pending at once are one signal to the kernel: the second comes later.
+        try await Task.sleep(for: .milliseconds(500))
+        #expect(w.isRunning, "the first signal waits for the grace period")
         let second = Date()
         w.signal(SIGTERM)
         #expect(await w.wait(timeout: 15) == 0, "\(w.output.suffix(1500))")
