@@ -10,6 +10,8 @@ import Foundation
 public final class SignalForwarder: Sendable {
     private let pipe: (read: Int32, write: Int32)
     private let signals: [Int32]
+    /// The actions in place before, restored by `cancel()`.
+    nonisolated(unsafe) private var previous: [Int32: sigaction] = [:]
 
     /// The pipe the C handler writes to (a C function pointer cannot capture it).
     nonisolated(unsafe) private static var writeEnd: Int32 = -1
@@ -28,10 +30,18 @@ public final class SignalForwarder: Sendable {
             }
             sigemptyset(&action.sa_mask)
             action.sa_flags = SA_RESTART
-            sigaction(sig, &action, nil)
+            var old = sigaction()
+            sigaction(sig, &action, &old)
+            previous[sig] = old
         }
         let readEnd = fds[0]
         Thread.detachNewThread {
+            // Threads inherit their creator's mask, and Swift's and Dispatch's threads block
+            // most signals: unblocked here, there is always one thread that takes them.
+            var set = sigset_t()
+            sigemptyset(&set)
+            for sig in signals { sigaddset(&set, sig) }
+            pthread_sigmask(SIG_UNBLOCK, &set, nil)
             var byte: UInt8 = 0
             while true {
                 let n = read(readEnd, &byte, 1)
@@ -42,9 +52,11 @@ public final class SignalForwarder: Sendable {
         }
     }
 
-    /// Restores the default actions and ends the thread.
+    /// Restores the previous actions and ends the thread.
     public func cancel() {
-        for sig in signals { signal(sig, SIG_DFL) }
+        for sig in signals {
+            if var old = previous[sig] { sigaction(sig, &old, nil) }
+        }
         close(pipe.write)
     }
 }

@@ -1,7 +1,6 @@
 import Dispatch
 import Foundation
 import HalcyonCore
-import Synchronization
 import Testing
 
 @Suite struct SubprocessTests {
@@ -35,22 +34,3 @@ import Testing
     }
 }
 
-@Suite struct SignalForwarderTests {
-    /// Every signal counts, including one sent the instant the forwarder exists (libdispatch's
-    /// signal sources lost those). (Two identical signals still pending at once merge into
-    /// one in the kernel; each here is sent after the previous was handled.)
-    @Test func everySignalReachesTheHandlerAtOnce() async throws {
-        let count = Mutex(0)
-        let forwarder = SignalForwarder(signals: [SIGUSR2]) { count.withLock { $0 += 1 } }
-        defer { forwarder.cancel() }
-        kill(getpid(), SIGUSR2)
-        let deadline = Date().addingTimeInterval(5)
-        while count.withLock({ $0 }) < 1, Date() < deadline { try await Task.sleep(for: .milliseconds(5)) }
-        #expect(count.withLock { $0 } == 1)
-        for expected in 2...3 {
-            kill(getpid(), SIGUSR2)
-            while count.withLock({ $0 }) < expected, Date() < deadline { try await Task.sleep(for: .milliseconds(5)) }
-            #expect(count.withLock { $0 } == expected)
-        }
-    }
-}

@@ -199,6 +199,18 @@ struct ChaosTests {
         #expect(await w.wait(timeout: 30) == 0)
     }
 
+    /// A SIGTERM the moment the worker is up (as `docker stop` right after `docker start`)
+    /// stops it: libdispatch's signal sources used to swallow early signals.
+    @Test(arguments: 0..<3)
+    func aSIGTERMRightAfterStartStopsTheWorker(round: Int) async throws {
+        let db = try await TestDatabase.create()
+        let w = try worker(db, store: try TestEnvironment.temporaryDirectory("store"))
+        #expect(try await waitUntil(30) { w.output.contains("worker started") })
+        w.signal(SIGTERM)
+        #expect(await w.wait(timeout: 15) == 0, "\(w.output.suffix(1500))")
+        #expect(w.output.contains("stop requested"))
+    }
+
     @Test func aSecondSignalStopsAtOnceAndReleasesWithoutSpendingAttempts() async throws {
         _ = try Origin.publish("chaos.jpg", Self.photo)
         let db = try await TestDatabase.create()
