@@ -6,7 +6,8 @@ import Foundation
 /// Not a DispatchSource: on Linux libdispatch's signal sources lose signals that arrive soon
 /// after the source is resumed (measured: a SIGTERM 50–300 ms after start was caught and never
 /// delivered), and a worker told to stop must stop. The C handler only writes one byte to a
-/// pipe (async-signal-safe); the thread reads the pipe and calls `handler`.
+/// pipe (async-signal-safe); the thread reads the pipe and calls `handler`. One per process
+/// (the C handler has a single pipe to write to).
 public final class SignalForwarder: Sendable {
     private let pipe: (read: Int32, write: Int32)
     private let signals: [Int32]

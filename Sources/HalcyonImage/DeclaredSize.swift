@@ -41,6 +41,8 @@ enum DeclaredSize {
     /// are skipped by their lengths.
     static func jpegIsWhole(_ data: Data) -> Bool {
         data.withUnsafeBytes { (b: UnsafeRawBufferPointer) -> Bool in
+            // The usual case, without a walk: the file ends with its EOI.
+            if b.count >= 4, b[b.count - 2] == 0xFF, b[b.count - 1] == 0xD9 { return true }
             func be16(_ i: Int) -> Int { i + 1 < b.count ? Int(b[i]) << 8 | Int(b[i + 1]) : 0 }
             var i = 2
             while i + 3 < b.count, b[i] == 0xFF {
