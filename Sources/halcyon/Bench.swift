@@ -64,7 +64,7 @@ struct Bench: AsyncParsableCommand {
         let scratch = home.appendingPathComponent("scratch")
         let corpus = try BenchCorpus.ensure(in: home.appendingPathComponent("corpus"), scale: scale)
         print("corpus: \(corpus.summary), fingerprint \(corpus.fingerprint.prefix(16))")
-        let quality = try BenchQuality.make(corpus)
+        let quality = try await Blocking.run { try BenchQuality.make(corpus) }  // full decodes of 12 MP images
         let peers = BenchPeers(concurrency: concurrency, corpus: corpus, scratch: scratch, quality: quality)
         let convert = noPeers ? nil : BenchPeers.convert(), vips = noPeers ? nil : BenchPeers.vipsthumbnail()
         let pillow = noPeers ? nil : BenchPeers.pillowScript()
@@ -276,7 +276,7 @@ struct Bench: AsyncParsableCommand {
             "--concurrency", String(concurrency), "--log-level", "warning", "--worker-id", "halcyon-bench-\(getpid())", "--no-progress",
             "--sweep-interval", "0s",
         ], outputPath: log)
-        let usage = await Task.detached { Subprocess.waitWithUsage(pid) }.value
+        let usage = try await Blocking.run { Subprocess.waitWithUsage(pid) }
         guard usage.status == 0 else { throw CommandFailure("the worker exited \(usage.status); see \(log)") }
         return usage
     }
@@ -361,7 +361,7 @@ struct Bench: AsyncParsableCommand {
     /// SIGTERM, and the exit waited for off the cooperative pool.
     private static func stop(_ pid: pid_t) async {
         kill(pid, SIGTERM)
-        _ = await Task.detached { Subprocess.waitWithUsage(pid) }.value
+        _ = try? await Blocking.run { Subprocess.waitWithUsage(pid) }
     }
 
     private func measureLatency(_ c: PGConnection, tiny: URL, samples: Int, log: String) async throws -> LatencyRun {

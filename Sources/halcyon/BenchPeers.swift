@@ -76,7 +76,7 @@ struct BenchPeers {
         let started = Date()
         let pid = try Subprocess.spawn("/usr/bin/env", ["python3", script] + (scenario == .w2 ? ["--w2"] : []) + [outDir.path, String(concurrency)]
                                        + corpus.files.map(\.path), outputPath: log.path)
-        let usage = await Task.detached { Subprocess.waitWithUsage(pid) }.value
+        let usage = try await Blocking.run { Subprocess.waitWithUsage(pid) }
         let seconds = Date().timeIntervalSince(started)
         try expectOutputs(in: outDir, scenario, tool: "Pillow", status: usage.status, log: log)
         // The script prints "ms <index> <milliseconds>" per image.
@@ -105,7 +105,8 @@ struct BenchPeers {
             pids.append(try Subprocess.spawn(vipsthumbnail, ["-s", "320x320", "-m", "centre", "-o", outDir.path + "/%s.jpg[Q=82,background=255]"] + batch,
                                              outputPath: log.path + ".\(k)", environment: environment))
         }
-        let usages = await Task.detached { pids.map { Subprocess.waitWithUsage($0) } }.value
+        let spawned = pids
+        let usages = try await Blocking.run { spawned.map { Subprocess.waitWithUsage($0) } }
         let seconds = Date().timeIntervalSince(started)
         try expectOutputs(in: outDir, .w1, tool: "vipsthumbnail", status: usages.map(\.status).max() ?? 0, log: log.appendingPathExtension("0"))
         let names = corpus.files.map { URL(fileURLWithPath: $0.path).deletingPathExtension().lastPathComponent }
@@ -124,7 +125,7 @@ struct BenchPeers {
         if tuned { environment["MAGICK_THREAD_LIMIT"] = "1" }
         let env = environment, files = corpus.files, concurrency = concurrency
         let started = Date()
-        let usages = await Task.detached {  // concurrentPerform blocks: off the cooperative pool
+        let usages = try await Blocking.run {  // concurrentPerform blocks: off the cooperative pool
             let next = Counter(), usages = UsageBox()
             DispatchQueue.concurrentPerform(iterations: concurrency) { _ in
                 while let i = next.take(below: files.count) {
@@ -136,7 +137,7 @@ struct BenchPeers {
                 }
             }
             return usages
-        }.value
+        }
         let seconds = Date().timeIntervalSince(started)
         try expectOutputs(in: outDir, scenario, tool: "convert", status: usages.failures == 0 ? 0 : 1, log: outDir.appendingPathComponent("0.log"))
         return BenchRun(seconds: seconds, cpuSeconds: usages.cpu, peakRSS: usages.peak, images: files.count, perImageMs: usages.milliseconds,
