@@ -27,16 +27,9 @@ public final class Worker: Sendable {
     /// This worker's counters and histograms (`metricsText()` renders them).
     public let metrics: Metrics
 
-    private struct InFlight {
-        var cancel: CancellationFlag
-        /// Done executing, its outcome being written: still ours (heartbeats, release at
-        /// shutdown) but no longer holding a slot, so the claim loop may take another job.
-        var recording = false
-    }
-
     private struct RuntimeState {
         var stopRequests = 0
-        var inFlight: [Int64: InFlight] = [:]
+        var held = HeldJobs()
         var summary = WorkerSummary()
         /// Raised to stop the store sweep running in the background, if one is.
         var sweep: CancellationFlag?
@@ -125,7 +118,7 @@ public final class Worker: Sendable {
         var dbDelay = 0.1
         while stopRequests == 0 {
             let free = state.withLock { s in
-                (s.recentHits >= WorkerConfiguration.hitClaimRatio ? c.maxInFlightForHits : c.maxInFlight) - s.inFlight.values.count { !$0.recording }
+                (s.recentHits >= WorkerConfiguration.hitClaimRatio ? c.maxInFlightForHits : c.maxInFlight) - s.held.occupyingSlots
             }
             var claimed: [Job] = []
             if free > 0 {
@@ -142,11 +135,11 @@ public final class Worker: Sendable {
             // Jobs of the batch that share a source run together: one download, one decode.
             for jobs in JobRunner.groups(claimed) {
                 let flags = jobs.map { _ in CancellationFlag() }
-                state.withLock { s in for (job, flag) in zip(jobs, flags) { s.inFlight[job.id] = InFlight(cancel: flag) } }
+                state.withLock { s in for (job, flag) in zip(jobs, flags) { s.held.hold(job, cancel: flag) } }
                 group.addTask { await self.execute(jobs, flags: flags, runner: runner, queue: queue, completions: completions) }
             }
             if !claimed.isEmpty && claimed.count == free { continue }  // probably more waiting
-            if c.drain, claimed.isEmpty, state.withLock({ $0.inFlight.isEmpty }) {
+            if c.drain, claimed.isEmpty, state.withLock({ $0.held.isEmpty }) {
                 if let (runnable, running) = try? await queue.drainState(), !runnable, !running {
                     logger.info("drained: nothing runnable, nothing running")
                     return
@@ -180,7 +173,7 @@ public final class Worker: Sendable {
 
     /// The Prometheus text of this worker's metrics.
     public func metricsText() -> String {
-        metrics.render(inFlight: state.withLock { $0.inFlight.count })
+        metrics.render(inFlight: state.withLock { $0.held.count })
     }
 
     /// Writes one job's outcome (unless the job is no longer ours) and frees its place.
@@ -190,11 +183,11 @@ public final class Worker: Sendable {
         log[metadataKey: "job"] = "\(job.id)"
         log[metadataKey: "attempt"] = "\(job.attempt)"
         defer {
-            state.withLock { _ = $0.inFlight.removeValue(forKey: job.id) }
+            state.withLock { $0.held.drop(job) }
             wake.wake()
         }
         // Released at shutdown, cancelled or rescued: the row is no longer ours to write.
-        guard state.withLock({ $0.inFlight[job.id] }) != nil, !cancel.isCancelled else {
+        guard state.withLock({ $0.held.holds(job) }), !cancel.isCancelled else {
             log.debug("job abandoned; outcome not recorded")
             metrics.count("abandoned")
             return
@@ -203,7 +196,7 @@ public final class Worker: Sendable {
         // commit, a round trip) overlaps the next claim instead of gating it.
         let hit: Bool = if case .success(let r) = outcome { r.cacheHit } else { false }
         state.withLock { s in
-            s.inFlight[job.id]?.recording = true
+            s.held.startRecording(job)
             s.recentHits = 0.9 * s.recentHits + (hit ? 0.1 : 0)
         }
         wake.wake()
@@ -338,16 +331,13 @@ public final class Worker: Sendable {
 
     private func heartbeat(_ queue: JobQueue) async {
         let c = configuration
-        let held = state.withLock { Array($0.inFlight.keys) }
+        let claims = state.withLock { $0.held.claims }
         do {
-            let kept = try await queue.heartbeat(ids: held, workerID: c.workerID, lease: c.lease)
-            let lost = held.filter { !kept.contains($0) }
-            for id in lost {
-                // Cancelled by an operator, or rescued after we stalled: abandon it.
-                if let entry = state.withLock({ $0.inFlight[id] }) {
-                    entry.cancel.cancel()
-                    logger.info("job no longer held (cancelled or rescued); abandoning", metadata: ["job": "\(id)"])
-                }
+            let kept = try await queue.heartbeat(ids: Array(claims.keys), workerID: c.workerID, lease: c.lease)
+            // Cancelled by an operator, or rescued after we stalled: abandon it.
+            for (id, cancel) in state.withLock({ $0.held.lost(from: claims, kept: kept) }) {
+                cancel.cancel()
+                logger.info("job no longer held (cancelled or rescued); abandoning", metadata: ["job": "\(id)"])
             }
             let counts = takeUnreported()
             try await queue.heartbeatWorker(id: c.workerID, done: counts.done, failed: counts.failed)
@@ -384,13 +374,10 @@ public final class Worker: Sendable {
     /// releases whatever is left without spending its attempt.
     private func finishInFlight(_ queue: JobQueue) async {
         let deadline = ContinuousClock.now + .seconds(configuration.grace)
-        while !state.withLock({ $0.inFlight.isEmpty }), ContinuousClock.now < deadline, stopRequests < 2 {
+        while !state.withLock({ $0.held.isEmpty }), ContinuousClock.now < deadline, stopRequests < 2 {
             await wake.wait(timeout: 0.1)
         }
-        let left = state.withLock { s -> [Int64: InFlight] in
-            defer { s.inFlight.removeAll() }
-            return s.inFlight
-        }
+        let left = state.withLock { $0.held.takeAll() }
         guard !left.isEmpty else { return }
         left.values.forEach { $0.cancel.cancel() }
         let ids = Array(left.keys)

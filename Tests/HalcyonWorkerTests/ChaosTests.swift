@@ -199,6 +199,27 @@ struct ChaosTests {
         #expect(await w.wait(timeout: 30) == 0)
     }
 
+    /// A job that fails and is due again at once can be claimed again by the same worker
+    /// before the failed attempt has finished its bookkeeping. The old attempt must not drop
+    /// the new one: it used to, and the new attempt then ran unheld — no lease renewals, its
+    /// outcome discarded — until its lease ended and it was rescued (seen as a flaky demo on a
+    /// loaded machine). The race is timing-dependent; `HeldJobsTests` pins the rule itself and
+    /// this drives many immediate re-claims end to end (HALCYON_CHAOS_RECLAIMS for more).
+    @Test func aJobClaimedAgainAtOnceBySameWorkerIsStillHeld() async throws {
+        _ = try Origin.publish("chaos.jpg", Self.photo)
+        let db = try await TestDatabase.create()
+        let store = try TestEnvironment.temporaryDirectory("store")
+        let n = Int(ProcessInfo.processInfo.environment["HALCYON_CHAOS_RECLAIMS"] ?? "") ?? 80
+        // Each job's first three requests answer 503; no retry inside the fetch, no backoff.
+        try await enqueue(db, n, source: { "\(TestEnvironment.origin)/fail/3/503/\(db.name)-\($0)/chaos.jpg" }, chain: "")
+        let w = try worker(db, store: store, ["--drain", "--retry-base", "0s", "--fetch-retries", "0", "--lease", "5s",
+                                              "--concurrency", "2", "--fetch-concurrency", "8", "--no-progress"])
+        #expect(await w.wait(timeout: 120) == 0, "\(w.output.suffix(1500))")
+        #expect(try await count(db, "state = 'succeeded' AND attempt = 4") == n)
+        #expect(try await count(db, "errors @> '[{\"code\": \"worker.lease_expired\"}]'") == 0, "attempts dropped and rescued")
+        #expect(!w.output.contains("rescued jobs whose lease ended"))
+    }
+
     /// A SIGTERM the moment the worker is up (as `docker stop` right after `docker start`)
     /// stops it: libdispatch's signal sources used to swallow early signals.
     @Test(arguments: 0..<3)

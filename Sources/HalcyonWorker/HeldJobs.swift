@@ -1,0 +1,64 @@
+import HalcyonCore
+import HalcyonQueue
+
+/// The jobs a worker holds: claimed, not yet recorded. Each entry is one *claim* — a job id
+/// and the attempt it was claimed for — because a worker may claim a job again (a transient
+/// failure with a short backoff) before the previous attempt's bookkeeping has finished. Every
+/// operation of an attempt therefore checks it still is the held one: an old attempt must
+/// never drop, free or cancel the new one's entry (it used to, and the new attempt then ran
+/// without lease renewals until it was rescued).
+struct HeldJobs {
+    struct Entry {
+        var attempt: Int
+        var cancel: CancellationFlag
+        /// Done executing, its outcome being written: still held (heartbeats, release at
+        /// shutdown) but no longer taking a slot, so the claim loop may take another job.
+        var recording = false
+    }
+
+    private var entries: [Int64: Entry] = [:]
+
+    var isEmpty: Bool { entries.isEmpty }
+    var count: Int { entries.count }
+    /// Held jobs that still take a slot (claimed and not yet recording).
+    var occupyingSlots: Int { entries.values.count { !$0.recording } }
+
+    /// Holds a fresh claim, replacing any older attempt of the same job.
+    mutating func hold(_ job: Job, cancel: CancellationFlag) {
+        entries[job.id] = Entry(attempt: job.attempt, cancel: cancel)
+    }
+
+    /// Whether this claim (id and attempt) is still held.
+    func holds(_ job: Job) -> Bool { entries[job.id]?.attempt == job.attempt }
+
+    /// Marks this claim as recording its outcome; false when it is no longer held.
+    @discardableResult
+    mutating func startRecording(_ job: Job) -> Bool {
+        guard holds(job) else { return false }
+        entries[job.id]?.recording = true
+        return true
+    }
+
+    /// Lets go of this claim; a newer claim of the same job stays.
+    mutating func drop(_ job: Job) {
+        if holds(job) { entries.removeValue(forKey: job.id) }
+    }
+
+    /// The held claims, for a heartbeat: id → attempt.
+    var claims: [Int64: Int] { entries.mapValues(\.attempt) }
+
+    /// The cancellation flags of the claims in `snapshot` the database no longer counts as
+    /// ours (not in `kept`) and that are still the held attempt.
+    func lost(from snapshot: [Int64: Int], kept: Set<Int64>) -> [(id: Int64, cancel: CancellationFlag)] {
+        snapshot.compactMap { id, attempt in
+            guard !kept.contains(id), let e = entries[id], e.attempt == attempt else { return nil }
+            return (id, e.cancel)
+        }
+    }
+
+    /// Empties the set and returns what it held.
+    mutating func takeAll() -> [Int64: Entry] {
+        defer { entries.removeAll() }
+        return entries
+    }
+}
