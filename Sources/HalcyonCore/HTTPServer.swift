@@ -5,6 +5,12 @@ import Synchronization
 /// local origin. One request per connection (`Connection: close`); the accept loop runs on a
 /// thread of its own and each connection on a Dispatch thread, never the cooperative pool.
 public final class HTTPServer: Sendable {
+    /// Connections are served here, not on `DispatchQueue.global()`: the global queue runs as
+    /// many items at once as there are cores, so on 2 cores two slow clients held every other
+    /// request back (a demo fetch waited 15 s for its first byte). A queue of our own gets a
+    /// thread per waiting item.
+    private static let connections = DispatchQueue(label: "halcyon.http.connections", attributes: .concurrent)
+
     public struct Response: Sendable {
         public var status: Int
         public var contentType: String
@@ -70,7 +76,7 @@ public final class HTTPServer: Sendable {
                     return  // closed by stop()
                 }
                 _ = fcntl(client, F_SETFD, FD_CLOEXEC)
-                DispatchQueue.global().async { Self.serve(client, handler) }
+                Self.connections.async { Self.serve(client, handler) }
             }
         }
         thread.name = "halcyon.http.\(self.port)"

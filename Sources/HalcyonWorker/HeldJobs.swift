@@ -48,10 +48,12 @@ struct HeldJobs {
     var claims: [Int64: Int] { entries.mapValues(\.attempt) }
 
     /// The cancellation flags of the claims in `snapshot` the database no longer counts as
-    /// ours (not in `kept`) and that are still the held attempt.
+    /// ours (not in `kept`), still the held attempt and still executing. A claim recording its
+    /// outcome is left alone: its row was probably just written, and if it was taken from us
+    /// the guarded write refuses it anyway.
     func lost(from snapshot: [Int64: Int], kept: Set<Int64>) -> [(id: Int64, cancel: CancellationFlag)] {
         snapshot.compactMap { id, attempt in
-            guard !kept.contains(id), let e = entries[id], e.attempt == attempt else { return nil }
+            guard !kept.contains(id), let e = entries[id], e.attempt == attempt, !e.recording else { return nil }
             return (id, e.cancel)
         }
     }

@@ -49,6 +49,15 @@ struct HeldJobsTests {
         #expect(held.lost(from: held.claims, kept: [1, 2]).isEmpty)
     }
 
+    @Test func aClaimRecordingItsOutcomeIsNotReportedLost() {
+        var held = HeldJobs()
+        held.hold(job(7, attempt: 1), cancel: CancellationFlag())
+        held.hold(job(8, attempt: 1), cancel: CancellationFlag())
+        let snapshot = held.claims
+        held.startRecording(job(7, attempt: 1))  // its success was written while the heartbeat ran
+        #expect(held.lost(from: snapshot, kept: []).map(\.id) == [8])
+    }
+
     @Test func takeAllEmptiesTheSet() {
         var held = HeldJobs()
         held.hold(job(5, attempt: 3), cancel: CancellationFlag())
