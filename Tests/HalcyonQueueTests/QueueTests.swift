@@ -90,7 +90,7 @@ struct MigrationTests {
         let db = try await TestDatabase.create(migrated: false)
         let processes = try (0..<3).map { _ in try HalcyonProcess(["migrate"], conninfo: db.conninfo) }
         for p in processes {
-            let status = await p.wait(timeout: 60)
+            let status = await p.wait(timeout: 180)
             #expect(status == 0, "migrate output: \(p.output)")
         }
         let applied = try await db.query("SELECT count(*) AS n FROM halcyon.schema_migrations")

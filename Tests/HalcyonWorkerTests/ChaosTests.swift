@@ -125,7 +125,7 @@ struct ChaosTests {
         defer { try? cluster.stop(mode: "immediate") }
         let conninfo = cluster.conninfo
         let migrate = try HalcyonProcess(["migrate"], conninfo: conninfo)
-        #expect(await migrate.wait(timeout: 60) == 0, "\(migrate.output)")
+        #expect(await migrate.wait(timeout: 180) == 0, "\(migrate.output)")
         let n = 300
         var c = try await PGConnection.connect(conninfo)
         _ = try await JobQueue(connection: c).enqueue(batch: (0..<n).map { i in
@@ -238,7 +238,7 @@ struct ChaosTests {
         let store = try TestEnvironment.temporaryDirectory("store")
         try await enqueue(db, 40, source: { "\(TestEnvironment.origin)/slowfile/30/chaos.jpg?t=\(db.name)&j=\($0)" }, chain: "")
         let w = try worker(db, store: store, ["--grace", "60s", "--concurrency", "2", "--fetch-concurrency", "4"])
-        #expect(try await waitUntil(20) { try await count(db, "state = 'running'") > 0 })
+        #expect(try await waitUntil(60) { try await count(db, "state = 'running'") > 0 })
         w.signal(SIGTERM)
         // Two SIGTERMs pending at once are one signal to the kernel: the second comes later.
         try await Task.sleep(for: .milliseconds(500))
@@ -279,7 +279,7 @@ struct ChaosTests {
         // The same jobs succeed once the store takes writes again.
         try await db.query("UPDATE halcyon.jobs SET run_at = now(), state = 'queued', finished_at = NULL WHERE state IN ('queued', 'failed')")
         let healthy = try worker(db, store: store, ["--drain"])
-        #expect(await healthy.wait(timeout: 60) == 0, "\(healthy.output.suffix(1500))")
+        #expect(await healthy.wait(timeout: 180) == 0, "\(healthy.output.suffix(1500))")
         #expect(try await count(db, "state = 'succeeded'") == 6)
         try await expectStoreIntact(db, store: store)
     }

@@ -96,7 +96,7 @@ struct OperatorTests {
         #expect(try await waitUntil(30) { try await helper.count(db, "state = 'succeeded'") == 3 })
 
         // The row is written before the worker counts it: give the counter a moment.
-        _ = try await waitUntil(10) { try scrape()["halcyon_jobs_total{outcome=\"succeeded\",code=\"\"}"] == 3 }
+        _ = try await waitUntil(30) { try scrape()["halcyon_jobs_total{outcome=\"succeeded\",code=\"\"}"] == 3 }
         let after = try scrape()
         #expect(after["halcyon_jobs_total{outcome=\"succeeded\",code=\"\"}"] == 3)
         #expect(after["halcyon_jobs_total{outcome=\"failed\",code=\"fetch.http_status\"}"] == 1)

@@ -13,7 +13,7 @@ struct RuntimeTests {
     func startIdleWorker(_ db: TestDatabase, _ extra: [String]) async throws -> HalcyonProcess {
         let store = try TestEnvironment.temporaryDirectory("store")
         let w = try helper.worker(db, store: store, extra)
-        #expect(try await waitUntil(20) {
+        #expect(try await waitUntil(60) {
             try await db.query("SELECT count(*) AS n FROM halcyon.workers").value(0, "n") == "1"
         })
         try await Task.sleep(for: .milliseconds(300))  // past the first claim
@@ -26,7 +26,7 @@ struct RuntimeTests {
         let w = try await startIdleWorker(db, ["--poll-interval", "60s"])
         let enqueued = Date()
         _ = try await helper.enqueue(db, [helper.job("\(TestEnvironment.origin)/files/tiny.png?t=\(db.name)")])
-        #expect(try await waitUntil(10) { try await helper.count(db, "state = 'succeeded'") == 1 })
+        #expect(try await waitUntil(30) { try await helper.count(db, "state = 'succeeded'") == 1 })
         let latency = Date().timeIntervalSince(enqueued)
         print("notify: enqueue → succeeded in \(String(format: "%.0f", latency * 1000)) ms with a 60 s poll interval")
         #expect(latency < 5)
@@ -39,7 +39,7 @@ struct RuntimeTests {
         let db = try await TestDatabase.create()
         let w = try await startIdleWorker(db, ["--poll-only", "--poll-interval", "200ms"])
         _ = try await helper.enqueue(db, (0..<5).map { helper.job("\(TestEnvironment.origin)/files/tiny.png?t=\(db.name)&j=\($0)") })
-        #expect(try await waitUntil(10) { try await helper.count(db, "state = 'succeeded'") == 5 })
+        #expect(try await waitUntil(30) { try await helper.count(db, "state = 'succeeded'") == 5 })
         w.signal(SIGTERM)
         #expect(await w.wait(timeout: 20) == 0)
         #expect(w.output.contains("mode=poll"))
@@ -102,7 +102,7 @@ struct RuntimeTests {
             helper.job("\(TestEnvironment.origin)/status/404?t=\(db.name)"),
         ])
         let w = try helper.worker(db, store: store, ["--drain"])
-        #expect(await w.wait(timeout: 60) == 0)
+        #expect(await w.wait(timeout: 180) == 0)
         let sweep = try HalcyonProcess(["sweep", "--store", store.path, "--store-size-limit", "1GiB"], conninfo: db.conninfo)
         #expect(await sweep.wait(timeout: 30) == 0)
 

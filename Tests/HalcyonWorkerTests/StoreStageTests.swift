@@ -20,7 +20,7 @@ struct StoreStageTests {
 
     func drain(_ db: TestDatabase, _ store: URL, _ extra: [String] = []) async throws {
         let w = try helper.worker(db, store: store, ["--drain"] + extra)
-        #expect(await w.wait(timeout: 60) == 0, "\(w.output.suffix(1000))")
+        #expect(await w.wait(timeout: 180) == 0, "\(w.output.suffix(1000))")
     }
 
     @Test func aSecondJobForTheSameSourceAndChainIsAHitWithoutARequest() async throws {
@@ -122,7 +122,7 @@ struct StoreStageTests {
         #expect(try times(2).object.expires <= Date())
         // The next sweep removes the `expired` result and nothing else.
         let sweep = try HalcyonProcess(["sweep", "--store", store.path, "--json"], conninfo: db.conninfo)
-        #expect(await sweep.wait(timeout: 60) == 0)
+        #expect(await sweep.wait(timeout: 180) == 0)
         let report = try #require(JSONValue.parse(sweep.output), "\(sweep.output)")
         #expect(report["expired_objects"]?.numberValue == 1)
         #expect(report["kept_files"]?.numberValue == 2)
@@ -137,15 +137,15 @@ struct StoreStageTests {
         _ = try await helper.enqueue(db, [helper.job(url, "resize(30x30) |> format(png)"), helper.job(url, "resize(31x31) |> format(png)")])
         try await drain(db, store)
         let clean = try HalcyonProcess(["verify", "--store", store.path], conninfo: nil)
-        #expect(await clean.wait(timeout: 60) == 0, "\(clean.output)")
+        #expect(await clean.wait(timeout: 180) == 0, "\(clean.output)")
         #expect(clean.output.contains("checked 2 objects"))
         let bad = try #require(try await db.query("SELECT result_path FROM halcyon.jobs ORDER BY id").value(0, "result_path"))
         try Data("not the bytes it was".utf8).write(to: store.appendingPathComponent(bad))
         let found = try HalcyonProcess(["verify", "--store", store.path], conninfo: nil)
-        #expect(await found.wait(timeout: 60) == 1)
+        #expect(await found.wait(timeout: 180) == 1)
         #expect(found.output.contains("corrupt: \(bad)"))
         let repair = try HalcyonProcess(["verify", "--store", store.path, "--repair"], conninfo: nil)
-        #expect(await repair.wait(timeout: 60) == 1)
+        #expect(await repair.wait(timeout: 180) == 1)
         #expect(repair.output.contains("removed 1 corrupt objects and 1 keys"), "\(repair.output)")
         #expect(!FileManager.default.fileExists(atPath: store.appendingPathComponent(bad).path))
     }

@@ -77,7 +77,7 @@ struct WorkerTests {
             job(url, "resize(64x64, mode=fill) |> format(png)"),
         ])
         let w = try worker(db, store: store, ["--drain"])
-        #expect(await w.wait(timeout: 60) == 0, "\(w.output)")
+        #expect(await w.wait(timeout: 180) == 0, "\(w.output)")
         let expected: [(Int, Int, String, ImageFormat)] = [(320, 320, "jpeg", .jpeg), (200, 150, "webp", .webp), (64, 64, "png", .png)]
         for (id, e) in zip(ids, expected) {
             let r = try await db.query("SELECT state::text, result_key, result_digest, result_path, result_bytes, result_width, result_height, result_format, result_source, cache_hit FROM halcyon.jobs WHERE id = $1::bigint", [String(id)])
@@ -117,7 +117,7 @@ struct WorkerTests {
             try await db.query("SELECT halcyon.enqueue($1, processors => $2, options => $3::jsonb)", [r.0, r.1, r.2])
         }
         let w = try worker(db, store: store, ["--drain"])
-        #expect(await w.wait(timeout: 60) == 0, "\(w.output)")
+        #expect(await w.wait(timeout: 180) == 0, "\(w.output)")
         let result = try await db.query("SELECT state::text, attempt, last_error FROM halcyon.jobs ORDER BY id")
         for (i, r) in rows.enumerated() {
             if r.3 == "ok" {
@@ -138,7 +138,7 @@ struct WorkerTests {
         let store = try TestEnvironment.temporaryDirectory("store")
         _ = try await enqueue(db, [job("\(TestEnvironment.origin)/status/503?t=\(db.name)", maxAttempts: 2)])
         var w = try worker(db, store: store, ["--drain", "--retry-base", "4s"])
-        #expect(await w.wait(timeout: 30) == 0)
+        #expect(await w.wait(timeout: 120) == 0)
         // Backoff after attempt 1: 4 s less up to 25 % jitter, counted from the failure.
         let first = try await db.query("""
             SELECT state::text, attempt, last_error,
@@ -154,7 +154,7 @@ struct WorkerTests {
         // Skip the wait rather than sleep through it (the claim's run_at check is tested in ClaimTests).
         try await db.query("UPDATE halcyon.jobs SET run_at = now()")
         w = try worker(db, store: store, ["--drain", "--retry-base", "4s"])
-        #expect(await w.wait(timeout: 30) == 0)
+        #expect(await w.wait(timeout: 120) == 0)
         let second = try await db.query("SELECT state::text, attempt, jsonb_array_length(errors) AS n FROM halcyon.jobs")
         #expect(second.value(0, "state") == "failed")
         #expect(second.value(0, "attempt") == "2")
@@ -172,7 +172,7 @@ struct WorkerTests {
             job("\(o)/status/404?t=\(db.name)&x", fallbacks: ["\(o)/notimage?t=\(db.name)"]),
         ])
         let w = try worker(db, store: store, ["--drain"])
-        #expect(await w.wait(timeout: 60) == 0)
+        #expect(await w.wait(timeout: 180) == 0)
         let ok = try await db.query("SELECT state::text, result_source FROM halcyon.jobs WHERE id = $1::bigint", [String(ids[0])])
         #expect(ok.value(0, "state") == "succeeded")
         #expect(ok.value(0, "result_source") == winner)
@@ -190,7 +190,7 @@ struct WorkerTests {
         let n = 6
         _ = try await enqueue(db, (0..<n).map { job("\(TestEnvironment.origin)/slowfile/2/tiny.png?t=\(db.name)&j=\($0)") })
         let victim = try worker(db, store: store, ["--lease", "2s", "--concurrency", "2"])
-        #expect(try await waitUntil(20) { try await count(db, "state = 'running'") == n })
+        #expect(try await waitUntil(60) { try await count(db, "state = 'running'") == n })
         victim.signal(SIGKILL)
         _ = await victim.wait(timeout: 5)
         let killedAt = Date()
@@ -212,7 +212,7 @@ struct WorkerTests {
         let store = try TestEnvironment.temporaryDirectory("store")
         _ = try await enqueue(db, (0..<4).map { job("\(TestEnvironment.origin)/slowfile/30/tiny.png?t=\(db.name)&j=\($0)") })
         let w = try worker(db, store: store, ["--grace", "1s"])
-        #expect(try await waitUntil(20) { try await count(db, "state = 'running'") == 4 })
+        #expect(try await waitUntil(60) { try await count(db, "state = 'running'") == 4 })
         let stopAt = Date()
         w.signal(SIGTERM)
         #expect(await w.wait(timeout: 15) == 0, "\(w.output)")
@@ -229,7 +229,7 @@ struct WorkerTests {
         let store = try TestEnvironment.temporaryDirectory("store")
         _ = try await enqueue(db, (0..<3).map { job("\(TestEnvironment.origin)/slowfile/1.5/tiny.png?t=\(db.name)&j=\($0)") })
         let w = try worker(db, store: store, ["--grace", "20s"])
-        #expect(try await waitUntil(20) { try await count(db, "state = 'running'") == 3 })
+        #expect(try await waitUntil(60) { try await count(db, "state = 'running'") == 3 })
         w.signal(SIGTERM)
         #expect(await w.wait(timeout: 20) == 0)
         #expect(try await count(db, "state = 'succeeded' AND attempt = 1") == 3)
@@ -241,10 +241,10 @@ struct WorkerTests {
         let store = try TestEnvironment.temporaryDirectory("store")
         let ids = try await enqueue(db, [job("\(TestEnvironment.origin)/trickle/20/100000?t=\(db.name)")])
         let w = try worker(db, store: store, ["--lease", "1.5s"])
-        #expect(try await waitUntil(20) { try await count(db, "state = 'running'") == 1 })
+        #expect(try await waitUntil(60) { try await count(db, "state = 'running'") == 1 })
         let cancel = try HalcyonProcess(["cancel", String(ids[0])], conninfo: db.conninfo)
         #expect(await cancel.wait(timeout: 20) == 0)
-        #expect(try await waitUntil(10) { w.output.contains("abandoning") })
+        #expect(try await waitUntil(30) { w.output.contains("abandoning") })
         w.signal(SIGTERM)
         #expect(await w.wait(timeout: 20) == 0)
         #expect(try await count(db, "state = 'cancelled'") == 1)
