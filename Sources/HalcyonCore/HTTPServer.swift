@@ -3,13 +3,16 @@ import Synchronization
 
 /// A minimal HTTP/1.1 server for GET requests: the worker's `/metrics` endpoint and the demo's
 /// local origin. One request per connection (`Connection: close`); the accept loop runs on a
-/// thread of its own and each connection on a Dispatch thread, never the cooperative pool.
+/// thread of its own and each connection on a thread of its own (at most
+/// `maxConnections` at once; more are closed unanswered), never the cooperative pool.
+///
+/// Not Dispatch: on Linux `DispatchQueue.global()` runs about one item per core (measured here:
+/// 10 one-second items took 5 s on 2 cores) and a private concurrent queue starts 3 threads
+/// and adds about one a second, so a few slow clients held every other request back (a demo
+/// fetch waited 15 s for its first byte).
 public final class HTTPServer: Sendable {
-    /// Connections are served here, not on `DispatchQueue.global()`: the global queue runs as
-    /// many items at once as there are cores, so on 2 cores two slow clients held every other
-    /// request back (a demo fetch waited 15 s for its first byte). A queue of our own gets a
-    /// thread per waiting item.
-    private static let connections = DispatchQueue(label: "halcyon.http.connections", attributes: .concurrent)
+    /// Connections served at once; each one's reads and writes time out after 5 s.
+    public static let maxConnections = 64
 
     public struct Response: Sendable {
         public var status: Int
@@ -38,6 +41,8 @@ public final class HTTPServer: Sendable {
     private let fd: Int32
     private let stopped = CancellationFlag()
     private let closed = Mutex(false)
+    private let active = ActiveConnections()
+    private final class ActiveConnections: Sendable { let count = Atomic<Int>(0) }
 
     /// Listens on `host` (an IPv4 address; default loopback) and `port` (0: any free port).
     public init(host: String = "127.0.0.1", port: Int = 0, handler: @escaping Handler) throws {
@@ -68,6 +73,7 @@ public final class HTTPServer: Sendable {
         self.host = host
         self.port = Int(UInt16(bigEndian: actual.sin_port))
         let stopped = self.stopped
+        let active = self.active
         let thread = Thread {
             while !stopped.isCancelled {
                 let client = accept(fd, nil, nil)
@@ -76,7 +82,17 @@ public final class HTTPServer: Sendable {
                     return  // closed by stop()
                 }
                 _ = fcntl(client, F_SETFD, FD_CLOEXEC)
-                Self.connections.async { Self.serve(client, handler) }
+                guard active.count.add(1, ordering: .relaxed).newValue <= Self.maxConnections else {
+                    active.count.subtract(1, ordering: .relaxed)
+                    close(client)
+                    continue
+                }
+                let connection = Thread {
+                    Self.serve(client, handler)
+                    active.count.subtract(1, ordering: .relaxed)
+                }
+                connection.name = "halcyon.http.connection"
+                connection.start()
             }
         }
         thread.name = "halcyon.http.\(self.port)"

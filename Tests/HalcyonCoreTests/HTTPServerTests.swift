@@ -1,0 +1,58 @@
+import Foundation
+import HalcyonCore
+import Testing
+
+/// The small server behind `/metrics` and the demo's origin.
+@Suite struct HTTPServerTests {
+    /// Connects to 127.0.0.1:`port`; the caller closes the descriptor.
+    func connect(_ port: Int) throws -> Int32 {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        inet_pton(AF_INET, "127.0.0.1", &address.sin_addr)
+        let rc = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Foundation.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        try #require(fd >= 0 && rc == 0)
+        return fd
+    }
+
+    /// Sends a GET for `path` and reads the whole response (the server closes the connection).
+    func get(_ port: Int, _ path: String) throws -> String {
+        let fd = try connect(port)
+        defer { close(fd) }
+        let request = Array("GET \(path) HTTP/1.1\r\nHost: x\r\n\r\n".utf8)
+        _ = request.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, 0) }
+        var response = [UInt8](), chunk = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            if n <= 0 { break }
+            response += chunk[0..<n]
+        }
+        return String(decoding: response, as: UTF8.self)
+    }
+
+    @Test func answersWithStatusHeadersAndBody() throws {
+        let server = try HTTPServer { method, target in .text(target == "/hello" ? 200 : 404, "\(method) \(target)\n") }
+        defer { server.stop() }
+        let ok = try get(server.port, "/hello")
+        #expect(ok.hasPrefix("HTTP/1.1 200 OK\r\n"))
+        #expect(ok.contains("Content-Length: 11\r\n") && ok.hasSuffix("\r\n\r\nGET /hello\n"))
+        #expect(try get(server.port, "/other").hasPrefix("HTTP/1.1 404 Not Found\r\n"))
+    }
+
+    /// Clients that connect and say nothing (each holds its connection for the 5 s read
+    /// timeout) must not hold back anyone else: on Dispatch's global queue, two of them
+    /// stalled every other request on a 2-core machine.
+    @Test func silentClientsDoNotHoldBackOthers() throws {
+        let server = try HTTPServer { _, _ in .text(200, "ok") }
+        defer { server.stop() }
+        let silent = try (0..<8).map { _ in try connect(server.port) }
+        defer { silent.forEach { close($0) } }
+        Thread.sleep(forTimeInterval: 0.2)  // let the server pick them up
+        let started = Date()
+        #expect(try get(server.port, "/").hasSuffix("\r\n\r\nok"))
+        #expect(Date().timeIntervalSince(started) < 3, "a request waited behind silent connections (their read timeout is 5 s)")
+    }
+}
