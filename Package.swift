@@ -54,7 +54,7 @@ let package = Package(
         .target(name: "HalcyonTestSupport", dependencies: ["HalcyonCore", "HalcyonQueue", "HalcyonFetch"],
                 path: "Tests/HalcyonTestSupport"),
 
-        .testTarget(name: "HalcyonCoreTests", dependencies: ["HalcyonCore", "HalcyonTestSupport"]),
+        .testTarget(name: "HalcyonCoreTests", dependencies: ["HalcyonCore"]),
         .testTarget(name: "HalcyonImageTests", dependencies: ["HalcyonImage", "HalcyonCore", "HalcyonTestSupport"]),
         .testTarget(name: "HalcyonStoreTests", dependencies: ["HalcyonStore", "HalcyonCore"]),
         .testTarget(name: "HalcyonFetchTests", dependencies: ["HalcyonFetch", "HalcyonCore", "HalcyonTestSupport", "HalcyonImage", "HalcyonStore"]),
