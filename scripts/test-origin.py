@@ -111,6 +111,16 @@ class Handler(BaseHTTPRequestHandler):
         if head == "slow" and len(parts) == 2:
             time.sleep(float(parts[1]))
             return self.send_body(200, b"late", "text/plain")
+        if head == "slowonce" and len(parts) == 4:
+            # The first request for KEY waits SECONDS, later ones are served at once: a job
+            # that hangs on its first attempt and not on its second.
+            seconds, key, name = float(parts[1]), parts[2], parts[3]
+            with lock:
+                seen = failures.get(key, 0)
+                failures[key] = seen + 1
+            if seen == 0:
+                time.sleep(seconds)
+            return self.serve_file(name)
         if head == "slowfile" and len(parts) == 3:
             time.sleep(float(parts[1]))
             return self.serve_file(parts[2])

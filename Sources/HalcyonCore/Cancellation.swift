@@ -1,8 +1,8 @@
 import Synchronization
 
 /// A flag a job's owner raises to abandon it (cancelled row, lost lease, shutdown). Blocking
-/// stages poll it (the download's progress callback aborts the transfer); async waiters
-/// register handlers that run once, when it is raised.
+/// stages poll it (the download's progress callback aborts the transfer, the image pipeline
+/// checks it between steps); async waiters register handlers that run once, when it is raised.
 public final class CancellationFlag: Sendable {
     private struct State {
         var cancelled = false
@@ -32,5 +32,53 @@ public final class CancellationFlag: Sendable {
             return false
         }
         if now { handler() }
+    }
+
+    /// Throws `HalcyonError.abandoned` when the flag is raised: the work is no longer wanted.
+    public func check() throws(HalcyonError) {
+        if isCancelled { throw HalcyonError.abandoned }
+    }
+
+    /// Sleeps for `seconds`, or less if the flag is raised meanwhile; true when it slept the
+    /// whole time.
+    public func sleep(seconds: Double) async -> Bool {
+        guard !isCancelled else { return false }
+        guard seconds > 0 else { return true }
+        _ = await withCheckedContinuation { (c: CheckedContinuation<Void?, Never>) in
+            let once = FirstResult(c)
+            let timer = Task {
+                try? await Task.sleep(for: .seconds(min(seconds, 1e9)))
+                once.resume(())
+            }
+            onCancel {
+                timer.cancel()
+                once.resume(())
+            }
+        }
+        return !isCancelled
+    }
+}
+
+/// Runs `body` and returns its result, or nil once `seconds` pass first. The body is not
+/// stopped (a blocking C call cannot be); its result is dropped. For bookkeeping a stopping
+/// process may skip when the database does not answer.
+public func withTimeLimit<T: Sendable>(_ seconds: Double, _ body: @escaping @Sendable () async throws -> T) async -> T? {
+    await withCheckedContinuation { (c: CheckedContinuation<T?, Never>) in
+        let once = FirstResult(c)
+        let work = Task { once.resume(try? await body()) }
+        Task {
+            try? await Task.sleep(for: .seconds(min(seconds, 1e9)))
+            once.resume(nil)
+            work.cancel()
+        }
+    }
+}
+
+/// Resumes a continuation with the first value given; later ones are dropped.
+private final class FirstResult<T: Sendable>: Sendable {
+    private let continuation: Mutex<CheckedContinuation<T?, Never>?>
+    init(_ c: CheckedContinuation<T?, Never>) { continuation = Mutex(c) }
+    func resume(_ value: T?) {
+        continuation.withLock { c -> CheckedContinuation<T?, Never>? in defer { c = nil }; return c }?.resume(returning: value)
     }
 }

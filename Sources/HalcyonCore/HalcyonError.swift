@@ -47,11 +47,17 @@ public struct ErrorCode: Hashable, Sendable, CustomStringConvertible {
     public static let unsupportedFormat = ErrorCode("image", "unsupported_format")
     public static let imageTooLarge = ErrorCode("image", "too_large")
     public static let processingFailed = ErrorCode("image", "processing_failed")
+    /// ImageMagick's process-wide resource limits (memory, map, disk) were exhausted while the
+    /// image itself was within the limits: other jobs of the worker held them. Transient.
+    public static let resourcesExhausted = ErrorCode("image", "resources_exhausted")
 
     public static let writeFailed = ErrorCode("store", "write_failed")
     public static let notCached = ErrorCode("store", "not_cached")
 
     public static let leaseExpired = ErrorCode("worker", "lease_expired")
+    /// The database refused to record an attempt's outcome (an application's trigger or
+    /// constraint): the entry keeps its reason; the lease lapses and the job is rescued.
+    public static let outcomeRejected = ErrorCode("worker", "outcome_rejected")
     public static let `internal` = ErrorCode("internal", nil)
 }
 
@@ -98,6 +104,9 @@ public struct HalcyonError: Error, Sendable, CustomStringConvertible {
 
     /// `code: message`, the form stored in `last_error`.
     public var description: String { "\(code): \(message)" }
+
+    /// The work was abandoned (shutdown, cancelled row, lost lease): nothing is recorded for it.
+    public static var abandoned: HalcyonError { HalcyonError(.internal, "job abandoned") }
 
     /// Wraps any error: a `HalcyonError` stays itself, anything else becomes `internal`.
     public static func wrap(_ error: any Error) -> HalcyonError {

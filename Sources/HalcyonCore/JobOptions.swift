@@ -3,7 +3,7 @@ import Foundation
 /// Download retries per source, from `options.retry` (Kingfisher's `DelayRetryStrategy`).
 /// Keys left out take these defaults: 2 retries, 0.5 s, exponential.
 public struct RetryOptions: Sendable, Equatable {
-    public enum Backoff: String, Sendable { case fixed, accumulated, exponential }
+    public enum Backoff: String, Sendable, CaseIterable { case fixed, accumulated, exponential }
     public var max: Int
     public var interval: Double
     public var backoff: Backoff

@@ -12,10 +12,18 @@ public struct FetchConfiguration: Sendable {
     public var lowSpeedSeconds: Int = 15
     /// Largest body accepted, checked against Content-Length and while streaming. Default 50 MiB.
     public var maxBytes: Int = 50 << 20
+    /// Largest inline `data:` source: 10 MiB, or `maxBytes` when that is smaller.
+    public var maxDataBytes: Int { min(Source.maxDataBytes, maxBytes) }
+    /// Longest an attempt waits between download retries, all its sources together; a retry
+    /// that would wait past it is not made (the job is retried later with the job-level
+    /// backoff instead, holding no slot). Default 60 s.
+    public var maxRetryWait: Double = 60
     /// Redirects followed before `fetch.too_many_redirects`. Default 5.
     public var maxRedirects: Int = 5
     /// Directories `file://` sources may read from. Default: none (file sources refused).
-    public var fileRoots: [String] = []
+    public var fileRoots: [String] = [] { didSet { files = FileRoots(fileRoots) } }
+    /// `fileRoots`, resolved once, and the reader that stays beneath them.
+    public private(set) var files = FileRoots([])
     public var userAgent: String = "Halcyon/0.1 (+image pipeline worker)"
     /// Which addresses may be connected to. Default: public addresses only.
     public var addressPolicy = AddressPolicy()

@@ -10,6 +10,13 @@ public struct FetchedImage: Sendable {
     public var source: String
 }
 
+/// Decides when a transfer may start, once it has its download slot (the worker's bound on
+/// downloaded bytes waiting to be processed).
+public protocol DownloadGate: Sendable {
+    /// True when the transfer may start; false when `cancel` was raised while waiting.
+    func admit(cancel: CancellationFlag) async -> Bool
+}
+
 /// Fetches a job's image: its source, then each fallback source, each with its own retries
 /// (`RetryStrategy`); identical concurrent requests share one download; every transfer holds
 /// one of `concurrency` slots, and retry waits hold none. Bytes that are not an allowed image
@@ -19,12 +26,15 @@ public struct Fetcher: Sendable {
     private let http: HTTPClient
     private let slots: AsyncSemaphore
     private let coalescer = DownloadCoalescer<FetchedImage>()
+    private let gate: (any DownloadGate)?
 
-    /// `concurrency`: transfers at once (`--fetch-concurrency`).
-    public init(configuration: FetchConfiguration, concurrency: Int = 8) {
+    /// `concurrency`: transfers at once (`--fetch-concurrency`); `gate`: asked in the slot before
+    /// each transfer of a file or network source.
+    public init(configuration: FetchConfiguration, concurrency: Int = 8, gate: (any DownloadGate)? = nil) {
         self.configuration = configuration
         self.http = HTTPClient(configuration: configuration)
         self.slots = AsyncSemaphore(max(1, concurrency))
+        self.gate = gate
     }
 
     /// Downloads in flight right now (coalesced requests count once).
@@ -37,8 +47,10 @@ public struct Fetcher: Sendable {
         let strategy = retry ?? configuration.retry
         var failures: [SourceFailure] = []
         var lastError: HalcyonError?
+        // What this attempt may spend waiting between retries, across all its sources.
+        var waitBudget = configuration.maxRetryWait
         for source in sources {
-            let (result, attempts) = await fetchWithRetries(source, headers: headers, strategy: strategy, cancel: cancel)
+            let (result, attempts) = await fetchWithRetries(source, headers: headers, strategy: strategy, waitBudget: &waitBudget, cancel: cancel)
             switch result {
             case .success(let image): return image
             case .failure(let e):
@@ -65,18 +77,24 @@ public struct Fetcher: Sendable {
 
     // MARK: Private
 
+    /// Tries one source until it succeeds, fails for good, or the retries' wait would overrun
+    /// `waitBudget` (what is left of `maxRetryWait`). Waits end early when `cancel` is raised.
     private func fetchWithRetries(_ source: String, headers: [String: String], strategy: any RetryStrategy,
-                                  cancel: CancellationFlag) async -> (Result<FetchedImage, HalcyonError>, Int) {
+                                  waitBudget: inout Double, cancel: CancellationFlag) async -> (Result<FetchedImage, HalcyonError>, Int) {
         var attempt = 0
         while true {
             attempt += 1
             let result = await fetchOnce(source, headers: headers, cancel: cancel)
-            guard case .failure(let error) = result, !cancel.isCancelled,
+            guard case .failure(var error) = result, !cancel.isCancelled,
                   let delay = strategy.delay(beforeRetry: attempt, after: error) else {
                 return (result, attempt)
             }
-            try? await Task.sleep(for: .seconds(delay))
-            if cancel.isCancelled { return (result, attempt) }
+            guard delay <= waitBudget else {
+                error.message += " (retries stopped: the next wait, \(TimeSpan.format(delay)), would pass the attempt's \(TimeSpan.format(configuration.maxRetryWait)) retry-wait budget)"
+                return (.failure(error), attempt)
+            }
+            waitBudget -= delay
+            guard await cancel.sleep(seconds: delay) else { return (result, attempt) }
         }
     }
 
@@ -87,10 +105,11 @@ public struct Fetcher: Sendable {
             return await Self.download(source, headers: headers, http: http, configuration: configuration, cancel: cancel)
         }
         let key = source + "\n" + headers.sorted { $0.key < $1.key }.map { "\($0.key):\($0.value)" }.joined(separator: "\n")
-        let http = self.http, slots = self.slots, configuration = self.configuration
+        let http = self.http, slots = self.slots, configuration = self.configuration, gate = self.gate
         return await coalescer.value(for: key, cancel: cancel) { flag in
             await slots.withPermit {
-                await Self.download(source, headers: headers, http: http, configuration: configuration, cancel: flag)
+                guard await gate?.admit(cancel: flag) ?? true else { return .failure(.abandoned) }
+                return await Self.download(source, headers: headers, http: http, configuration: configuration, cancel: flag)
             }
         }
     }
@@ -98,12 +117,11 @@ public struct Fetcher: Sendable {
     private static func download(_ sourceText: String, headers: [String: String], http: HTTPClient,
                                  configuration: FetchConfiguration, cancel: CancellationFlag) async -> Result<FetchedImage, HalcyonError> {
         do {
-            let source = try Source.parse(sourceText, maxDataBytes: configuration.maxBytes)
-            let roots = configuration.fileRoots
+            let source = try Source.parse(sourceText, maxDataBytes: configuration.maxDataBytes)
             let data: Data = try await Blocking.run {
                 switch source {
                 case .network(let url): try Self.getNetwork(url, sourceText, headers: headers, http: http, configuration: configuration, cancel: cancel)
-                case .file(let path): try Self.readFile(path, roots: roots, source: sourceText)
+                case .file(let path): try configuration.files.read(path, maxBytes: configuration.maxBytes, cancel: cancel, source: sourceText)
                 case .data(_, let bytes): bytes
                 }
             }
@@ -140,25 +158,5 @@ public struct Fetcher: Sendable {
                                            expires: expires), for: key)
         }
         return response.body
-    }
-
-    /// Reads a file that must resolve (symlinks included) to a path beneath one of `roots`.
-    static func readFile(_ path: String, roots: [String], source: String) throws(HalcyonError) -> Data {
-        guard !roots.isEmpty else {
-            throw HalcyonError(.invalidSource, "file:// sources are disabled: start the worker with --file-root DIR", source: source)
-        }
-        let resolved = URL(fileURLWithPath: path).resolvingSymlinksInPath().standardizedFileURL.path
-        let allowed = roots.contains { root in
-            let r = URL(fileURLWithPath: root).resolvingSymlinksInPath().standardizedFileURL.path
-            let prefix = r.hasSuffix("/") ? r : r + "/"
-            return resolved.hasPrefix(prefix)
-        }
-        guard allowed else {
-            throw HalcyonError(.invalidSource, "\(path) is not beneath a configured --file-root", source: source)
-        }
-        guard let data = FileManager.default.contents(atPath: resolved) else {
-            throw HalcyonError(.fileNotFound, "cannot read \(path)", source: source)
-        }
-        return data
     }
 }

@@ -53,12 +53,16 @@ public struct HTTPClient: Sendable {
 
         let c = configuration
         hc_setopt_string(handle, CURLOPT_URL, source)
+        // No proxy, whatever http_proxy/HTTPS_PROXY/ALL_PROXY say: through a proxy the SSRF
+        // guard would judge the proxy's address, not the origin's (an empty string is
+        // libcurl's way to turn the environment's proxies off).
+        hc_setopt_string(handle, CURLOPT_PROXY, "")
         hc_setopt_string(handle, CURLOPT_PROTOCOLS_STR, "http,https")
         hc_setopt_string(handle, CURLOPT_REDIR_PROTOCOLS_STR, "http,https")
         hc_setopt_long(handle, CURLOPT_FOLLOWLOCATION, 1)
         hc_setopt_long(handle, CURLOPT_MAXREDIRS, c.maxRedirects)
-        hc_setopt_long(handle, CURLOPT_CONNECTTIMEOUT_MS, Int(c.connectTimeout * 1000))
-        hc_setopt_long(handle, CURLOPT_TIMEOUT_MS, Int(c.totalTimeout * 1000))
+        hc_setopt_long(handle, CURLOPT_CONNECTTIMEOUT_MS, Self.milliseconds(c.connectTimeout))
+        hc_setopt_long(handle, CURLOPT_TIMEOUT_MS, Self.milliseconds(c.totalTimeout))
         hc_setopt_long(handle, CURLOPT_LOW_SPEED_LIMIT, c.lowSpeedBytes)
         hc_setopt_long(handle, CURLOPT_LOW_SPEED_TIME, c.lowSpeedSeconds)
         hc_setopt_off(handle, CURLOPT_MAXFILESIZE_LARGE, curl_off_t(c.maxBytes))
@@ -123,6 +127,12 @@ public struct HTTPClient: Sendable {
         return HTTPResponse(status: status, body: sink.data, contentType: contentType,
                             etag: Self.header(handle, "ETag"), lastModified: Self.header(handle, "Last-Modified"),
                             noStore: cacheControl.contains("no-store"))
+    }
+
+    /// Seconds as libcurl's milliseconds, saturated (a configuration can hold any Double).
+    static func milliseconds(_ seconds: Double) -> Int {
+        guard seconds.isFinite, seconds > 0 else { return seconds > 0 ? Int(Int32.max) : 1 }
+        return Int(min(seconds * 1000, Double(Int32.max)).rounded(.up))
     }
 
     /// The last value of response header `name`, if present.

@@ -8,9 +8,12 @@ public enum Source: Sendable, Equatable {
     case file(path: String)
     case data(mediaType: String, bytes: Data)
 
+    /// Largest decoded `data:` source (10 MiB): inline bytes live in the job row.
+    public static let maxDataBytes = 10 << 20
+
     /// Parses a source string; `job.invalid_source` when it is not one Halcyon can fetch.
     /// `maxDataBytes` caps decoded `data:` URLs.
-    public static func parse(_ text: String, maxDataBytes: Int = 10 << 20) throws(HalcyonError) -> Source {
+    public static func parse(_ text: String, maxDataBytes: Int = Source.maxDataBytes) throws(HalcyonError) -> Source {
         let trimmed = text.trimmingCharacters(in: .whitespaces)
         let lower = trimmed.lowercased()
         if lower.hasPrefix("http://") || lower.hasPrefix("https://") {
@@ -43,19 +46,41 @@ public enum Source: Sendable, Equatable {
         let parts = header.split(separator: ";").map(String.init)
         let base64 = parts.last?.lowercased() == "base64"
         let mediaType = parts.first.flatMap { $0.contains("/") ? $0 : nil } ?? "application/octet-stream"
-        // Base64 is 4/3 the size of its bytes: refuse before decoding anything too big.
-        if payload.utf8.count / 4 * 3 > maxBytes + 3 {
+        // Base64 is 4/3 the size of its bytes, percent-encoding at most 3×: refuse before
+        // decoding anything certainly too big.
+        if base64 ? payload.utf8.count / 4 * 3 > maxBytes + 3 : payload.utf8.count / 3 > maxBytes + 1 {
             throw HalcyonError(.tooLarge, "data: URL payload exceeds \(maxBytes) bytes", source: "data:\(header),…")
         }
-        let bytes: Data?
-        if base64 {
-            bytes = Data(base64Encoded: String(payload), options: .ignoreUnknownCharacters)
-        } else {
-            bytes = String(payload).removingPercentEncoding.map { Data($0.utf8) }
-        }
+        let bytes: Data? = base64 ? Data(base64Encoded: String(payload), options: .ignoreUnknownCharacters) : percentDecoded(payload)
         guard let bytes else { throw HalcyonError(.invalidSource, "data: URL payload is not valid \(base64 ? "base64" : "percent-encoding")", source: "data:\(header),…") }
         guard bytes.count <= maxBytes else { throw HalcyonError(.tooLarge, "data: URL payload exceeds \(maxBytes) bytes", source: "data:\(header),…") }
         return .data(mediaType: mediaType, bytes: bytes)
+    }
+
+    /// Percent-decodes to bytes (not to a string: a binary payload is rarely UTF-8); nil for a
+    /// `%` not followed by two hex digits.
+    static func percentDecoded(_ text: Substring) -> Data? {
+        var out = Data()
+        out.reserveCapacity(text.utf8.count)
+        var it = text.utf8.makeIterator()
+        func hex(_ c: UInt8?) -> UInt8? {
+            guard let c else { return nil }
+            switch c {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): return c - UInt8(ascii: "0")
+            case UInt8(ascii: "a")...UInt8(ascii: "f"): return c - UInt8(ascii: "a") + 10
+            case UInt8(ascii: "A")...UInt8(ascii: "F"): return c - UInt8(ascii: "A") + 10
+            default: return nil
+            }
+        }
+        while let c = it.next() {
+            if c == UInt8(ascii: "%") {
+                guard let hi = hex(it.next()), let lo = hex(it.next()) else { return nil }
+                out.append(hi << 4 | lo)
+            } else {
+                out.append(c)
+            }
+        }
+        return out
     }
 
     /// A short form for logs and error entries (data: payloads elided).

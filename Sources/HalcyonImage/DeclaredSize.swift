@@ -35,6 +35,51 @@ enum DeclaredSize {
         }
     }
 
+    /// A GIF's logical screen and every frame's own size, read by walking its blocks (no
+    /// pixel is decoded): a GIF whose first frame is 1×1 can declare huge later frames, and one
+    /// of 5,000 frames must be refused before a coder allocates a list of them. Stops after
+    /// `maxFrames + 1` frames (enough to know there are too many); nil when the bytes are not
+    /// laid out as this walk expects (ImageMagick's ping then decides).
+    static func gifFrames(_ data: Data, maxFrames: Int) -> (canvas: ImageSize, frames: [ImageSize])? {
+        data.withUnsafeBytes { (b: UnsafeRawBufferPointer) -> (canvas: ImageSize, frames: [ImageSize])? in
+            func le16(_ i: Int) -> Int { Int(b[i]) | Int(b[i + 1]) << 8 }
+            guard b.count >= 13 else { return nil }
+            let canvas = ImageSize(width: le16(6), height: le16(8))
+            var i = 13
+            if b[10] & 0x80 != 0 { i += 3 << ((Int(b[10]) & 7) + 1) }
+            /// Skips data sub-blocks (a size byte, that many bytes) up to the empty one.
+            func skipSubBlocks(_ j: inout Int) -> Bool {
+                while j < b.count {
+                    let n = Int(b[j])
+                    j += 1 + n
+                    if n == 0 { return true }
+                }
+                return false
+            }
+            var frames: [ImageSize] = []
+            while i < b.count, frames.count <= maxFrames {
+                switch b[i] {
+                case 0x3B:
+                    return (canvas, frames)
+                case 0x21:  // extension: label, then sub-blocks
+                    i += 2
+                    guard skipSubBlocks(&i) else { return frames.isEmpty ? nil : (canvas, frames) }
+                case 0x2C:  // image descriptor
+                    guard i + 10 <= b.count else { return frames.isEmpty ? nil : (canvas, frames) }
+                    frames.append(ImageSize(width: le16(i + 5), height: le16(i + 7)))
+                    let flags = Int(b[i + 9])
+                    i += 10
+                    if flags & 0x80 != 0 { i += 3 << ((flags & 7) + 1) }
+                    i += 1  // LZW minimum code size
+                    guard skipSubBlocks(&i) else { return (canvas, frames) }
+                default:
+                    return frames.isEmpty ? nil : (canvas, frames)
+                }
+            }
+            return frames.isEmpty ? nil : (canvas, frames)
+        }
+    }
+
     /// False when a JPEG's scan data never reaches an end-of-image marker (a truncated file).
     /// After the first top-level SOS, entropy-coded data escapes every 0xFF (0xFF00 or RSTn),
     /// so 0xFFD9 there can only be the EOI; markers before it (APPn with EXIF thumbnails)

@@ -1,3 +1,4 @@
+import Foundation
 import HalcyonCore
 
 /// `resize(WxH, mode=fit|fill|stretch)` — Kingfisher's `ResizingImageProcessor`. `fit` scales
@@ -21,19 +22,33 @@ public struct ResizeProcessor: ShrinkingProcessor {
 
     var minimumDecodeSize: (width: Int, height: Int) { (width, height) }
 
-    public func process(_ image: MagickImage) throws(HalcyonError) {
-        let (w, h) = (Double(image.width), Double(image.height))
+    /// What the image is scaled to (before a fill's crop).
+    func scaled(from input: ImageSize) -> ImageSize {
+        let (w, h) = (Double(input.width), Double(input.height))
         switch mode {
         case .stretch:
-            try image.resize(width: width, height: height)
+            return ImageSize(width: width, height: height)
         case .fit:
             let k = min(Double(width) / w, Double(height) / h)
-            try image.resize(width: max(1, Int((w * k).rounded())), height: max(1, Int((h * k).rounded())))
+            return ImageSize(width: max(1, Int((w * k).rounded())), height: max(1, Int((h * k).rounded())))
         case .fill:
             let k = max(Double(width) / w, Double(height) / h)
-            let sw = max(width, Int((w * k).rounded())), sh = max(height, Int((h * k).rounded()))
+            return ImageSize(width: max(width, Int((w * k).rounded())), height: max(height, Int((h * k).rounded())))
+        }
+    }
+
+    public func outputSize(from input: ImageSize) -> ImageSize {
+        mode == .fill ? ImageSize(width: width, height: height) : scaled(from: input)
+    }
+
+    public func process(_ image: MagickImage) throws(HalcyonError) {
+        let s = scaled(from: ImageSize(width: image.width, height: image.height))
+        if mode == .fill {
             // Resize and centre-crop in one pass: the columns the crop drops are never filtered.
-            try image.resize(width: sw, height: sh, window: .init(x: (sw - width) / 2, y: (sh - height) / 2, width: width, height: height))
+            try image.resize(width: s.width, height: s.height,
+                             window: .init(x: (s.width - width) / 2, y: (s.height - height) / 2, width: width, height: height))
+        } else {
+            try image.resize(width: s.width, height: s.height)
         }
     }
 }
@@ -55,10 +70,15 @@ public struct DownsampleProcessor: ShrinkingProcessor {
     public var identifier: String { "downsample(\(width)x\(height))" }
     var minimumDecodeSize: (width: Int, height: Int) { (width, height) }
 
-    public func process(_ image: MagickImage) throws(HalcyonError) {
-        let (w, h) = (Double(image.width), Double(image.height))
+    public func outputSize(from input: ImageSize) -> ImageSize {
+        let (w, h) = (Double(input.width), Double(input.height))
         let k = min(1, Double(width) / w, Double(height) / h)
-        try image.resize(width: max(1, Int((w * k).rounded())), height: max(1, Int((h * k).rounded())))
+        return ImageSize(width: max(1, Int((w * k).rounded())), height: max(1, Int((h * k).rounded())))
+    }
+
+    public func process(_ image: MagickImage) throws(HalcyonError) {
+        let s = outputSize(from: ImageSize(width: image.width, height: image.height))
+        try image.resize(width: s.width, height: s.height)
     }
 }
 
@@ -81,6 +101,10 @@ public struct CropProcessor: ImageProcessor {
 
     public var identifier: String { "crop(\(width)x\(height),x=\(formatNumber(x)),y=\(formatNumber(y)))" }
 
+    public func outputSize(from input: ImageSize) -> ImageSize {
+        ImageSize(width: min(width, input.width), height: min(height, input.height))
+    }
+
     public func process(_ image: MagickImage) throws(HalcyonError) {
         let w = min(width, image.width), h = min(height, image.height)
         let left = Int((Double(image.width - w) * x).rounded()), top = Int((Double(image.height - h) * y).rounded())
@@ -101,6 +125,15 @@ public struct RotateProcessor: ImageProcessor {
     }
 
     public var identifier: String { "rotate(\(formatNumber(degrees)))" }
+
+    /// The rotated frame's bounding box (and a pixel either way for ImageMagick's rounding).
+    public func outputSize(from input: ImageSize) -> ImageSize {
+        guard degrees.truncatingRemainder(dividingBy: 180) != 0 else { return input }
+        if degrees.truncatingRemainder(dividingBy: 90) == 0 { return ImageSize(width: input.height, height: input.width) }
+        let r = degrees * .pi / 180, c = abs(cos(r)), s = abs(sin(r))
+        let w = Double(input.width), h = Double(input.height)
+        return ImageSize(width: Int((w * c + h * s).rounded(.up)) + 2, height: Int((w * s + h * c).rounded(.up)) + 2)
+    }
 
     public func process(_ image: MagickImage) throws(HalcyonError) {
         if degrees != 0 { try image.rotate(degrees: degrees) }

@@ -2,23 +2,83 @@ import Foundation
 import Synchronization
 import HalcyonCore
 
-/// Limits checked from the header before any pixel is decoded.
+/// The pixel budget: checked from the header before any pixel is decoded, and for every step
+/// of a chain before it runs, so that no image a job holds — the decoded source, its frames
+/// before and after they are coalesced, any step's output — is larger than this.
 public struct ImageLimits: Sendable {
-    /// Widest and tallest accepted image. Default 16384.
+    /// Widest and tallest image, source or output. Default 16384.
     public var maxWidth = 16384
     public var maxHeight = 16384
-    /// Most pixels (width × height). Default 100 megapixels.
+    /// Most pixels one image may hold, all its frames together. Default 100 megapixels. An
+    /// image costs ImageMagick 8 bytes a pixel (16-bit RGBA), so a job holds about 800 MB at
+    /// most per image, twice that while a step makes a new one from an old one.
     public var maxPixels = 100_000_000
-    /// Most animation frames. Default 300.
+    /// Most frames (animation frames, TIFF pages). Default 300.
     public var maxFrames = 300
 
     public init() {}
 
-    /// `image.too_large` unless width × height is within the limits.
-    func check(width: Int, height: Int) throws(HalcyonError) {
-        guard width <= maxWidth, height <= maxHeight, width * height <= maxPixels else {
-            throw HalcyonError(.imageTooLarge, "\(width)x\(height) exceeds the limits (\(maxWidth)x\(maxHeight), \(maxPixels / 1_000_000) MP)")
+    private var budget: String {
+        maxPixels % 1_000_000 == 0 ? "\(maxPixels / 1_000_000) MP" : "\(maxPixels) pixels"
+    }
+
+    private static func megapixels(_ n: Int) -> String { String(format: "%.1f MP", Double(n) / 1e6) }
+
+    /// `image.too_large` unless one frame of `size` is within the width and height limits.
+    func check(_ size: ImageSize, what: String) throws(HalcyonError) {
+        guard size.width <= maxWidth, size.height <= maxHeight else {
+            throw HalcyonError(.imageTooLarge, "\(what) is \(size), over the \(maxWidth)x\(maxHeight) limit")
         }
+    }
+
+    /// `image.too_large` unless `frames` frames of `size` fit the budget.
+    func check(_ size: ImageSize, frames: Int, what: String) throws(HalcyonError) {
+        try check(size, what: what)
+        let (total, overflow) = size.pixels.multipliedReportingOverflow(by: max(1, frames))
+        guard !overflow, total <= maxPixels else {
+            let n = overflow ? Int.max : total
+            throw HalcyonError(.imageTooLarge, frames > 1
+                ? "\(what) would be \(frames) frames of \(size) (\(Self.megapixels(n))), over the \(budget) budget"
+                : "\(what) would be \(size) (\(Self.megapixels(n))), over the \(budget) budget")
+        }
+    }
+
+    /// The source, from its headers: frame count, every frame's size, the frames together, and
+    /// the coalesced animation (every frame as large as the canvas).
+    func check(_ header: MagickImage.Header) throws(HalcyonError) {
+        guard header.frames <= maxFrames else {
+            throw HalcyonError(.imageTooLarge, "\(header.frames) frames, over the \(maxFrames)-frame limit")
+        }
+        let sizes = header.frameSizes.isEmpty ? [ImageSize(width: header.width, height: header.height)] : header.frameSizes
+        var total = 0
+        for (i, size) in sizes.enumerated() {
+            try check(size, what: sizes.count > 1 ? "frame \(i + 1)" : "the image")
+            total += size.pixels
+        }
+        guard total <= maxPixels else {
+            let largest = sizes.enumerated().max { $0.element.pixels < $1.element.pixels }!
+            throw HalcyonError(.imageTooLarge, "the \(sizes.count) frames hold \(Self.megapixels(total)) (frame \(largest.offset + 1) is \(largest.element)), over the \(budget) budget")
+        }
+        if header.frames > 1 {
+            try check(header.decodedFrameSize, frames: header.frames, what: "the coalesced animation")
+        }
+    }
+
+    /// Walks `chain` from a decoded image of `frames` frames of `size`, checking each step's
+    /// output before it exists.
+    func plan(_ chain: ProcessorChain, from size: ImageSize, frames: Int) throws(HalcyonError) {
+        var size = size
+        for (i, processor) in chain.processors.enumerated() {
+            size = try check(step: i, processor, from: size, frames: frames)
+        }
+    }
+
+    /// Checks step `index`'s output from frames of `size`; returns that output size.
+    @discardableResult
+    func check(step index: Int, _ processor: any ImageProcessor, from size: ImageSize, frames: Int) throws(HalcyonError) -> ImageSize {
+        let output = processor.outputSize(from: size)
+        try check(output, frames: frames, what: "step \(index + 1), \(processor.identifier),")
+        return output
     }
 }
 
@@ -60,38 +120,69 @@ public enum ImagePipeline {
     /// Runs several chains on one source, decoding it once: at the largest shrink-on-load size
     /// any chain needs (a full decode if one needs everything), oriented and converted to sRGB
     /// once, then each chain on its own clone. A decode failure fails every chain; a chain's
-    /// own failure fails only it. Results are in the order of `chains`.
+    /// own failure fails only it — a chain whose steps would go over the pixel budget fails
+    /// before the decode. Results are in the order of `chains`. When `cancel` is raised the
+    /// work stops before the next step (a single ImageMagick call cannot be interrupted) with
+    /// `HalcyonError.abandoned`.
     public static func run(_ data: Data, format: ImageFormat, chains: [ProcessorChain],
-                           limits: ImageLimits = ImageLimits()) throws(HalcyonError) -> [Result<ProcessedImage, HalcyonError>] {
+                           limits: ImageLimits = ImageLimits(), cancel: CancellationFlag? = nil) throws(HalcyonError) -> [Result<ProcessedImage, HalcyonError>] {
         let decodeStarted = ContinuousClock.now
         if let declared = DeclaredSize.of(data, format: format) {
-            try limits.check(width: declared.width, height: declared.height)
+            try limits.check(ImageSize(width: declared.width, height: declared.height), frames: 1, what: "the image")
+        }
+        if format == .gif, let gif = DeclaredSize.gifFrames(data, maxFrames: limits.maxFrames) {
+            try limits.check(MagickImage.Header(width: gif.frames.first?.width ?? 0, height: gif.frames.first?.height ?? 0,
+                                                frames: gif.frames.count, swapsAxes: false, frameSizes: gif.frames, canvas: gif.canvas))
         }
         guard format != .jpeg || DeclaredSize.jpegIsWhole(data) else {
             throw HalcyonError(.decodeFailed, "truncated jpeg: the data ends before the image does")
         }
         let header = try MagickImage.ping(data, format: format)
-        try limits.check(width: header.width, height: header.height)
-        guard header.frames <= limits.maxFrames, header.frames * header.width * header.height <= limits.maxPixels * 4 else {
-            throw HalcyonError(.imageTooLarge, "\(header.frames) frames of \(header.width)x\(header.height) exceed the limits (\(limits.maxFrames) frames)")
+        try limits.check(header)
+        // Every chain is walked from the header's size before anything is decoded.
+        let decodedSize = header.decodedFrameSize
+        var results: [Result<ProcessedImage, HalcyonError>?] = chains.map { chain in
+            do throws(HalcyonError) {
+                try limits.plan(chain, from: decodedSize, frames: chain.keepsFrames(of: format) ? header.frames : 1)
+                return nil
+            } catch {
+                return .failure(error)
+            }
         }
-        let hints = chains.map { $0.shrinkHint(for: header) }
+        let planned = chains.indices.filter { results[$0] == nil }
+        guard let lastPlanned = planned.last else { return results.map { $0! } }
+        try cancel?.check()
+        let hints = planned.map { chains[$0].shrinkHint(for: header) }
         let hint: (width: Int, height: Int)? = hints.contains { $0 == nil } ? nil
             : (hints.map { $0!.width }.max()!, hints.map { $0!.height }.max()!)
         let base = try MagickImage.decode(data, format: format, shrinkHint: hint)
+        base.cancellation = cancel
         decodeCount.add(1, ordering: .relaxed)
         observer?.add()
+        try cancel?.check()
         try base.autoOrient()
         try base.toSRGB()
         let decodeSeconds = (ContinuousClock.now - decodeStarted).seconds
-        return chains.enumerated().map { i, chain in
-            Result { () throws(HalcyonError) -> ProcessedImage in
+        for i in planned {
+            results[i] = Result { () throws(HalcyonError) -> ProcessedImage in
+                try cancel?.check()
                 let started = ContinuousClock.now
-                let image = i == chains.count - 1 ? base : base.clone()  // the last chain may consume the original
+                let chain = chains[i]
+                let image = i == lastPlanned ? base : base.clone()  // the last chain may consume the original
                 if let output = chain.outputFormat { image.outputFormat = output }
-                for processor in chain.processors {
-                    try processor.process(image)
+                if !chain.keepsFrames(of: format) { image.keepFirstFrame() }
+                for (n, processor) in chain.processors.enumerated() {
+                    try cancel?.check()
+                    // The plan used the header's size; this is the image's own, just before the step.
+                    try limits.check(step: n, processor, from: ImageSize(width: image.width, height: image.height), frames: image.frameCount)
+                    do throws(HalcyonError) {
+                        try processor.process(image)
+                    } catch {
+                        try cancel?.check()  // a step cut short by the abandonment is not a failure of its own
+                        throw error
+                    }
                 }
+                try cancel?.check()
                 let processed = ContinuousClock.now
                 let encoded = try image.encode()
                 return ProcessedImage(data: encoded, format: image.outputFormat, width: image.width, height: image.height,
@@ -99,5 +190,6 @@ public enum ImagePipeline {
                                       encodeSeconds: (ContinuousClock.now - processed).seconds)
             }
         }
+        return results.map { $0! }
     }
 }

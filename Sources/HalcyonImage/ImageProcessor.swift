@@ -11,6 +11,28 @@ public protocol ImageProcessor: Sendable {
     var identifier: String { get }
     /// Applies the step. Runs on a Dispatch thread that owns `image`.
     func process(_ image: MagickImage) throws(HalcyonError)
+    /// The size of each frame the step makes from frames of `input`, worked out before it runs
+    /// so that the pixel budget is checked before anything is allocated. Most steps keep the
+    /// size (the default).
+    func outputSize(from input: ImageSize) -> ImageSize
+}
+
+extension ImageProcessor {
+    public func outputSize(from input: ImageSize) -> ImageSize { input }
+}
+
+/// A frame's width and height in pixels.
+public struct ImageSize: Sendable, Equatable, CustomStringConvertible {
+    public var width: Int
+    public var height: Int
+
+    public init(width: Int, height: Int) {
+        self.width = width
+        self.height = height
+    }
+
+    public var pixels: Int { width * height }
+    public var description: String { "\(width)x\(height)" }
 }
 
 /// How a chain starts shrinking, if it does: the smallest decode size that loses nothing,

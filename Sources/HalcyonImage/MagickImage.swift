@@ -10,6 +10,9 @@ public final class MagickImage {
     public var outputFormat: ImageFormat
     /// JPEG/WebP quality, 1–100.
     public var outputQuality: Int = 85
+    /// Raised when the job is abandoned: Halcyon's own loops (each frame, each band of a
+    /// resize) stop at their next check; an ImageMagick call runs to its end.
+    var cancellation: CancellationFlag?
 
     static var genesisToken: Void { genesis }
 
@@ -40,27 +43,48 @@ public final class MagickImage {
 
     /// What the header says, read without decoding pixels.
     public struct Header: Sendable {
+        /// The first frame's size.
         public var width: Int
         public var height: Int
         public var frames: Int
         /// EXIF orientation 5–8 swap width and height when applied.
         public var swapsAxes: Bool
+        /// Every frame's own size (a GIF's later frames may be larger than its first).
+        public var frameSizes: [ImageSize] = []
+        /// The canvas an animation's frames are coalesced onto (its logical screen), when
+        /// larger than the first frame.
+        public var canvas: ImageSize? = nil
+
+        /// The size of each frame once decoded, coalesced and oriented.
+        public var decodedFrameSize: ImageSize {
+            var w = width, h = height
+            if frames > 1, let canvas { w = max(w, canvas.width); h = max(h, canvas.height) }
+            return swapsAxes ? ImageSize(width: h, height: w) : ImageSize(width: w, height: h)
+        }
     }
 
-    /// Reads the header only.
+    /// Reads the headers of every frame, without decoding pixels.
     public static func ping(_ data: Data, format: ImageFormat) throws(HalcyonError) -> Header {
         _ = genesis
         let wand = NewMagickWand()!
         defer { DestroyMagickWand(wand) }
         MagickSetFormat(wand, format.magickName)
         let ok = data.withUnsafeBytes { MagickPingImageBlob(wand, $0.baseAddress, $0.count) }
-        guard ok == MagickTrue else { throw Self.error(wand, .decodeFailed, "cannot read the \(format.rawValue) header") }
+        // A ping allocates no pixels: a resource limit it hits is this image's own doing.
+        guard ok == MagickTrue else { throw Self.error(wand, .decodeFailed, "cannot read the \(format.rawValue) header", resourceLimit: .imageTooLarge) }
+        var sizes: [ImageSize] = []
         MagickResetIterator(wand)
+        while MagickNextImage(wand) == MagickTrue {
+            sizes.append(ImageSize(width: Int(MagickGetImageWidth(wand)), height: Int(MagickGetImageHeight(wand))))
+        }
         MagickSetFirstIterator(wand)
+        var pageWidth = 0, pageHeight = 0, x = 0, y = 0
+        MagickGetImagePage(wand, &pageWidth, &pageHeight, &x, &y)
         let orientation = MagickGetImageOrientation(wand)
         let swaps = [LeftTopOrientation, RightTopOrientation, RightBottomOrientation, LeftBottomOrientation].contains(orientation)
-        return Header(width: Int(MagickGetImageWidth(wand)), height: Int(MagickGetImageHeight(wand)),
-                      frames: Int(MagickGetNumberImages(wand)), swapsAxes: swaps)
+        let first = sizes.first ?? ImageSize(width: Int(MagickGetImageWidth(wand)), height: Int(MagickGetImageHeight(wand)))
+        return Header(width: first.width, height: first.height, frames: max(1, sizes.count), swapsAxes: swaps, frameSizes: sizes,
+                      canvas: pageWidth > 0 && pageHeight > 0 ? ImageSize(width: pageWidth, height: pageHeight) : nil)
     }
 
     /// Decodes `data` as `format` (set explicitly, so the bytes cannot choose their coder).
@@ -109,6 +133,7 @@ public final class MagickImage {
         let copy = MagickImage(wand: CloneMagickWand(wand)!, format: outputFormat)
         copy.outputQuality = outputQuality
         copy.progressive = progressive
+        copy.cancellation = cancellation
         return copy
     }
 
@@ -167,6 +192,7 @@ public final class MagickImage {
     func forEachFrame(_ what: String, _ body: () -> MagickBooleanType) throws(HalcyonError) {
         MagickResetIterator(wand)
         while MagickNextImage(wand) == MagickTrue {
+            try cancellation?.check()
             try check(body(), what)
         }
         MagickResetIterator(wand)
@@ -174,7 +200,9 @@ public final class MagickImage {
     }
 
     /// Scales every frame to `width`×`height` (Lanczos-3, `Resampler`) and keeps `window` of
-    /// the result (the whole of it when nil): a resize and a crop in one pass.
+    /// the result (the whole of it when nil): a resize and a crop in one pass. Each frame is
+    /// streamed from its pixels into a new frame of the window's size; nothing but a few rows is
+    /// held besides the two frames.
     func resize(width: Int, height: Int, window: Resampler.Window? = nil) throws(HalcyonError) {
         let win = window ?? Resampler.Window(x: 0, y: 0, width: width, height: height)
         precondition(win.x >= 0 && win.y >= 0 && win.width >= 1 && win.height >= 1
@@ -185,20 +213,28 @@ public final class MagickImage {
                 guard win.width != w || win.height != h else { return MagickTrue }
                 return cropFrame(width: win.width, height: win.height, x: win.x, y: win.y)
             }
+            guard let current = GetImageFromMagickWand(wand) else { return MagickFalse }
             let alpha = MagickGetImageAlphaChannel(wand) == MagickTrue
             let map = alpha ? "RGBA" : "RGB", channels = alpha ? 4 : 3
+            let exception = AcquireExceptionInfo()
+            defer { DestroyExceptionInfo(exception) }
+            // A new frame of the window's size with the old one's settings (delay, disposal, …).
+            guard let target = CloneImage(current, win.width, win.height, MagickTrue, exception) else { return MagickFalse }
+            defer { DestroyImage(target) }
             // 16-bit samples are ImageMagick's own (Q16) depth: nothing is lost either way.
-            var pixels = [UInt16](repeating: 0, count: w * h * channels)
-            guard pixels.withUnsafeMutableBytes({ MagickExportImagePixels(wand, 0, 0, w, h, map, ShortPixel, $0.baseAddress) }) == MagickTrue else {
-                return MagickFalse
-            }
-            let out = pixels.withUnsafeBufferPointer {
-                Resampler.resample($0, width: w, height: h, channels: channels, targetWidth: width, targetHeight: height, window: win)
-            }
-            pixels = []
-            guard MagickSetImageExtent(wand, win.width, win.height) == MagickTrue else { return MagickFalse }
-            MagickSetImagePage(wand, win.width, win.height, 0, 0)
-            return out.withUnsafeBytes { MagickImportImagePixels(wand, 0, 0, win.width, win.height, map, ShortPixel, $0.baseAddress) }
+            let ok = Resampler.resample(
+                width: w, height: h, channels: channels, targetWidth: width, targetHeight: height, window: win,
+                read: { first, count, columns, buffer in
+                    cancellation?.isCancelled != true
+                        && MagickExportImagePixels(wand, columns.lowerBound, first, columns.count, count, map, ShortPixel, buffer) == MagickTrue
+                },
+                write: { first, count, rows in
+                    ImportImagePixels(target, 0, first, win.width, count, map, ShortPixel, rows) == MagickTrue
+                })
+            guard ok, let replacement = NewMagickWandFromImage(target) else { return MagickFalse }
+            defer { DestroyMagickWand(replacement) }
+            guard MagickSetImage(wand, replacement) == MagickTrue else { return MagickFalse }
+            return MagickSetImagePage(wand, win.width, win.height, 0, 0)
         }
     }
 
@@ -213,12 +249,37 @@ public final class MagickImage {
         return ok
     }
 
+    /// Below this sigma the 2-D kernel (a few taps a side) is cheaper than two 1-D passes with
+    /// their intermediate image; above it the separable passes win (measured on 640×480:
+    /// sigma 0.5: 34 ms against 47; sigma 1: 99 ms against 53; sigma 4: 1,017 ms against 126).
+    static let separableFromSigma = 0.75
+
+    /// Gaussian blur. From `separableFromSigma` up, ImageMagick's `-blur`: two 1-D passes of the
+    /// Gaussian (rows, then columns), the same result as the 2-D convolution of
+    /// `MagickGaussianBlurImage` (PSNR ≥ 64 dB between them) at a cost that grows with sigma
+    /// instead of its square (1920×1080, sigma 8: 0.6 s against 8 s).
     public func blur(sigma: Double) throws(HalcyonError) {
-        try forEachFrame("blur") { MagickGaussianBlurImage(wand, 0, sigma) }
+        try forEachFrame("blur") {
+            sigma < Self.separableFromSigma ? MagickGaussianBlurImage(wand, 0, sigma) : MagickBlurImage(wand, 0, sigma)
+        }
     }
 
+    /// Sharpens like `-sharpen 0xσ`. From `separableFromSigma` up, as an unsharp mask over the
+    /// separable Gaussian (`-unsharp 0xσ+a+0`) with the amount `-sharpen`'s 2-D kernel applies:
+    /// PSNR ≥ 66 dB against it, at a fraction of its time.
     public func sharpen(sigma: Double) throws(HalcyonError) {
-        try forEachFrame("sharpen") { MagickSharpenImage(wand, 0, sigma) }
+        let amount = Self.sharpenAmount(sigma: sigma)
+        try forEachFrame("sharpen") {
+            sigma < Self.separableFromSigma ? MagickSharpenImage(wand, 0, sigma) : MagickUnsharpMaskImage(wand, 0, sigma, amount, 0)
+        }
+    }
+
+    /// The amount of unsharp mask that `-sharpen 0xσ` amounts to: its kernel is 2·δ − G with
+    /// G's centre tap left out, normalised by its sum 1 + g₀ (g₀ the 2-D Gaussian's centre
+    /// weight), i.e. I + (I − G∗I)/(1 + g₀).
+    static func sharpenAmount(sigma: Double) -> Double {
+        let g0 = 1 / (2 * Double.pi * sigma * sigma)
+        return 1 / (1 + min(g0, 1))
     }
 
     public func rotate(degrees: Double) throws(HalcyonError) {
@@ -360,8 +421,9 @@ public final class MagickImage {
         guard ok == MagickTrue else { throw Self.error(wand, .processingFailed, what) }
     }
 
-    /// ImageMagick's own message for the wand's last exception.
-    static func error(_ wand: OpaquePointer, _ code: ErrorCode, _ what: String) -> HalcyonError {
+    /// ImageMagick's own message for the wand's last exception. `resourceLimit` is the code
+    /// for a resource limit reached (memory, map, disk: by default the process's shared pool).
+    static func error(_ wand: OpaquePointer, _ code: ErrorCode, _ what: String, resourceLimit: ErrorCode = .resourcesExhausted) -> HalcyonError {
         var severity = UndefinedException
         var message = ""
         if let m = MagickGetException(wand, &severity) {
@@ -369,9 +431,21 @@ public final class MagickImage {
             MagickRelinquishMemory(m)
         }
         MagickClearException(wand)
-        // Over a policy or resource limit (pixels, width, memory, frames' allocations) is an
-        // image too large, whatever the step was doing: the limit, not the data, refused it.
-        let overLimit = severity == ResourceLimitError || severity == ResourceLimitFatalError || message.contains("exceeds limit")
-        return HalcyonError(overLimit ? .imageTooLarge : code, message.isEmpty ? what : "\(what): \(message)")
+        let text = message.isEmpty ? what : "\(what): \(message)"
+        // A per-image policy limit (width, height, area, frames: "… exceeds limit") refused this
+        // image itself: too large, for good.
+        if message.contains("exceeds limit") { return HalcyonError(.imageTooLarge, text) }
+        // Anything else over a resource limit is the process's shared pool (memory, map, disk)
+        // running dry: the pixel budget has already admitted this image, so the other jobs in
+        // the worker hold the resources. Retry later; this job is not at fault.
+        // A coder reading pixels reports the pool running dry under its own severity, so the
+        // message counts too.
+        let shortage = ["cache resources exhausted", "memory allocation failed", "unable to extend cache", "pixel cache allocation failed"]
+        if severity == ResourceLimitError || severity == ResourceLimitFatalError || shortage.contains(where: message.contains) {
+            return resourceLimit == .resourcesExhausted
+                ? HalcyonError(.resourcesExhausted, "\(text) (ImageMagick's memory, map and disk limits are shared by the worker's jobs; retried later)")
+                : HalcyonError(resourceLimit, text)
+        }
+        return HalcyonError(code, text)
     }
 }

@@ -47,6 +47,11 @@ public struct ProcessorChain: Sendable {
         processors.compactMap { ($0 as? FormatProcessor)?.format.imageFormat }.last
     }
 
+    /// Whether the output keeps every frame of an animation: only GIF output animates (a
+    /// `format(gif)`, or no `format` on a GIF source); any other output is the first frame, and
+    /// the other frames are dropped before the first step.
+    func keepsFrames(of source: ImageFormat) -> Bool { (outputFormat ?? source) == .gif }
+
     /// The shrink-on-load hint for a source of `header`: when the first pixel-changing step
     /// shrinks, the smallest decode size (in the file's stored orientation) that still gives
     /// that step every pixel it needs; nil when nothing may be dropped.

@@ -74,40 +74,61 @@ enum Resampler {
         var x: Int, y: Int, width: Int, height: Int
     }
 
-    /// Resamples `source` (`width`×`height`, `channels` = 3 or 4 interleaved 16-bit samples,
-    /// the 4th being alpha) to a `targetWidth`×`targetHeight` image and returns the pixels of
-    /// `window` (the whole image when nil) in the same layout.
-    static func resample(_ source: UnsafeBufferPointer<UInt16>, width: Int, height: Int, channels: Int,
-                         targetWidth: Int, targetHeight: Int, window: Window? = nil) -> [UInt16] {
+    /// Reads `count` source rows from `first` on, columns `columns`, into a buffer of
+    /// `count × columns.count × channels` samples; false on failure.
+    typealias RowReader = (_ first: Int, _ count: Int, _ columns: Range<Int>, _ into: UnsafeMutablePointer<UInt16>) -> Bool
+    /// Takes `count` finished output rows (of the window) from `first` on; false on failure.
+    typealias RowWriter = (_ first: Int, _ count: Int, _ from: UnsafePointer<UInt16>) -> Bool
+
+    /// Source rows read, and output rows written, at a time.
+    static let band = 16
+
+    /// Resamples a `width`×`height` image (`channels` = 3 or 4 interleaved 16-bit samples, the
+    /// 4th being alpha) to `targetWidth`×`targetHeight` and delivers the rows of `window` (the
+    /// whole image when nil) to `write`, in order.
+    ///
+    /// Streaming: source rows are read in bands, filtered horizontally into a ring that holds
+    /// only the rows the vertical filter still needs, and output rows leave in bands — so the
+    /// memory used is a few rows, never a copy of either image (a 100 MP source costs a few MB
+    /// here, not 1.6 GB). Only the source columns and rows the window reads are read at all.
+    @discardableResult
+    static func resample(width: Int, height: Int, channels: Int, targetWidth: Int, targetHeight: Int,
+                         window: Window? = nil, read: RowReader, write: RowWriter) -> Bool {
         precondition(channels == 3 || channels == 4)
-        precondition(source.count >= width * height * channels)
         let win = window ?? Window(x: 0, y: 0, width: targetWidth, height: targetHeight)
         let horizontal = Weights(source: width, target: targetWidth, window: win.x..<(win.x + win.width))
         let vertical = Weights(source: height, target: targetHeight, window: win.y..<(win.y + win.height))
-        // Only the source rows the vertical filter reads are filtered horizontally.
-        let firstRow = vertical.start.min() ?? 0
-        let endRow = zip(vertical.start, vertical.count).map { $0 + $1 }.max() ?? 0
-        let rows = endRow - firstRow
-
-        // Only the source columns the horizontal filter reads are converted.
         let firstColumn = horizontal.start.min() ?? 0
         let endColumn = zip(horizontal.start, horizontal.count).map { $0 + $1 }.max() ?? 0
+        let columns = firstColumn..<endColumn
         let ww = win.width, wh = win.height
+        // The ring keeps the horizontally filtered rows the current output row reads; the
+        // rows an output row reads only move forward, so its longest reach is enough.
+        let ringRows = max(1, vertical.count.max() ?? 1)
 
-        let middle = UnsafeMutablePointer<SIMD4<Float>>.allocate(capacity: rows * ww)
-        let row = UnsafeMutablePointer<SIMD4<Float>>.allocate(capacity: width)
+        let ring = UnsafeMutablePointer<SIMD4<Float>>.allocate(capacity: ringRows * ww)
+        let row = UnsafeMutablePointer<SIMD4<Float>>.allocate(capacity: max(1, columns.count))
         let accumulator = UnsafeMutablePointer<SIMD4<Float>>.allocate(capacity: ww)
-        defer { middle.deallocate(); row.deallocate(); accumulator.deallocate() }
-        let src = source.baseAddress!
+        let input = UnsafeMutablePointer<UInt16>.allocate(capacity: band * max(1, columns.count) * channels)
+        let output = UnsafeMutablePointer<UInt16>.allocate(capacity: band * ww * channels)
+        defer { ring.deallocate(); row.deallocate(); accumulator.deallocate(); input.deallocate(); output.deallocate() }
 
-        // Pass 1: each needed source row → `ww` horizontally filtered pixels (premultiplied).
-        horizontal.withPointers { hStart, hCount, hWeights, hStride in
-            for r in 0..<rows {
-                Self.convertRow(src + (firstRow + r) * width * channels, columns: firstColumn..<endColumn,
-                                channels: channels, into: row)
-                let out = middle + r * ww
+        var filtered = vertical.start.min() ?? 0  // the next source row to filter into the ring
+        var bandFirst = 0, bandCount = 0           // the source rows now in `input`
+        let rowSamples = columns.count * channels
+
+        /// Filters source row `r` horizontally into its ring slot.
+        func filter(_ r: Int) -> Bool {
+            if r >= bandFirst + bandCount {
+                bandFirst = r
+                bandCount = min(band, height - r)
+                guard read(bandFirst, bandCount, columns, input) else { return false }
+            }
+            Self.convertRow(input + (r - bandFirst) * rowSamples, columns: columns.count, channels: channels, into: row)
+            let out = ring + (r % ringRows) * ww
+            horizontal.withPointers { hStart, hCount, hWeights, hStride in
                 for ox in 0..<ww {
-                    let s = row + hStart[ox], w = hWeights + ox * hStride
+                    let s = row + (hStart[ox] - firstColumn), w = hWeights + ox * hStride
                     // Four accumulators: one alone makes the sum wait on the adder's latency.
                     var a0 = SIMD4<Float>.zero, a1 = SIMD4<Float>.zero, a2 = SIMD4<Float>.zero, a3 = SIMD4<Float>.zero
                     let n = hCount[ox]
@@ -123,39 +144,46 @@ enum Resampler {
                     out[ox] = (a0 + a1) + (a2 + a3)
                 }
             }
+            return true
         }
 
-        // Pass 2: each output row sums its rows of `middle`, row by row (sequential reads).
-        let output = [UInt16](unsafeUninitializedCapacity: ww * wh * channels) { buffer, count in
-            let dst = buffer.baseAddress!
-            vertical.withPointers { vStart, vCount, vWeights, vStride in
-                for oy in 0..<wh {
-                    accumulator.update(repeating: .zero, count: ww)
-                    let first = middle + (vStart[oy] - firstRow) * ww, w = vWeights + oy * vStride
-                    for k in 0..<vCount[oy] {
-                        let line = first + k * ww, wk = w[k]
-                        for x in 0..<ww { accumulator[x] += line[x] * wk }
-                    }
-                    Self.storeRow(accumulator, count: ww, channels: channels, into: dst + oy * ww * channels)
+        return vertical.withPointers { vStart, vCount, vWeights, vStride -> Bool in
+            var pending = 0  // output rows waiting in `output`
+            for oy in 0..<wh {
+                let first = vStart[oy], end = first + vCount[oy]
+                while filtered < end {
+                    guard filter(filtered) else { return false }
+                    filtered += 1
+                }
+                accumulator.update(repeating: .zero, count: ww)
+                let w = vWeights + oy * vStride
+                for k in 0..<vCount[oy] {
+                    let line = ring + ((first + k) % ringRows) * ww, wk = w[k]
+                    for x in 0..<ww { accumulator[x] += line[x] * wk }
+                }
+                Self.storeRow(accumulator, count: ww, channels: channels, into: output + pending * ww * channels)
+                pending += 1
+                if pending == band || oy == wh - 1 {
+                    guard write(oy + 1 - pending, pending, output) else { return false }
+                    pending = 0
                 }
             }
-            count = ww * wh * channels
+            return true
         }
-        return output
     }
 
-    /// 16-bit samples → float pixels (premultiplied when there is alpha), for `columns` of a row.
+    /// 16-bit samples → float pixels (premultiplied when there is alpha), `columns` of them.
     @inline(__always)
-    private static func convertRow(_ p: UnsafePointer<UInt16>, columns: Range<Int>, channels: Int,
+    private static func convertRow(_ p: UnsafePointer<UInt16>, columns: Int, channels: Int,
                                    into row: UnsafeMutablePointer<SIMD4<Float>>) {
         if channels == 4 {
-            for x in columns {
+            for x in 0..<columns {
                 let q = p + x * 4
                 let a = Float(q[3]), k = a / 65535
                 row[x] = SIMD4(Float(q[0]) * k, Float(q[1]) * k, Float(q[2]) * k, a)
             }
         } else {
-            for x in columns {
+            for x in 0..<columns {
                 let q = p + x * 3
                 row[x] = SIMD4(Float(q[0]), Float(q[1]), Float(q[2]), 65535)
             }

@@ -4,18 +4,47 @@ import HalcyonCore
 /// The embedded default database: a private PostgreSQL cluster under `$HALCYON_HOME/pg`,
 /// initialised and started on demand, listening only on a Unix socket. PostgreSQL refuses to
 /// run as root, so under root the server runs as the `postgres` user.
+///
+/// Private to the user who runs it: the cluster trusts every connection that reaches its
+/// socket, so the socket's directory — and `pg/` with the data, the log and the socket when it
+/// fits there — is mode 0700 and owned by the user the server runs as, checked at every start
+/// (an existing directory that is a symlink, someone else's, or open to others is refused).
 public struct EmbeddedCluster: Sendable {
     public let home: URL
     public var dataDirectory: URL { home.appendingPathComponent("pg/data") }
     public var logFile: URL { home.appendingPathComponent("pg/postgres.log") }
-    /// The socket directory: inside the cluster, unless that path is too long for a Unix socket.
+    /// Where the socket directory is recorded when it is not inside `pg/`.
+    var socketRecord: URL { home.appendingPathComponent("pg/socket-dir") }
+
+    /// The socket directory: `pg/run` inside the cluster, unless that path is too long for a
+    /// Unix socket (108 bytes); then a directory of a random name under `$XDG_RUNTIME_DIR` or
+    /// /tmp, chosen when the cluster is created and recorded in `pg/socket-dir`.
     public var socketDirectory: URL {
         let inside = home.appendingPathComponent("pg/run")
-        if inside.path.utf8.count + 16 < 100 { return inside }
+        if Self.fitsASocket(inside.path) { return inside }
+        if let recorded = try? String(contentsOf: socketRecord, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines),
+           recorded.hasPrefix("/") {
+            return URL(fileURLWithPath: recorded)
+        }
+        return legacySocketDirectory
+    }
+
+    /// Where clusters made before `pg/socket-dir` existed put their socket (its name is
+    /// predictable, so it is only used after the same ownership checks as any other).
+    private var legacySocketDirectory: URL {
         // FNV-1a: stable across processes, unlike hashValue.
         let hash = home.path.utf8.reduce(UInt64(0xcbf29ce484222325)) { ($0 ^ UInt64($1)) &* 0x100000001b3 }
         let tag = String(hash, radix: 36).prefix(8)
         return URL(fileURLWithPath: "/tmp/halcyon-\(getuid())-\(tag)")
+    }
+
+    static func fitsASocket(_ directory: String) -> Bool { directory.utf8.count + 16 < 100 }
+
+    /// A fresh socket directory of an unpredictable name, for a cluster whose `pg/run` is too long.
+    private func newFallbackSocketDirectory() -> URL {
+        let runtime = ProcessInfo.processInfo.environment["XDG_RUNTIME_DIR"].flatMap { $0.hasPrefix("/") && Self.fitsASocket($0 + "/halcyon-0123456789ab") ? $0 : nil }
+        let tag = (0..<12).map { _ in "abcdefghijklmnopqrstuvwxyz0123456789".randomElement()! }
+        return URL(fileURLWithPath: runtime ?? "/tmp").appendingPathComponent("halcyon-\(String(tag))")
     }
     public let port = 5432
 
@@ -29,9 +58,21 @@ public struct EmbeddedCluster: Sendable {
         self.home = home.standardizedFileURL
     }
 
-    /// The libpq connection string for the cluster.
+    /// The libpq connection string for the cluster (the socket path quoted: it may hold spaces).
     public var conninfo: String {
-        "host=\(socketDirectory.path) port=\(port) user=postgres dbname=postgres"
+        "host=\(Self.quoteConninfo(socketDirectory.path)) port=\(port) user=postgres dbname=postgres"
+    }
+
+    /// A libpq connection-string value in single quotes, `\` and `'` escaped.
+    static func quoteConninfo(_ value: String) -> String {
+        "'" + value.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "'", with: "\\'") + "'"
+    }
+
+    /// `unix_socket_directories`' value in postgresql.conf: a list whose entries may be double-
+    /// quoted (for spaces and commas), inside the setting's single quotes.
+    static func socketDirectoriesSetting(_ path: String) -> String {
+        let listEntry = "\"" + path.replacingOccurrences(of: "\"", with: "\"\"") + "\""
+        return "'" + listEntry.replacingOccurrences(of: "'", with: "''") + "'"
     }
 
     private var runAsPostgres: Bool { geteuid() == 0 }
@@ -40,8 +81,11 @@ public struct EmbeddedCluster: Sendable {
     /// processes at once: they serialise on a lock file.
     public func ensureRunning() throws {
         let fm = FileManager.default
-        try fm.createDirectory(at: home.appendingPathComponent("pg"), withIntermediateDirectories: true)
-        let lockFD = open(home.appendingPathComponent("pg/lock").path, O_CREAT | O_RDWR | O_CLOEXEC, 0o644)
+        try fm.createDirectory(at: home, withIntermediateDirectories: true)
+        let pg = home.appendingPathComponent("pg")
+        if mkdir(pg.path, 0o700) != 0 && errno != EEXIST { throw failure("cannot create \(pg.path): \(String(cString: strerror(errno)))") }
+        if !runAsPostgres { chmod(pg.path, 0o700) }  // also for clusters made before this was private
+        let lockFD = open(home.appendingPathComponent("pg/lock").path, O_CREAT | O_RDWR | O_CLOEXEC, 0o600)
         guard lockFD >= 0 else { throw failure("cannot open \(home.path)/pg/lock") }
         defer { close(lockFD) }
         flock(lockFD, LOCK_EX)
@@ -52,14 +96,19 @@ public struct EmbeddedCluster: Sendable {
         if !fm.fileExists(atPath: dataDirectory.appendingPathComponent("PG_VERSION").path) {
             try? fm.removeItem(at: dataDirectory)
             try fm.createDirectory(at: dataDirectory, withIntermediateDirectories: true)
-            try fm.createDirectory(at: socketDirectory, withIntermediateDirectories: true)
-            try handOver([dataDirectory, socketDirectory, home.appendingPathComponent("pg")])
+            if !Self.fitsASocket(home.appendingPathComponent("pg/run").path) {
+                try Data((newFallbackSocketDirectory().path + "\n").utf8).write(to: socketRecord)
+            }
+            try makePrivateDirectory(socketDirectory)
+            try handOver([dataDirectory, pg])
+            // trust: only the server's own user (and root) can reach the socket's directory.
             try runServerTool(bin + "/initdb", ["-D", dataDirectory.path, "-U", "postgres", "--auth=trust", "-E", "UTF8", "--locale=C"], what: "initdb")
             let settings = """
 
-                # Halcyon embedded cluster: Unix socket only.
+                # Halcyon embedded cluster: Unix socket only, in a directory only its user can enter.
                 listen_addresses = ''
-                unix_socket_directories = '\(socketDirectory.path)'
+                unix_socket_directories = \(Self.socketDirectoriesSetting(socketDirectory.path))
+                unix_socket_permissions = 0700
                 port = \(port)
                 max_connections = 200
                 shared_buffers = 128MB
@@ -73,9 +122,9 @@ public struct EmbeddedCluster: Sendable {
         if try runServerTool(bin + "/pg_ctl", ["-D", dataDirectory.path, "status"], what: "pg_ctl status", allowFailure: true) == 0 {
             return
         }
-        try fm.createDirectory(at: socketDirectory, withIntermediateDirectories: true)
-        if !fm.fileExists(atPath: logFile.path) { _ = fm.createFile(atPath: logFile.path, contents: nil) }
-        try handOver([socketDirectory, logFile])
+        try makePrivateDirectory(socketDirectory)
+        if !fm.fileExists(atPath: logFile.path) { _ = fm.createFile(atPath: logFile.path, contents: nil, attributes: [.posixPermissions: 0o600]) }
+        try handOver([logFile])
         try runServerTool(bin + "/pg_ctl", ["-D", dataDirectory.path, "-l", logFile.path, "-w", "-t", "60", "start"], what: "pg_ctl start")
     }
 
@@ -117,6 +166,39 @@ public struct EmbeddedCluster: Sendable {
 
     private static func postgresUID() -> uid_t {
         getpwnam("postgres")?.pointee.pw_uid ?? 0
+    }
+
+    /// The uid the server runs as.
+    private var serverUID: uid_t { runAsPostgres ? Self.postgresUID() : geteuid() }
+
+    /// Creates `directory` mode 0700 for the server's user, or checks that the one already there
+    /// is exactly that: a real directory (not a symlink), owned by that user, closed to others.
+    /// A directory someone else made (e.g. a predictable name in /tmp) is refused, not used.
+    func makePrivateDirectory(_ directory: URL) throws {
+        let path = directory.path
+        try FileManager.default.createDirectory(at: directory.deletingLastPathComponent(), withIntermediateDirectories: true)
+        if mkdir(path, 0o700) == 0 {
+            if runAsPostgres {
+                let pw = getpwnam("postgres")
+                guard let pw else { throw failure("running as root needs a 'postgres' user to run the embedded cluster (install the 'postgresql' package)") }
+                chown(path, pw.pointee.pw_uid, pw.pointee.pw_gid)
+            }
+            chmod(path, 0o700)
+            return
+        }
+        guard errno == EEXIST else { throw failure("cannot create \(path): \(String(cString: strerror(errno)))") }
+        var st = stat()
+        guard lstat(path, &st) == 0 else { throw failure("cannot inspect \(path): \(String(cString: strerror(errno)))") }
+        guard st.st_mode & S_IFMT == S_IFDIR else {
+            throw failure("\(path) exists and is not a directory (a symlink?); refusing to put the cluster's socket there — remove it")
+        }
+        guard st.st_uid == serverUID else {
+            throw failure("\(path) belongs to uid \(st.st_uid), not to the cluster's user (uid \(serverUID)); refusing to use it — remove it")
+        }
+        if st.st_mode & 0o077 != 0 {
+            // Ours but open to others (made by an older version): close it.
+            guard chmod(path, 0o700) == 0 else { throw failure("cannot make \(path) private: \(String(cString: strerror(errno)))") }
+        }
     }
 
     private func handOver(_ paths: [URL]) throws {

@@ -33,6 +33,25 @@ public struct Job: Sendable, Identifiable {
     }
 }
 
+extension Job {
+    /// This job as claimed: its id and this attempt.
+    public var claim: Claim { Claim(id: id, attempt: attempt) }
+}
+
+/// One claim of a job: its id and the attempt it was claimed for. Every statement a worker
+/// makes about a job it holds names both, so an old attempt cannot touch a newer claim.
+public struct Claim: Hashable, Sendable, CustomStringConvertible {
+    public var id: Int64
+    public var attempt: Int
+
+    public init(id: Int64, attempt: Int) {
+        self.id = id
+        self.attempt = attempt
+    }
+
+    public var description: String { "\(id)#\(attempt)" }
+}
+
 /// What a successful job records in its `result_*` columns.
 public struct JobResult: Sendable, Equatable {
     public var key: String
@@ -63,13 +82,15 @@ public struct JobResult: Sendable, Equatable {
 
 extension HalcyonError {
     /// The `errors` entry for this failure, without `at` and `attempt` (the database adds them).
+    /// Text is made safe for jsonb (a NUL, e.g. quoted from a file by ImageMagick, would make
+    /// PostgreSQL refuse the whole entry).
     public var errorEntry: JSONValue {
-        var entry: [String: JSONValue] = ["code": .string(code.description), "message": .string(message)]
-        if let source { entry["source"] = .string(source) }
+        var entry: [String: JSONValue] = ["code": .string(code.description), "message": .string(String(message.prefix(4096)).postgresSafe)]
+        if let source { entry["source"] = .string(source.postgresSafe) }
         if !sources.isEmpty {
             entry["sources"] = .array(sources.map {
-                ["source": .string($0.source), "code": .string($0.code.description),
-                 "message": .string($0.message), "attempts": .number(Double($0.attempts)),
+                ["source": .string($0.source.postgresSafe), "code": .string($0.code.description),
+                 "message": .string(String($0.message.prefix(4096)).postgresSafe), "attempts": .number(Double($0.attempts)),
                  "permanent": .bool($0.permanent)]
             })
         }

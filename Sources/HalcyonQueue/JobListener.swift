@@ -52,7 +52,7 @@ public final class JobListener: Sendable {
 
     private func listen(on connection: PGConnection) throws {
         while !stopped.load(ordering: .relaxed) {
-            let fd = connection.sync { connection.socketLocked() }
+            let fd = try connection.sync { connection.socketLocked() }
             guard fd >= 0 else { throw DatabaseError(message: "no socket", connectionLost: true) }
             var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
             let n = poll(&pfd, 1, 250)

@@ -1,9 +1,10 @@
 import Foundation
 import HalcyonCore
 
-/// The queue operations a worker and the administration commands run. Every state change out
-/// of `running` is guarded by `state = 'running' AND locked_by = <this worker>`, so a job that
-/// was rescued from a stalled worker cannot be overwritten by it later.
+/// The queue operations a worker and the administration commands run. Every statement about a
+/// held job is guarded by `state = 'running' AND locked_by = <this worker> AND attempt = <the
+/// claim's attempt>`, so neither a stalled worker nor a worker that claimed the job again after
+/// it was rescued can write an old attempt's outcome over the current one.
 public struct JobQueue: Sendable {
     public let connection: PGConnection
 
@@ -13,10 +14,15 @@ public struct JobQueue: Sendable {
 
     // MARK: Worker side
 
-    /// Claims up to `limit` runnable jobs for `workerID`, leasing them for `lease` seconds.
-    public func claim(workerID: String, limit: Int, lease: Double) async throws -> [Job] {
+    /// Most bytes of row text (sources, options) one claim takes in: a claim of 250 rows must
+    /// not bring 250 inline `data:` sources into memory at once.
+    public static let maxClaimBytes = 64 << 20
+
+    /// Claims up to `limit` runnable jobs for `workerID`, leasing them for `lease` seconds —
+    /// fewer when their rows hold more than `maxBytes` of text (but always the first).
+    public func claim(workerID: String, limit: Int, lease: Double, maxBytes: Int = JobQueue.maxClaimBytes) async throws -> [Job] {
         guard limit > 0 else { return [] }
-        let r = try await connection.execute(SQL.claim, [workerID, String(limit), String(lease)])
+        let r = try await connection.execute(SQL.claim, [workerID, String(limit), String(lease), String(maxBytes)])
         return (0..<r.count).compactMap { i in
             guard let id = r.value(i, "id").flatMap({ Int64($0) }), let source = r.value(i, "source") else { return nil }
             return Job(id: id, source: source,
@@ -31,28 +37,44 @@ public struct JobQueue: Sendable {
         }
     }
 
-    /// Extends the lease of `ids`; returns the ids this worker still holds (the others were
-    /// cancelled or rescued and must be abandoned).
-    public func heartbeat(ids: [Int64], workerID: String, lease: Double) async throws -> Set<Int64> {
-        guard !ids.isEmpty else { return [] }
-        let r = try await connection.execute(SQL.heartbeatJobs, [Self.idArray(ids), workerID, String(lease)])
-        return Set(r.rows.compactMap { $0[0].flatMap { Int64($0) } })
+    /// What a heartbeat found.
+    public struct Renewal: Sendable, Equatable {
+        /// Claims still ours whose lease was extended.
+        public var renewed: Set<Int64>
+        /// Claims still ours but locked by another session just now (not renewed this time).
+        public var locked: Set<Int64>
+        /// Every claim still ours; the others were cancelled or rescued and must be abandoned.
+        public var held: Set<Int64> { renewed.union(locked) }
     }
 
-    /// Records success. Returns false when the job was no longer ours. (The batch statement
+    /// Extends the leases of `claims`, skipping rows another session has locked.
+    public func heartbeat(_ claims: [Claim], workerID: String, lease: Double) async throws -> Renewal {
+        guard !claims.isEmpty else { return Renewal(renewed: [], locked: []) }
+        let r = try await connection.execute(SQL.heartbeatJobs, [Self.idArray(claims.map(\.id)), Self.intArray(claims.map(\.attempt)),
+                                                                 workerID, String(lease)])
+        var out = Renewal(renewed: [], locked: [])
+        for row in r.rows {
+            guard let id = row[0].flatMap({ Int64($0) }) else { continue }
+            if row[1] == "t" { out.renewed.insert(id) } else { out.locked.insert(id) }
+        }
+        return out
+    }
+
+    /// Records success. Returns false when the claim was no longer ours. (The batch statement
     /// with one row: the worker's group commit and this share one guarded UPDATE.)
-    public func complete(id: Int64, workerID: String, result: JobResult, timings: StageTimings = StageTimings()) async throws -> Bool {
-        try await complete(batch: [(id, result, timings)], workerID: workerID).contains(id)
+    public func complete(_ claim: Claim, workerID: String, result: JobResult, timings: StageTimings = StageTimings()) async throws -> Bool {
+        try await complete(batch: [(claim, result, timings)], workerID: workerID).contains(claim.id)
     }
 
     /// Records many successes in one statement; returns the ids that were still ours (the rest
     /// were cancelled or rescued meanwhile and are left alone).
-    public func complete(batch: [(id: Int64, result: JobResult, timings: StageTimings)], workerID: String) async throws -> Set<Int64> {
+    public func complete(batch: [(claim: Claim, result: JobResult, timings: StageTimings)], workerID: String) async throws -> Set<Int64> {
         guard !batch.isEmpty else { return [] }
         let rows: [JSONValue] = batch.map { b in
             let r = b.result
             return [
-                "id": .number(Double(b.id)), "result_key": .string(r.key), "result_digest": .string(r.digest),
+                "id": .number(Double(b.claim.id)), "attempt": .number(Double(b.claim.attempt)),
+                "result_key": .string(r.key), "result_digest": .string(r.digest),
                 "result_path": .string(r.path), "result_bytes": .number(Double(r.bytes)), "result_width": .number(Double(r.width)),
                 "result_height": .number(Double(r.height)), "result_format": .string(r.format), "cache_hit": .bool(r.cacheHit),
                 "result_source": r.source.map { .string($0) } ?? .null, "timings": b.timings.json,
@@ -72,21 +94,32 @@ public struct JobQueue: Sendable {
 
     /// Records a failed attempt: permanent errors, and transient ones on the last attempt,
     /// end in `failed`; other transient ones go back to `queued` after `retryDelay` seconds.
-    public func fail(id: Int64, workerID: String, error: HalcyonError, retryDelay: Double,
+    public func fail(_ claim: Claim, workerID: String, error: HalcyonError, retryDelay: Double,
                      timings: StageTimings = StageTimings()) async throws -> FailOutcome {
         let r = try await connection.execute(SQL.fail, [
-            String(id), workerID, error.errorEntry.jsonText, error.description,
-            error.permanent ? "true" : "false", String(retryDelay), timings.json.jsonText,
+            String(claim.id), workerID, error.errorEntry.jsonText, String(error.description.prefix(4096)),
+            error.permanent ? "true" : "false", String(retryDelay), timings.json.jsonText, String(claim.attempt),
         ])
         guard r.count == 1 else { return .notOwned }
         return r.value(0, "state") == "failed" ? .failed : .retryScheduled
     }
 
+    /// Notes on a held claim that the database refused its outcome (`worker.outcome_rejected`
+    /// with the database's message); the job stays `running` until its lease lapses. False when
+    /// the claim was no longer ours.
+    @discardableResult
+    public func markOutcomeRejected(_ claim: Claim, workerID: String, outcome: String, error: DatabaseError) async throws -> Bool {
+        let e = HalcyonError(.outcomeRejected, "the database refused to record this attempt's \(outcome): \(error)")
+        return try await connection.execute(SQL.markOutcomeRejected, [
+            String(claim.id), String(claim.attempt), workerID, e.errorEntry.jsonText, String(e.description.prefix(4096)),
+        ]).count == 1
+    }
+
     /// Puts jobs back to `queued` without spending their attempt (graceful stop).
     @discardableResult
-    public func release(ids: [Int64], workerID: String) async throws -> Int {
-        guard !ids.isEmpty else { return 0 }
-        return try await connection.execute(SQL.release, [Self.idArray(ids), workerID]).count
+    public func release(_ claims: [Claim], workerID: String) async throws -> Int {
+        guard !claims.isEmpty else { return 0 }
+        return try await connection.execute(SQL.release, [Self.idArray(claims.map(\.id)), Self.intArray(claims.map(\.attempt)), workerID]).count
     }
 
     /// A job whose lease ended, after rescue.
@@ -95,10 +128,24 @@ public struct JobQueue: Sendable {
         public var failed: Bool
     }
 
-    /// Requeues (or fails, when out of attempts) running jobs whose lease has ended.
-    public func rescueExpired(limit: Int = 1000) async throws -> [Rescued] {
-        let r = try await connection.execute(SQL.rescue, [String(limit)])
-        return r.rows.compactMap { row in
+    /// Requeues (or fails, when out of attempts) running jobs whose lease has ended, leaving
+    /// out `excluding`.
+    public func rescueExpired(limit: Int = 1000, excluding: [Int64] = []) async throws -> [Rescued] {
+        Self.rescued(try await connection.execute(SQL.rescue, [String(limit), Self.idArray(excluding)]))
+    }
+
+    /// The running jobs whose lease has ended (without taking them), leaving out `excluding`.
+    public func expiredLeases(limit: Int = 1000, excluding: [Int64] = []) async throws -> [Int64] {
+        try await connection.execute(SQL.expiredLeases, [String(limit), Self.idArray(excluding)]).rows.compactMap { $0[0].flatMap { Int64($0) } }
+    }
+
+    /// Rescues one job whose lease has ended; nil when it no longer needs it.
+    public func rescue(id: Int64) async throws -> Rescued? {
+        Self.rescued(try await connection.execute(SQL.rescueOne, [String(id)])).first
+    }
+
+    private static func rescued(_ r: PGRows) -> [Rescued] {
+        r.rows.compactMap { row in
             guard let id = row[0].flatMap({ Int64($0) }) else { return nil }
             return Rescued(id: id, failed: row[1] == "failed")
         }
@@ -141,9 +188,9 @@ public struct JobQueue: Sendable {
         try await connection.execute(SQL.trySweepLock).value(0, "locked") == "t"
     }
 
-    /// Waits for the sweep lock.
+    /// Waits for the sweep lock, as long as the sweep holding it takes.
     public func lockSweep() async throws {
-        try await connection.execute(SQL.sweepLock)
+        try await connection.execute(SQL.sweepLock, timeout: .infinity)
     }
 
     public func unlockSweep() async throws {
@@ -252,5 +299,9 @@ public struct JobQueue: Sendable {
 
     static func idArray(_ ids: [Int64]) -> String {
         "{" + ids.map(String.init).joined(separator: ",") + "}"
+    }
+
+    static func intArray(_ values: [Int]) -> String {
+        "{" + values.map(String.init).joined(separator: ",") + "}"
     }
 }

@@ -9,9 +9,30 @@ public struct DatabaseError: Error, Sendable, CustomStringConvertible {
     public var sqlState: String?
     public var connectionLost: Bool
 
+    public init(message: String, sqlState: String? = nil, connectionLost: Bool) {
+        self.message = message
+        self.sqlState = sqlState
+        self.connectionLost = connectionLost
+    }
+
     public var description: String {
         (sqlState.map { "[\($0)] " } ?? "") + message
     }
+
+    /// Whether the same statement may succeed if tried again: the connection was lost (or
+    /// timed out and was reset), or the server hit a conflict or a shortage that passes —
+    /// serialization failures and deadlocks (class 40), lock timeouts (55P03), insufficient
+    /// resources (53), an operator's or a restart's intervention (57), system errors (58).
+    /// Everything else — a trigger's `RAISE`, a constraint, a bad value — fails the same way
+    /// every time and must not be retried forever.
+    public var isTransient: Bool {
+        if connectionLost { return true }
+        guard let state = sqlState else { return false }
+        return ["08", "40", "53", "57", "58"].contains(String(state.prefix(2))) || state == "55P03" || state == "55006"
+    }
+
+    /// The SQLSTATE of a statement that ran past its deadline (`query_canceled`).
+    public static let timedOutState = "57014"
 }
 
 /// The rows of a query result, in text format.
@@ -35,42 +56,70 @@ public struct PGRows: Sendable {
     }
 }
 
-/// One libpq connection. It is owned by a private serial queue: every libpq call runs there,
-/// off Swift's cooperative pool, and never on two threads at once. A dropped connection is
+/// One libpq connection. It is owned by a thread of its own (`SerialThread`): every libpq call
+/// runs there, off Swift's cooperative pool, never on two threads at once, and never waiting
+/// for a free thread behind image work. A dropped connection is
 /// re-established on the next call; the failing call throws with `connectionLost`.
+///
+/// Every connection is opened with libpq's `connect_timeout` and TCP keepalives (including
+/// `tcp_user_timeout`), unless the connection string sets them itself, so a dead peer is
+/// noticed. With a `statementTimeout`, every statement also has a deadline kept by the client:
+/// past it the statement is cancelled (`PQcancel`, from a thread of its own), the connection
+/// is dropped and the call throws a transient error (SQLSTATE 57014) — a half-open connection
+/// or a statement stuck behind someone's lock cannot hang the caller. Client-side, so it works
+/// behind PgBouncer too.
 public final class PGConnection: @unchecked Sendable {
     /// libpq connection string or URI; empty means the standard `PG*` variables.
     public let conninfo: String
-    private let queue: DispatchQueue
-    private var handle: OpaquePointer?  // touched only on `queue`
+    /// Seconds a statement may take before it is cancelled and the connection reset; nil for
+    /// no deadline (migrations, an operator's commands).
+    public let statementTimeout: Double?
+    private let thread: SerialThread
+    private var handle: OpaquePointer?  // touched only on `thread`
+    /// The last failed connection attempt: statements queued behind it fail at once for a
+    /// moment instead of each waiting out its own connect timeout.
+    private var lastConnectFailure: (at: ContinuousClock.Instant, error: DatabaseError)?  // touched only on `thread`
+    static let reconnectPause: Duration = .seconds(1)
 
-    private init(conninfo: String, label: String) {
+    /// What every connection gets unless its connection string says otherwise: give up
+    /// connecting after 5 s; probe an idle TCP connection after 30 s, every 10 s, 3 times;
+    /// drop one whose sent data stays unacknowledged for 60 s.
+    static let connectionDefaults: [(keyword: String, value: String, environment: String?)] = [
+        ("connect_timeout", "5", "PGCONNECT_TIMEOUT"), ("keepalives", "1", nil), ("keepalives_idle", "30", nil),
+        ("keepalives_interval", "10", nil), ("keepalives_count", "3", nil), ("tcp_user_timeout", "60000", nil),
+    ]
+
+    private init(conninfo: String, label: String, statementTimeout: Double?) {
         self.conninfo = conninfo
-        self.queue = DispatchQueue(label: "halcyon.pg.\(label)")
+        self.statementTimeout = statementTimeout.flatMap { $0 > 0 && $0.isFinite ? $0 : nil }
+        self.thread = SerialThread(name: "halcyon.pg.\(label)")
     }
 
     deinit {
         if let handle { PQfinish(handle) }
+        thread.finish()
     }
 
-    /// Opens a connection.
-    public static func connect(_ conninfo: String, label: String = "main") async throws -> PGConnection {
-        let c = PGConnection(conninfo: conninfo, label: label)
+    /// Opens a connection; `statementTimeout` (seconds) gives every statement a deadline.
+    public static func connect(_ conninfo: String, label: String = "main", statementTimeout: Double? = nil) async throws -> PGConnection {
+        let c = PGConnection(conninfo: conninfo, label: label, statementTimeout: statementTimeout)
         try await c.onQueue { try c.ensureConnected() }
         return c
     }
 
     /// Opens a connection from a thread that may block (not the cooperative pool).
     public static func connectBlocking(_ conninfo: String, label: String) throws -> PGConnection {
-        let c = PGConnection(conninfo: conninfo, label: label)
+        let c = PGConnection(conninfo: conninfo, label: label, statementTimeout: nil)
         try c.sync { try c.ensureConnected() }
         return c
     }
 
     /// Runs one statement with text parameters (`$1`, `$2`, …) and returns its rows.
+    /// `timeout` overrides the connection's statement timeout for this statement (`.infinity`:
+    /// none, e.g. waiting for an advisory lock).
     @discardableResult
-    public func execute(_ sql: String, _ params: [String?] = []) async throws -> PGRows {
-        try await onQueue { try self.executeLocked(sql, params) }
+    public func execute(_ sql: String, _ params: [String?] = [], timeout: Double? = nil) async throws -> PGRows {
+        try await onQueue { try self.executeLocked(sql, params, timeout: timeout) }
     }
 
     /// Runs several statements (no parameters) in one round trip, e.g. a migration file.
@@ -80,7 +129,7 @@ public final class PGConnection: @unchecked Sendable {
 
     /// `executeScript` for use inside `withLocked`.
     public func executeScriptLocked(_ sql: String) throws {
-        dispatchPrecondition(condition: .onQueue(queue))
+        precondition(thread.isCurrent, "a libpq call off its connection's thread")
         try ensureConnected()
         let result = PQexec(handle, sql)
         defer { PQclear(result) }
@@ -95,15 +144,98 @@ public final class PGConnection: @unchecked Sendable {
 
     /// `execute` for use inside `withLocked`.
     @discardableResult
-    public func executeLocked(_ sql: String, _ params: [String?] = []) throws -> PGRows {
-        dispatchPrecondition(condition: .onQueue(queue))
+    public func executeLocked(_ sql: String, _ params: [String?] = [], timeout: Double? = nil) throws -> PGRows {
+        precondition(thread.isCurrent, "a libpq call off its connection's thread")
         try ensureConnected()
-        let result = withCStrings(params) { values in
-            PQexecParams(handle, sql, Int32(params.count), nil, values, nil, nil, 0)
+        let deadline = timeout ?? statementTimeout
+        guard let deadline, deadline.isFinite, deadline > 0 else {
+            let result = withCStrings(params) { values in
+                PQexecParams(handle, sql, Int32(params.count), nil, values, nil, nil, 0)
+            }
+            defer { PQclear(result) }
+            try check(result)
+            return rows(of: result)
         }
+        let result = try executeWithin(deadline, sql, params)
         defer { PQclear(result) }
         try check(result)
         return rows(of: result)
+    }
+
+    /// Sends the statement and waits for its result on the socket, at most `seconds`.
+    private func executeWithin(_ seconds: Double, _ sql: String, _ params: [String?]) throws -> OpaquePointer? {
+        guard let h = handle else { throw DatabaseError(message: "not connected", connectionLost: true) }
+        let end = ContinuousClock.now + .seconds(seconds)
+        let sent = withCStrings(params) { values in PQsendQueryParams(h, sql, Int32(params.count), nil, values, nil, nil, 0) }
+        guard sent == 1 else { throw DatabaseError(message: errorMessage(), connectionLost: PQstatus(h) != CONNECTION_OK) }
+        while true {
+            let f = PQflush(h)
+            if f == 0 { break }
+            if f < 0 { throw lost() }
+            guard waitForSocket(h, events: Int16(POLLIN | POLLOUT), until: end) else { throw timedOut(after: seconds) }
+            if PQconsumeInput(h) == 0 { throw lost() }
+        }
+        var result: OpaquePointer?
+        while true {
+            while PQisBusy(h) == 1 {
+                guard waitForSocket(h, events: Int16(POLLIN), until: end) else {
+                    PQclear(result)
+                    throw timedOut(after: seconds)
+                }
+                if PQconsumeInput(h) == 0 {
+                    PQclear(result)
+                    throw lost()
+                }
+            }
+            guard let next = PQgetResult(h) else { break }
+            // One statement, one result; an error result wins over anything before it.
+            if result == nil || PQresultStatus(next) == PGRES_FATAL_ERROR {
+                PQclear(result)
+                result = next
+            } else {
+                PQclear(next)
+            }
+        }
+        return result
+    }
+
+    /// Polls the connection's socket for `events` until `end`; false on timeout.
+    private func waitForSocket(_ h: OpaquePointer, events: Int16, until end: ContinuousClock.Instant) -> Bool {
+        while true {
+            let left = end - ContinuousClock.now
+            guard left > .zero else { return false }
+            var pfd = pollfd(fd: PQsocket(h), events: events, revents: 0)
+            let ms = Int32(min(left.seconds * 1000, 60_000).rounded(.up))
+            let n = poll(&pfd, 1, max(1, ms))
+            if n > 0 { return true }
+            if n < 0 && errno != EINTR { return true }  // let libpq see and report the error
+        }
+    }
+
+    private func lost() -> DatabaseError {
+        let message = errorMessage()
+        if let h = handle { PQfinish(h) }
+        handle = nil
+        return DatabaseError(message: message, connectionLost: true)
+    }
+
+    /// Past the deadline: ask the server to cancel (from another thread: `PQcancel` opens a
+    /// connection of its own and could block), drop this connection, report a transient error.
+    private func timedOut(after seconds: Double) -> DatabaseError {
+        if let h = handle {
+            if let cancel = PQgetCancel(h) {
+                let box = CancelBox(cancel)
+                Thread.detachNewThread {
+                    var buffer = [CChar](repeating: 0, count: 256)
+                    _ = PQcancel(box.cancel, &buffer, 256)
+                    PQfreeCancel(box.cancel)
+                }
+            }
+            PQfinish(h)
+        }
+        handle = nil
+        return DatabaseError(message: "statement timed out after \(TimeSpan.format(seconds)); cancelled and the connection reset",
+                             sqlState: DatabaseError.timedOutState, connectionLost: true)
     }
 
     /// Closes the connection now.
@@ -137,28 +269,47 @@ public final class PGConnection: @unchecked Sendable {
     }
 
     /// Runs `body` on this connection's thread without the async hop, for the listener thread.
-    func sync<T>(_ body: () throws -> T) rethrows -> T {
-        try queue.sync { try body() }
+    func sync<T>(_ body: @escaping () throws -> T) throws -> T {
+        try thread.sync(body)
     }
 
     // MARK: Private
 
     private func onQueue<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
-        try await Blocking.run(on: queue, body)
+        try await thread.run(body)
     }
 
     private func ensureConnected() throws {
         if let h = handle, PQstatus(h) == CONNECTION_OK { return }
         if let h = handle { PQfinish(h) }
-        handle = PQconnectdb(conninfo)
+        handle = nil
+        if let failure = lastConnectFailure, ContinuousClock.now - failure.at < Self.reconnectPause { throw failure.error }
+        handle = openConnection()
         guard let h = handle, PQstatus(h) == CONNECTION_OK else {
             let message = errorMessage()
             if let h = handle { PQfinish(h) }
             handle = nil
-            throw DatabaseError(message: "cannot connect: \(message)", connectionLost: true)
+            let error = DatabaseError(message: "cannot connect: \(message)", connectionLost: true)
+            lastConnectFailure = (ContinuousClock.now, error)
+            throw error
         }
+        lastConnectFailure = nil
         // Keep server notices (e.g. "schema already exists") off standard error.
         PQsetNoticeProcessor(h, { _, _ in }, nil)
+        // Non-blocking sends, so a deadline also covers writing a large statement.
+        PQsetnonblocking(h, 1)
+    }
+
+    /// `PQconnectdbParams` with `connectionDefaults` first and the connection string last
+    /// (expanded), so anything the string sets wins.
+    private func openConnection() -> OpaquePointer? {
+        let env = ProcessInfo.processInfo.environment
+        var pairs = Self.connectionDefaults.filter { d in d.environment.map { env[$0] == nil } ?? true }.map { ($0.keyword, $0.value) }
+        pairs.append(("dbname", conninfo))
+        let keys = pairs.map { strdup($0.0) }, values = pairs.map { strdup($0.1) }
+        defer { (keys + values).forEach { free($0) } }
+        let k = keys.map { UnsafePointer($0) } + [nil], v = values.map { UnsafePointer($0) } + [nil]
+        return k.withUnsafeBufferPointer { kp in v.withUnsafeBufferPointer { vp in PQconnectdbParams(kp.baseAddress, vp.baseAddress, 1) } }
     }
 
     private func errorMessage() -> String {
@@ -197,9 +348,16 @@ public final class PGConnection: @unchecked Sendable {
     }
 }
 
-/// Calls `body` with a C array of C strings (NULL for nil) that lives for the call.
+/// A `PGcancel` handed to the thread that sends the cancel request (and frees it).
+private final class CancelBox: @unchecked Sendable {
+    let cancel: OpaquePointer
+    init(_ cancel: OpaquePointer) { self.cancel = cancel }
+}
+
+/// Calls `body` with a C array of C strings (NULL for nil) that lives for the call. A NUL
+/// inside a value would cut it short there (C strings): it becomes U+FFFD instead.
 private func withCStrings<R>(_ values: [String?], _ body: (UnsafePointer<UnsafePointer<CChar>?>?) -> R) -> R {
-    let duplicated: [UnsafeMutablePointer<CChar>?] = values.map { $0.map { strdup($0) } ?? nil }
+    let duplicated: [UnsafeMutablePointer<CChar>?] = values.map { $0.map { strdup($0.postgresSafe) } ?? nil }
     defer { duplicated.forEach { free($0) } }
     let constant = duplicated.map { UnsafePointer($0) }
     return constant.withUnsafeBufferPointer { body($0.baseAddress) }
@@ -228,5 +386,13 @@ extension PGRows {
     /// Renders Swift strings as a PostgreSQL text array literal.
     public static func textArrayLiteral(_ items: [String]) -> String {
         "{" + items.map { "\"" + $0.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"") + "\"" }.joined(separator: ",") + "}"
+    }
+}
+
+extension String {
+    /// The text with NUL characters, which PostgreSQL's text and jsonb cannot hold, replaced
+    /// by U+FFFD (Swift strings are always valid Unicode, so nothing else needs mending).
+    public var postgresSafe: String {
+        utf8.contains(0) ? replacingOccurrences(of: "\u{0}", with: "\u{FFFD}") : self
     }
 }

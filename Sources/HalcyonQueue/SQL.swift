@@ -41,50 +41,88 @@ enum SQL {
 
     // MARK: Claim, lease, finish
 
-    /// $1 worker id, $2 batch size, $3 lease seconds.
+    /// Entries `errors` keeps: the latest, so a job retried for a long time does not grow its
+    /// row without end.
+    static let keptErrors = 50
+
+    /// `column` without its oldest entries, leaving room for one more within `keptErrors`.
+    static func keepLatestErrors(_ column: String) -> String {
+        "(CASE WHEN jsonb_array_length(\(column)) >= \(keptErrors) THEN \(column) - 0 ELSE \(column) END)"
+    }
+
+    /// $1 worker id, $2 batch size, $3 lease seconds, $4 most bytes of row text (source,
+    /// fallbacks, options) to claim at once: rows past it (in claim order) stay queued, but the
+    /// first is always claimed.
     static let claim = """
         WITH next AS (
-            SELECT id FROM halcyon.jobs
+            SELECT id, priority, run_at,
+                   octet_length(source) + octet_length(array_to_string(fallback_sources, '')) + octet_length(options::text) AS size
+            FROM halcyon.jobs
             WHERE state = 'queued' AND run_at <= now()
             ORDER BY priority DESC, run_at, id
             LIMIT $2::int
             FOR UPDATE SKIP LOCKED
+        ), chosen AS (
+            SELECT id FROM (
+                SELECT id, sum(size) OVER w AS total, row_number() OVER w AS n
+                FROM next WINDOW w AS (ORDER BY priority DESC, run_at, id)
+            ) sized
+            WHERE n = 1 OR total <= $4::bigint
         )
         UPDATE halcyon.jobs j
         SET state = 'running', attempt = j.attempt + 1, locked_by = $1,
             locked_until = now() + make_interval(secs => $3::float8), started_at = now()
-        FROM next
-        WHERE j.id = next.id
+        FROM chosen
+        WHERE j.id = chosen.id
         RETURNING j.id, j.source, j.fallback_sources, j.processors, j.cache_key, j.options::text AS options,
                   j.priority, j.attempt, j.max_attempts,
                   extract(epoch FROM (now() - j.run_at))::float8 AS queue_wait
         """
 
-    /// $1 job ids (bigint[]), $2 worker id, $3 lease seconds. Returns the ids still ours.
+    /// Renews the leases of held claims. $1 job ids (bigint[]), $2 their attempts (int[]),
+    /// $3 worker id, $4 lease seconds. Rows another session has locked (an operator's
+    /// `SELECT … FOR UPDATE`, a `cancel` in progress) are skipped rather than waited for, so one
+    /// locked row cannot hold back every other lease. Returns each claim still ours (in the
+    /// statement's snapshot) with whether its lease was renewed; a claim not returned is no
+    /// longer ours (cancelled, rescued, or claimed again as a later attempt).
     static let heartbeatJobs = """
-        UPDATE halcyon.jobs SET locked_until = now() + make_interval(secs => $3::float8)
-        WHERE id = ANY($1::bigint[]) AND state = 'running' AND locked_by = $2
-        RETURNING id
+        WITH claims AS (
+            SELECT * FROM unnest($1::bigint[], $2::int[]) AS c(id, attempt)
+        ), lockable AS (
+            SELECT j.id FROM halcyon.jobs j JOIN claims c ON c.id = j.id AND c.attempt = j.attempt
+            WHERE j.state = 'running' AND j.locked_by = $3
+            FOR UPDATE OF j SKIP LOCKED
+        ), renewed AS (
+            UPDATE halcyon.jobs j SET locked_until = now() + make_interval(secs => $4::float8)
+            FROM lockable WHERE j.id = lockable.id
+            RETURNING j.id
+        )
+        SELECT c.id, (r.id IS NOT NULL) AS renewed
+        FROM claims c
+        JOIN halcyon.jobs j ON j.id = c.id AND j.attempt = c.attempt AND j.state = 'running' AND j.locked_by = $3
+        LEFT JOIN renewed r ON r.id = c.id
         """
 
     /// Records many successes in one statement (group commit). $1 worker id, $2 a JSON array of
-    /// {id, result_key, result_digest, result_path, result_bytes, result_width, result_height,
-    /// result_format, cache_hit, result_source, timings}. Returns the ids still ours, now succeeded.
+    /// {id, attempt, result_key, result_digest, result_path, result_bytes, result_width,
+    /// result_height, result_format, cache_hit, result_source, timings}. Returns the ids still
+    /// ours (this worker, this attempt), now succeeded.
     static let complete = """
         UPDATE halcyon.jobs AS j
         SET state = 'succeeded', locked_by = NULL, locked_until = NULL, finished_at = now(),
             result_key = r.result_key, result_digest = r.result_digest, result_path = r.result_path,
             result_bytes = r.result_bytes, result_width = r.result_width, result_height = r.result_height,
             result_format = r.result_format, cache_hit = r.cache_hit, result_source = r.result_source, timings = r.timings
-        FROM jsonb_to_recordset($2::jsonb) AS r(id bigint, result_key text, result_digest text, result_path text,
+        FROM jsonb_to_recordset($2::jsonb) AS r(id bigint, attempt int, result_key text, result_digest text, result_path text,
              result_bytes bigint, result_width int, result_height int, result_format text, cache_hit boolean,
              result_source text, timings jsonb)
-        WHERE j.id = r.id AND j.state = 'running' AND j.locked_by = $1
+        WHERE j.id = r.id AND j.attempt = r.attempt AND j.state = 'running' AND j.locked_by = $1
         RETURNING j.id
         """
 
     /// $1 id, $2 worker id, $3 error entry (jsonb without `at`/`attempt`), $4 last_error text,
-    /// $5 permanent (bool), $6 retry delay seconds, $7 stage timings (jsonb). Returns the new state.
+    /// $5 permanent (bool), $6 retry delay seconds, $7 stage timings (jsonb), $8 the attempt.
+    /// Returns the new state.
     static let fail = """
         UPDATE halcyon.jobs
         SET state = CASE WHEN $5::boolean OR attempt >= max_attempts THEN 'failed' ELSE 'queued' END::halcyon.job_state,
@@ -92,42 +130,79 @@ enum SQL {
                           ELSE now() + make_interval(secs => $6::float8) END,
             finished_at = CASE WHEN $5::boolean OR attempt >= max_attempts THEN now() END,
             locked_by = NULL, locked_until = NULL,
-            errors = errors || jsonb_build_array(
+            errors = \(keepLatestErrors("errors")) || jsonb_build_array(
                 jsonb_build_object('at', now(), 'attempt', attempt) || $3::jsonb),
             last_error = $4, timings = $7::jsonb
-        WHERE id = $1::bigint AND state = 'running' AND locked_by = $2
+        WHERE id = $1::bigint AND attempt = $8::int AND state = 'running' AND locked_by = $2
         RETURNING state::text, run_at
         """
 
-    /// Puts unfinished jobs back without spending their attempt. $1 ids (bigint[]), $2 worker id.
-    static let release = """
+    /// Notes on a held claim that the database refused its outcome, leaving it `running` (its
+    /// lease lapses and the rescue takes it from there). $1 id, $2 attempt, $3 worker id,
+    /// $4 error entry (jsonb without `at`/`attempt`), $5 last_error text.
+    static let markOutcomeRejected = """
         UPDATE halcyon.jobs
-        SET state = 'queued', attempt = greatest(attempt - 1, 0), locked_by = NULL, locked_until = NULL,
-            run_at = now()
-        WHERE id = ANY($1::bigint[]) AND state = 'running' AND locked_by = $2
+        SET errors = \(keepLatestErrors("errors")) || jsonb_build_array(jsonb_build_object('at', now(), 'attempt', attempt) || $4::jsonb),
+            last_error = $5
+        WHERE id = $1::bigint AND attempt = $2::int AND state = 'running' AND locked_by = $3
         RETURNING id
         """
 
-    /// Requeues (or fails, when out of attempts) running jobs whose lease ended. $1 batch size.
+    /// Puts unfinished jobs back without spending their attempt. $1 ids (bigint[]), $2 their
+    /// attempts (int[]), $3 worker id.
+    static let release = """
+        UPDATE halcyon.jobs j
+        SET state = 'queued', attempt = greatest(j.attempt - 1, 0), locked_by = NULL, locked_until = NULL,
+            run_at = now()
+        FROM unnest($1::bigint[], $2::int[]) AS c(id, attempt)
+        WHERE j.id = c.id AND j.attempt = c.attempt AND j.state = 'running' AND j.locked_by = $3
+        RETURNING j.id
+        """
+
+    /// What a rescue sets on a row whose lease ended: back to `queued` (or `failed` when out of
+    /// attempts) with a `worker.lease_expired` entry.
+    private static let rescueSet = """
+        SET state = CASE WHEN j.attempt >= j.max_attempts THEN 'failed' ELSE 'queued' END::halcyon.job_state,
+            finished_at = CASE WHEN j.attempt >= j.max_attempts THEN now() END,
+            run_at = now(),
+            errors = \(keepLatestErrors("j.errors")) || jsonb_build_array(jsonb_build_object(
+                'at', now(), 'attempt', j.attempt, 'code', 'worker.lease_expired', 'source', j.source,
+                'message', format('worker %s stopped renewing its lease (ended %s)', j.locked_by, j.locked_until))),
+            last_error = format('worker.lease_expired: worker %s stopped renewing its lease', j.locked_by),
+            locked_by = NULL, locked_until = NULL
+        """
+
+    /// Requeues (or fails, when out of attempts) running jobs whose lease ended. $1 batch size,
+    /// $2 ids to leave out (bigint[]: rows the database refused to rescue a moment ago).
     static let rescue = """
         WITH expired AS (
             SELECT id FROM halcyon.jobs
-            WHERE state = 'running' AND locked_until < now()
+            WHERE state = 'running' AND locked_until < now() AND NOT (id = ANY($2::bigint[]))
             ORDER BY locked_until
             LIMIT $1::int
             FOR UPDATE SKIP LOCKED
         )
         UPDATE halcyon.jobs j
-        SET state = CASE WHEN j.attempt >= j.max_attempts THEN 'failed' ELSE 'queued' END::halcyon.job_state,
-            finished_at = CASE WHEN j.attempt >= j.max_attempts THEN now() END,
-            run_at = now(),
-            errors = j.errors || jsonb_build_array(jsonb_build_object(
-                'at', now(), 'attempt', j.attempt, 'code', 'worker.lease_expired', 'source', j.source,
-                'message', format('worker %s stopped renewing its lease (ended %s)', j.locked_by, j.locked_until))),
-            last_error = format('worker.lease_expired: worker %s stopped renewing its lease', j.locked_by),
-            locked_by = NULL, locked_until = NULL
+        \(rescueSet)
         FROM expired
         WHERE j.id = expired.id
+        RETURNING j.id, j.state::text, j.locked_by
+        """
+
+    /// The running rows whose lease ended, for a rescue one row at a time. $1 batch size, $2 ids
+    /// to leave out.
+    static let expiredLeases = """
+        SELECT id FROM halcyon.jobs
+        WHERE state = 'running' AND locked_until < now() AND NOT (id = ANY($2::bigint[]))
+        ORDER BY locked_until
+        LIMIT $1::int
+        """
+
+    /// `rescue` for one row. $1 id.
+    static let rescueOne = """
+        UPDATE halcyon.jobs j
+        \(rescueSet)
+        WHERE j.id = $1::bigint AND j.state = 'running' AND j.locked_until < now()
         RETURNING j.id, j.state::text, j.locked_by
         """
 

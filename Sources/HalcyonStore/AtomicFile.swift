@@ -18,15 +18,17 @@ enum AtomicFile {
     /// `prepare` runs on the temp file's descriptor before it is published (e.g. to set its
     /// times). `durable: false` skips both fsyncs (for files that are only an index, like keys).
     @discardableResult
+    /// `sync` fsyncs a directory (tests watch which ones).
     static func write(_ data: Data, to final: URL, tmpDirectory: URL, publish: Publish = .replace, durable: Bool = true,
-                      prepare: (Int32) -> Void = { _ in }) throws(HalcyonError) -> Outcome {
+                      prepare: (Int32) -> Void = { _ in },
+                      sync: (URL) throws(HalcyonError) -> Void = { (d: URL) throws(HalcyonError) in try AtomicFile.syncDirectory(d) }) throws(HalcyonError) -> Outcome {
         let directory = final.deletingLastPathComponent()
-        do {
-            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-            try FileManager.default.createDirectory(at: tmpDirectory, withIntermediateDirectories: true)
-        } catch {
-            throw HalcyonError(.writeFailed, "cannot create \(directory.path): \(error.localizedDescription)")
+        if durable {
+            try makeDirectories(directory, sync: sync)
+        } else {
+            try makeDirectories(directory) { (_: URL) throws(HalcyonError) in }
         }
+        try makeDirectories(tmpDirectory) { (_: URL) throws(HalcyonError) in }
         let tmp = tmpDirectory.appendingPathComponent("\(final.lastPathComponent).\(getpid()).\(UInt32.random(in: 0...UInt32.max)).part")
         let fd = open(tmp.path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
         guard fd >= 0 else {
@@ -69,12 +71,37 @@ enum AtomicFile {
             throw HalcyonError(.writeFailed, "writing \(data.count) bytes to \(final.lastPathComponent) failed: \(String(cString: strerror(failure)))")
         }
         guard durable, outcome == .written else { return outcome }
+        try sync(directory)
+        return outcome
+    }
+
+    /// Creates `directory` and any missing parents, one level at a time; `sync` gets each new
+    /// directory's entry is fsynced in its parent — else a crash could lose the new
+    /// `objects/ab/cd` and the object in it, which the job row already calls succeeded.
+    static func makeDirectories(_ directory: URL, sync: (URL) throws(HalcyonError) -> Void) throws(HalcyonError) {
+        var missing: [URL] = []
+        var d = directory
+        while !FileManager.default.fileExists(atPath: d.path), d.path != "/" {
+            missing.append(d)
+            d = d.deletingLastPathComponent()
+        }
+        for dir in missing.reversed() {
+            if mkdir(dir.path, 0o755) != 0 {
+                guard errno == EEXIST else {
+                    throw HalcyonError(.writeFailed, "cannot create \(dir.path): \(String(cString: strerror(errno)))")
+                }
+                continue  // another writer made it; it syncs its parent
+            }
+            try sync(dir.deletingLastPathComponent())
+        }
+    }
+
+    static func syncDirectory(_ directory: URL) throws(HalcyonError) {
         let dfd = open(directory.path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         guard dfd >= 0 else { throw HalcyonError(.writeFailed, "cannot open \(directory.path): \(String(cString: strerror(errno)))") }
         defer { close(dfd) }
         if fsync(dfd) != 0 {
             throw HalcyonError(.writeFailed, "fsync of \(directory.path) failed: \(String(cString: strerror(errno)))")
         }
-        return outcome
     }
 }

@@ -131,10 +131,11 @@ public struct DiskStore: Sendable {
     }
 
     /// Looks `key` up: a hit is an unexpired key whose object is there and unexpired. A hit
-    /// applies `extend` to the key (`none` leaves both files' times exactly as they were;
-    /// otherwise the key gets atime = now and its new expiry, and the object atime = now and
-    /// the later of its expiry and the key's). Nil on a miss, or on any error (a broken store
-    /// file is a miss, not a failure).
+    /// marks the object accessed (atime = now: size trims remove the least recently accessed,
+    /// so an object in use must look used) and applies `extend`: `none` leaves every expiry and
+    /// the key's times as they were; otherwise the key gets atime = now and its new expiry, and
+    /// the object the later of its expiry and the key's. Nil on a miss, or on any error (a
+    /// broken store file is a miss, not a failure).
     public func lookup(_ key: String, extend: ExpirationExtending, now: Date = Date()) -> CachedResult? {
         let path = url(forRelativePath: Self.keyPath(for: key)).path
         let found = try? withLockedFile(path) { fd, st throws(HalcyonError) -> CachedResult? in
@@ -146,9 +147,7 @@ public struct DiskStore: Sendable {
             let objectAlive = try withLockedFile(objectPath) { ofd, ost -> Bool in
                 let objectTimes = FileTimes(ost)
                 guard objectTimes.expires > now else { return false }
-                if let e = extended {
-                    FileTimes(accessed: now, expires: max(objectTimes.expires, e.expires)).write(to: ofd)
-                }
+                FileTimes(accessed: now, expires: max(objectTimes.expires, extended?.expires ?? objectTimes.expires)).write(to: ofd)
                 return true
             } ?? false
             guard objectAlive else { return nil }

@@ -7,6 +7,8 @@ public struct VerifyReport: Sendable, Equatable {
     public var checkedBytes: Int64 = 0
     /// Objects whose bytes no longer hash to their name (relative paths).
     public var corrupt: [String] = []
+    /// Objects listed but removed (by a concurrent sweep) before they were read: not checked.
+    public var vanished = 0
     /// With repair: corrupt objects removed, and the keys that pointed at them.
     public var removedObjects = 0
     public var removedKeys = 0
@@ -25,7 +27,9 @@ public struct Verifier: Sendable {
         self.store = store
     }
 
-    public func verify(repair: Bool) -> VerifyReport {
+    /// `beforeRead` runs between finding an object and reading it (tests use it to remove one,
+    /// as a concurrent sweep can).
+    public func verify(repair: Bool, beforeRead: (String) -> Void = { _ in }) -> VerifyReport {
         let started = ContinuousClock.now
         var report = VerifyReport()
         let objects = store.url(forRelativePath: "objects").path
@@ -34,9 +38,17 @@ public struct Verifier: Sendable {
             report.checkedBytes += Int64(st.st_size)
             let name = (path as NSString).lastPathComponent
             let expected = String(name.prefix { $0 != "." })
-            guard let data = Self.read(path), Digest.sha256Hex(data) == expected else {
+            beforeRead(path)
+            switch Self.read(path) {
+            case .gone:
+                // A sweep removed it after the listing: not corrupt, just no longer there.
+                report.checkedObjects -= 1
+                report.checkedBytes -= Int64(st.st_size)
+                report.vanished += 1
+            case .data(let data) where Digest.sha256Hex(data) == expected:
+                break
+            default:
                 report.corrupt.append("objects/" + path.dropFirst(objects.count + 1))
-                return
             }
         }
         if repair, !report.corrupt.isEmpty {
@@ -64,10 +76,12 @@ public struct Verifier: Sendable {
         return report
     }
 
-    static func read(_ path: String) -> Data? {
+    enum Read { case data(Data), gone, unreadable }
+
+    static func read(_ path: String) -> Read {
         let fd = openForReading(path)
-        guard fd >= 0 else { return nil }
+        guard fd >= 0 else { return errno == ENOENT ? .gone : .unreadable }
         defer { close(fd) }
-        return readWhole(fd)
+        return readWhole(fd).map { .data($0) } ?? .unreadable
     }
 }

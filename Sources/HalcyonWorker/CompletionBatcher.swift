@@ -5,8 +5,12 @@ import Synchronization
 /// Group commit for successes: while one batch of completions is being written, the ones that
 /// arrive meanwhile wait and go together in the next statement. No completion waits for a
 /// timer — at low rates each is written alone, at high rates a round trip carries many.
+///
+/// A batch the database refuses for good (a deterministic error: an application's trigger or
+/// constraint rejecting one row) is written again row by row, so one bad row fails alone and
+/// the rest of its batch is recorded.
 final class CompletionBatcher: Sendable {
-    typealias Completion = (id: Int64, result: JobResult, timings: StageTimings)
+    typealias Completion = (claim: Claim, result: JobResult, timings: StageTimings)
 
     private struct Waiting {
         var completion: Completion
@@ -50,7 +54,16 @@ final class CompletionBatcher: Sendable {
             guard !batch.isEmpty else { return }
             do {
                 let ours = try await write(batch.map(\.completion))
-                for w in batch { w.continuation.resume(returning: ours.contains(w.completion.id)) }
+                for w in batch { w.continuation.resume(returning: ours.contains(w.completion.claim.id)) }
+            } catch let error as DatabaseError where !error.isTransient && batch.count > 1 {
+                for w in batch {
+                    do {
+                        let ours = try await write([w.completion])
+                        w.continuation.resume(returning: ours.contains(w.completion.claim.id))
+                    } catch {
+                        w.continuation.resume(throwing: error)
+                    }
+                }
             } catch {
                 for w in batch { w.continuation.resume(throwing: error) }
             }

@@ -44,23 +44,23 @@ struct HeldJobs {
         if holds(job) { entries.removeValue(forKey: job.id) }
     }
 
-    /// The held claims, for a heartbeat: id → attempt.
-    var claims: [Int64: Int] { entries.mapValues(\.attempt) }
+    /// The held claims, for a heartbeat.
+    var claims: [Claim] { entries.map { Claim(id: $0.key, attempt: $0.value.attempt) } }
 
     /// The cancellation flags of the claims in `snapshot` the database no longer counts as
-    /// ours (not in `kept`), still the held attempt and still executing. A claim recording its
+    /// ours (not in `held`), still the held attempt and still executing. A claim recording its
     /// outcome is left alone: its row was probably just written, and if it was taken from us
     /// the guarded write refuses it anyway.
-    func lost(from snapshot: [Int64: Int], kept: Set<Int64>) -> [(id: Int64, cancel: CancellationFlag)] {
-        snapshot.compactMap { id, attempt in
-            guard !kept.contains(id), let e = entries[id], e.attempt == attempt, !e.recording else { return nil }
-            return (id, e.cancel)
+    func lost(from snapshot: [Claim], held: Set<Int64>) -> [(id: Int64, cancel: CancellationFlag)] {
+        snapshot.compactMap { claim in
+            guard !held.contains(claim.id), let e = entries[claim.id], e.attempt == claim.attempt, !e.recording else { return nil }
+            return (claim.id, e.cancel)
         }
     }
 
     /// Empties the set and returns what it held.
-    mutating func takeAll() -> [Int64: Entry] {
+    mutating func takeAll() -> [(claim: Claim, cancel: CancellationFlag)] {
         defer { entries.removeAll() }
-        return entries
+        return entries.map { (Claim(id: $0.key, attempt: $0.value.attempt), $0.value.cancel) }
     }
 }

@@ -14,6 +14,7 @@ struct JobRunner: Sendable {
     let store: DiskStore
     let limits: ImageLimits
     let processSlots: AsyncSemaphore
+    let pendingBytes: PendingBytes
     let metrics: Metrics
 
     /// One job's outcome and where its time went.
@@ -28,7 +29,8 @@ struct JobRunner: Sendable {
         if fetch.originalsTTL > 0, fetch.originals == nil {
             fetch.originals = OriginalsStore(storeRoot: configuration.storeRoot)
         }
-        fetcher = Fetcher(configuration: fetch, concurrency: configuration.fetchConcurrency)
+        pendingBytes = PendingBytes(limit: configuration.maxPendingBytes)
+        fetcher = Fetcher(configuration: fetch, concurrency: configuration.fetchConcurrency, gate: pendingBytes)
         store = DiskStore(root: configuration.storeRoot)
         limits = configuration.limits
         processSlots = AsyncSemaphore(configuration.concurrency)
@@ -68,7 +70,7 @@ struct JobRunner: Sendable {
             do {
                 let options = try JobOptions.parse(json: job.options)
                 let chain = try ProcessorChain.parse(job.processors)
-                for s in [job.source] + job.fallbackSources { _ = try Source.parse(s, maxDataBytes: fetcher.configuration.maxBytes) }
+                for s in [job.source] + job.fallbackSources { _ = try Source.parse(s, maxDataBytes: fetcher.configuration.maxDataBytes) }
                 valid.append(Planned(index: i, options: options, chain: chain,
                                      key: chain.resultKey(cacheKey: cacheKey(source: job.source, explicit: job.cacheKey))))
             } catch {
@@ -132,7 +134,9 @@ struct JobRunner: Sendable {
     private typealias Attempt = (result: Result<Stored, HalcyonError>, timings: StageTimings)
 
     /// Fetch once (with the first job's sources and headers: the group shares them), decode
-    /// once, one chain per job, store each result under its key.
+    /// once, one chain per job, store each result under its key. Nothing starts once `cancel`
+    /// is raised (every job of the group released, cancelled or lost): not the download, not
+    /// the wait for a slot, not the next step or the store.
     private func runMisses(_ job: Job, _ planned: [Planned], cancel: CancellationFlag) async -> [Attempt] {
         var timings = StageTimings()
         func all(_ e: HalcyonError) -> [Attempt] { planned.map { _ in (.failure(e), timings) } }
@@ -148,13 +152,16 @@ struct JobRunner: Sendable {
             timings.fetch = (ContinuousClock.now - fetchStarted).seconds
             return all(error)
         }
-        if cancel.isCancelled { return all(HalcyonError(.internal, "job abandoned")) }
+        // Held until processed: transfers wait (`PendingBytes`) while too many bytes are.
+        let held = fetched.data.count
+        pendingBytes.hold(held)
+        defer { pendingBytes.release(held) }
         let limits = self.limits, store = self.store
         let processed: [Result<ProcessedImage, HalcyonError>]
         do {
             let chains = planned.map(\.chain)
-            processed = try await processSlots.withPermit {
-                try await Blocking.run { try ImagePipeline.run(fetched.data, format: fetched.format, chains: chains, limits: limits) }
+            processed = try await processSlots.withPermit(cancel: cancel) {
+                try await Blocking.run { try ImagePipeline.run(fetched.data, format: fetched.format, chains: chains, limits: limits, cancel: cancel) }
             }
             metrics.decoded()
         } catch {
@@ -169,6 +176,10 @@ struct JobRunner: Sendable {
                 t.decode = image.decodeSeconds
                 t.process = image.processSeconds
                 t.encode = image.encodeSeconds
+                guard !cancel.isCancelled else {
+                    out.append((.failure(.abandoned), t))
+                    continue
+                }
                 let storeStarted = ContinuousClock.now
                 do {
                     let object = try await Blocking.run {

@@ -38,7 +38,16 @@ public final class Worker: Sendable {
         var unreportedFailed = 0
         /// Exponential average of recent outcomes being store hits (1) or anything else (0).
         var recentHits = 0.0
+        /// Jobs the database refused to rescue (a trigger, a constraint), left out of rescues
+        /// until the time given, so one such row neither blocks the others nor floods the log.
+        var rescueRefused: [Int64: ContinuousClock.Instant] = [:]
     }
+
+    /// Seconds the worker's last writes (its totals, "stopped") may take at exit.
+    static let finalBookkeeping = 3.0
+
+    /// How long a job the database refused to rescue is left out of rescues.
+    static let rescueRefusedPause: Duration = .seconds(600)
 
     public init(configuration: WorkerConfiguration, conninfo: String, logger: Logger) {
         self.configuration = configuration
@@ -63,10 +72,15 @@ public final class Worker: Sendable {
     public func run() async throws -> WorkerSummary {
         let c = configuration
         let conninfo = self.conninfo
+        // Claims and outcomes on one connection; heartbeats and rescues on another, so that a
+        // slow outcome (a row lock, a busy server) never holds a lease renewal back.
         let db = try await retryingDatabase("connect", logger, giveUpWhen: { self.stopRequests > 0 }) {
-            try await PGConnection.connect(conninfo, label: "worker")
+            try await PGConnection.connect(conninfo, label: "worker", statementTimeout: c.statementTimeout)
         }
-        let queue = JobQueue(connection: db)
+        let maintenanceDB = try await retryingDatabase("connect", logger, giveUpWhen: { self.stopRequests > 0 }) {
+            try await PGConnection.connect(conninfo, label: "maintenance", statementTimeout: c.maintenanceStatementTimeout)
+        }
+        let queue = JobQueue(connection: db), maintenance = JobQueue(connection: maintenanceDB)
         try await retryingDatabase("register", logger, giveUpWhen: { self.stopRequests > 0 }) {
             try await queue.registerWorker(id: c.workerID, host: ProcessInfo.processInfo.hostName,
                                            pid: getpid(), concurrency: c.concurrency)
@@ -74,6 +88,7 @@ public final class Worker: Sendable {
         logger.info("worker started", metadata: [
             "concurrency": "\(c.concurrency)", "fetch_concurrency": "\(c.fetchConcurrency)",
             "lease": "\(TimeSpan.format(c.lease))", "mode": "\(c.pollOnly ? "poll" : "listen")", "store": "\(c.storeRoot.path)",
+            "statement_timeout": "\(TimeSpan.format(c.statementTimeout))", "max_pixels": "\(c.limits.maxPixels)",
             "magick_policy": "\(MagickImage.policyDirectory ?? "system")",
         ])
         if MagickImage.policyDirectory == nil {
@@ -93,21 +108,26 @@ public final class Worker: Sendable {
             try await queue.complete(batch: batch, workerID: workerID)
         }
         await withDiscardingTaskGroup { group in
-            group.addTask { await self.maintenanceLoop(queue) }
+            group.addTask { await self.maintenanceLoop(maintenance) }
             await self.claimLoop(queue, runner: runner, completions: completions, group: &group)
             await self.finishInFlight(queue)
             group.cancelAll()
         }
+        // The last bookkeeping waits a few seconds at most: a worker told to stop must not
+        // hang on a database that stopped answering.
         let unreported = takeUnreported()
-        try? await queue.heartbeatWorker(id: c.workerID, done: unreported.done, failed: unreported.failed)
-        try? await queue.stopWorker(id: c.workerID)
+        _ = await withTimeLimit(Self.finalBookkeeping) {
+            try await maintenance.heartbeatWorker(id: c.workerID, done: unreported.done, failed: unreported.failed)
+            try await maintenance.stopWorker(id: c.workerID)
+            await db.close()
+            await maintenanceDB.close()
+        }
         let summary = state.withLock { $0.summary }
         logger.info("worker stopped", metadata: [
             "succeeded": "\(summary.succeeded)", "failed": "\(summary.failed)", "retried": "\(summary.retried)",
             "released": "\(summary.released)", "rescued": "\(summary.rescued)",
             "peak_rss_mb": "\((Subprocess.peakRSS(of: getpid()) ?? 0) / 1_000_000)",
         ])
-        await db.close()
         return summary
     }
 
@@ -203,8 +223,14 @@ public final class Worker: Sendable {
         let c = configuration
         switch outcome {
         case .success(let result):
-            let recorded = await recordOrGiveUp("complete", log) {
-                try await completions.complete((job.id, result, timings))
+            let recorded: Bool?
+            do {
+                recorded = try await recordOrGiveUp("complete", log) {
+                    try await completions.complete((job.claim, result, timings))
+                }
+            } catch {
+                await rejected(job, outcome: "success", error, queue: queue, log: log)
+                return
             }
             state.withLock { s in
                 if recorded == true { s.summary.succeeded += 1; s.unreportedDone += 1 }
@@ -213,8 +239,14 @@ public final class Worker: Sendable {
             log.debug("job succeeded", metadata: ["key": "\(result.key)", "path": "\(result.path)", "bytes": "\(result.bytes)"])
         case .failure(let error):
             let delay = c.backoff.delay(afterAttempt: job.attempt)
-            let recorded = await recordOrGiveUp("fail", log) {
-                try await queue.fail(id: job.id, workerID: c.workerID, error: error, retryDelay: delay, timings: timings)
+            let recorded: JobQueue.FailOutcome?
+            do {
+                recorded = try await recordOrGiveUp("fail", log) {
+                    try await queue.fail(job.claim, workerID: c.workerID, error: error, retryDelay: delay, timings: timings)
+                }
+            } catch let refusal {
+                await rejected(job, outcome: "failure (\(error.code))", refusal, queue: queue, log: log)
+                return
             }
             switch recorded {
             case .failed?: metrics.count("failed", code: error.code.description)
@@ -242,21 +274,45 @@ public final class Worker: Sendable {
         }
     }
 
-    /// Retries a recording statement through database outages until it succeeds or the worker
-    /// must stop at once. A job whose outcome could not be written keeps its lease until it
-    /// ends, and is then rescued and run again.
-    private func recordOrGiveUp<T: Sendable>(_ what: String, _ log: Logger, _ body: () async throws -> T) async -> T? {
-        try? await retryingDatabase("recording \(what)", log, giveUpWhen: { self.stopRequests >= 2 }, body)
+    /// The database refused an outcome for good (an application's trigger or constraint on
+    /// `halcyon.jobs`): retrying the same statement would fail forever. The refusal is noted on
+    /// the row (`worker.outcome_rejected`, if the database takes that much), logged as an
+    /// error, and the claim let go: its lease lapses and the rescue requeues it.
+    private func rejected(_ job: Job, outcome: String, _ error: any Error, queue: JobQueue, log: Logger) async {
+        metrics.count("rejected", code: ErrorCode.outcomeRejected.description)
+        var meta: Logger.Metadata = ["code": "\(ErrorCode.outcomeRejected)", "error": "\(error)"]
+        if let e = error as? DatabaseError {
+            let noted = try? await recordOrGiveUp("note the refusal", log) {
+                try await queue.markOutcomeRejected(job.claim, workerID: self.configuration.workerID, outcome: outcome, error: e)
+            }
+            meta["noted_on_row"] = "\(noted == true)"
+        }
+        log.error("the database refused this job's \(outcome); not retrying the write — its lease will lapse and it will be rescued", metadata: meta)
     }
 
-    /// Runs `body` until it succeeds, backing off 0.1 s → 10 s between failures, or until
-    /// `giveUpWhen` says to stop, when the last error is thrown.
+    /// Retries a recording statement through database outages until it succeeds or the worker
+    /// must stop at once (nil). A job whose outcome could not be written keeps its lease until it
+    /// ends, and is then rescued and run again. An error that is not transient is thrown.
+    private func recordOrGiveUp<T: Sendable>(_ what: String, _ log: Logger, _ body: () async throws -> T) async throws -> T? {
+        do {
+            return try await retryingDatabase("recording \(what)", log, giveUpWhen: { self.stopRequests >= 2 }, body)
+        } catch let error as DatabaseError where !error.isTransient {
+            throw error
+        } catch {
+            return nil
+        }
+    }
+
+    /// Runs `body` until it succeeds, backing off 0.1 s → 10 s between transient failures, or
+    /// until `giveUpWhen` says to stop, when the last error is thrown. An error that is not
+    /// transient (`DatabaseError.isTransient`) is thrown at once.
     private func retryingDatabase<T>(_ what: String, _ log: Logger, giveUpWhen giveUp: () -> Bool,
                                      _ body: () async throws -> T) async throws -> T {
         var delay = 0.1
         while true {
             do { return try await body() } catch {
                 if giveUp() { throw error }
+                if let e = error as? DatabaseError, !e.isTransient { throw e }
                 log.warning("\(what) failed; retrying", metadata: ["error": "\(error)", "retry_in": "\(TimeSpan.format(delay))"])
                 try? await Task.sleep(for: .seconds(delay))
                 delay = min(delay * 2, 10)
@@ -294,7 +350,7 @@ public final class Worker: Sendable {
                 }
                 if idle {
                     sweepTask = Task {
-                        await self.sweepStore(queue, cancel: flag)
+                        await self.sweepStore(cancel: flag)
                         self.state.withLock { $0.sweep = nil }
                     }
                 }
@@ -309,11 +365,15 @@ public final class Worker: Sendable {
     }
 
     /// Sweeps the store if no other worker is sweeping (the sweep advisory lock).
-    private func sweepStore(_ queue: JobQueue, cancel: CancellationFlag) async {
+    /// On a connection of its own: the sweep lock is a session lock held for the sweep's whole
+    /// length, which must not depend on (or be dropped with) the connection heartbeats use.
+    private func sweepStore(cancel: CancellationFlag) async {
         let c = configuration
         do {
+            let connection = try await PGConnection.connect(conninfo, label: "sweep", statementTimeout: c.statementTimeout)
+            defer { Task { await connection.close() } }
             let maintenance = StoreMaintenance(store: DiskStore(root: c.storeRoot), sizeLimit: c.storeSizeLimit, sweptBy: c.workerID)
-            guard let report = try await maintenance.sweep(queue, waitForLock: false, cancel: cancel) else {
+            guard let report = try await maintenance.sweep(JobQueue(connection: connection), waitForLock: false, cancel: cancel) else {
                 logger.debug("store sweep skipped: another worker is sweeping")
                 return
             }
@@ -333,9 +393,12 @@ public final class Worker: Sendable {
         let c = configuration
         let claims = state.withLock { $0.held.claims }
         do {
-            let kept = try await queue.heartbeat(ids: Array(claims.keys), workerID: c.workerID, lease: c.lease)
+            let renewal = try await queue.heartbeat(claims, workerID: c.workerID, lease: c.lease)
+            if !renewal.locked.isEmpty {
+                logger.info("leases not renewed this time: rows locked by another session", metadata: ["jobs": "\(renewal.locked.sorted())"])
+            }
             // Cancelled by an operator, or rescued after we stalled: abandon it.
-            for (id, cancel) in state.withLock({ $0.held.lost(from: claims, kept: kept) }) {
+            for (id, cancel) in state.withLock({ $0.held.lost(from: claims, held: renewal.held) }) {
                 cancel.cancel()
                 logger.info("job no longer held (cancelled or rescued); abandoning", metadata: ["job": "\(id)"])
             }
@@ -354,18 +417,47 @@ public final class Worker: Sendable {
     }
 
     private func rescue(_ queue: JobQueue) async {
+        let now = ContinuousClock.now
+        let excluded = state.withLock { s -> [Int64] in
+            s.rescueRefused = s.rescueRefused.filter { $0.value > now }
+            return Array(s.rescueRefused.keys)
+        }
+        var rescued: [JobQueue.Rescued] = []
         do {
-            let rescued = try await queue.rescueExpired()
-            guard !rescued.isEmpty else { return }
-            state.withLock { $0.summary.rescued += rescued.count }
-            metrics.rescued(rescued.count)
-            logger.notice("rescued jobs whose lease ended", metadata: [
-                "requeued": "\(rescued.filter { !$0.failed }.count)", "failed": "\(rescued.filter(\.failed).count)",
-            ])
-            wake.wake()
+            rescued = try await queue.rescueExpired(excluding: excluded)
+        } catch let error as DatabaseError where !error.isTransient {
+            // One row the database refuses (a trigger, a constraint) fails the whole statement:
+            // rescue row by row, and leave the refused ones out for a while.
+            rescued = await rescueOneByOne(queue, excluding: excluded, after: error)
         } catch {
             logger.warning("rescue failed", metadata: ["error": "\(error)"])
         }
+        guard !rescued.isEmpty else { return }
+        state.withLock { $0.summary.rescued += rescued.count }
+        metrics.rescued(rescued.count)
+        logger.notice("rescued jobs whose lease ended", metadata: [
+            "requeued": "\(rescued.filter { !$0.failed }.count)", "failed": "\(rescued.filter(\.failed).count)",
+        ])
+        wake.wake()
+    }
+
+    private func rescueOneByOne(_ queue: JobQueue, excluding: [Int64], after error: DatabaseError) async -> [JobQueue.Rescued] {
+        logger.warning("the database refused a batch rescue; rescuing one job at a time", metadata: ["error": "\(error)"])
+        var rescued: [JobQueue.Rescued] = []
+        do {
+            for id in try await queue.expiredLeases(excluding: excluding) {
+                do {
+                    if let r = try await queue.rescue(id: id) { rescued.append(r) }
+                } catch let e as DatabaseError where !e.isTransient {
+                    state.withLock { $0.rescueRefused[id] = ContinuousClock.now + Self.rescueRefusedPause }
+                    logger.error("the database refused to rescue this job; leaving it for \(TimeSpan.format(Self.rescueRefusedPause.seconds))",
+                                 metadata: ["job": "\(id)", "error": "\(e)"])
+                }
+            }
+        } catch {
+            logger.warning("rescue failed", metadata: ["error": "\(error)"])
+        }
+        return rescued
     }
 
     // MARK: Stopping
@@ -379,11 +471,22 @@ public final class Worker: Sendable {
         }
         let left = state.withLock { $0.held.takeAll() }
         guard !left.isEmpty else { return }
-        left.values.forEach { $0.cancel.cancel() }
-        let ids = Array(left.keys)
-        let released = await recordOrGiveUp("release", logger) {
-            try await queue.release(ids: ids, workerID: self.configuration.workerID)
-        } ?? 0
+        left.forEach { $0.cancel.cancel() }
+        let claims = left.map(\.claim)
+        let released: Int
+        do {
+            // Retried through an outage until a second stop request, and then bounded in time.
+            released = try await recordOrGiveUp("release", logger) {
+                try await queue.release(claims, workerID: self.configuration.workerID)
+            } ?? 0
+        } catch {
+            logger.error("the database refused to release the unfinished jobs; their leases will lapse", metadata: ["error": "\(error)"])
+            released = 0
+        }
+        if released < claims.count {
+            logger.warning("some unfinished jobs were not released (no longer ours, or the database did not answer); their leases will lapse",
+                           metadata: ["not_released": "\(claims.count - released)"])
+        }
         state.withLock { $0.summary.released += released }
         metrics.count("released", jobs: released)
         logger.notice("released unfinished jobs without spending an attempt", metadata: ["count": "\(released)"])

@@ -6,7 +6,8 @@ import HalcyonQueue
 
 /// Everything a worker needs to know, with the defaults `halcyon work` documents.
 public struct WorkerConfiguration: Sendable {
-    /// Unique per process. Default `<host>-<pid>`.
+    /// Unique per process. Default `<host>-<pid>-<random>`: a pid alone repeats across
+    /// containers (pid 1 in every one sharing `--network host`).
     public var workerID: String
     /// Processing slots (concurrent decode/encode). Default: the number of cores.
     public var concurrency: Int
@@ -25,6 +26,14 @@ public struct WorkerConfiguration: Sendable {
     public var drain = false
     /// Seconds in-flight jobs get to finish after SIGTERM before they are released. Default 20.
     public var grace: Double = 20
+    /// Deadline of every database statement, in seconds (heartbeats and rescues: at most
+    /// half the lease, at least 2 s). Past it the statement is cancelled and its connection
+    /// reset. Default 30.
+    public var statementTimeout: Double = 30
+    /// Bytes of downloaded sources that may wait for a processing slot; a download starts only
+    /// while fewer are waiting. Default 256 MiB. (Downloads in progress add at most
+    /// fetchConcurrency × the download limit.)
+    public var maxPendingBytes: Int = 256 << 20
     /// Seconds between sweeps for expired leases. Default min(5, lease/3).
     public var rescueInterval: Double?
     /// Backoff of transiently failed jobs.
@@ -46,8 +55,13 @@ public struct WorkerConfiguration: Sendable {
     }
 
     public static func defaultWorkerID() -> String {
-        "\(ProcessInfo.processInfo.hostName)-\(getpid())"
+        let tag = String(UInt32.random(in: 0...UInt32.max), radix: 36)
+        return "\(ProcessInfo.processInfo.hostName)-\(getpid())-\(tag)"
     }
+
+    /// The deadline of heartbeat and rescue statements: a slow one should end before the
+    /// leases it renews do (and a loaded server gets at least 2 s).
+    var maintenanceStatementTimeout: Double { min(statementTimeout, max(2, lease / 2)) }
 
     /// Jobs held at once: every processing slot busy plus every download slot busy.
     var maxInFlight: Int { concurrency + fetchConcurrency }

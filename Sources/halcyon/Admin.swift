@@ -46,13 +46,13 @@ struct Prune: AsyncParsableCommand {
         abstract: "Delete finished jobs older than a duration.",
         discussion: "Only rows are deleted; stored objects stay until the sweeper expires them.")
     @OptionGroup var database: DatabaseOptions
-    @Option(help: "Age of finished_at beyond which rows go, e.g. 7d.")
-    var olderThan: String
+    @Option(help: "Age of finished_at beyond which rows go, e.g. 7d (at most 100 years).")
+    var olderThan: TimeSpanArgument
     @Option(help: "States to prune (repeatable): succeeded, failed, cancelled. Default: all three.")
     var state: [String] = []
 
     func validate() throws {
-        guard TimeSpan.parse(olderThan) != nil else { throw ValidationError("--older-than must be a duration like 7d or 12h") }
+        try olderThan.check("--older-than", 0...36_500 * 86_400)
         for s in state where !["succeeded", "failed", "cancelled"].contains(s) {
             throw ValidationError("--state must be succeeded, failed or cancelled")
         }
@@ -61,7 +61,7 @@ struct Prune: AsyncParsableCommand {
     func run() async throws {
         let (connection, _) = try await database.connect()
         let states = state.isEmpty ? ["succeeded", "failed", "cancelled"] : state
-        let n = try await JobQueue(connection: connection).prune(olderThan: TimeSpan.parse(olderThan)!, states: states)
+        let n = try await JobQueue(connection: connection).prune(olderThan: olderThan.seconds, states: states)
         print("pruned \(n) jobs")
     }
 }

@@ -118,6 +118,7 @@ struct Bench: AsyncParsableCommand {
         let results = order.compactMap { t in w1[t].map { BenchResult(tool: t, runs: $0) } }
         let w2Results = order.compactMap { t in w2[t].map { BenchResult(tool: t, runs: $0) } }
         let scaleRuns = noScale ? [] : try await runScale(conninfo: conninfo, scratch: scratch)
+        let effects = try await runEffects(corpus)
         print(BenchResult.table("W1 — \(Self.chain)", results, unit: "image", count: corpus.files.count, concurrency: concurrency, repeats: repeats))
         print(BenchResult.table("W2 — three variants per source: " + Self.variants.joined(separator: "; "), w2Results, unit: "source",
                                 count: corpus.files.count, concurrency: concurrency, repeats: repeats))
@@ -126,6 +127,7 @@ struct Bench: AsyncParsableCommand {
         print(HitRun.summary(hitRuns))
         print(LatencyRun.summary(latencyRuns))
         if !scaleRuns.isEmpty { print(ScaleRun.summary(scaleRuns)) }
+        print(Self.effectsTable(effects))
 
         var json = BenchResult.json(results, corpus: corpus, concurrency: concurrency, chain: Self.chain,
                                     versions: BenchPeers.versions(convert: convert, vips: vips, pillow: pillow))
@@ -135,6 +137,9 @@ struct Bench: AsyncParsableCommand {
             o["W2"] = ["chains": .array(Self.variants.map { .string($0) }), "results": .array(w2Results.map { $0.json(unit: "source") })]
             if let verdict { o["quality_guard"] = ["passed": .bool(verdict.passed), "tolerance_db": .number(BenchQuality.tolerance), "samples": .number(Double(quality.samples.count))] }
             if !scaleRuns.isEmpty { o["S"] = ScaleRun.json(scaleRuns) }
+            o["E"] = .array(effects.rows.map { ["step": .string($0.step), "halcyon_ms": .number(($0.halcyonMs * 10).rounded() / 10),
+                                           "two_dimensional_ms": .number(($0.twoDimensionalMs * 10).rounded() / 10),
+                                           "psnr_db": .number(($0.psnr * 100).rounded() / 100)] })
             json = .object(o)
         }
         let outURL = URL(fileURLWithPath: out ?? home.appendingPathComponent("results.json").path)
@@ -355,6 +360,28 @@ struct Bench: AsyncParsableCommand {
             out.append(run)
         }
         try await c.execute("DELETE FROM halcyon.jobs WHERE cache_key LIKE 'halcyon-bench:%'")
+        return out
+    }
+
+    /// E: `blur` and `sharpen` on the first 1920×1080 corpus JPEG (scaled to 480 px wide below
+    /// --scale 0.5, for quick runs), as Halcyon runs them (the separable Gaussian) against
+    /// ImageMagick's 2-D kernels, in-process, one thread each.
+    private func runEffects(_ corpus: BenchCorpus) async throws -> (size: ImageSize, rows: [EffectBench.Row]) {
+        guard let file = corpus.files.first(where: { $0.width == 1920 && $0.path.hasSuffix(".jpg") }),
+              let data = FileManager.default.contents(atPath: file.path) else { return (ImageSize(width: 0, height: 0), []) }
+        let repeats = self.repeats, maxWidth = scale < 0.5 ? 480 : 1920
+        return try await Blocking.run { try EffectBench.measure(data, format: .jpeg, maxWidth: maxWidth, repeats: repeats) }
+    }
+
+    static func effectsTable(_ effects: (size: ImageSize, rows: [EffectBench.Row])) -> String {
+        guard !effects.rows.isEmpty else { return "" }
+        let rows = effects.rows
+        var out = "E — effects on a \(effects.size) JPEG, one thread (median of the runs): Halcyon against ImageMagick's 2-D kernel\n"
+        out += "  step          halcyon ms   2-D kernel ms   speed-up   PSNR between them\n"
+        for r in rows {
+            out += "  " + r.step.padding(toLength: 12, withPad: " ", startingAt: 0)
+                + String(format: " %10.1f %15.1f %9.1f× %12.1f dB\n", r.halcyonMs, r.twoDimensionalMs, r.twoDimensionalMs / max(r.halcyonMs, 0.001), r.psnr)
+        }
         return out
     }
 

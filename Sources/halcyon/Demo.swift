@@ -26,12 +26,12 @@ struct Demo: AsyncParsableCommand {
     @OptionGroup var logging: LoggingOptions
     @Option(help: "Workers to run in parallel.")
     var workers = 2
-    @Option(help: "Give up after this long, e.g. 3m.")
-    var timeout = "3m"
+    @Option(help: "Give up after this long, 1s–1d.")
+    var timeout = TimeSpanArgument("3m")
 
     func validate() throws {
         guard (1...16).contains(workers) else { throw ValidationError("--workers must be 1…16") }
-        guard TimeSpan.parse(timeout) != nil else { throw ValidationError("--timeout must be a duration like 3m") }
+        try timeout.check("--timeout", 1...86_400)
     }
 
     /// A staged job and the outcome it must have.
@@ -73,12 +73,11 @@ struct Demo: AsyncParsableCommand {
             c.fetch.fileRoots = [images.path]
             c.fetch.addressPolicy = AddressPolicy(allowed: [CIDR("127.0.0.1/32")!])
             c.backoff.base = 1
-            c.lease = 10
             c.pollInterval = 0.5
             c.sweepInterval = 0
             return Worker(configuration: c, conninfo: conninfo, logger: logger)
         }
-        let limit = TimeSpan.parse(timeout)!
+        let limit = timeout.seconds
         let finished = try await withThrowingTaskGroup(of: Bool.self) { group in
             for w in pool { group.addTask { _ = try await w.run(); return true } }
             var ok = await Self.waitForFinish(conninfo: conninfo, ids: [staged[0].id], timeout: limit)

@@ -87,7 +87,7 @@ struct Enqueue: AsyncParsableCommand {
             for s in [job.source] + job.fallbackSources { _ = try Source.parse(s) }
             _ = try ProcessorChain.parse(job.processors)
             _ = try JobOptions.parse(json: job.options)
-            guard job.maxAttempts >= 1 else { throw HalcyonError(.invalidOptions, "max_attempts must be at least 1") }
+            guard (1...Int(Int32.max)).contains(job.maxAttempts) else { throw HalcyonError(.invalidOptions, "max_attempts must be from 1 to \(Int32.max)") }
             guard (-32768...32767).contains(job.priority) else { throw HalcyonError(.invalidOptions, "priority must fit in a smallint") }
             if let r = job.runAt, ISO8601.parse(r) == nil { throw HalcyonError(.invalidOptions, "run_at must be an ISO-8601 instant") }
         } catch let error as HalcyonError {
@@ -120,8 +120,14 @@ struct Enqueue: AsyncParsableCommand {
                 job.fallbackSources = a.compactMap(\.stringValue)
             }
             if let v = o["options"] { guard case .object = v else { throw CommandFailure("\(at)\"options\" must be an object") }; job.options = v.jsonText }
-            if let v = o["priority"] { guard let n = v.numberValue, n == n.rounded() else { throw CommandFailure("\(at)\"priority\" must be an integer") }; job.priority = Int(n) }
-            if let v = o["max_attempts"] { guard let n = v.numberValue, n == n.rounded() else { throw CommandFailure("\(at)\"max_attempts\" must be an integer") }; job.maxAttempts = Int(n) }
+            if let v = o["priority"] {
+                guard let n = v.numberValue, n == n.rounded(), (-32768...32767).contains(n) else { throw CommandFailure("\(at)\"priority\" must be an integer from -32768 to 32767") }
+                job.priority = Int(n)
+            }
+            if let v = o["max_attempts"] {
+                guard let n = v.numberValue, n == n.rounded(), (1...Double(Int32.max)).contains(n) else { throw CommandFailure("\(at)\"max_attempts\" must be an integer from 1 to \(Int32.max)") }
+                job.maxAttempts = Int(n)
+            }
             if let v = o["run_at"] { guard let s = v.stringValue else { throw CommandFailure("\(at)\"run_at\" must be a string") }; job.runAt = s }
             try check(job, where: at)
             jobs.append(job)

@@ -12,11 +12,11 @@ struct Status: AsyncParsableCommand {
     var json = false
     @Flag(help: "Redraw every --interval until interrupted.")
     var watch = false
-    @Option(help: "Refresh interval for --watch, e.g. 2s.")
-    var interval: String = "2s"
+    @Option(help: "Refresh interval for --watch, 200ms–1h.")
+    var interval = TimeSpanArgument("2s")
 
     func validate() throws {
-        guard let i = TimeSpan.parse(interval), i >= 0.2 else { throw ValidationError("--interval must be a duration of at least 200ms") }
+        try interval.check("--interval", 0.2...3600)
     }
 
     func run() async throws {
@@ -32,7 +32,7 @@ struct Status: AsyncParsableCommand {
             }
             guard watch else { return }
             fflush(nil)  // all streams: stdout, when it is a pipe
-            try await Task.sleep(for: .seconds(TimeSpan.parse(interval) ?? 2))
+            try await Task.sleep(for: .seconds(interval.seconds))
         }
     }
 

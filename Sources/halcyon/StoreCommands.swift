@@ -8,15 +8,13 @@ import HalcyonWorker
 /// `--store-size-limit` for `sweep` and `work`.
 struct StoreSizeLimitOption: ParsableArguments {
     @Option(help: "Size the store may reach before sweeps delete the least recently accessed objects down to half of it, e.g. 20GiB (default: no limit).")
-    var storeSizeLimit: String?
+    var storeSizeLimit: ByteSizeArgument?
 
     func validate() throws {
-        if let s = storeSizeLimit, ByteSize.parse(s).map({ $0 > 0 }) != true {
-            throw ValidationError("--store-size-limit must be a size like 20GiB")
-        }
+        try storeSizeLimit?.check("--store-size-limit", 1...(1 << 50))
     }
 
-    var bytes: Int64? { storeSizeLimit.flatMap(ByteSize.parse).map(Int64.init) }
+    var bytes: Int64? { storeSizeLimit.map { Int64($0.bytes) } }
 }
 
 struct Sweep: AsyncParsableCommand {
@@ -86,10 +84,11 @@ struct Verify: AsyncParsableCommand {
             print(JSONValue.object([
                 "checked_objects": .number(Double(report.checkedObjects)), "checked_bytes": .number(Double(report.checkedBytes)),
                 "corrupt": .array(report.corrupt.map { .string($0) }), "removed_objects": .number(Double(report.removedObjects)),
-                "removed_keys": .number(Double(report.removedKeys)), "seconds": .number((report.seconds * 1000).rounded() / 1000),
+                "removed_keys": .number(Double(report.removedKeys)), "vanished": .number(Double(report.vanished)), "seconds": .number((report.seconds * 1000).rounded() / 1000),
             ]).prettyText)
         } else {
-            print("checked \(report.checkedObjects) objects (\(ByteSize.format(report.checkedBytes))) in \(String(format: "%.2f", report.seconds)) s")
+            print("checked \(report.checkedObjects) objects (\(ByteSize.format(report.checkedBytes))) in \(String(format: "%.2f", report.seconds)) s"
+                  + (report.vanished > 0 ? "; \(report.vanished) removed by a sweep while verifying" : ""))
             for path in report.corrupt { print("corrupt: \(path)") }
             if repair, !report.corrupt.isEmpty {
                 print("removed \(report.removedObjects) corrupt objects and \(report.removedKeys) keys pointing at them")

@@ -28,42 +28,50 @@ struct Work: AsyncParsableCommand {
     var fetchConcurrency: Int = 8
     @Option(help: "Jobs claimed per round trip while ≥ 90 % of recent jobs were store hits (hits take no slot). At most concurrency + fetch-concurrency turns it off.")
     var hitClaimBatch: Int = 250
-    @Option(help: "Lease per claimed job (renewed every lease/3), e.g. 30s.")
-    var lease: String = "30s"
-    @Option(help: "How often to poll when no notification arrives, e.g. 1s.")
-    var pollInterval: String = "1s"
+    @Option(help: "Lease per claimed job (renewed every lease/3), 1s–1d.")
+    var lease = TimeSpanArgument("30s")
+    @Option(help: "How often to poll when no notification arrives, 10ms–1h.")
+    var pollInterval = TimeSpanArgument("1s")
     @Flag(help: "Never LISTEN; poll only (for PgBouncer transaction pooling).")
     var pollOnly = false
     @Flag(help: "Exit when no job is runnable now and none is running (jobs scheduled for later stay).")
     var drain = false
-    @Option(help: "Worker id (default <host>-<pid>).")
+    @Option(help: "Worker id (default <host>-<pid>-<random>).")
     var workerID: String?
-    @Option(help: "Time in-flight jobs get to finish after SIGTERM, e.g. 20s.")
-    var grace: String = "20s"
-    @Option(help: "Backoff after the first transient failure (doubles per attempt, capped at 10m, with jitter).")
-    var retryBase: String = "2s"
+    @Option(help: "Time in-flight jobs get to finish after SIGTERM, 0s–1d; then they are released.")
+    var grace = TimeSpanArgument("20s")
+    @Option(help: "Backoff after the first transient failure (doubles per attempt, capped at 10m, with jitter), 0s–1d.")
+    var retryBase = TimeSpanArgument("2s")
+    @Option(help: "Deadline of every database statement (heartbeats and rescues: at most half the lease, at least 2s), 1s–1h; past it the statement is cancelled and the connection reset.")
+    var statementTimeout = TimeSpanArgument("30s")
     @Option(name: .customLong("file-root"), help: "A directory file:// sources may read from (repeatable; also HALCYON_FILE_ROOTS).")
     var fileRoots: [String] = []
     @Option(name: .customLong("allow-network"), help: "A CIDR that downloads may connect to although it is internal, e.g. 10.1.0.0/16 or 127.0.0.1 (repeatable; also HALCYON_ALLOW_NETWORKS). Default: public addresses only.")
     var allowNetworks: [String] = []
-    @Option(help: "Retries per source for failures that can succeed later (timeouts, connection errors, 408, 429, 5xx); a job's options.retry overrides.")
+    @Option(help: "Retries per source for failures that can succeed later (timeouts, connection errors, 408, 429, 5xx), 0–20; a job's options.retry overrides.")
     var fetchRetries: Int = 2
-    @Option(help: "Interval before a download retry.")
-    var fetchRetryInterval: String = "500ms"
+    @Option(help: "Interval before a download retry, 0s–1h.")
+    var fetchRetryInterval = TimeSpanArgument("500ms")
     @Option(help: "How the retry interval grows: fixed, accumulated (n × interval) or exponential (with jitter).")
-    var fetchRetryBackoff: String = "exponential"
-    @Option(help: "Time to establish a connection.")
-    var connectTimeout: String = "10s"
-    @Option(help: "Time for a whole download.")
-    var fetchTimeout: String = "60s"
-    @Option(help: "Largest download accepted, e.g. 50MiB (checked against Content-Length and while streaming).")
-    var maxDownloadSize: String = "50MiB"
-    @Option(help: "Redirects followed per download.")
+    var fetchRetryBackoff: RetryOptions.Backoff = .exponential
+    @Option(help: "Most an attempt waits between download retries, all its sources together, 0s–1d; a retry that would wait longer is not made (the job is retried later instead, holding no slot).")
+    var maxRetryWait = TimeSpanArgument("60s")
+    @Option(help: "Time to establish a connection, 100ms–10m.")
+    var connectTimeout = TimeSpanArgument("10s")
+    @Option(help: "Time for a whole download, 1s–1d.")
+    var fetchTimeout = TimeSpanArgument("60s")
+    @Option(help: "Largest download accepted, 1 byte–16GiB (checked against Content-Length and while streaming).")
+    var maxDownloadSize = ByteSizeArgument("50MiB")
+    @Option(help: "Bytes of downloaded sources that may wait for a processing slot, 1MiB–1TiB; downloads wait while more are waiting.")
+    var maxPendingBytes = ByteSizeArgument("256MiB")
+    @Option(help: "Pixel budget: most pixels any image a job holds may have, all frames together — the decoded source and every step's output (e.g. 25MP), 1–268MP. A job uses up to about 20 bytes per budgeted pixel.")
+    var maxPixels = PixelCountArgument("100MP")
+    @Option(help: "Redirects followed per download, 0–50.")
     var maxRedirects: Int = 5
-    @Option(help: "Keep downloaded originals in the store and reuse them this long without a request; then revalidate (If-None-Match/If-Modified-Since, a 304 reuses them). 0 keeps none.")
-    var originalsTTL: String = "0s"
-    @Option(help: "How often a worker sweeps the store (expired files, dangling keys, --store-size-limit); one worker at a time. 0 turns it off.")
-    var sweepInterval: String = "10m"
+    @Option(help: "Keep downloaded originals in the store and reuse them this long without a request; then revalidate (If-None-Match/If-Modified-Since, a 304 reuses them). 0 keeps none; at most 365d.")
+    var originalsTTL = TimeSpanArgument("0s")
+    @Option(help: "How often a worker sweeps the store (expired files, dangling keys, --store-size-limit); one worker at a time. 0 turns it off; else 1s–30d.")
+    var sweepInterval = TimeSpanArgument("10m")
     @Option(help: "Serve Prometheus metrics on this port at /metrics (and /healthz). Default: off.")
     var metricsPort: Int?
     @Option(help: "Address the metrics port listens on (IPv4).")
@@ -74,18 +82,24 @@ struct Work: AsyncParsableCommand {
     var progress = true
 
     func validate() throws {
-        for (name, value) in [("--lease", lease), ("--poll-interval", pollInterval), ("--grace", grace), ("--retry-base", retryBase),
-                              ("--fetch-retry-interval", fetchRetryInterval), ("--connect-timeout", connectTimeout), ("--fetch-timeout", fetchTimeout),
-                              ("--originals-ttl", originalsTTL), ("--sweep-interval", sweepInterval)] {
-            guard TimeSpan.parse(value) != nil else { throw ValidationError("\(name) must be a duration like 30s, 500ms or 2m") }
-        }
-        guard (TimeSpan.parse(lease) ?? 0) >= 1 else { throw ValidationError("--lease must be at least 1s") }
+        try lease.check("--lease", 1...86_400)
+        try pollInterval.check("--poll-interval", 0.01...3600)
+        try grace.check("--grace", 0...86_400)
+        try retryBase.check("--retry-base", 0...86_400)
+        try statementTimeout.check("--statement-timeout", 1...3600)
+        try fetchRetryInterval.check("--fetch-retry-interval", 0...3600)
+        try maxRetryWait.check("--max-retry-wait", 0...86_400)
+        try connectTimeout.check("--connect-timeout", 0.1...600)
+        try fetchTimeout.check("--fetch-timeout", 1...86_400)
+        try originalsTTL.check("--originals-ttl", 0...365 * 86_400)
+        if sweepInterval.seconds != 0 { try sweepInterval.check("--sweep-interval", 1...30 * 86_400) }
+        try maxDownloadSize.check("--max-download-size", 1...(16 << 30))
+        try maxPendingBytes.check("--max-pending-bytes", (1 << 20)...(1 << 40))
+        try maxPixels.check("--max-pixels", 1...(16384 * 16384))
         if let c = concurrency, !(1...256).contains(c) { throw ValidationError("--concurrency must be 1…256") }
         guard (1...1024).contains(fetchConcurrency) else { throw ValidationError("--fetch-concurrency must be 1…1024") }
         guard (1...10_000).contains(hitClaimBatch) else { throw ValidationError("--hit-claim-batch must be 1…10000") }
         guard (0...20).contains(fetchRetries) else { throw ValidationError("--fetch-retries must be 0…20") }
-        guard RetryOptions.Backoff(rawValue: fetchRetryBackoff) != nil else { throw ValidationError("--fetch-retry-backoff must be fixed, accumulated or exponential") }
-        guard ByteSize.parse(maxDownloadSize).map({ $0 > 0 }) == true else { throw ValidationError("--max-download-size must be a size like 50MiB") }
         guard (0...50).contains(maxRedirects) else { throw ValidationError("--max-redirects must be 0…50") }
         for cidr in allNetworks where CIDR(cidr) == nil { throw ValidationError("--allow-network '\(cidr)' is not an address or CIDR") }
         if let p = metricsPort, !(0...65535).contains(p) { throw ValidationError("--metrics-port must be 0…65535") }
@@ -103,23 +117,26 @@ struct Work: AsyncParsableCommand {
         var c = WorkerConfiguration(storeRoot: storeOptions.root(), workerID: workerID, concurrency: concurrency)
         c.fetchConcurrency = fetchConcurrency
         c.hitClaimBatch = hitClaimBatch
-        c.lease = TimeSpan.parse(lease)!
-        c.pollInterval = TimeSpan.parse(pollInterval)!
+        c.lease = lease.seconds
+        c.pollInterval = pollInterval.seconds
         c.pollOnly = pollOnly
         c.drain = drain
-        c.grace = TimeSpan.parse(grace)!
-        c.backoff.base = TimeSpan.parse(retryBase)!
+        c.grace = grace.seconds
+        c.backoff.base = retryBase.seconds
+        c.statementTimeout = statementTimeout.seconds
+        c.maxPendingBytes = maxPendingBytes.bytes
+        c.limits.maxPixels = maxPixels.pixels
         let envRoots = (ProcessInfo.processInfo.environment["HALCYON_FILE_ROOTS"] ?? "").split(separator: ",").map(String.init)
         c.fetch.fileRoots = (fileRoots + envRoots).filter { !$0.isEmpty }
         c.fetch.addressPolicy = AddressPolicy(allowed: allNetworks.compactMap(CIDR.init))
-        c.fetch.retry = DelayRetryStrategy(RetryOptions(max: fetchRetries, interval: TimeSpan.parse(fetchRetryInterval)!,
-                                                        backoff: RetryOptions.Backoff(rawValue: fetchRetryBackoff)!))
-        c.fetch.connectTimeout = TimeSpan.parse(connectTimeout)!
-        c.fetch.totalTimeout = TimeSpan.parse(fetchTimeout)!
-        c.fetch.maxBytes = ByteSize.parse(maxDownloadSize)!
+        c.fetch.retry = DelayRetryStrategy(RetryOptions(max: fetchRetries, interval: fetchRetryInterval.seconds, backoff: fetchRetryBackoff))
+        c.fetch.maxRetryWait = maxRetryWait.seconds
+        c.fetch.connectTimeout = connectTimeout.seconds
+        c.fetch.totalTimeout = fetchTimeout.seconds
+        c.fetch.maxBytes = maxDownloadSize.bytes
         c.fetch.maxRedirects = maxRedirects
-        c.fetch.originalsTTL = TimeSpan.parse(originalsTTL)!
-        c.sweepInterval = TimeSpan.parse(sweepInterval)!
+        c.fetch.originalsTTL = originalsTTL.seconds
+        c.sweepInterval = sweepInterval.seconds
         c.storeSizeLimit = sizeLimit.bytes
 
         let worker = Worker(configuration: c, conninfo: conninfo, logger: logger)

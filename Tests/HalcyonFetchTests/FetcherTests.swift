@@ -61,6 +61,44 @@ struct FetcherTests {
         #expect(try requests(notImage) == 1)
     }
 
+    /// A job's `options.retry` may ask for 20 retries an hour apart; an attempt never waits
+    /// past `maxRetryWait` in total — the job is retried later instead, holding nothing.
+    @Test func retriesStopAtTheWaitBudget() async throws {
+        let path = "/status/503?\(unique("budget"))"
+        let fetcher = Self.makeFetcher { $0.maxRetryWait = 1 }
+        let started = ContinuousClock.now
+        await #expect {
+            _ = try await fetcher.fetch(sources: [TestEnvironment.origin + path], retry: DelayRetryStrategy(RetryOptions(max: 20, interval: 3600, backoff: .fixed)),
+                                        cancel: CancellationFlag())
+        } throws: { error in
+            guard let e = error as? HalcyonError else { return false }
+            return e.code == .httpStatus && !e.permanent && e.message.contains("retries stopped")
+        }
+        // One request, no retry (a loaded suite makes the clock a loose witness: 120 s of 20 h).
+        #expect(ContinuousClock.now - started < .seconds(120))
+        #expect(try requests(path) == 1)
+        // Within the budget, retries happen as asked.
+        let counted = "/status/503?\(unique("within"))"
+        await #expect(throws: HalcyonError.self) {
+            _ = try await Self.makeFetcher { $0.maxRetryWait = 1 }.fetch(
+                sources: [TestEnvironment.origin + counted], retry: DelayRetryStrategy(RetryOptions(max: 3, interval: 0.1, backoff: .fixed)), cancel: CancellationFlag())
+        }
+        #expect(try requests(counted) == 4)
+    }
+
+    /// `halcyon cancel` (or a shutdown) ends a retry's wait at once; it used to sleep it out.
+    @Test func aRetryWaitEndsWhenTheJobIsCancelled() async throws {
+        let flag = CancellationFlag()
+        let fetcher = Self.makeFetcher()
+        let started = ContinuousClock.now
+        DispatchQueue.global().asyncAfter(deadline: .now() + 0.5) { flag.cancel() }
+        await #expect(throws: HalcyonError.self) {
+            _ = try await fetcher.fetch(sources: [TestEnvironment.origin + "/status/503?\(unique("cancel"))"],
+                                        retry: DelayRetryStrategy(RetryOptions(max: 5, interval: 3600, backoff: .fixed)), cancel: flag)
+        }
+        #expect(ContinuousClock.now - started < .seconds(300), "the wait was for an hour")
+    }
+
     @Test func honoursRetryAfter() async throws {
         try Origin.publish("fetcher.png", Self.png)
         let started = ContinuousClock.now

@@ -9,7 +9,7 @@ import Testing
 /// `job.invalid_chain` — never another error, never a crash — and a chain it accepts has a
 /// canonical identifier that parses back to itself. HALCYON_FUZZ_ITERATIONS runs longer
 /// (CI: 20,000); HALCYON_FUZZ_SEED replays a run.
-@Suite struct ChainFuzzTests {
+@Suite(.cpuHeavy) struct ChainFuzzTests {
     static let seeds = [
         "resize(320x320, mode=fill) |> format(jpeg, quality=82)",
         "resize(1024x1024, mode=fit) |> format(webp, quality=80)",

@@ -1,8 +1,9 @@
 import HalcyonCore
 import HalcyonImage
+import HalcyonTestSupport
 import Testing
 
-@Suite struct ChainGrammarTests {
+@Suite(.cpuHeavy) struct ChainGrammarTests {
     func identifier(_ chain: String) throws -> String { try ProcessorChain.parse(chain).identifier }
 
     @Test func emptyChainHasEmptyIdentifier() throws {

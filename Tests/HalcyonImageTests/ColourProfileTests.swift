@@ -2,10 +2,11 @@ internal import CMagickWand
 import Foundation
 import HalcyonCore
 @testable import HalcyonImage
+import HalcyonTestSupport
 import Testing
 
 /// Embedded ICC profiles are applied on the way to sRGB.
-@Suite struct ColourProfileTests {
+@Suite(.cpuHeavy) struct ColourProfileTests {
     /// A 40×40 PNG of one colour carrying `profile` (not applied: just attached). Not grey:
     /// libpng refuses an RGB profile on a greyscale PNG.
     static func solid(_ rgb: [UInt8], profile: Data, format: String = "PNG") throws -> Data {

@@ -1,9 +1,10 @@
 import Foundation
 import HalcyonCore
 import HalcyonImage
+import HalcyonTestSupport
 import Testing
 
-@Suite struct PipelineTests {
+@Suite(.cpuHeavy) struct PipelineTests {
     static let photo: Data = try! SampleImages.photo(width: 640, height: 360, seed: 7)
 
     func run(_ data: Data, _ format: ImageFormat, _ chain: String) throws -> ProcessedImage {
@@ -132,7 +133,7 @@ private extension UInt32 {
 }
 
 /// Damaged data is refused, not stored half grey; oversized headers never reach a coder.
-@Suite struct DamagedInputTests {
+@Suite(.cpuHeavy) struct DamagedInputTests {
     @Test(arguments: [ImageFormat.jpeg, .png])
     func aTruncatedImageIsADecodeFailure(format: ImageFormat) throws {
         let whole = try SampleImages.photo(width: 640, height: 480, seed: 3, format: format)

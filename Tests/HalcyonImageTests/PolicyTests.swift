@@ -1,16 +1,22 @@
 internal import CMagickWand
 import Foundation
 @testable import HalcyonImage
+import HalcyonTestSupport
 import Testing
 
 /// The shipped policy.xml is what ImageMagick runs under.
-@Suite struct MagickPolicyTests {
+@Suite(.cpuHeavy) struct MagickPolicyTests {
     @Test func theShippedPolicyIsLoaded() throws {
         let dir = try #require(MagickImage.policyDirectory)
         #expect(dir.hasSuffix("/policy"))
         #expect(FileManager.default.fileExists(atPath: dir + "/policy.xml"))
         #expect(MagickGetResourceLimit(ThreadResource) == 1)
         #expect(MagickGetResourceLimit(MemoryResource) == 1 << 30)   // above Debian's 256 MiB cap
+        // The policy's width and height are the grammar's and the pixel budget's: 16384, not
+        // "16KP" (which ImageMagick reads as 16,000).
+        #expect(MagickGetResourceLimit(WidthResource) == UInt64(ImageLimits().maxWidth))
+        #expect(MagickGetResourceLimit(HeightResource) == UInt64(ImageLimits().maxHeight))
+        #expect(ImageLimits().maxWidth == 16384)
     }
 
     @Test(arguments: [

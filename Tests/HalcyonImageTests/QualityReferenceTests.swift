@@ -1,10 +1,11 @@
 import Foundation
 import HalcyonCore
 import HalcyonImage
+import HalcyonTestSupport
 import Testing
 
 /// The bench's quality yardstick: PSNR against a full-decode Lanczos fill.
-@Suite struct QualityReferenceTests {
+@Suite(.cpuHeavy) struct QualityReferenceTests {
     @Test func betterOutputsScoreHigher() throws {
         let source = try SampleImages.photo(width: 960, height: 540, seed: 5, format: .png)
         let reference = try QualityReference.fill(source, format: .png, width: 160, height: 160)

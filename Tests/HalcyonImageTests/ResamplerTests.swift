@@ -2,10 +2,11 @@ internal import CMagickWand
 import Foundation
 import HalcyonCore
 @testable import HalcyonImage
+import HalcyonTestSupport
 import Testing
 
 /// The resampler against ImageMagick's own Lanczos, and its window and alpha rules.
-@Suite struct ResamplerTests {
+@Suite(.cpuHeavy) struct ResamplerTests {
     /// 16-bit RGB(A) samples of an image's first frame.
     static func samples(_ image: MagickImage, alpha: Bool = false) -> [UInt16] {
         let n = image.width * image.height * (alpha ? 4 : 3)

@@ -22,10 +22,10 @@ struct QueryPlanTests {
             FROM generate_series(1, 120000) AS g
             """)
         try await db.query("ANALYZE halcyon.jobs")
-        let claim = try await plan(db, SQL.claim, ["w", "10", "30"])
+        let claim = try await plan(db, SQL.claim, ["w", "10", "30", "67108864"])
         #expect(claim.contains("jobs_runnable_idx"), "claim plan:\n\(claim)")
         #expect(!claim.contains("Seq Scan"), "claim plan:\n\(claim)")
-        let rescue = try await plan(db, SQL.rescue, ["100"])
+        let rescue = try await plan(db, SQL.rescue, ["100", "{}"])
         #expect(rescue.contains("jobs_lease_idx"), "rescue plan:\n\(rescue)")
         #expect(!rescue.contains("Seq Scan"), "rescue plan:\n\(rescue)")
     }

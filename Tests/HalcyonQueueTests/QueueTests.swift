@@ -153,8 +153,8 @@ struct ClaimTests {
         let transient = HalcyonError(.httpStatus, "HTTP 503", permanent: false, source: "https://example.com/0.jpg")
 
         #expect(try await q.claim(workerID: "w", limit: 1, lease: 30).count == 1)
-        #expect(try await q.fail(id: ids[0], workerID: "w", error: transient, retryDelay: 60) == .retryScheduled)
-        var row = try await db.query("SELECT state::text, run_at > now() + interval '50 seconds' AS later, jsonb_array_length(errors) AS n, last_error FROM halcyon.jobs")
+        #expect(try await q.fail(Claim(id: ids[0], attempt: 1), workerID: "w", error: transient, retryDelay: 3600) == .retryScheduled)
+        var row = try await db.query("SELECT state::text, run_at > now() + interval '50 minutes' AS later, jsonb_array_length(errors) AS n, last_error FROM halcyon.jobs")
         #expect(row.value(0, "state") == "queued")
         #expect(row.value(0, "later") == "t")
         #expect(row.value(0, "n") == "1")
@@ -164,7 +164,7 @@ struct ClaimTests {
 
         try await db.query("UPDATE halcyon.jobs SET run_at = now()")
         #expect(try await q.claim(workerID: "w", limit: 1, lease: 30).first?.attempt == 2)
-        #expect(try await q.fail(id: ids[0], workerID: "w", error: transient, retryDelay: 60) == .failed)
+        #expect(try await q.fail(Claim(id: ids[0], attempt: 2), workerID: "w", error: transient, retryDelay: 60) == .failed)
         row = try await db.query("SELECT state::text, finished_at IS NOT NULL AS done, errors::text FROM halcyon.jobs")
         #expect(row.value(0, "state") == "failed")
         #expect(row.value(0, "done") == "t")
@@ -179,7 +179,7 @@ struct ClaimTests {
         let ids = try await enqueue(db, 1)
         let q = JobQueue(connection: try await db.connect())
         _ = try await q.claim(workerID: "w", limit: 1, lease: 30)
-        let outcome = try await q.fail(id: ids[0], workerID: "w", error: HalcyonError(.invalidChain, "at column 1: …"), retryDelay: 1)
+        let outcome = try await q.fail(Claim(id: ids[0], attempt: 1), workerID: "w", error: HalcyonError(.invalidChain, "at column 1: …"), retryDelay: 1)
         #expect(outcome == .failed)
         #expect(try await db.query("SELECT attempt FROM halcyon.jobs").value(0, "attempt") == "1")
     }
@@ -190,19 +190,21 @@ struct ClaimTests {
         let q = JobQueue(connection: try await db.connect())
         _ = try await q.claim(workerID: "owner", limit: 1, lease: 30)
         let result = JobResult(key: "k", digest: "d", path: "p", bytes: 1, width: 1, height: 1, format: "png", cacheHit: false, source: nil)
-        #expect(try await q.complete(id: ids[0], workerID: "intruder", result: result) == false)
-        #expect(try await q.fail(id: ids[0], workerID: "intruder", error: HalcyonError(.timeout, "t"), retryDelay: 1) == .notOwned)
-        #expect(try await q.release(ids: ids, workerID: "intruder") == 0)
-        #expect(try await q.complete(id: ids[0], workerID: "owner", result: result) == true)
-        #expect(try await q.complete(id: ids[0], workerID: "owner", result: result) == false)  // already finished
+        let claim = Claim(id: ids[0], attempt: 1)
+        #expect(try await q.complete(claim, workerID: "intruder", result: result) == false)
+        #expect(try await q.fail(claim, workerID: "intruder", error: HalcyonError(.timeout, "t"), retryDelay: 1) == .notOwned)
+        #expect(try await q.release([claim], workerID: "intruder") == 0)
+        #expect(try await q.complete(claim, workerID: "owner", result: result) == true)
+        #expect(try await q.complete(claim, workerID: "owner", result: result) == false)  // already finished
     }
 
     @Test func releaseGivesTheAttemptBack() async throws {
         let db = try await TestDatabase.create()
         let ids = try await enqueue(db, 3)
         let q = JobQueue(connection: try await db.connect())
-        _ = try await q.claim(workerID: "w", limit: 3, lease: 30)
-        #expect(try await q.release(ids: ids, workerID: "w") == 3)
+        let claims = try await q.claim(workerID: "w", limit: 3, lease: 30).map(\.claim)
+        #expect(Set(claims.map(\.id)) == Set(ids))
+        #expect(try await q.release(claims, workerID: "w") == 3)
         let r = try await db.query("SELECT count(*) FILTER (WHERE state = 'queued' AND attempt = 0 AND locked_by IS NULL) AS n FROM halcyon.jobs")
         #expect(r.value(0, "n") == "3")
     }
@@ -226,7 +228,63 @@ struct ClaimTests {
         #expect(rows.value(1, "last_error")?.hasPrefix("worker.lease_expired:") == true)
         // The stalled worker can no longer finish it.
         let result = JobResult(key: "k", digest: "d", path: "p", bytes: 1, width: 1, height: 1, format: "png", cacheHit: false, source: nil)
-        #expect(try await q.complete(id: jobs[0].id, workerID: "dead", result: result) == false)
+        #expect(try await q.complete(jobs[0].claim, workerID: "dead", result: result) == false)
+    }
+
+    /// After an outage longer than its lease, a worker may claim a rescued job again: the old
+    /// attempt's outcome must not land on the new claim, though the worker id is the same.
+    @Test func anOldAttemptCannotRecordOverANewClaimBySameWorker() async throws {
+        let db = try await TestDatabase.create()
+        _ = try await enqueue(db, 1, maxAttempts: 5)
+        let q = JobQueue(connection: try await db.connect())
+        let first = try #require(try await q.claim(workerID: "w", limit: 1, lease: 60).first).claim
+        try await db.query("UPDATE halcyon.jobs SET locked_until = now() - interval '1 second'")
+        #expect(try await q.rescueExpired().count == 1)
+        let second = try #require(try await q.claim(workerID: "w", limit: 1, lease: 60).first).claim
+        #expect(second.id == first.id && second.attempt == first.attempt + 1)
+        let result = JobResult(key: "k", digest: "d", path: "p", bytes: 1, width: 1, height: 1, format: "png", cacheHit: false, source: nil)
+        // Everything the old attempt might still say about the job is refused…
+        #expect(try await q.complete(first, workerID: "w", result: result) == false)
+        #expect(try await q.fail(first, workerID: "w", error: HalcyonError(.notImage, "x"), retryDelay: 1) == .notOwned)
+        #expect(try await q.release([first], workerID: "w") == 0)
+        #expect(try await q.heartbeat([first], workerID: "w", lease: 60).held.isEmpty)
+        #expect(try await q.markOutcomeRejected(first, workerID: "w", outcome: "success", error: DatabaseError(message: "x", connectionLost: false)) == false)
+        #expect(try await db.query("SELECT state::text FROM halcyon.jobs").value(0, "state") == "running")
+        // …and the new claim's own outcome is recorded.
+        #expect(try await q.heartbeat([second], workerID: "w", lease: 60).renewed == [second.id])
+        #expect(try await q.complete(second, workerID: "w", result: result))
+    }
+
+    /// A heartbeat does not wait for a row someone else has locked: the other leases are
+    /// renewed at once, and the locked one is reported still held, not lost.
+    @Test func aHeartbeatSkipsRowsLockedByAnotherSession() async throws {
+        let db = try await TestDatabase.create()
+        _ = try await enqueue(db, 3)
+        let q = JobQueue(connection: try await db.connect(statementTimeout: 5))
+        let claims = try await q.claim(workerID: "w", limit: 3, lease: 60).map(\.claim).sorted { $0.id < $1.id }
+        let holder = try await db.connect()
+        try await holder.execute("BEGIN")
+        try await holder.execute("SELECT id FROM halcyon.jobs WHERE id = $1::bigint FOR UPDATE", [String(claims[0].id)])
+        // Were it to wait for the lock, it would time out (5 s) and throw: the holder lets go only after.
+        let renewal = try await q.heartbeat(claims, workerID: "w", lease: 60)
+        #expect(renewal.renewed == [claims[1].id, claims[2].id])
+        #expect(renewal.locked == [claims[0].id])
+        try await holder.execute("ROLLBACK")
+        await holder.close()
+    }
+
+    /// PostgreSQL's jsonb cannot hold a NUL: an error message carrying one (quoted from a file)
+    /// used to make the failure impossible to record.
+    @Test func aFailureWhoseMessageHoldsANulIsRecorded() async throws {
+        let db = try await TestDatabase.create()
+        _ = try await enqueue(db, 1)
+        let q = JobQueue(connection: try await db.connect())
+        let claim = try #require(try await q.claim(workerID: "w", limit: 1, lease: 30).first).claim
+        let error = HalcyonError(.decodeFailed, "improper image header `\u{0}\u{1}PNG'", source: "https://example.com/0.jpg")
+        #expect(try await q.fail(claim, workerID: "w", error: error, retryDelay: 1) == .failed)
+        let row = try await db.query("SELECT errors->0->>'message' AS m, last_error FROM halcyon.jobs")
+        #expect(row.value(0, "m") == "improper image header `\u{FFFD}\u{1}PNG'")
+        #expect(row.value(0, "last_error") == "image.decode_failed: improper image header `\u{FFFD}\u{1}PNG'")
     }
 
     @Test func cancelAndRetry() async throws {
@@ -247,5 +305,73 @@ struct ClaimTests {
         try await db.query("UPDATE halcyon.jobs SET finished_at = now() - interval '10 days' WHERE id = $1::bigint", [String(ids[0])])
         #expect(try await q.prune(olderThan: 7 * 86400, states: ["succeeded", "failed", "cancelled"]) == 1)
         #expect(try await db.query("SELECT count(*) AS n FROM halcyon.jobs").value(0, "n") == "2")
+    }
+
+    /// A statement past its deadline is cancelled on the server, its connection reset, and the
+    /// next statement gets a fresh connection: nothing waits forever on a slow server.
+    @Test func aStatementPastItsDeadlineIsCancelledAndTheConnectionRenewed() async throws {
+        let db = try await TestDatabase.create()
+        let c = try await db.connect(statementTimeout: 0.5)
+        let started = ContinuousClock.now
+        await #expect {
+            try await c.execute("SELECT pg_sleep(30), 'halcyon-deadline-test'")
+        } throws: { ($0 as? DatabaseError).map { $0.sqlState == DatabaseError.timedOutState && $0.isTransient } ?? false }
+        #expect(ContinuousClock.now - started < .seconds(5))
+        #expect(try await c.execute("SELECT 1 AS one").value(0, "one") == "1")
+        // The server stopped the sleep too (the cancel request, or the dropped connection).
+        let stopped = try await waitUntil(10) {
+            try await db.query("SELECT count(*) AS n FROM pg_stat_activity WHERE query LIKE '%halcyon-deadline-test%' AND pid <> pg_backend_pid() AND state = 'active'").value(0, "n") == "0"
+        }
+        #expect(stopped)
+        // A per-statement override: no deadline at all.
+        #expect(try await c.execute("SELECT pg_sleep(0.7), 2 AS two", timeout: .infinity).value(0, "two") == "2")
+        await c.close()
+    }
+
+    @Test func errorsThatPassAreTransientAndTheRestAreNot() {
+        for state in ["40001", "40P01", "55P03", "57014", "53300", "08006", "57P01"] {
+            #expect(DatabaseError(message: "", sqlState: state, connectionLost: false).isTransient, "\(state)")
+        }
+        for state in ["P0001", "23505", "23514", "22P05", "42501", "42P01", "XX000"] {
+            #expect(!DatabaseError(message: "", sqlState: state, connectionLost: false).isTransient, "\(state)")
+        }
+        #expect(DatabaseError(message: "", sqlState: nil, connectionLost: true).isTransient)
+    }
+
+    /// One row carries bounded text, and one claim takes in bounded text: a claim of 250 rows
+    /// holding inline sources must not bring gigabytes into the worker.
+    @Test func rowsAndClaimsAreBoundedInBytes() async throws {
+        let db = try await TestDatabase.create()
+        let huge = "data:image/png;base64," + String(repeating: "A", count: 15 << 20)
+        for (column, value) in [("source", huge), ("cache_key", String(repeating: "k", count: 9000))] {
+            await #expect {
+                try await db.query("INSERT INTO halcyon.jobs (source, \(column == "source" ? "processors" : column)) VALUES ($1, $2)",
+                                   column == "source" ? [value, ""] : ["https://example.com/a.jpg", value])
+            } throws: { ($0 as? DatabaseError)?.sqlState == "23514" }
+        }
+        await #expect {
+            try await db.query("INSERT INTO halcyon.jobs (source, fallback_sources) SELECT 'https://example.com/a.jpg', array_agg('https://example.com/' || g) FROM generate_series(1, 17) g")
+        } throws: { ($0 as? DatabaseError)?.sqlState == "23514" }
+        // Three rows of about 4 MiB each: a 10 MiB claim takes two, a 1 MiB claim still one.
+        let four = "data:image/png;base64," + String(repeating: "A", count: 4 << 20)
+        for _ in 0..<3 { try await db.query("SELECT halcyon.enqueue($1)", [four]) }
+        let q = JobQueue(connection: try await db.connect())
+        #expect(try await q.claim(workerID: "w", limit: 10, lease: 30, maxBytes: 10 << 20).count == 2)
+        #expect(try await q.claim(workerID: "w", limit: 10, lease: 30, maxBytes: 1 << 20).count == 1)
+        #expect(try await db.query("SELECT count(*) AS n FROM halcyon.jobs WHERE state = 'queued'").value(0, "n") == "0")
+    }
+
+    /// A job failing transiently for a long time keeps only its latest error entries.
+    @Test func errorsKeepTheLatestEntries() async throws {
+        let db = try await TestDatabase.create()
+        _ = try await enqueue(db, 1, maxAttempts: 1000)
+        let q = JobQueue(connection: try await db.connect())
+        for attempt in 1...60 {
+            let claim = try #require(try await q.claim(workerID: "w", limit: 1, lease: 30).first).claim
+            #expect(claim.attempt == attempt)
+            #expect(try await q.fail(claim, workerID: "w", error: HalcyonError(.timeout, "attempt \(attempt)"), retryDelay: 0) == .retryScheduled)
+        }
+        let row = try await db.query("SELECT jsonb_array_length(errors) AS n, errors->0->>'attempt' AS first, errors->-1->>'attempt' AS last FROM halcyon.jobs")
+        #expect(row.value(0, "n") == "50" && row.value(0, "first") == "11" && row.value(0, "last") == "60")
     }
 }

@@ -33,7 +33,10 @@ import Testing
         #expect(try times(store, never.path).expires == StorageExpiration.neverInstant)
     }
 
-    @Test func aHitWithCacheTimeMovesBothTimesAndNoneMovesNeither() throws {
+    /// `extend=none` keeps every expiry and the key's times, but a hit is still an access: the
+    /// object's atime moves, or a size trim (least recently accessed first) would delete
+    /// objects in active use.
+    @Test func aHitWithCacheTimeMovesBothTimesAndNoneMovesOnlyTheObjectsAccess() throws {
         let store = try Self.makeStore()
         defer { try? FileManager.default.removeItem(at: store.root) }
         let t0 = Date(timeIntervalSinceNow: -7200)  // stored two hours ago with a 10 h TTL
@@ -41,9 +44,12 @@ import Testing
         let keyPath = DiskStore.keyPath(for: "k")
         let before = (object: try times(store, o.path), key: try times(store, keyPath))
 
-        let quiet = try #require(store.lookup("k", extend: .none))
+        let quietly = Date()
+        let quiet = try #require(store.lookup("k", extend: .none, now: quietly))
         #expect(quiet.object.path == o.path && quiet.info == Self.info && quiet.object.bytes == 3)
-        #expect(try times(store, o.path) == before.object)
+        let touched = try times(store, o.path)
+        #expect(near(touched.accessed, quietly, 0.01) && touched.accessed > before.object.accessed)
+        #expect(touched.expires == before.object.expires)
         #expect(try times(store, keyPath) == before.key)
 
         let now = Date()
@@ -114,6 +120,56 @@ import Testing
         }
         #expect(report.removedKeys == 6)
         #expect(Sweeper(store: store, sizeLimit: 8000).sweep(now: now).trimmedObjects == 0)
+    }
+
+    /// Jobs with `extend=none` hitting an old object: the trim must see it in use, or it deletes
+    /// the one object everybody is asking for.
+    @Test func aTrimKeepsAnObjectHitWithExtendNone() throws {
+        let store = try Self.makeStore()
+        defer { try? FileManager.default.removeItem(at: store.root) }
+        let now = Date()
+        var paths: [String] = []
+        for i in 0..<4 {  // the first written first, an hour ago
+            paths.append(try store.store(Data(repeating: UInt8(i), count: 1000), ext: "png", info: Self.info, key: "k\(i)",
+                                         expiration: .days(1), now: now - 3600 + Double(i) * 60).path)
+        }
+        _ = try #require(store.lookup("k0", extend: .none, now: now))
+        let report = Sweeper(store: store, sizeLimit: 3000).sweep(now: now)
+        #expect(report.trimmedObjects == 3)
+        #expect(FileManager.default.fileExists(atPath: store.url(forRelativePath: paths[0]).path), "the object in use was trimmed")
+    }
+
+    /// An object a sweep removes while `verify` runs is not corrupt; it used to be reported so
+    /// (and `verify` exited 1).
+    @Test func verifyDoesNotCallObjectsRemovedMeanwhileCorrupt() throws {
+        let store = try Self.makeStore()
+        defer { try? FileManager.default.removeItem(at: store.root) }
+        for i in 0..<20 { _ = try store.put(Data("object \(i)".utf8), ext: "png") }
+        // Every other object is removed between being found and being read, as a sweep would.
+        var n = 0
+        let report = Verifier(store: store).verify(repair: false) { path in
+            n += 1
+            if n % 2 == 0 { unlink(path) }
+        }
+        #expect(report.corrupt.isEmpty, "reported corrupt: \(report.corrupt.prefix(3))")
+        #expect(report.vanished == 10 && report.checkedObjects == 10)
+    }
+
+    /// New directories are made durable too: the object's directory, and each new directory's
+    /// entry in its parent (a crash must not lose `objects/ab/cd` with the object in it).
+    @Test func newDirectoriesAreSyncedIntoTheirParents() throws {
+        let store = try Self.makeStore()
+        defer { try? FileManager.default.removeItem(at: store.root) }
+        var synced: [String] = []
+        let final = store.url(forRelativePath: "objects/ab/cd/abcd.png")
+        try AtomicFile.write(Data("x".utf8), to: final, tmpDirectory: store.url(forRelativePath: "tmp"), publish: .keepExisting,
+                             sync: { (d: URL) throws(HalcyonError) in synced.append(d.path) })
+        let root = store.root.path
+        #expect(synced == [root, root + "/objects", root + "/objects/ab", root + "/objects/ab/cd"])
+        synced = []
+        try AtomicFile.write(Data("y".utf8), to: store.url(forRelativePath: "objects/ab/cd/abce.png"), tmpDirectory: store.url(forRelativePath: "tmp"),
+                             publish: .keepExisting, sync: { (d: URL) throws(HalcyonError) in synced.append(d.path) })
+        #expect(synced == [root + "/objects/ab/cd"], "only the object's own directory when nothing new was made")
     }
 
     @Test func fourWritersOfTheSameBytesMakeOneObjectAndEveryKeyHits() async throws {

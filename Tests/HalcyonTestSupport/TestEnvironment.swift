@@ -46,8 +46,8 @@ public struct TestDatabase: Sendable {
         return db
     }
 
-    public func connect() async throws -> PGConnection {
-        try await PGConnection.connect(conninfo, label: "test")
+    public func connect(statementTimeout: Double? = nil) async throws -> PGConnection {
+        try await PGConnection.connect(conninfo, label: "test", statementTimeout: statementTimeout)
     }
 
     /// Runs one query on a short-lived connection.

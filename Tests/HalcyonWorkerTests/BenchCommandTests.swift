@@ -39,6 +39,10 @@ struct BenchCommandTests {
         #expect(chart.starts(with: [0x89, 0x50, 0x4E, 0x47]) && chart.count > 5000)
         #expect(bench.output.contains("W1 — resize(320x320, mode=fill)"))
         #expect(bench.output.contains("H — store hits:") && bench.output.contains("L — enqueue→start"))
+        // E: blur and sharpen against ImageMagick's 2-D kernels, each measured and compared.
+        let effects = try #require(json["E"]?.arrayValue)
+        #expect(effects.compactMap { $0["step"]?.stringValue } == ["blur(2)", "blur(8)", "sharpen(1)", "sharpen(4)"])
+        #expect(effects.allSatisfy { ($0["halcyon_ms"]?.numberValue ?? 0) > 0 && ($0["psnr_db"]?.numberValue ?? 0) > 40 })
     }
 
     @Test func benchRefusesADatabaseWithOtherJobs() async throws {

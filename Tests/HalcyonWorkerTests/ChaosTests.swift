@@ -72,7 +72,7 @@ struct ChaosTests {
             let victim = workers[i]
             // Kill it while it holds jobs (a loaded machine may start it slowly); what it holds
             // now is what may run twice.
-            let holding = "state = 'running' AND locked_by LIKE '%-\(victim.pid)'"
+            let holding = "state = 'running' AND locked_by LIKE '%-\(victim.pid)-%'"
             _ = try await waitUntil(20) {
                 let held = try await count(db, holding), queued = try await count(db, "state = 'queued'")
                 return held > 0 || queued == 0
@@ -121,7 +121,7 @@ struct ChaosTests {
         _ = try Origin.publish("chaos.jpg", Self.photo)
         // A cluster of its own: restarting the shared test cluster would disturb other suites.
         let cluster = EmbeddedCluster(home: try TestEnvironment.temporaryDirectory("restart"))
-        try cluster.ensureRunning()
+        try await cluster.started()
         defer { try? cluster.stop(mode: "immediate") }
         let conninfo = cluster.conninfo
         let migrate = try HalcyonProcess(["migrate"], conninfo: conninfo)
@@ -153,9 +153,9 @@ struct ChaosTests {
                 try await c.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid <> pg_backend_pid() AND datname = current_database()")
                 await c.close()
             } else {
-                try cluster.stop(mode: mode)
+                try await cluster.stopped(mode: mode)
                 try await Task.sleep(for: .seconds(2))
-                try cluster.ensureRunning()
+                try await cluster.started()
             }
             progress.append(await succeeded())
         }

@@ -41,7 +41,7 @@ struct HostileInputTests {
     }
 
     @Test func everyHostileInputGetsItsCodeAndTheWorkerSurvives() async throws {
-        let files = try Self.corpus()
+        let files = try await Blocking.run { try Self.corpus() }
         for (name, data) in files { _ = try Origin.publish("hostile-\(name)", data) }
         let o = TestEnvironment.origin
         func file(_ name: String) -> String { "\(o)/files/hostile-\(name)" }
@@ -49,6 +49,13 @@ struct HostileInputTests {
             Case(name: "declared 100000×100000", source: file("bomb-dimensions.png"), code: "image.too_large"),
             Case(name: "zlib bomb, 256 Mpx", source: file("bomb-zlib.png"), code: "image.too_large"),
             Case(name: "5,000 frames", source: file("bomb-frames.gif"), code: "image.too_large"),
+            Case(name: "a 16000×16000 second frame", source: file("bomb-later-frame.gif"), chain: "resize(64x64) |> format(gif)", code: "image.too_large"),
+            Case(name: "tiny frames on a 9000×9000 canvas", source: file("bomb-canvas.gif"), chain: "format(gif)", code: "image.too_large"),
+            // A 1×1 PNG stretched to 16000×16000: 4 GB and 80 s before the budget, now refused from the plan.
+            Case(name: "output over the pixel budget", source: "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==",
+                 chain: "resize(16000x16000, mode=stretch) |> format(png)", code: "image.too_large"),
+            Case(name: "rotation over the pixel budget", source: "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==",
+                 chain: "resize(9000x9000, mode=stretch) |> rotate(45) |> format(png)", code: "image.too_large"),
             Case(name: "SVG named .jpg", source: file("svg-as.jpg"), code: "fetch.not_image"),
             Case(name: "SVG as image/svg+xml", source: "\(o)/as/image/svg+xml/hostile-svg-as.jpg", code: "fetch.not_image"),
             Case(name: "MVG named .png", source: file("mvg-as.png"), code: "fetch.not_image"),
@@ -113,7 +120,7 @@ struct HostileInputTests {
         w.signal(SIGTERM)
         #expect(await w.wait(timeout: 30) == 0)
         print("hostile corpus: \(cases.count) cases; worker peak RSS \(peakKB / 1024) MB")
-        #expect(peakKB > 0 && peakKB < 400 * 1024, "worker peak RSS \(peakKB / 1024) MB")
+        #expect(peakKB > 0 && peakKB < 300 * 1024, "worker peak RSS \(peakKB / 1024) MB")
         for (c, id) in zip(cases, ids) {
             let row = try await db.query("SELECT state::text, errors->-1->>'code' AS code, last_error, result_format FROM halcyon.jobs WHERE id = $1::bigint",
                                          [String(id)])
@@ -126,5 +133,49 @@ struct HostileInputTests {
             }
         }
         #expect(!FileManager.default.fileExists(atPath: "/tmp/halcyon-pwned"), "the MSL payload wrote a file")
+        // The 4 GB job of old fails within a second of its claim.
+        let budgetJob = ids[cases.firstIndex { $0.name == "output over the pixel budget" }!]
+        let total = try await db.query("SELECT (timings->>'total_ms')::float8 AS ms FROM halcyon.jobs WHERE id = $1::bigint", [String(budgetJob)]).value(0, "ms")
+        #expect((total.flatMap { Double($0) } ?? .infinity) < 1000, "the over-budget job took \(total ?? "?") ms")
+    }
+
+    /// libcurl honours http_proxy/HTTPS_PROXY/ALL_PROXY: through a proxy the SSRF guard would
+    /// judge the proxy's address, not the target's (a job for the metadata address went to the
+    /// proxy). Proxies from the environment are ignored: the guard refuses the metadata address
+    /// itself, and a job for the origin goes straight there although the proxy is dead.
+    @Test func proxyVariablesDoNotBypassTheGuard() async throws {
+        let png = try SampleImages.solid(width: 4, height: 4, red: 9, green: 8, blue: 7)
+        let url = try Origin.publish("hostile-proxy.png", png)
+        let db = try await TestDatabase.create()
+        let metadata = try await db.query("SELECT halcyon.enqueue('http://169.254.169.254/latest/meta-data/', max_attempts => 1) AS id").value(0, "id")!
+        let origin = try await db.query("SELECT halcyon.enqueue($1, processors => 'format(png)', max_attempts => 1) AS id", [url]).value(0, "id")!
+        let proxy = "http://127.0.0.2:3128"
+        let w = try HalcyonProcess(["work", "--drain", "--no-progress", "--store", try TestEnvironment.temporaryDirectory("store").path,
+                                    "--allow-network", "127.0.0.1/32", "--allow-network", "127.0.0.2/32", "--fetch-retries", "0"],
+                                   conninfo: db.conninfo,
+                                   environment: ["http_proxy": proxy, "HTTP_PROXY": proxy, "https_proxy": proxy, "HTTPS_PROXY": proxy,
+                                                 "ALL_PROXY": proxy, "all_proxy": proxy, "NO_PROXY": "", "no_proxy": ""])
+        #expect(await w.wait(timeout: 120) == 0, "\(w.output.suffix(1500))")
+        let rows = try await db.query("SELECT id, state::text, errors->-1->>'code' AS code, last_error FROM halcyon.jobs ORDER BY id").rows
+        let byID = Dictionary(uniqueKeysWithValues: rows.map { ($0[0]!, ($0[1], $0[2], $0[3])) })
+        #expect(byID[metadata]?.1 == "fetch.blocked_address", "\(byID[metadata].map { "\($0)" } ?? "")")
+        #expect(byID[origin]?.0 == "succeeded", "\(byID[origin].map { "\($0)" } ?? "")")
+    }
+
+    /// ImageMagick's memory, map and disk limits are per process: a job can run out of them
+    /// because its neighbours hold them. That is no fault of its own: transient, retried later,
+    /// never `image.too_large` for good. (Provoked here by limits far below one small image.)
+    @Test func exhaustedSharedResourcesAreTransient() async throws {
+        let url = try Origin.publish("hostile-resources.jpg", try SampleImages.photo(width: 640, height: 480, seed: 4))
+        let db = try await TestDatabase.create()
+        _ = try await db.query("SELECT halcyon.enqueue($1, processors => 'blur(2) |> format(png)', max_attempts => 3)", [url])
+        let w = try HalcyonProcess(["work", "--drain", "--no-progress", "--store", try TestEnvironment.temporaryDirectory("store").path,
+                                    "--allow-network", "127.0.0.1/32", "--retry-base", "1h"],
+                                   conninfo: db.conninfo,
+                                   environment: ["MAGICK_MEMORY_LIMIT": "64KiB", "MAGICK_MAP_LIMIT": "64KiB", "MAGICK_DISK_LIMIT": "64KiB"])
+        #expect(await w.wait(timeout: 120) == 0, "\(w.output.suffix(1500))")
+        let row = try await db.query("SELECT state::text, errors->-1->>'code' AS code, last_error FROM halcyon.jobs")
+        #expect(row.value(0, "state") == "queued", "\(row.value(0, "last_error") ?? "")")
+        #expect(row.value(0, "code") == "image.resources_exhausted", "\(row.value(0, "last_error") ?? "")")
     }
 }

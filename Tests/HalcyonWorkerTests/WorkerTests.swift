@@ -58,7 +58,8 @@ struct WorkerTests {
         }
         let elapsed = Date().timeIntervalSince(started)
         print("drain: \(n) trivial jobs with 4 worker processes in \(String(format: "%.2f", elapsed)) s = \(String(format: "%.0f", Double(n) / elapsed)) jobs/s")
-        #expect(try await count(db, "state = 'succeeded' AND attempt = 1") == n)
+        let odd = try await db.query("SELECT id, state::text, attempt, errors::text FROM halcyon.jobs WHERE state <> 'succeeded' OR attempt <> 1 LIMIT 5").rows
+        #expect(try await count(db, "state = 'succeeded' AND attempt = 1") == n, "\(odd)")
         let counts = try Origin.counts().filter { $0.key.contains("t=\(tag)&") }
         #expect(counts.count == n)
         #expect(counts.values.allSatisfy { $0 == 1 }, "some job ran more than once: \(counts.filter { $0.value != 1 }.prefix(5))")
@@ -188,9 +189,15 @@ struct WorkerTests {
         let db = try await TestDatabase.create()
         let store = try TestEnvironment.temporaryDirectory("store")
         let n = 6
-        _ = try await enqueue(db, (0..<n).map { job("\(TestEnvironment.origin)/slowfile/2/tiny.png?t=\(db.name)&j=\($0)") })
+        _ = try await enqueue(db, (0..<n).map { job("\(TestEnvironment.origin)/slowonce/120/\(db.name)-\($0)/tiny.png") })
         let victim = try worker(db, store: store, ["--lease", "2s", "--concurrency", "2"])
-        #expect(try await waitUntil(60) { try await count(db, "state = 'running'") == n })
+        var seen: [String] = []
+        let spawned = Date()
+        #expect(try await waitUntil(60) {
+            let r = try await count(db, "state = 'running'")
+            seen.append(String(format: "%.1f:%d", Date().timeIntervalSince(spawned), r))
+            return r == n
+        }, "polls (s:running): \(seen.suffix(40)); worker: \(victim.output.suffix(1500))")
         victim.signal(SIGKILL)
         _ = await victim.wait(timeout: 5)
         let killedAt = Date()
@@ -202,7 +209,9 @@ struct WorkerTests {
         }
         #expect(await rescuer.wait(timeout: 30) == 0, "\(rescuer.output.suffix(2000))")
         print("rescue: first job requeued \(String(format: "%.1f", rescuedAfter ?? -1)) s after SIGKILL (lease 2 s)")
-        #expect(try await count(db, "state = 'succeeded' AND attempt = 2 AND errors->0->>'code' = 'worker.lease_expired'") == n)
+        let rows = try await db.query("SELECT state::text, attempt, errors::text FROM halcyon.jobs").rows
+        #expect(try await count(db, "state = 'succeeded' AND attempt = 2 AND errors->0->>'code' = 'worker.lease_expired'") == n,
+                "\(rows); rescuer: \(rescuer.output.suffix(2000))")
         #expect(try await count(db, "state = 'running'") == 0)
     }
 
@@ -227,11 +236,11 @@ struct WorkerTests {
         _ = try Self.published()
         let db = try await TestDatabase.create()
         let store = try TestEnvironment.temporaryDirectory("store")
-        _ = try await enqueue(db, (0..<3).map { job("\(TestEnvironment.origin)/slowfile/1.5/tiny.png?t=\(db.name)&j=\($0)") })
-        let w = try worker(db, store: store, ["--grace", "20s"])
+        _ = try await enqueue(db, (0..<3).map { job("\(TestEnvironment.origin)/slowfile/8/tiny.png?t=\(db.name)&j=\($0)") })
+        let w = try worker(db, store: store, ["--grace", "30s"])
         #expect(try await waitUntil(60) { try await count(db, "state = 'running'") == 3 })
         w.signal(SIGTERM)
-        #expect(await w.wait(timeout: 20) == 0)
+        #expect(await w.wait(timeout: 60) == 0)
         #expect(try await count(db, "state = 'succeeded' AND attempt = 1") == 3)
     }
 

@@ -26,6 +26,17 @@ def gif_frames(n):
     return bytes(out + b"\x3b")
 
 
+def gif_sizes(canvas, sizes):
+    """A GIF of frames of the given (width, height), each holding only a clear and an end code:
+    a few bytes, whatever the sizes it declares."""
+    out = bytearray(b"GIF89a" + struct.pack("<HH", *canvas) + b"\x00\x00\x00")
+    for w, h in sizes:
+        out += b"\x21\xf9\x04\x00\x0a\x00\x00\x00"
+        out += b"\x2c" + struct.pack("<HHHH", 0, 0, w, h) + b"\x80" + b"\x00\x00\x00\xff\xff\xff"
+        out += b"\x02\x01\x2c\x00"
+    return bytes(out + b"\x3b")
+
+
 CASES = {
     # Declares 100000×100000 in a 60-byte file.
     "bomb-dimensions.png": png(100_000, 100_000, 8, 2, zlib.compress(b"\x00" * 4)),
@@ -33,6 +44,10 @@ CASES = {
     "bomb-zlib.png": png(16_000, 16_000, 1, 0, zlib.compress(b"\x00" * (16_000 * (16_000 // 8 + 1)), 9)),
     # 5,000 frames of 1×1.
     "bomb-frames.gif": gif_frames(5_000),
+    # A 1×1 first frame, then a 16000×16000 one (only the first frame used to be checked).
+    "bomb-later-frame.gif": gif_sizes((1, 1), [(1, 1), (16_000, 16_000)]),
+    # Tiny frames on a 9000×9000 canvas: coalescing would make each one 81 MP.
+    "bomb-canvas.gif": gif_sizes((9_000, 9_000), [(1, 1)] * 3),
     # Scripted formats under image names: ImageMagick must never interpret them.
     "svg-as.jpg": b'<?xml version="1.0"?><svg xmlns="http://www.w3.org/2000/svg" width="10" height="10">'
                   b'<image href="file:///etc/passwd" width="10" height="10"/></svg>',

@@ -1,0 +1,92 @@
+import Foundation
+import HalcyonCore
+@testable import HalcyonQueue
+import HalcyonTestSupport
+import Testing
+
+/// The embedded cluster trusts whoever reaches its socket, so only its own user may: the socket
+/// directory is private (0700, the server's user), checked at every start, and any HALCYON_HOME
+/// — spaces, long paths — works.
+@Suite(.enabled(if: TestEnvironment.available, "needs scripts/test (PostgreSQL binaries)"), .serialized)
+struct EmbeddedClusterTests {
+    var serverUID: uid_t { geteuid() == 0 ? (getpwnam("postgres")?.pointee.pw_uid ?? 0) : geteuid() }
+
+    func mode(_ path: String) -> (mode: mode_t, uid: uid_t, isDirectory: Bool)? {
+        var st = stat()
+        guard lstat(path, &st) == 0 else { return nil }
+        return (st.st_mode & 0o777, st.st_uid, st.st_mode & S_IFMT == S_IFDIR)
+    }
+
+    func home(long: Bool) throws -> URL {
+        var url = try TestEnvironment.temporaryDirectory("embedded").appendingPathComponent("with space")
+        if long { url = url.appendingPathComponent(String(repeating: "a-long-directory-name/", count: 5)) }
+        try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+        return url.appendingPathComponent("home")
+    }
+
+    @Test(arguments: [false, true])
+    func aClusterInAHomeWithASpaceIsPrivateToItsUser(long: Bool) async throws {
+        let cluster = EmbeddedCluster(home: try home(long: long))
+        try await cluster.started()
+        defer { try? cluster.stop(mode: "immediate") }
+        let c = try await PGConnection.connect(cluster.conninfo)
+        #expect(try await c.execute("SELECT 1 AS one").value(0, "one") == "1")
+        await c.close()
+
+        let socket = cluster.socketDirectory.path
+        #expect(socket.hasPrefix(cluster.home.path) == !long, "\(socket)")
+        let s = try #require(mode(socket))
+        #expect(s.isDirectory && s.mode == 0o700 && s.uid == serverUID, "socket directory \(socket): \(s)")
+        #expect(mode(cluster.home.appendingPathComponent("pg").path)?.mode == 0o700)
+        if long {
+            // Not the predictable /tmp/halcyon-<uid>-<hash> of old: a random name, recorded.
+            #expect(!socket.contains("halcyon-\(getuid())-"))
+            let recorded = try String(contentsOf: cluster.home.appendingPathComponent("pg/socket-dir"), encoding: .utf8)
+            #expect(recorded.trimmingCharacters(in: .whitespacesAndNewlines) == socket)
+        }
+        // Another local user cannot reach the socket (run as root only: it can switch users).
+        if geteuid() == 0, getpwnam("nobody") != nil {
+            let out = try TestEnvironment.temporaryDirectory("psql").appendingPathComponent("out").path
+            let psql = try EmbeddedCluster.binDirectory() + "/psql"
+            let conninfo = cluster.conninfo
+            let status = try await Blocking.run { try Subprocess.run("/usr/sbin/runuser", ["-u", "nobody", "--", psql, conninfo, "-c", "SELECT 1"], outputPath: out) }
+            let said = (try? String(contentsOfFile: out, encoding: .utf8)) ?? ""
+            #expect(status != 0 && said.contains("Permission denied"), "another user reached the cluster: exit \(status), \(said)")
+        }
+    }
+
+    /// A socket directory someone else made — a symlink, another user's — is refused at start,
+    /// not used; one of ours that is open to others is closed.
+    @Test func aSocketDirectoryThatIsNotPrivateIsRefusedOrClosed() async throws {
+        let cluster = EmbeddedCluster(home: try home(long: true))
+        try await cluster.started()
+        defer { try? cluster.stop(mode: "immediate") }
+        try await cluster.stopped()
+        let socket = cluster.socketDirectory.path
+
+        chmod(socket, 0o777)
+        try await cluster.started()
+        #expect(mode(socket)?.mode == 0o700)
+        try await cluster.stopped()
+
+        let elsewhere = try TestEnvironment.temporaryDirectory("attacker")
+        #expect(rmdir(socket) == 0)
+        #expect(symlink(elsewhere.path, socket) == 0)
+        #expect { try cluster.ensureRunning() } throws: { "\($0)".contains("not a directory") }
+        unlink(socket)
+
+        if geteuid() == 0, let nobody = getpwnam("nobody") {
+            #expect(mkdir(socket, 0o700) == 0)
+            #expect(chown(socket, nobody.pointee.pw_uid, nobody.pointee.pw_gid) == 0)
+            #expect { try cluster.ensureRunning() } throws: { "\($0)".contains("belongs to uid") }
+            rmdir(socket)
+        }
+        try await cluster.started()
+        #expect(mode(socket)?.mode == 0o700)
+    }
+
+    @Test func conninfoAndConfigurationQuoteAnyPath() {
+        #expect(EmbeddedCluster.quoteConninfo("/a b/it's\\x") == "'/a b/it\\'s\\\\x'")
+        #expect(EmbeddedCluster.socketDirectoriesSetting("/a b,c/it's \"q\"") == "'\"/a b,c/it''s \"\"q\"\"\"'")
+    }
+}

@@ -1,0 +1,50 @@
+import Foundation
+import HalcyonCore
+import HalcyonTestSupport
+import Testing
+
+/// Out-of-range values are errors that name what was wrong, never a trap: each of these used to
+/// crash the CLI (an Int conversion of 1e20, of 10¹⁹ ms) or make a worker busy-loop.
+@Suite(.enabled(if: TestEnvironment.available, "needs scripts/test (binary)"))
+struct CommandLineTests {
+    /// Runs halcyon with `arguments` against a database that does not exist (none of these may
+    /// get that far); returns the exit status and what it printed.
+    func run(_ arguments: [String]) async throws -> (status: Int32?, output: String) {
+        let p = try HalcyonProcess(arguments + ["--database-url", "host=/nonexistent-halcyon-socket-dir"], conninfo: nil)
+        return (await p.wait(timeout: 30), p.output)
+    }
+
+    @Test(arguments: [
+        (["work", "--lease", "1e16s"], "--lease"),
+        (["work", "--fetch-timeout", "10000000000000000s"], "--fetch-timeout"),
+        (["work", "--poll-interval", "0"], "--poll-interval"),
+        (["work", "--connect-timeout", "1e300s"], "--connect-timeout"),
+        (["work", "--grace", "-1s"], "--grace"),
+        (["work", "--max-download-size", "99999999TB"], "--max-download-size"),
+        (["work", "--max-pixels", "1e12"], "--max-pixels"),
+        (["work", "--statement-timeout", "0"], "--statement-timeout"),
+        (["work", "--fetch-retry-backoff", "sometimes"], "--fetch-retry-backoff"),
+        (["work", "--concurrency", "0"], "--concurrency"),
+        (["prune", "--older-than", "1e300s"], "--older-than"),
+        (["status", "--interval", "0"], "--interval"),
+        (["sweep", "--store-size-limit", "0"], "--store-size-limit"),
+        (["enqueue", "https://example.com/a.jpg", "--max-attempts", "99999999999"], "max_attempts"),
+    ] as [([String], String)])
+    func anOutOfRangeOptionIsAnErrorNamingIt(arguments: [String], option: String) async throws {
+        let (status, output) = try await run(arguments)
+        #expect(status == 64 || status == 1, "\(arguments): exit \(status.map(String.init) ?? "none"): \(output)")
+        #expect(output.contains(option), "\(arguments): \(output)")
+        #expect(!output.contains("Fatal error"), "\(arguments): \(output)")
+    }
+
+    @Test func aJSONLineWithAnOutOfRangeNumberIsRejectedByLine() async throws {
+        let file = try TestEnvironment.temporaryDirectory("cli").appendingPathComponent("jobs.jsonl")
+        for (line, message) in [(#"{"source":"https://x/a.jpg","priority":1e20}"#, #"line 2: "priority" must be an integer from -32768 to 32767"#),
+                                (#"{"source":"https://x/a.jpg","max_attempts":1e300}"#, #"line 2: "max_attempts" must be an integer from 1 to"#)] {
+            try (#"{"source":"https://x/ok.jpg"}"# + "\n" + line + "\n").write(to: file, atomically: true, encoding: .utf8)
+            let (status, output) = try await run(["enqueue", "--file", file.path])
+            #expect(status == 1, "exit \(status.map(String.init) ?? "none"): \(output)")
+            #expect(output.contains(message), "\(output)")
+        }
+    }
+}

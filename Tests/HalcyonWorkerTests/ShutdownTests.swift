@@ -1,0 +1,119 @@
+import Foundation
+import HalcyonCore
+import HalcyonImage
+import HalcyonQueue
+import HalcyonTestSupport
+import Testing
+
+/// A worker told to stop stops: after the grace period nothing new starts, waits end, and a
+/// second signal is not held up by a database that stopped answering.
+@Suite(.enabled(if: TestEnvironment.available, "needs scripts/test (PostgreSQL, origin, binary)"))
+struct ShutdownTests {
+    func count(_ db: TestDatabase, _ whereClause: String) async throws -> Int {
+        Int(try await db.query("SELECT count(*) AS n FROM halcyon.jobs WHERE \(whereClause)").value(0, "n") ?? "") ?? -1
+    }
+
+    /// 40 blur jobs, each on its own 1080p URL, one worker with two slots, SIGTERM once the
+    /// first runs, 2 s of grace. Jobs waiting for a processing slot used to decode and blur
+    /// after they had been released, keeping the worker alive for minutes; now they leave the
+    /// line when released. What may still run after the release is the one ImageMagick call in
+    /// flight per slot, so: every decode the worker made belongs to a job that finished or to
+    /// one of the two slots, and the worker exits soon after.
+    @Test func afterTheGracePeriodNothingStartsAndTheWorkerExits() async throws {
+        _ = try Origin.publish("shutdown-1080p.jpg", try SampleImages.photo(width: 1920, height: 1080, seed: 31))
+        let db = try await TestDatabase.create()
+        for i in 0..<40 {
+            _ = try await db.query("SELECT halcyon.enqueue($1, processors => 'blur(3) |> resize(640x640) |> format(jpeg)')",
+                                   ["\(TestEnvironment.origin)/files/shutdown-1080p.jpg?t=\(db.name)&i=\(i)"])
+        }
+        let metrics = try TestEnvironment.temporaryDirectory("metrics").appendingPathComponent("worker.prom")
+        let w = try HalcyonProcess(["work", "--store", try TestEnvironment.temporaryDirectory("store").path, "--allow-network", "127.0.0.1/32",
+                                    "--concurrency", "2", "--grace", "2s", "--metrics-file", metrics.path, "--log-level", "info"],
+                                   conninfo: db.conninfo)
+        #expect(try await waitUntil(60) { try await count(db, "state = 'running'") > 0 })
+        w.signal(SIGTERM)
+        let signalled = ContinuousClock.now
+        let status = await w.wait(timeout: 120)
+        let took = ContinuousClock.now - signalled
+        #expect(status == 0, "\(w.output.suffix(1500))")
+        #expect(try await count(db, "state = 'running'") == 0)
+        // Released jobs spent no attempt; every job either succeeded or is queued untouched.
+        #expect(try await count(db, "state = 'queued' AND (attempt <> 0 OR errors <> '[]')") == 0)
+        let succeeded = try await count(db, "state = 'succeeded'")
+        #expect(succeeded + (try await count(db, "state = 'queued'")) == 40)
+        let text = try String(contentsOf: metrics, encoding: .utf8)
+        let decodes = text.split(separator: "\n").first { $0.hasPrefix("halcyon_decodes_total ") }.flatMap { Double($0.split(separator: " ")[1]) }
+        // Before, every claimed job (10) decoded; now at most those that finished, the two in
+        // the slots at the release and two whose processing ended just before it.
+        #expect(decodes != nil && Int(decodes!) <= succeeded + 4, "\(decodes ?? -1) decodes for \(succeeded) finished jobs and 2 slots")
+        // Idle, this is the grace and a fraction of a second; the bound leaves room for a
+        // loaded machine, where the blur in flight alone has taken 20 s.
+        #expect(took < .seconds(45), "exited \(took) after SIGTERM with a 2 s grace: \(w.output.suffix(3000))")
+        print("shutdown: exited \(took) after SIGTERM; \(succeeded) of 40 finished, \(Int(decodes ?? -1)) decoded, the rest released")
+    }
+
+    /// A job sleeping between download retries (here: an hour apart) used to hold its place
+    /// until the sleep ended; `halcyon cancel` now ends the sleep, and the worker can stop at once.
+    @Test func aCancelledJobStopsWaitingForItsNextRetry() async throws {
+        let db = try await TestDatabase.create()
+        let id = try await db.query("""
+            SELECT halcyon.enqueue($1, options => '{"retry": {"max": 20, "interval": "1h", "backoff": "fixed"}}') AS id
+            """, ["\(TestEnvironment.origin)/status/503?shutdown-\(db.name)"]).value(0, "id")!
+        let w = try HalcyonProcess(["work", "--store", try TestEnvironment.temporaryDirectory("store").path, "--allow-network", "127.0.0.1/32",
+                                    "--lease", "3s", "--max-retry-wait", "2h", "--grace", "60s", "--log-level", "info"], conninfo: db.conninfo)
+        #expect(try await waitUntil(60) { try await count(db, "state = 'running'") == 1 })
+        try await Task.sleep(for: .milliseconds(500))
+        try await db.query("SELECT halcyon.enqueue('https://example.invalid/unused.jpg', run_at => now() + interval '1 day')")
+        let cancel = try HalcyonProcess(["cancel", id], conninfo: db.conninfo)
+        #expect(await cancel.wait(timeout: 30) == 0, "\(cancel.output)")
+        // The heartbeat (every lease/3) notices; the retry's sleep ends; nothing is in flight.
+        #expect(try await waitUntil(20) { w.output.contains("job no longer held") })
+        try await Task.sleep(for: .milliseconds(300))
+        w.signal(SIGTERM)
+        let signalled = ContinuousClock.now
+        #expect(await w.wait(timeout: 90) == 0, "\(w.output.suffix(1500))")
+        let took = ContinuousClock.now - signalled
+        #expect(took < .seconds(10), "the worker waited \(took) (its 60 s grace) for a cancelled job's retry sleep")
+        #expect(try await count(db, "state = 'cancelled'") == 1)
+    }
+
+    /// The network stops carrying packets to the database without closing anything (a
+    /// half-open connection). Every statement has a deadline, so the worker notices, keeps
+    /// trying while it should, and two SIGTERMs stop it — it used to hang in libpq for good.
+    @Test func aHalfOpenDatabaseConnectionCannotHoldTheWorker() async throws {
+        let db = try await TestDatabase.create()
+        _ = try Origin.publish("shutdown-small.jpg", try SampleImages.photo(width: 320, height: 240, seed: 32))
+        for i in 0..<20 {
+            _ = try await db.query("SELECT halcyon.enqueue($1, processors => 'resize(50x50) |> format(png)', cache_key => $2)",
+                                   ["\(TestEnvironment.origin)/slowfile/1/shutdown-small.jpg?i=\(i)", "halfopen-\(i)"])
+        }
+        // The test cluster listens on a Unix socket: the proxy puts TCP (and a freezable
+        // network) in between.
+        let socketDirectory = try #require(TestEnvironment.adminConninfo.split(separator: " ").first { $0.hasPrefix("host=") }).dropFirst(5)
+        let dir = try TestEnvironment.temporaryDirectory("proxy")
+        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("Fixtures/freeze_proxy.py").path
+        let proxy = try Subprocess.spawn("/usr/bin/env", ["python3", script, "\(socketDirectory)/.s.PGSQL.5432", dir.appendingPathComponent("port").path],
+                                         outputPath: dir.appendingPathComponent("proxy.log").path)
+        defer { kill(proxy, SIGKILL); _ = Subprocess.status(of: proxy, block: true) }
+        #expect(try await waitUntil(60) { FileManager.default.fileExists(atPath: dir.appendingPathComponent("port").path) })
+        let port = try String(contentsOf: dir.appendingPathComponent("port"), encoding: .utf8)
+        let viaProxy = "host=127.0.0.1 port=\(port) user=postgres dbname=\(db.name) sslmode=disable"
+        let w = try HalcyonProcess(["work", "--store", try TestEnvironment.temporaryDirectory("store").path, "--allow-network", "127.0.0.1/32",
+                                    "--lease", "4s", "--statement-timeout", "2s", "--grace", "2s", "--log-level", "info"], conninfo: viaProxy)
+        #expect(try await waitUntil(60) { try await count(db, "state = 'running'") > 0 })
+        kill(proxy, SIGUSR1)  // the network goes silent
+        try await Task.sleep(for: .seconds(3))
+        #expect(w.isRunning)
+        w.signal(SIGTERM)
+        try await Task.sleep(for: .seconds(1))
+        w.signal(SIGTERM)
+        let second = ContinuousClock.now
+        let status = await w.wait(timeout: 60)
+        #expect(status == 0, "the worker did not stop: \(w.output.suffix(2000))")
+        let took = ContinuousClock.now - second
+        #expect(took < .seconds(20), "stopped \(took) after the second SIGTERM")
+        #expect(w.output.contains("timed out"), "\(w.output.suffix(1500))")
+        print("half-open database: stopped \(took) after the second SIGTERM")
+    }
+}
