@@ -473,19 +473,22 @@ public final class Worker: Sendable {
         guard !left.isEmpty else { return }
         left.forEach { $0.cancel.cancel() }
         let claims = left.map(\.claim)
-        let released: Int
+        var released = 0
         do {
             // Retried through an outage until a second stop request, and then bounded in time.
-            released = try await recordOrGiveUp("release", logger) {
-                try await queue.release(claims, workerID: self.configuration.workerID)
-            } ?? 0
+            if let n = try await recordOrGiveUp("release", logger, { try await queue.release(claims, workerID: self.configuration.workerID) }) {
+                released = n
+                if n < claims.count {
+                    // Their outcome was being written as the grace ended, or they were cancelled
+                    // or rescued meanwhile: either way no longer ours to release.
+                    logger.info("some jobs were no longer ours to release (finished, cancelled or rescued meanwhile)",
+                                metadata: ["not_released": "\(claims.count - n)"])
+                }
+            } else {
+                logger.warning("the database did not answer; the unfinished jobs' leases will lapse", metadata: ["jobs": "\(claims.count)"])
+            }
         } catch {
             logger.error("the database refused to release the unfinished jobs; their leases will lapse", metadata: ["error": "\(error)"])
-            released = 0
-        }
-        if released < claims.count {
-            logger.warning("some unfinished jobs were not released (no longer ours, or the database did not answer); their leases will lapse",
-                           metadata: ["not_released": "\(claims.count - released)"])
         }
         state.withLock { $0.summary.released += released }
         metrics.count("released", jobs: released)

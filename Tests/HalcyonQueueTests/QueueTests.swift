@@ -316,7 +316,7 @@ struct ClaimTests {
         await #expect {
             try await c.execute("SELECT pg_sleep(30), 'halcyon-deadline-test'")
         } throws: { ($0 as? DatabaseError).map { $0.sqlState == DatabaseError.timedOutState && $0.isTransient } ?? false }
-        #expect(ContinuousClock.now - started < .seconds(5))
+        #expect(ContinuousClock.now - started < .seconds(20))  // of the 30 s sleep; a loaded test process wakes late
         #expect(try await c.execute("SELECT 1 AS one").value(0, "one") == "1")
         // The server stopped the sleep too (the cancel request, or the dropped connection).
         let stopped = try await waitUntil(10) {

@@ -49,7 +49,7 @@ struct RuntimeTests {
         _ = try WorkerTests.published()
         let db = try await TestDatabase.create()
         let n = 300
-        _ = try await helper.enqueue(db, (0..<n).map { helper.job("\(TestEnvironment.origin)/slowfile/0.02/tiny.png?t=\(db.name)&j=\($0)") })
+        _ = try await helper.enqueue(db, (0..<n).map { helper.job("\(TestEnvironment.origin)/slowfile/0.2/tiny.png?t=\(db.name)&j=\($0)") })
         let store = try TestEnvironment.temporaryDirectory("store")
         let w = try helper.worker(db, store: store, ["--drain", "--concurrency", "2"])
         var kills = 0
