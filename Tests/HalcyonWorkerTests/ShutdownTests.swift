@@ -46,9 +46,11 @@ struct ShutdownTests {
         // Before, every claimed job (10) decoded; now at most those that finished, the two in
         // the slots at the release and two whose processing ended just before it.
         #expect(decodes != nil && Int(decodes!) <= succeeded + 4, "\(decodes ?? -1) decodes for \(succeeded) finished jobs and 2 slots")
-        // Idle, this is the grace and a fraction of a second; the bound leaves room for a
-        // loaded machine, where the blur in flight alone has taken 20 s.
-        #expect(took < .seconds(45), "exited \(took) after SIGTERM with a 2 s grace: \(w.output.suffix(3000))")
+        // Idle, this is the grace and a second or two. Under the whole suite's load it has
+        // taken up to 51 s (a blur in flight alone has taken 20 s; the rest is not yet
+        // explained — not the database, whose log shows no slow statement): the bound only
+        // catches a worker that keeps working through its queue, which took minutes.
+        #expect(took < .seconds(90), "exited \(took) after SIGTERM with a 2 s grace: \(w.output.suffix(3000))")
         print("shutdown: exited \(took) after SIGTERM; \(succeeded) of 40 finished, \(Int(decodes ?? -1)) decoded, the rest released")
     }
 
