@@ -45,22 +45,46 @@ let package = Package(
         .target(name: "HalcyonWorker", dependencies: [
             "HalcyonCore", "HalcyonQueue", "HalcyonFetch", "HalcyonImage", "HalcyonStore",
         ]),
+
+        // Not what a worker runs: the embedded PostgreSQL cluster (the CLI's default database,
+        // and the demo's, the bench's and the tests'), sample images, the CLI's shared options,
+        // and the bench and demo commands.
+        .target(name: "HalcyonEmbedded", dependencies: ["HalcyonCore", "HalcyonQueue"]),
+        .target(name: "HalcyonSamples", dependencies: ["HalcyonCore", "HalcyonImage", "CMagickWand"], swiftSettings: magickIncludes),
+        .target(name: "HalcyonCLI", dependencies: [
+            "HalcyonCore", "HalcyonQueue", "HalcyonFetch", "HalcyonEmbedded",
+            .product(name: "ArgumentParser", package: "swift-argument-parser"),
+        ]),
+        .target(name: "HalcyonBench", dependencies: [
+            "HalcyonCLI", "HalcyonCore", "HalcyonQueue", "HalcyonImage", "HalcyonStore", "HalcyonEmbedded", "HalcyonSamples", "CMagickWand",
+            .product(name: "ArgumentParser", package: "swift-argument-parser"),
+        ], swiftSettings: magickIncludes),
+        .target(name: "HalcyonDemo", dependencies: [
+            "HalcyonCLI", "HalcyonCore", "HalcyonQueue", "HalcyonFetch", "HalcyonImage", "HalcyonStore", "HalcyonWorker", "HalcyonEmbedded", "HalcyonSamples",
+            .product(name: "ArgumentParser", package: "swift-argument-parser"),
+        ]),
         .executableTarget(name: "halcyon", dependencies: [
             "HalcyonCore", "HalcyonQueue", "HalcyonFetch", "HalcyonImage", "HalcyonStore", "HalcyonWorker",
+            "HalcyonCLI", "HalcyonEmbedded", "HalcyonBench", "HalcyonDemo",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
         ]),
 
         // Helpers for the integration tests: throwaway databases, the origin, worker processes.
-        .target(name: "HalcyonTestSupport", dependencies: ["HalcyonCore", "HalcyonQueue", "HalcyonFetch"],
+        .target(name: "HalcyonTestSupport", dependencies: ["HalcyonCore", "HalcyonQueue", "HalcyonFetch", "HalcyonEmbedded", "HalcyonSamples"],
                 path: "Tests/HalcyonTestSupport"),
 
         .testTarget(name: "HalcyonCoreTests", dependencies: ["HalcyonCore"]),
-        .testTarget(name: "HalcyonImageTests", dependencies: ["HalcyonImage", "HalcyonCore", "HalcyonTestSupport"]),
+        .testTarget(name: "HalcyonImageTests", dependencies: ["HalcyonImage", "HalcyonCore", "HalcyonSamples", "HalcyonBench", "HalcyonTestSupport"]),
         .testTarget(name: "HalcyonStoreTests", dependencies: ["HalcyonStore", "HalcyonCore"]),
-        .testTarget(name: "HalcyonFetchTests", dependencies: ["HalcyonFetch", "HalcyonCore", "HalcyonTestSupport", "HalcyonImage", "HalcyonStore"]),
+        .testTarget(name: "HalcyonFetchTests", dependencies: [
+            "HalcyonFetch", "HalcyonCore", "HalcyonTestSupport", "HalcyonImage", "HalcyonSamples", "HalcyonStore",
+        ]),
         .testTarget(name: "HalcyonQueueTests", dependencies: ["HalcyonQueue", "HalcyonCore", "HalcyonTestSupport"]),
+        .testTarget(name: "HalcyonEmbeddedTests", dependencies: ["HalcyonEmbedded", "HalcyonQueue", "HalcyonCore", "HalcyonTestSupport"]),
+        .testTarget(name: "HalcyonBenchTests", dependencies: ["HalcyonBench", "HalcyonImage", "HalcyonCore", "HalcyonSamples", "HalcyonTestSupport"]),
         .testTarget(name: "HalcyonWorkerTests", dependencies: [
-            "HalcyonWorker", "HalcyonQueue", "HalcyonCore", "HalcyonImage", "HalcyonStore", "HalcyonTestSupport",
+            "HalcyonWorker", "HalcyonQueue", "HalcyonCore", "HalcyonImage", "HalcyonStore", "HalcyonEmbedded", "HalcyonSamples",
+            "HalcyonTestSupport",
         ]),
     ],
     swiftLanguageModes: [.v6]

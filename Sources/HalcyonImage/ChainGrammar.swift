@@ -199,7 +199,7 @@ struct Lexer {
 
 /// Numbers in identifiers: integers without a fraction, others with at most 4 decimals and no
 /// trailing zeros, so `0.50`, `.5` and `0.5000` all read `0.5`.
-func formatNumber(_ n: Double) -> String {
+package func formatNumber(_ n: Double) -> String {
     if n == n.rounded(), abs(n) < 1e12 { return String(Int64(n)) }
     var s = String(format: "%.4f", n)
     while s.hasSuffix("0") { s.removeLast() }

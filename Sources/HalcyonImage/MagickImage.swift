@@ -5,7 +5,7 @@ import HalcyonCore
 /// One image in one MagickWand. Not thread-safe: a wand belongs to the one Dispatch thread
 /// running its job's chain, from read to encode.
 public final class MagickImage {
-    let wand: OpaquePointer
+    package let wand: OpaquePointer
     /// The encoding `encode()` uses; defaults to the source format.
     public var outputFormat: ImageFormat
     /// JPEG/WebP quality, 1–100.
@@ -14,7 +14,7 @@ public final class MagickImage {
     /// resize) stop at their next check; an ImageMagick call runs to its end.
     var cancellation: CancellationFlag?
 
-    static var genesisToken: Void { genesis }
+    package static var genesisToken: Void { genesis }
 
     /// The directory whose `policy.xml` ImageMagick loaded (Halcyon's hardened policy), or nil
     /// when it was not found and only the system policy applies.
@@ -34,7 +34,7 @@ public final class MagickImage {
         _ = MagickSetResourceLimit(ThreadResource, 1)
     }()
 
-    init(wand: OpaquePointer, format: ImageFormat) {
+    package init(wand: OpaquePointer, format: ImageFormat) {
         self.wand = wand
         self.outputFormat = format
     }
@@ -144,7 +144,7 @@ public final class MagickImage {
     func transform(to space: ColorspaceType) -> Bool { MagickTransformImageColorspace(wand, space) == MagickTrue }
 
     /// Appends `frame`'s images as new frames.
-    func append(_ frame: MagickImage) { MagickAddImage(wand, frame.wand) }
+    package func append(_ frame: MagickImage) { MagickAddImage(wand, frame.wand) }
 
     /// Number of frames (1 for still images).
     public var frameCount: Int { Int(MagickGetNumberImages(wand)) }
@@ -344,6 +344,16 @@ public final class MagickImage {
 
     /// Composites the image onto `background` (or transparency) with a blend mode and an
     /// overall opacity.
+    /// Flattens the image onto an opaque `background`.
+    package func flatten(onto background: Color) throws(HalcyonError) {
+        try blend(OverCompositeOp, alpha: 1, background: background)
+    }
+
+    /// Resamples to exactly `width`×`height` with Halcyon's resampler.
+    package func scale(width: Int, height: Int) throws(HalcyonError) {
+        try resize(width: width, height: height)
+    }
+
     func blend(_ op: CompositeOperator, alpha: Double, background: Color?) throws(HalcyonError) {
         try forEachFrame("blend") {
             let w = MagickGetImageWidth(wand), h = MagickGetImageHeight(wand)
@@ -363,7 +373,7 @@ public final class MagickImage {
     }
 
     /// Keeps only the first frame (for outputs that cannot animate).
-    func keepFirstFrame() {
+    package func keepFirstFrame() {
         while MagickGetNumberImages(wand) > 1 {
             MagickSetLastIterator(wand)
             MagickRemoveImage(wand)
@@ -373,7 +383,7 @@ public final class MagickImage {
 
     static func pixel(_ color: Color) -> OpaquePointer { pixel(named: color.magick) }
 
-    static func pixel(named spec: String) -> OpaquePointer {
+    package static func pixel(named spec: String) -> OpaquePointer {
         let p = NewPixelWand()!
         PixelSetColor(p, spec)
         return p
@@ -423,7 +433,7 @@ public final class MagickImage {
 
     /// ImageMagick's own message for the wand's last exception. `resourceLimit` is the code
     /// for a resource limit reached (memory, map, disk: by default the process's shared pool).
-    static func error(_ wand: OpaquePointer, _ code: ErrorCode, _ what: String, resourceLimit: ErrorCode = .resourcesExhausted) -> HalcyonError {
+    package static func error(_ wand: OpaquePointer, _ code: ErrorCode, _ what: String, resourceLimit: ErrorCode = .resourcesExhausted) -> HalcyonError {
         var severity = UndefinedException
         var message = ""
         if let m = MagickGetException(wand, &severity) {

@@ -126,7 +126,7 @@ public final class Worker: Sendable {
         logger.info("worker stopped", metadata: [
             "succeeded": "\(summary.succeeded)", "failed": "\(summary.failed)", "retried": "\(summary.retried)",
             "released": "\(summary.released)", "rescued": "\(summary.rescued)",
-            "peak_rss_mb": "\((Subprocess.peakRSS(of: getpid()) ?? 0) / 1_000_000)",
+            "peak_rss_mb": "\((ProcessMemory.peakRSS(of: getpid()) ?? 0) / 1_000_000)",
         ])
         return summary
     }

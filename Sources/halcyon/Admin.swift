@@ -1,7 +1,9 @@
 import ArgumentParser
+import HalcyonCLI
 import Foundation
 import HalcyonCore
 import HalcyonQueue
+import HalcyonEmbedded
 
 struct Retry: AsyncParsableCommand {
     static let configuration = CommandConfiguration(abstract: "Requeue failed or cancelled jobs with a fresh attempt budget.")

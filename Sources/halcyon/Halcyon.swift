@@ -1,6 +1,10 @@
 import ArgumentParser
+import HalcyonCLI
 import Foundation
+import HalcyonBench
+import HalcyonCLI
 import HalcyonCore
+import HalcyonDemo
 import Logging
 
 @main
@@ -21,33 +25,4 @@ struct Halcyon: AsyncParsableCommand {
             Retry.self, Cancel.self, Prune.self, Sweep.self, Verify.self, Validate.self, Demo.self, Bench.self, Embedded.self,
         ]
     )
-}
-
-/// Options every command shares: logging.
-struct LoggingOptions: ParsableArguments {
-    @Option(help: "Log level: trace, debug, info, notice, warning, error, critical.")
-    var logLevel: String = ProcessInfo.processInfo.environment["HALCYON_LOG_LEVEL"] ?? "info"
-
-    @Option(help: "Log format: text or json.")
-    var logFormat: String = ProcessInfo.processInfo.environment["HALCYON_LOG_FORMAT"] ?? "text"
-
-    func validate() throws {
-        guard Logger.Level(rawValue: logLevel) != nil else { throw ValidationError("unknown --log-level '\(logLevel)'") }
-        guard LogFormat(rawValue: logFormat) != nil else { throw ValidationError("--log-format must be text or json") }
-    }
-
-    func makeLogger(_ label: String = "halcyon") -> Logger {
-        HalcyonLogHandler.bootstrap(format: LogFormat(rawValue: logFormat) ?? .text, level: Logger.Level(rawValue: logLevel) ?? .info)
-        return Logger(label: label)
-    }
-}
-
-/// Prints to standard error and exits non-zero.
-struct CommandFailure: Error, CustomStringConvertible {
-    var description: String
-    init(_ description: String) { self.description = description }
-}
-
-func printError(_ text: String) {
-    writeToStandardError(text + "\n")
 }

@@ -1,4 +1,5 @@
 import ArgumentParser
+import HalcyonCLI
 import HalcyonQueue
 
 struct Migrate: AsyncParsableCommand {

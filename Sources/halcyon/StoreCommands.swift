@@ -1,4 +1,5 @@
 import ArgumentParser
+import HalcyonCLI
 import Foundation
 import HalcyonCore
 import HalcyonQueue

@@ -1,4 +1,5 @@
 import ArgumentParser
+import HalcyonCLI
 import Dispatch
 import Foundation
 import HalcyonCore

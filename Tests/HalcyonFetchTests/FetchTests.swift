@@ -4,6 +4,7 @@ import HalcyonFetch
 import HalcyonImage
 import HalcyonTestSupport
 import Testing
+import HalcyonSamples
 
 @Suite struct SourceTests {
     @Test func parsesEachKind() throws {

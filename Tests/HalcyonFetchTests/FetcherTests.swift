@@ -4,6 +4,7 @@ import HalcyonFetch
 import HalcyonImage
 import HalcyonTestSupport
 import Testing
+import HalcyonSamples
 
 /// Retries, fallbacks, coalescing and the SSRF guard against the real test origin.
 @Suite(.enabled(if: TestEnvironment.available, "needs scripts/test (origin)"))

@@ -5,6 +5,7 @@ import HalcyonImage
 import HalcyonStore
 import HalcyonTestSupport
 import Testing
+import HalcyonSamples
 
 /// The originals cache: fresh → no request; expired → conditional request; 304 → reuse.
 @Suite(.enabled(if: TestEnvironment.available, "needs scripts/test (origin)"))

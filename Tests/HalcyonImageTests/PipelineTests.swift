@@ -3,6 +3,7 @@ import HalcyonCore
 import HalcyonImage
 import HalcyonTestSupport
 import Testing
+import HalcyonSamples
 
 @Suite(.cpuHeavy) struct PipelineTests {
     static let photo: Data = try! SampleImages.photo(width: 640, height: 360, seed: 7)

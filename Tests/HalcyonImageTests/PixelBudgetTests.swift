@@ -4,6 +4,8 @@ import HalcyonCore
 @testable import HalcyonImage
 import HalcyonTestSupport
 import Testing
+import HalcyonSamples
+import HalcyonBench
 
 /// The pixel budget: no image a job holds — the decoded source, its frames, any step's output —
 /// may exceed it, and each is checked before it is allocated.

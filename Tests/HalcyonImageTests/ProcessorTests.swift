@@ -4,6 +4,7 @@ import HalcyonCore
 @testable import HalcyonImage
 import HalcyonTestSupport
 import Testing
+import HalcyonSamples
 
 /// Images built pixel by pixel, and reading pixels back.
 enum Fixture {

@@ -4,6 +4,8 @@ import HalcyonCore
 @testable import HalcyonImage
 import HalcyonTestSupport
 import Testing
+import HalcyonSamples
+import HalcyonBench
 
 /// The resampler against ImageMagick's own Lanczos, and its window and alpha rules.
 @Suite(.cpuHeavy) struct ResamplerTests {

@@ -1,6 +1,7 @@
 import HalcyonQueue
 import HalcyonCore
 import Testing
+import HalcyonEmbedded
 
 /// Tests that keep a core busy inside the test process (decoding and resampling in a debug
 /// build) take turns. Swift Testing runs everything in parallel on a cooperative pool with one

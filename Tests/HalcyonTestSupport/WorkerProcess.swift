@@ -1,6 +1,7 @@
 import Foundation
 import HalcyonCore
 import Synchronization
+import HalcyonEmbedded
 
 /// A `halcyon` subprocess (a worker, migrate, …) with its output captured to a file.
 public final class HalcyonProcess: Sendable {

@@ -5,6 +5,8 @@ import HalcyonQueue
 import HalcyonStore
 import HalcyonTestSupport
 import Testing
+import HalcyonSamples
+import HalcyonEmbedded
 
 /// Faults while real workers drain real jobs: SIGKILLed workers, a second SIGTERM, a store
 /// that refuses writes, two hosts on one store. Afterwards nothing is lost, stuck or corrupt.

@@ -4,6 +4,7 @@ import HalcyonImage
 import HalcyonQueue
 import HalcyonTestSupport
 import Testing
+import HalcyonSamples
 
 /// The database says no, or is slow for some rows: only those jobs are affected, the worker
 /// neither retries a refusal forever nor lets one locked row hold back every lease.

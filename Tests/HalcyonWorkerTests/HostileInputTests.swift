@@ -4,6 +4,8 @@ import HalcyonImage
 import HalcyonQueue
 import HalcyonTestSupport
 import Testing
+import HalcyonSamples
+import HalcyonEmbedded
 
 /// The hostile corpus, end to end through one real worker: every case fails with its own code
 /// (or succeeds harmlessly), the worker never crashes, and its peak RSS stays bounded.

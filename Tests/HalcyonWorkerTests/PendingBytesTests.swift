@@ -4,6 +4,7 @@ import HalcyonImage
 import HalcyonQueue
 import HalcyonTestSupport
 import Testing
+import HalcyonSamples
 
 /// Downloaded sources waiting for a processing slot are bounded in bytes, so a worker that
 /// claimed many jobs does not hold every body in memory at once.

@@ -4,6 +4,8 @@ import HalcyonImage
 import HalcyonQueue
 import HalcyonTestSupport
 import Testing
+import HalcyonSamples
+import HalcyonEmbedded
 
 /// A worker told to stop stops: after the grace period nothing new starts, waits end, and a
 /// second signal is not held up by a database that stopped answering.

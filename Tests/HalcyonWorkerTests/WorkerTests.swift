@@ -5,6 +5,7 @@ import HalcyonQueue
 import HalcyonStore
 import HalcyonTestSupport
 import Testing
+import HalcyonSamples
 
 /// End-to-end: real `halcyon work` processes against a real database and origin.
 @Suite(.enabled(if: TestEnvironment.available, "needs scripts/test (PostgreSQL, origin, binary)"))

@@ -1,6 +1,7 @@
 internal import CMagickWand
 import Foundation
 import HalcyonCore
+import HalcyonImage
 
 /// A horizontal bar chart drawn with MagickWand (`halcyon bench` writes one beside its JSON):
 /// groups of bars, each with a median and a min–max whisker, labelled with its value.

@@ -2,7 +2,7 @@ import ArgumentParser
 import HalcyonCore
 
 /// A unit a command-line value is written in: how to read it and how to write it back.
-protocol ArgumentUnit {
+package protocol ArgumentUnit {
     associatedtype Value: Comparable & Sendable
     static func parse(_ text: String) -> Value?
     static func format(_ value: Value) -> String
@@ -11,23 +11,23 @@ protocol ArgumentUnit {
 /// A value with a unit on the command line, parsed by ArgumentParser itself (so a malformed
 /// value gets its own error naming the option); ranges are checked in `validate()` with
 /// `check(_:_:)`, which names the option and the range.
-struct UnitArgument<Unit: ArgumentUnit>: ExpressibleByArgument, CustomStringConvertible, Sendable {
-    let value: Unit.Value
-    let description: String
+package struct UnitArgument<Unit: ArgumentUnit>: ExpressibleByArgument, CustomStringConvertible, Sendable {
+    package let value: Unit.Value
+    package let description: String
 
-    init?(argument: String) {
+    package init?(argument: String) {
         guard let v = Unit.parse(argument) else { return nil }
         value = v
         description = argument
     }
 
     /// A default written in the source (known to parse).
-    init(_ text: String) { self.init(argument: text)! }
+    package init(_ text: String) { self.init(argument: text)! }
 
-    var defaultValueDescription: String { description }
+    package var defaultValueDescription: String { description }
 
     /// Throws, naming `option`, unless `range` holds the value.
-    func check(_ option: String, _ range: ClosedRange<Unit.Value>) throws {
+    package func check(_ option: String, _ range: ClosedRange<Unit.Value>) throws {
         guard range.contains(value) else {
             throw ValidationError("\(option) must be from \(Unit.format(range.lowerBound)) to \(Unit.format(range.upperBound)); got \(description)")
         }
@@ -35,37 +35,37 @@ struct UnitArgument<Unit: ArgumentUnit>: ExpressibleByArgument, CustomStringConv
 }
 
 /// Durations — `250ms`, `30s`, `10m`, `12h`, `7d` (a bare number is seconds).
-enum Seconds: ArgumentUnit {
-    static func parse(_ text: String) -> Double? { TimeSpan.parse(text) }
-    static func format(_ value: Double) -> String { TimeSpan.format(value) }
+package enum Seconds: ArgumentUnit {
+    package static func parse(_ text: String) -> Double? { TimeSpan.parse(text) }
+    package static func format(_ value: Double) -> String { TimeSpan.format(value) }
 }
 
 /// Byte sizes — `512`, `64KiB`, `50MiB`, `2GiB` (KB/MB/GB are powers of 1000).
-enum Bytes: ArgumentUnit {
-    static func parse(_ text: String) -> Int? { ByteSize.parse(text) }
-    static func format(_ value: Int) -> String { ByteSize.format(Int64(value)) }
+package enum Bytes: ArgumentUnit {
+    package static func parse(_ text: String) -> Int? { ByteSize.parse(text) }
+    package static func format(_ value: Int) -> String { ByteSize.format(Int64(value)) }
 }
 
 /// Pixel counts — `25000000`, `25MP` (megapixels), `500KP`.
-enum Pixels: ArgumentUnit {
-    static func parse(_ text: String) -> Int? {
+package enum Pixels: ArgumentUnit {
+    package static func parse(_ text: String) -> Int? {
         let lower = text.lowercased().trimmingCharacters(in: .whitespaces)
         let (number, scale): (Substring, Double) = lower.hasSuffix("mp") ? (lower.dropLast(2), 1e6)
             : lower.hasSuffix("kp") ? (lower.dropLast(2), 1e3) : (Substring(lower), 1)
         guard let n = Double(number), n.isFinite, n >= 0, n * scale < 1e15 else { return nil }
         return Int(n * scale)
     }
-    static func format(_ value: Int) -> String {
+    package static func format(_ value: Int) -> String {
         value >= 1_000_000 && value % 1_000_000 == 0 ? "\(value / 1_000_000)MP" : "\(value) pixels"
     }
 }
 
-typealias TimeSpanArgument = UnitArgument<Seconds>
-typealias ByteSizeArgument = UnitArgument<Bytes>
-typealias PixelCountArgument = UnitArgument<Pixels>
+package typealias TimeSpanArgument = UnitArgument<Seconds>
+package typealias ByteSizeArgument = UnitArgument<Bytes>
+package typealias PixelCountArgument = UnitArgument<Pixels>
 
-extension UnitArgument where Unit == Seconds { var seconds: Double { value } }
-extension UnitArgument where Unit == Bytes { var bytes: Int { value } }
-extension UnitArgument where Unit == Pixels { var pixels: Int { value } }
+extension UnitArgument where Unit == Seconds { package var seconds: Double { value } }
+extension UnitArgument where Unit == Bytes { package var bytes: Int { value } }
+extension UnitArgument where Unit == Pixels { package var pixels: Int { value } }
 
 extension RetryOptions.Backoff: ExpressibleByArgument {}

@@ -7,13 +7,13 @@ import HalcyonQueue
 /// otherwise a plain line is printed every 10 s (and once at the end), so logs stay readable.
 /// It counts every worker's work (it reads the queue, not this process), which is what an
 /// operator draining a queue wants to see.
-final class ProgressReporter: Sendable {
+package final class ProgressReporter: Sendable {
     private let task: Task<Void, Never>
     private let done = CancellationFlag()
 
     /// `label`: what is counted (e.g. "jobs"). `expected`: the total when known (the demo and the
     /// bench know what they enqueued); otherwise done + runnable + running.
-    init(conninfo: String, label: String = "jobs", expected: Int? = nil, since: Date = Date()) {
+    package init(conninfo: String, label: String = "jobs", expected: Int? = nil, since: Date = Date()) {
         let tty = isatty(STDERR_FILENO) == 1
         let done = self.done
         task = Task.detached {
@@ -42,13 +42,13 @@ final class ProgressReporter: Sendable {
     }
 
     /// Draws the final line and stops.
-    func finish() async {
+    package func finish() async {
         done.cancel()
         await task.value
     }
 
     /// `120/400 jobs (3 failed) · 35.2/s · ETA 8s`
-    static func line(_ p: JobQueue.Progress, label: String, expected: Int?, elapsed: Double) -> String {
+    package static func line(_ p: JobQueue.Progress, label: String, expected: Int?, elapsed: Double) -> String {
         let finished = p.succeeded + p.failed
         let total = max(expected ?? (finished + p.runnable + p.running), finished)
         let rate = elapsed > 0 ? Double(finished) / elapsed : 0

@@ -1,6 +1,7 @@
 internal import CMagickWand
 import Foundation
 import HalcyonCore
+import HalcyonImage
 
 /// Measures how far a produced image is from the best one could make: the source decoded in
 /// full (no shrink-on-load), flattened onto white, resized with ImageMagick's own Lanczos to
@@ -13,7 +14,7 @@ public enum QualityReference {
         image.keepFirstFrame()
         try image.autoOrient()
         try image.toSRGB()
-        if image.hasAlpha { try image.blend(OverCompositeOp, alpha: 1, background: white) }
+        if image.hasAlpha { try image.flatten(onto: white) }
         let k = max(Double(width) / Double(image.width), Double(height) / Double(image.height))
         let cw = max(width, Int((Double(image.width) * k).rounded())), ch = max(height, Int((Double(image.height) * k).rounded()))
         guard MagickResizeImage(image.wand, cw, ch, LanczosFilter, 1.0) == MagickTrue else {
@@ -29,7 +30,7 @@ public enum QualityReference {
     /// image cannot be decoded or its size differs.
     public static func psnr(_ encoded: Data, format: ImageFormat, against reference: [UInt16]) -> Double? {
         guard let image = try? MagickImage.decode(encoded, format: format) else { return nil }
-        if image.hasAlpha { try? image.blend(OverCompositeOp, alpha: 1, background: white) }
+        if image.hasAlpha { try? image.flatten(onto: white) }
         let s = samples(image)
         guard s.count == reference.count, !s.isEmpty else { return nil }
         return psnr(s, reference)

@@ -1,4 +1,5 @@
 import Foundation
+import HalcyonCLI
 import HalcyonCore
 import HalcyonImage
 

@@ -1,19 +1,22 @@
 import ArgumentParser
 import Foundation
 import HalcyonQueue
+import HalcyonEmbedded
 
 /// Where the database is: `--database-url`, `DATABASE_URL`, the `PG*` variables, or the
 /// embedded default under `$HALCYON_HOME`.
-struct DatabaseOptions: ParsableArguments {
-    @Option(name: .customLong("database-url"), help: "libpq connection string or URI (default: DATABASE_URL, PG* variables, or the embedded cluster).")
-    var databaseURL: String?
+package struct DatabaseOptions: ParsableArguments {
+    package init() {}
 
-    enum Target {
+    @Option(name: .customLong("database-url"), help: "libpq connection string or URI (default: DATABASE_URL, PG* variables, or the embedded cluster).")
+    package var databaseURL: String?
+
+    package enum Target {
         case external(String)
         case embedded(EmbeddedCluster)
     }
 
-    var target: Target {
+    package var target: Target {
         if let databaseURL, !databaseURL.isEmpty { return .external(databaseURL) }
         let env = ProcessInfo.processInfo.environment
         if let url = env["DATABASE_URL"], !url.isEmpty { return .external(url) }
@@ -23,7 +26,7 @@ struct DatabaseOptions: ParsableArguments {
     }
 
     /// The connection string, starting the embedded cluster when that is the target.
-    func conninfo() throws -> String {
+    package func conninfo() throws -> String {
         switch target {
         case .external(let c): return c
         case .embedded(let cluster):
@@ -34,7 +37,7 @@ struct DatabaseOptions: ParsableArguments {
 
     /// Connects and makes sure the schema is current: the embedded cluster is migrated
     /// automatically; an external database with pending migrations is an error.
-    func connect(requireSchema: Bool = true) async throws -> (PGConnection, String) {
+    package func connect(requireSchema: Bool = true) async throws -> (PGConnection, String) {
         let conninfo = try conninfo()
         let connection = try await PGConnection.connect(conninfo)
         guard requireSchema else { return (connection, conninfo) }

@@ -1,6 +1,7 @@
 import Foundation
 import HalcyonCore
-@testable import HalcyonQueue
+@testable import HalcyonEmbedded
+import HalcyonQueue
 import HalcyonTestSupport
 import Testing
 

@@ -1,13 +1,16 @@
 import ArgumentParser
 import Foundation
 import HalcyonQueue
+import HalcyonEmbedded
 
 /// `--store`, else `HALCYON_STORE`, else `$HALCYON_HOME/store`.
-struct StoreOptions: ParsableArguments {
-    @Option(help: "Store root directory (default: HALCYON_STORE or $HALCYON_HOME/store).")
-    var store: String?
+package struct StoreOptions: ParsableArguments {
+    package init() {}
 
-    func root() -> URL {
+    @Option(help: "Store root directory (default: HALCYON_STORE or $HALCYON_HOME/store).")
+    package var store: String?
+
+    package func root() -> URL {
         if let store { return URL(fileURLWithPath: store).standardizedFileURL }
         if let env = ProcessInfo.processInfo.environment["HALCYON_STORE"], !env.isEmpty {
             return URL(fileURLWithPath: env).standardizedFileURL

@@ -1,4 +1,5 @@
 import ArgumentParser
+import HalcyonCLI
 import Foundation
 import HalcyonCore
 import HalcyonFetch
@@ -6,9 +7,13 @@ import HalcyonImage
 import HalcyonQueue
 import HalcyonWorker
 import Synchronization
+import HalcyonSamples
+import HalcyonEmbedded
 
-struct Demo: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(
+package struct Demo: AsyncParsableCommand {
+    package init() {}
+
+    package static let configuration = CommandConfiguration(
         abstract: "A guided run: sample images, a local origin with faults, two workers, the status.",
         discussion: """
             Generates sample images under $HALCYON_HOME/demo/images (photo-like JPEGs, one with an
@@ -29,7 +34,7 @@ struct Demo: AsyncParsableCommand {
     @Option(help: "Give up after this long, 1s–1d.")
     var timeout = TimeSpanArgument("3m")
 
-    func validate() throws {
+    package func validate() throws {
         guard (1...16).contains(workers) else { throw ValidationError("--workers must be 1…16") }
         try timeout.check("--timeout", 1...86_400)
     }
@@ -44,7 +49,7 @@ struct Demo: AsyncParsableCommand {
 
     enum Expectation { case succeeds, fallback, retriedThenSucceeds, cacheHit, fails(String) }
 
-    func run() async throws {
+    package func run() async throws {
         let logger = logging.makeLogger()
         let (connection, conninfo) = try await database.connect()
         let images = EmbeddedCluster.defaultHome().appendingPathComponent("demo/images")
@@ -114,7 +119,7 @@ struct Demo: AsyncParsableCommand {
         }
         let status = try await QueueStatus.load(check)
         await check.close()
-        print("\n" + Status.render(status))
+        print("\n" + QueueStatusText.render(status))
         print("outputs:   \(storeOptions.root().appendingPathComponent("objects").path)")
         // As invoked, so the hint can be pasted as it is (scripts/demo runs .build/release/halcyon).
         let me = CommandLine.arguments[0]

@@ -55,43 +55,6 @@ public enum Subprocess {
         }
     }
 
-    /// What a finished child used.
-    public struct Usage: Sendable {
-        public var status: Int32
-        /// Peak resident set size in bytes.
-        public var peakRSS: Int
-        /// User + system CPU seconds.
-        public var cpuSeconds: Double
-    }
-
-    /// Waits for `pid` and returns its exit status and resource usage. CPU time comes from
-    /// `wait4`; the peak RSS is the child's own `VmHWM`, sampled every `sampleInterval`
-    /// seconds while it runs — `ru_maxrss` cannot be trusted for spawned children, because
-    /// Linux folds the spawning process's high-water mark into it at `exec`.
-    public static func waitWithUsage(_ pid: pid_t, sampleInterval: Double = 0.005) -> Usage {
-        var status: Int32 = 0
-        var usage = rusage()
-        var peak = 0
-        while true {
-            if let hwm = peakRSS(of: pid) { peak = max(peak, hwm) }
-            let r = wait4(pid, &status, WNOHANG, &usage)
-            if r == pid || (r < 0 && errno != EINTR) { break }
-            usleep(UInt32(sampleInterval * 1e6))
-        }
-        let signal = status & 0x7F
-        let cpu = Double(usage.ru_utime.tv_sec) + Double(usage.ru_utime.tv_usec) / 1e6
-            + Double(usage.ru_stime.tv_sec) + Double(usage.ru_stime.tv_usec) / 1e6
-        return Usage(status: signal == 0 ? (status >> 8) & 0xFF : 128 + signal, peakRSS: peak, cpuSeconds: cpu)
-    }
-
-    /// `VmHWM` of a live process (its peak resident set since exec), in bytes.
-    public static func peakRSS(of pid: pid_t) -> Int? {
-        guard let text = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
-              let line = text.split(separator: "\n").first(where: { $0.hasPrefix("VmHWM:") }),
-              let kb = Int(line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "") else { return nil }
-        return kb * 1024
-    }
-
     /// Runs `path args…` to completion; returns its exit status.
     public static func run(_ path: String, _ args: [String], outputPath: String) throws -> Int32 {
         let pid = try spawn(path, args, outputPath: outputPath)

@@ -3,6 +3,8 @@ import HalcyonCore
 import HalcyonImage
 import HalcyonTestSupport
 import Testing
+import HalcyonSamples
+import HalcyonBench
 
 /// The bench's quality yardstick: PSNR against a full-decode Lanczos fill.
 @Suite(.cpuHeavy) struct QualityReferenceTests {

@@ -1,6 +1,7 @@
 internal import CMagickWand
 import Foundation
 import HalcyonCore
+import HalcyonImage
 
 /// For `halcyon bench`'s E set: `blur` and `sharpen` as Halcyon runs them against ImageMagick's
 /// 2-D kernels (`MagickGaussianBlurImage`, `MagickSharpenImage`) on the same decoded image, one
@@ -22,7 +23,7 @@ public enum EffectBench {
         let base = try MagickImage.decode(source, format: format)
         try base.toSRGB()
         if base.width > maxWidth {
-            try base.resize(width: maxWidth, height: max(1, base.height * maxWidth / base.width))
+            try base.scale(width: maxWidth, height: max(1, base.height * maxWidth / base.width))
         }
         var rows: [Row] = []
         for (name, sigma) in steps {

@@ -1,13 +1,18 @@
 import ArgumentParser
+import HalcyonCLI
 import Dispatch
 import Foundation
 import HalcyonCore
 import HalcyonImage
 import HalcyonQueue
 import HalcyonStore
+import HalcyonSamples
+import HalcyonEmbedded
 
-struct Bench: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(
+package struct Bench: AsyncParsableCommand {
+    package init() {}
+
+    package static let configuration = CommandConfiguration(
         abstract: "Measure W1, W2, H, L and S end to end through the queue, beside Pillow, vipsthumbnail and convert on the same files.",
         discussion: """
             W1: every corpus image → resize(320x320, mode=fill) |> format(jpeg, quality=82). The
@@ -53,13 +58,13 @@ struct Bench: AsyncParsableCommand {
     /// W2: three variants of every source (decoded once when the three share a claim).
     static let variants = [chain, "resize(1024x1024, mode=fit) |> format(webp, quality=80)", "resize(64x64, mode=fill) |> format(png)"]
 
-    func validate() throws {
+    package func validate() throws {
         guard scale > 0, scale <= 10 else { throw ValidationError("--scale must be in (0, 10]") }
         guard (1...20).contains(repeats) else { throw ValidationError("--repeat must be 1…20") }
         guard (1...256).contains(concurrency) else { throw ValidationError("--concurrency must be 1…256") }
     }
 
-    func run() async throws {
+    package func run() async throws {
         let home = EmbeddedCluster.defaultHome().appendingPathComponent("bench")
         let scratch = home.appendingPathComponent("scratch")
         let corpus = try BenchCorpus.ensure(in: home.appendingPathComponent("corpus"), scale: scale)

@@ -2,6 +2,7 @@ import Dispatch
 import Foundation
 import HalcyonCore
 import Testing
+import HalcyonEmbedded
 
 @Suite struct SubprocessTests {
     /// A child spawned from a Dispatch worker thread (whose mask blocks SIGTERM) must still

@@ -1,8 +1,10 @@
 import Dispatch
 import Foundation
+import HalcyonCLI
 import HalcyonCore
 import HalcyonImage
 import HalcyonStore
+import HalcyonSamples
 
 /// The generated benchmark corpus: deterministic (seeded), reused when already present.
 struct BenchCorpus {
@@ -184,7 +186,7 @@ struct HitRun {
 struct LatencyRun {
     var milliseconds: [Double]
 
-    func percentile(_ p: Double) -> Double { halcyon.percentile(milliseconds, p) }
+    func percentile(_ p: Double) -> Double { HalcyonBench.percentile(milliseconds, p) }
     var line: String { String(format: "enqueue→start p50 %.1f ms, p95 %.1f ms, p99 %.1f ms (%d jobs)", percentile(50), percentile(95), percentile(99), milliseconds.count) }
 
     static func summary(_ runs: [LatencyRun]) -> String {

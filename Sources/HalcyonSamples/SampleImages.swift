@@ -1,6 +1,7 @@
 internal import CMagickWand
 import Foundation
 import HalcyonCore
+import HalcyonImage
 
 /// Deterministic, photo-like test images (smooth colour fields, edges and grain), for the demo,
 /// the benchmark corpus and the tests. Same seed, same bytes.
@@ -71,7 +72,7 @@ public enum SampleImages {
         return try image.encode()
     }
 
-    static func encode(pixels: [UInt8], width: Int, height: Int, alpha: Bool, format: ImageFormat, quality: Int) throws(HalcyonError) -> Data {
+    public static func encode(pixels: [UInt8], width: Int, height: Int, alpha: Bool, format: ImageFormat, quality: Int) throws(HalcyonError) -> Data {
         _ = MagickImage.genesisToken
         let wand = NewMagickWand()!
         let image = MagickImage(wand: wand, format: format)
