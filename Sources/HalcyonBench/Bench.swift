@@ -15,28 +15,32 @@ package struct Bench: AsyncParsableCommand {
     package static let configuration = CommandConfiguration(
         abstract: "Measure W1, W2, H, L and S end to end through the queue, beside Pillow, vipsthumbnail and convert on the same files.",
         discussion: """
-            W1: every corpus image → resize(320x320, mode=fill) |> format(jpeg, quality=82). The
-            corpus is generated (seeded, photo-like) under $HALCYON_HOME/bench/corpus: by default
-            100 × 1920×1080 JPEG q85, 30 × 4032×3024 JPEG q90 and 20 × 1200×800 PNG with alpha;
-            --scale shrinks the counts for quick runs. Halcyon runs as a `halcyon work --drain`
-            child (real queue, file:// sources, real store); its peak RSS and CPU come from wait4
-            and /proc. Peers, each when installed (scripts/bench-peers-setup), else skipped with a
-            note: Pillow with draft() in --concurrency long-lived processes
-            (scripts/bench-pillow.py); vipsthumbnail in --concurrency batches; convert naive
-            (-resize WxH^ -gravity center -extent WxH) and tuned (-define jpeg:size as the shrink
+            W1: every corpus image → resize(320x320, mode=fill) |> format(jpeg, quality=82). The \
+            corpus is generated (seeded, photo-like) under $HALCYON_HOME/bench/corpus: by default \
+            100 × 1920×1080 JPEG q85, 30 × 4032×3024 JPEG q90 and 20 × 1200×800 PNG with alpha; \
+            --scale shrinks the counts for quick runs. Halcyon runs as a `halcyon work --drain` \
+            child (real queue, file:// sources, real store); its peak RSS and CPU come from wait4 \
+            and /proc. Peers, each when installed (scripts/bench-peers-setup), else skipped with a \
+            note: Pillow with draft() in --concurrency long-lived processes \
+            (scripts/bench-pillow.py); vipsthumbnail in --concurrency batches; convert naive \
+            (-resize WxH^ -gravity center -extent WxH) and tuned (-define jpeg:size as the shrink \
             allows, one thread), one process per image, --concurrency at a time.
-            W2: every source → three variants (the W1 chain, a 1024 fit WebP q80, a 64 fill PNG),
+
+            W2: every source → three variants (the W1 chain, a 1024 fit WebP q80, a 64 fill PNG), \
             beside Pillow and tuned convert decoding once per source.
+
             H: the W1 jobs again, copied to about 5,000, on the store W1 filled: store-hit jobs/s.
+
             L: an idle worker; 40 small jobs enqueued 50 ms apart; enqueue→start p50/p95/p99.
-            S: 2,000 store-hit jobs drained with 10k and then 1M finished rows in the table (both
-            × --scale): the cost per job of the large table against the small one.
-            Quality guard: two images of each kind are made by full decode + ImageMagick's Lanczos;
-            every tool's W1 output is scored by PSNR against them, and Halcyon must be within
-            0.5 dB of the best convert peer (else the bench fails).
-            Writes a table per scenario, JSON (--out, default $HALCYON_HOME/bench/results.json)
-            and a PNG chart beside it.
-            On the embedded database the bench uses its own database, halcyon_bench; a database
+
+            S: 2,000 store-hit jobs drained with 10k and then 1M finished rows in the table (both \
+            × --scale): the cost per job of the large table against the small one. \
+            Quality guard: two images of each kind are made by full decode + ImageMagick's Lanczos; \
+            every tool's W1 output is scored by PSNR against them, and Halcyon must be within \
+            0.5 dB of the best convert peer (else the bench fails). \
+            Writes a table per scenario, JSON (--out, default $HALCYON_HOME/bench/results.json) \
+            and a PNG chart beside it. \
+            On the embedded database the bench uses its own database, halcyon_bench; a database \
             given with --database-url must hold no jobs but the bench's (it refuses otherwise).
             """)
 

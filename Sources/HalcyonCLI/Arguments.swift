@@ -21,8 +21,11 @@ package struct UnitArgument<Unit: ArgumentUnit>: ExpressibleByArgument, CustomSt
         description = argument
     }
 
-    /// A default written in the source (known to parse).
-    package init(_ text: String) { self.init(argument: text)! }
+    /// A default, written back in the unit (`30s`, `50MiB`, `100MP`).
+    package init(_ value: Unit.Value) {
+        self.value = value
+        description = Unit.format(value)
+    }
 
     package var defaultValueDescription: String { description }
 
@@ -36,14 +39,24 @@ package struct UnitArgument<Unit: ArgumentUnit>: ExpressibleByArgument, CustomSt
 
 /// Durations — `250ms`, `30s`, `10m`, `12h`, `7d` (a bare number is seconds).
 package enum Seconds: ArgumentUnit {
-    package static func parse(_ text: String) -> Double? { TimeSpan.parse(text) }
-    package static func format(_ value: Double) -> String { TimeSpan.format(value) }
+    /// Nil beyond a million years, which `Duration` could not hold exactly anyway.
+    package static func parse(_ text: String) -> Duration? {
+        guard let seconds = TimeSpan.parse(text), seconds < 3e13 else { return nil }
+        return .seconds(seconds)
+    }
+    package static func format(_ value: Duration) -> String { TimeSpan.format(value) }
 }
 
 /// Byte sizes — `512`, `64KiB`, `50MiB`, `2GiB` (KB/MB/GB are powers of 1000).
 package enum Bytes: ArgumentUnit {
     package static func parse(_ text: String) -> Int? { ByteSize.parse(text) }
-    package static func format(_ value: Int) -> String { ByteSize.format(Int64(value)) }
+    /// `50MiB` when exact, else `1.5 MiB`.
+    package static func format(_ value: Int) -> String {
+        for (unit, scale) in [("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)] where value >= scale && value % scale == 0 {
+            return "\(value / scale)\(unit)"
+        }
+        return ByteSize.format(Int64(value))
+    }
 }
 
 /// Pixel counts — `25000000`, `25MP` (megapixels), `500KP`.
@@ -64,7 +77,15 @@ package typealias TimeSpanArgument = UnitArgument<Seconds>
 package typealias ByteSizeArgument = UnitArgument<Bytes>
 package typealias PixelCountArgument = UnitArgument<Pixels>
 
-extension UnitArgument where Unit == Seconds { package var seconds: Double { value } }
+extension UnitArgument where Unit == Seconds {
+    package var duration: Duration { value }
+    package var seconds: Double { value.seconds }
+
+    /// `check(_:_:)` with the range in seconds.
+    package func check(_ option: String, _ seconds: ClosedRange<Double>) throws {
+        try check(option, Duration.seconds(seconds.lowerBound)...Duration.seconds(seconds.upperBound))
+    }
+}
 extension UnitArgument where Unit == Bytes { package var bytes: Int { value } }
 extension UnitArgument where Unit == Pixels { package var pixels: Int { value } }
 

@@ -31,6 +31,10 @@ public struct ErrorCode: Hashable, Sendable, CustomStringConvertible {
     public static let invalidChain = ErrorCode("job", "invalid_chain")
     public static let invalidSource = ErrorCode("job", "invalid_source")
     public static let invalidOptions = ErrorCode("job", "invalid_options")
+    /// The attempt was given up while it ran — released at shutdown, cancelled by an operator,
+    /// or its lease lost. Never written as the job's outcome (the row is no longer the
+    /// worker's); it is what the pipeline stops with.
+    public static let cancelled = ErrorCode("job", "cancelled")
 
     public static let httpStatus = ErrorCode("fetch", "http_status")
     public static let timeout = ErrorCode("fetch", "timeout")
@@ -106,11 +110,13 @@ public struct HalcyonError: Error, Sendable, CustomStringConvertible {
     public var description: String { "\(code): \(message)" }
 
     /// The work was abandoned (shutdown, cancelled row, lost lease): nothing is recorded for it.
-    public static var abandoned: HalcyonError { HalcyonError(.internal, "job abandoned") }
+    public static var abandoned: HalcyonError { HalcyonError(.cancelled, "job abandoned") }
 
-    /// Wraps any error: a `HalcyonError` stays itself, anything else becomes `internal`.
+    /// Wraps any error: a `HalcyonError` stays itself, a task's cancellation is `job.cancelled`,
+    /// anything else becomes `internal`.
     public static func wrap(_ error: any Error) -> HalcyonError {
         if let e = error as? HalcyonError { return e }
+        if error is CancellationError { return .abandoned }
         return HalcyonError(.internal, String(describing: error))
     }
 }

@@ -1,20 +1,5 @@
 import Foundation
 
-/// Download retries per source, from `options.retry` (Kingfisher's `DelayRetryStrategy`).
-/// Keys left out take these defaults: 2 retries, 0.5 s, exponential.
-public struct RetryOptions: Sendable, Equatable {
-    public enum Backoff: String, Sendable, CaseIterable { case fixed, accumulated, exponential }
-    public var max: Int
-    public var interval: Double
-    public var backoff: Backoff
-
-    public init(max: Int = 2, interval: Double = 0.5, backoff: Backoff = .exponential) {
-        self.max = max
-        self.interval = interval
-        self.backoff = backoff
-    }
-}
-
 /// The job's `options` object, validated. Unknown keys are rejected so a typo is an
 /// error (`job.invalid_options`), not a silently ignored setting.
 public struct JobOptions: Sendable, Equatable {
@@ -125,23 +110,5 @@ public struct JobOptions: Sendable, Equatable {
             o.retry = ro
         }
         return o
-    }
-}
-
-/// ISO-8601 instants as PostgreSQL and users write them.
-public enum ISO8601 {
-    public static func parse(_ text: String) -> Date? {
-        let withFraction = ISO8601DateFormatter()
-        withFraction.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-        if let d = withFraction.date(from: text) { return d }
-        let plain = ISO8601DateFormatter()
-        plain.formatOptions = [.withInternetDateTime]
-        return plain.date(from: text)
-    }
-
-    public static func format(_ date: Date) -> String {
-        let f = ISO8601DateFormatter()
-        f.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-        return f.string(from: date)
     }
 }

@@ -60,6 +60,11 @@ public enum ByteSize {
     }
 }
 
+extension TimeSpan {
+    /// `250ms`, `30s`, `10m` — `format(_:)` of a `Duration`.
+    public static func format(_ duration: Duration) -> String { format(duration.seconds) }
+}
+
 extension Duration {
     /// The duration in seconds.
     public var seconds: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }

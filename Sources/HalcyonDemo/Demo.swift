@@ -16,13 +16,13 @@ package struct Demo: AsyncParsableCommand {
     package static let configuration = CommandConfiguration(
         abstract: "A guided run: sample images, a local origin with faults, two workers, the status.",
         discussion: """
-            Generates sample images under $HALCYON_HOME/demo/images (photo-like JPEGs, one with an
-            EXIF rotation, a PNG with alpha, an animated GIF), serves them from a local HTTP origin
-            on 127.0.0.1 and enqueues jobs that show every path: plain downloads, a file:// source,
-            a failing source rescued by its fallback, a 503 that is retried, a cache hit and a
-            permanent failure. Two workers run in this process until every job is finished; then
-            it checks each outcome against what it staged, prints the status and where the outputs
-            are. Uses the embedded database unless one is given; re-runnable (each run uses cache
+            Generates sample images under $HALCYON_HOME/demo/images (photo-like JPEGs, one with an \
+            EXIF rotation, a PNG with alpha, an animated GIF), serves them from a local HTTP origin \
+            on 127.0.0.1 and enqueues jobs that show every path: plain downloads, a file:// source, \
+            a failing source rescued by its fallback, a 503 that is retried, a cache hit and a \
+            permanent failure. Two workers run in this process until every job is finished; then \
+            it checks each outcome against what it staged, prints the status and where the outputs \
+            are. Uses the embedded database unless one is given; re-runnable (each run uses cache \
             keys of its own, so it processes afresh; identical outputs share one stored object).
             """)
 
@@ -32,7 +32,7 @@ package struct Demo: AsyncParsableCommand {
     @Option(help: "Workers to run in parallel.")
     var workers = 2
     @Option(help: "Give up after this long, 1s–1d.")
-    var timeout = TimeSpanArgument("3m")
+    var timeout = TimeSpanArgument(.seconds(180))
 
     package func validate() throws {
         guard (1...16).contains(workers) else { throw ValidationError("--workers must be 1…16") }
@@ -78,13 +78,13 @@ package struct Demo: AsyncParsableCommand {
             c.fetch.fileRoots = [images.path]
             c.fetch.addressPolicy = AddressPolicy(allowed: [CIDR("127.0.0.1/32")!])
             c.backoff.base = 1
-            c.pollInterval = 0.5
-            c.sweepInterval = 0
+            c.pollInterval = .milliseconds(500)
+            c.sweepInterval = .zero
             return Worker(configuration: c, conninfo: conninfo, logger: logger)
         }
         let limit = timeout.seconds
         let finished = try await withThrowingTaskGroup(of: Bool.self) { group in
-            for w in pool { group.addTask { _ = try await w.run(); return true } }
+            for worker in pool { group.addTask { try await worker.run(); return true } }
             var ok = await Self.waitForFinish(conninfo: conninfo, ids: [staged[0].id], timeout: limit)
             if ok {
                 let more = try await queue.enqueue(batch: later.map { staged[$0].job })

@@ -62,7 +62,7 @@ final class DownloadCoalescer<Value: Sendable>: Sendable {
             t[key] = entry
             return (c, nil)
         }
-        continuation?.resume(returning: .failure(HalcyonError(.internal, "download abandoned: job cancelled")))
+        continuation?.resume(returning: .failure(HalcyonError(.cancelled, "download abandoned: job cancelled")))
         abandoned?.cancel()
     }
 }

@@ -40,23 +40,22 @@ public struct Fetcher: Sendable {
     /// Downloads in flight right now (coalesced requests count once).
     public var downloadsInFlight: Int { coalescer.inFlight }
 
-    /// Tries `sources` in order. One source failing fails with its own error; several all
-    /// failing is `fetch.sources_exhausted` listing each, transient if any one was.
-    public func fetch(sources: [String], headers: [String: String] = [:], retry: (any RetryStrategy)? = nil,
-                      cancel: CancellationFlag) async throws(HalcyonError) -> FetchedImage {
-        let strategy = retry ?? configuration.retry
+    /// Tries the request's sources in order. One source failing fails with its own error;
+    /// several all failing is `fetch.sources_exhausted` listing each, transient if any one was.
+    public func fetch(_ request: FetchRequest, cancel: CancellationFlag) async throws(HalcyonError) -> FetchedImage {
+        let strategy = request.retry ?? configuration.retry
         var failures: [SourceFailure] = []
         var lastError: HalcyonError?
         // What this attempt may spend waiting between retries, across all its sources.
         var waitBudget = configuration.maxRetryWait
-        for source in sources {
-            let (result, attempts) = await fetchWithRetries(source, headers: headers, strategy: strategy, waitBudget: &waitBudget, cancel: cancel)
+        for source in request.sources {
+            let (result, attempts) = await fetchWithRetries(source, request, strategy: strategy, waitBudget: &waitBudget, cancel: cancel)
             switch result {
             case .success(let image): return image
-            case .failure(let e):
-                if cancel.isCancelled { throw e }
-                failures.append(SourceFailure(source: source, code: e.code, message: e.message, attempts: attempts, permanent: e.permanent))
-                lastError = e
+            case .failure(let error):
+                if cancel.isCancelled { throw error }
+                failures.append(SourceFailure(source: source.text, code: error.code, message: error.message, attempts: attempts, permanent: error.permanent))
+                lastError = error
             }
         }
         guard var lastError else { throw HalcyonError(.invalidSource, "no source to fetch") }
@@ -67,10 +66,17 @@ public struct Fetcher: Sendable {
         let anyTransient = failures.contains { !$0.permanent }
         throw HalcyonError(.sourcesExhausted,
                            "all \(failures.count) sources failed: " + failures.map { "\($0.code)" }.joined(separator: ", "),
-                           permanent: !anyTransient, source: sources.first, sources: failures)
+                           permanent: !anyTransient, source: request.sources.first?.text, sources: failures)
     }
 
-    /// Fetches one source. Blocking I/O runs off the cooperative pool.
+    /// Tries `sources` in order (parsed here; an invalid one fails the whole fetch).
+    public func fetch(sources: [String], headers: [String: String] = [:], retry: (any RetryStrategy)? = nil,
+                      cancel: CancellationFlag) async throws(HalcyonError) -> FetchedImage {
+        let request = try FetchRequest(sources: sources, headers: headers, retry: retry, maxDataBytes: configuration.maxDataBytes)
+        return try await fetch(request, cancel: cancel)
+    }
+
+    /// Fetches one source, without retries.
     public func fetch(_ sourceText: String, headers: [String: String] = [:], cancel: CancellationFlag) async throws(HalcyonError) -> FetchedImage {
         try await fetch(sources: [sourceText], headers: headers, retry: DelayRetryStrategy(maxRetries: 0), cancel: cancel)
     }
@@ -79,12 +85,12 @@ public struct Fetcher: Sendable {
 
     /// Tries one source until it succeeds, fails for good, or the retries' wait would overrun
     /// `waitBudget` (what is left of `maxRetryWait`). Waits end early when `cancel` is raised.
-    private func fetchWithRetries(_ source: String, headers: [String: String], strategy: any RetryStrategy,
+    private func fetchWithRetries(_ source: SourceReference, _ request: FetchRequest, strategy: any RetryStrategy,
                                   waitBudget: inout Double, cancel: CancellationFlag) async -> (Result<FetchedImage, HalcyonError>, Int) {
         var attempt = 0
         while true {
             attempt += 1
-            let result = await fetchOnce(source, headers: headers, cancel: cancel)
+            let result = await fetchOnce(source, request, cancel: cancel)
             guard case .failure(var error) = result, !cancel.isCancelled,
                   let delay = strategy.delay(beforeRetry: attempt, after: error) else {
                 return (result, attempt)
@@ -100,35 +106,33 @@ public struct Fetcher: Sendable {
 
     /// One attempt, shared with any identical request in flight (inline `data:` bytes have
     /// nothing to share and would make a huge key).
-    private func fetchOnce(_ source: String, headers: [String: String], cancel: CancellationFlag) async -> Result<FetchedImage, HalcyonError> {
-        if source.prefix(5).lowercased() == "data:" {
-            return await Self.download(source, headers: headers, http: http, configuration: configuration, cancel: cancel)
+    private func fetchOnce(_ source: SourceReference, _ request: FetchRequest, cancel: CancellationFlag) async -> Result<FetchedImage, HalcyonError> {
+        if case .data = source.source {
+            return await Self.download(source, request, http: http, configuration: configuration, cancel: cancel)
         }
-        let key = source + "\n" + headers.sorted { $0.key < $1.key }.map { "\($0.key):\($0.value)" }.joined(separator: "\n")
         let http = self.http, slots = self.slots, configuration = self.configuration, gate = self.gate
-        return await coalescer.value(for: key, cancel: cancel) { flag in
+        return await coalescer.value(for: request.key(for: source), cancel: cancel) { flag in
             await slots.withPermit {
                 guard await gate?.admit(cancel: flag) ?? true else { return .failure(.abandoned) }
-                return await Self.download(source, headers: headers, http: http, configuration: configuration, cancel: flag)
+                return await Self.download(source, request, http: http, configuration: configuration, cancel: flag)
             }
         }
     }
 
-    private static func download(_ sourceText: String, headers: [String: String], http: HTTPClient,
+    private static func download(_ source: SourceReference, _ request: FetchRequest, http: HTTPClient,
                                  configuration: FetchConfiguration, cancel: CancellationFlag) async -> Result<FetchedImage, HalcyonError> {
         do {
-            let source = try Source.parse(sourceText, maxDataBytes: configuration.maxDataBytes)
             let data: Data = try await Blocking.run {
-                switch source {
-                case .network(let url): try Self.getNetwork(url, sourceText, headers: headers, http: http, configuration: configuration, cancel: cancel)
-                case .file(let path): try configuration.files.read(path, maxBytes: configuration.maxBytes, cancel: cancel, source: sourceText)
+                switch source.source {
+                case .network(let url): try Self.getNetwork(url, source, request, http: http, configuration: configuration, cancel: cancel)
+                case .file(let path): try configuration.files.read(path, maxBytes: configuration.maxBytes, cancel: cancel, source: source.text)
                 case .data(_, let bytes): bytes
                 }
             }
             guard let format = ImageFormat.sniff(data) else {
-                return .failure(HalcyonError(.notImage, data.isEmpty ? "empty body" : "body is not a supported image (magic bytes \(data.prefix(8).map { String(format: "%02x", $0) }.joined()))", source: sourceText))
+                return .failure(HalcyonError(.notImage, data.isEmpty ? "empty body" : "body is not a supported image (magic bytes \(data.prefix(8).map { String(format: "%02x", $0) }.joined()))", source: source.text))
             }
-            return .success(FetchedImage(data: data, format: format, source: sourceText))
+            return .success(FetchedImage(data: data, format: format, source: source.text))
         } catch {
             return .failure(HalcyonError.wrap(error))
         }
@@ -136,17 +140,16 @@ public struct Fetcher: Sendable {
 
     /// A network download through the originals cache when it is on: a fresh original is used
     /// without a request; an expired one with validators is revalidated and a 304 reuses it.
-    private static func getNetwork(_ url: URL, _ source: String, headers: [String: String], http: HTTPClient,
+    private static func getNetwork(_ url: URL, _ source: SourceReference, _ request: FetchRequest, http: HTTPClient,
                                    configuration: FetchConfiguration, cancel: CancellationFlag) throws(HalcyonError) -> Data {
         guard configuration.originalsTTL > 0, let cache = configuration.originals else {
-            return try http.get(url, headers: headers, cancel: cancel).body
+            return try http.get(url, headers: request.headers, cancel: cancel).body
         }
-        // Headers can change the answer (e.g. authorization), so they are part of the key.
-        let key = headers.isEmpty ? source : source + "\n" + headers.sorted { $0.key < $1.key }.map { "\($0.key):\($0.value)" }.joined(separator: "\n")
+        let key = request.key(for: source)
         let cached = cache.original(for: key)
         if let cached, cached.expires > Date() { return cached.data }
         let revalidate = cached.flatMap { $0.hasValidators ? $0 : nil }
-        let response = try http.get(url, headers: headers, revalidating: revalidate, cancel: cancel)
+        let response = try http.get(url, headers: request.headers, revalidating: revalidate, cancel: cancel)
         let expires = Date().addingTimeInterval(configuration.originalsTTL)
         if response.status == 304, let revalidate {
             cache.refresh(key, until: expires)

@@ -157,9 +157,9 @@ public struct HTTPClient: Sendable {
         case CURLE_WRITE_ERROR where sink.overflowed:
             return HalcyonError(.tooLarge, "body exceeds \(limit) bytes", source: source)
         case CURLE_ABORTED_BY_CALLBACK:
-            return HalcyonError(.internal, "download cancelled", source: source)
+            return HalcyonError(.cancelled, "download cancelled", source: source)
         case CURLE_WRITE_ERROR where sink.cancel.isCancelled:
-            return HalcyonError(.internal, "download cancelled", source: source)
+            return HalcyonError(.cancelled, "download cancelled", source: source)
         case CURLE_UNSUPPORTED_PROTOCOL:
             return HalcyonError(.blockedAddress, "redirected to a protocol other than http/https", source: source)
         case CURLE_URL_MALFORMAT:

@@ -79,21 +79,3 @@ public struct JobResult: Sendable, Equatable {
         self.source = source
     }
 }
-
-extension HalcyonError {
-    /// The `errors` entry for this failure, without `at` and `attempt` (the database adds them).
-    /// Text is made safe for jsonb (a NUL, e.g. quoted from a file by ImageMagick, would make
-    /// PostgreSQL refuse the whole entry).
-    public var errorEntry: JSONValue {
-        var entry: [String: JSONValue] = ["code": .string(code.description), "message": .string(String(message.prefix(4096)).postgresSafe)]
-        if let source { entry["source"] = .string(source.postgresSafe) }
-        if !sources.isEmpty {
-            entry["sources"] = .array(sources.map {
-                ["source": .string($0.source.postgresSafe), "code": .string($0.code.description),
-                 "message": .string(String($0.message.prefix(4096)).postgresSafe), "attempts": .number(Double($0.attempts)),
-                 "permanent": .bool($0.permanent)]
-            })
-        }
-        return .object(entry)
-    }
-}

@@ -388,11 +388,3 @@ extension PGRows {
         "{" + items.map { "\"" + $0.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"") + "\"" }.joined(separator: ",") + "}"
     }
 }
-
-extension String {
-    /// The text with NUL characters, which PostgreSQL's text and jsonb cannot hold, replaced
-    /// by U+FFFD (Swift strings are always valid Unicode, so nothing else needs mending).
-    public var postgresSafe: String {
-        utf8.contains(0) ? replacingOccurrences(of: "\u{0}", with: "\u{FFFD}") : self
-    }
-}

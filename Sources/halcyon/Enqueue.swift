@@ -11,9 +11,11 @@ struct Enqueue: AsyncParsableCommand {
         abstract: "Enqueue one job, or many from JSON lines; prints the new ids.",
         discussion: """
             One job:   halcyon enqueue https://example.com/a.jpg --processors 'resize(320x320, mode=fill) |> format(webp)'
-            Many jobs: halcyon enqueue --file jobs.jsonl   (or --file - for standard input)
-            Each line is an object with "source" and optionally "processors", "cache_key",
-            "fallback_sources", "options", "priority", "max_attempts", "run_at". The batch is
+
+            Many jobs: halcyon enqueue --file jobs.jsonl (or --file - for standard input).
+
+            Each line is an object with "source" and optionally "processors", "cache_key", \
+            "fallback_sources", "options", "priority", "max_attempts", "run_at". The batch is \
             checked first and inserted in one transaction: one bad line enqueues nothing.
             """)
 

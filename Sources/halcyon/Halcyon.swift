@@ -13,11 +13,11 @@ struct Halcyon: AsyncParsableCommand {
         commandName: "halcyon",
         abstract: "A batch image pipeline worker fed by a PostgreSQL job queue.",
         discussion: """
-            Applications enqueue image jobs into halcyon.jobs (plain SQL or `halcyon enqueue`);
-            `halcyon work` processes claim them, download the source, run the processor chain
+            Applications enqueue image jobs into halcyon.jobs (plain SQL or `halcyon enqueue`); \
+            `halcyon work` processes claim them, download the source, run the processor chain \
             through ImageMagick and write the result into a content-addressed store.
 
-            Database: --database-url, else DATABASE_URL, else the standard PG* variables, else an
+            Database: --database-url, else DATABASE_URL, else the standard PG* variables, else an \
             embedded PostgreSQL cluster under $HALCYON_HOME (default ./.halcyon), started on demand.
             """,
         subcommands: [

@@ -14,7 +14,7 @@ struct Status: AsyncParsableCommand {
     @Flag(help: "Redraw every --interval until interrupted.")
     var watch = false
     @Option(help: "Refresh interval for --watch, 200ms–1h.")
-    var interval = TimeSpanArgument("2s")
+    var interval = TimeSpanArgument(.seconds(2))
 
     func validate() throws {
         try interval.check("--interval", 0.2...3600)

@@ -22,11 +22,11 @@ struct Sweep: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Delete expired store files and keys; trim the store to a size limit.",
         discussion: """
-            Deletes objects and kept originals whose expiry (mtime) has passed, keys that expired
-            or point at nothing, and temp files over an hour old; then, over --store-size-limit,
-            the least recently accessed (atime) until under half the limit. Safe while workers
-            run: each deletion re-checks its reason under the file's lock. One sweeper at a time
-            (a PostgreSQL advisory lock shared with the workers' periodic sweeps): if one is
+            Deletes objects and kept originals whose expiry (mtime) has passed, keys that expired \
+            or point at nothing, and temp files over an hour old; then, over --store-size-limit, \
+            the least recently accessed (atime) until under half the limit. Safe while workers \
+            run: each deletion re-checks its reason under the file's lock. One sweeper at a time \
+            (a PostgreSQL advisory lock shared with the workers' periodic sweeps): if one is \
             running, this waits for it.
             """)
 
@@ -65,9 +65,9 @@ struct Verify: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Re-hash every stored object; report (and with --repair remove) any whose bytes no longer match their name.",
         discussion: """
-            Objects are named by the SHA-256 of their bytes, so a mismatch means the file was
-            damaged on disk. --repair deletes such objects and the keys pointing at them: later
-            jobs for those keys process the source again. Exit status 1 when something is
+            Objects are named by the SHA-256 of their bytes, so a mismatch means the file was \
+            damaged on disk. --repair deletes such objects and the keys pointing at them: later \
+            jobs for those keys process the source again. Exit status 1 when something is \
             corrupt (also after --repair, so a cron job notices). Needs no database.
             """)
 

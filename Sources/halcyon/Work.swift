@@ -7,14 +7,18 @@ import HalcyonFetch
 import HalcyonQueue
 import HalcyonWorker
 import Logging
+import Metrics
+import Prometheus
+import ServiceLifecycle
 
 struct Work: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Run a worker: claim jobs, fetch, process, store, record.",
         discussion: """
-            SIGTERM/SIGINT: stop claiming, let in-flight jobs finish within --grace, release the
+            SIGTERM/SIGINT: stop claiming, let in-flight jobs finish within --grace, release the \
             rest to 'queued' without spending an attempt, exit 0. A second signal releases at once.
-            Environment: HALCYON_FILE_ROOTS (comma-separated --file-root), HALCYON_ALLOW_NETWORKS
+
+            Environment: HALCYON_FILE_ROOTS (comma-separated --file-root), HALCYON_ALLOW_NETWORKS \
             (comma-separated --allow-network), HALCYON_STORE.
             """)
 
@@ -30,9 +34,9 @@ struct Work: AsyncParsableCommand {
     @Option(help: "Jobs claimed per round trip while ≥ 90 % of recent jobs were store hits (hits take no slot). At most concurrency + fetch-concurrency turns it off.")
     var hitClaimBatch: Int = 250
     @Option(help: "Lease per claimed job (renewed every lease/3), 1s–1d.")
-    var lease = TimeSpanArgument("30s")
+    var lease = TimeSpanArgument(.seconds(30))
     @Option(help: "How often to poll when no notification arrives, 10ms–1h.")
-    var pollInterval = TimeSpanArgument("1s")
+    var pollInterval = TimeSpanArgument(.seconds(1))
     @Flag(help: "Never LISTEN; poll only (for PgBouncer transaction pooling).")
     var pollOnly = false
     @Flag(help: "Exit when no job is runnable now and none is running (jobs scheduled for later stay).")
@@ -40,11 +44,11 @@ struct Work: AsyncParsableCommand {
     @Option(help: "Worker id (default <host>-<pid>-<random>).")
     var workerID: String?
     @Option(help: "Time in-flight jobs get to finish after SIGTERM, 0s–1d; then they are released.")
-    var grace = TimeSpanArgument("20s")
+    var grace = TimeSpanArgument(.seconds(20))
     @Option(help: "Backoff after the first transient failure (doubles per attempt, capped at 10m, with jitter), 0s–1d.")
-    var retryBase = TimeSpanArgument("2s")
+    var retryBase = TimeSpanArgument(.seconds(2))
     @Option(help: "Deadline of every database statement (heartbeats and rescues: at most half the lease, at least 2s), 1s–1h; past it the statement is cancelled and the connection reset.")
-    var statementTimeout = TimeSpanArgument("30s")
+    var statementTimeout = TimeSpanArgument(.seconds(30))
     @Option(name: .customLong("file-root"), help: "A directory file:// sources may read from (repeatable; also HALCYON_FILE_ROOTS).")
     var fileRoots: [String] = []
     @Option(name: .customLong("allow-network"), help: "A CIDR that downloads may connect to although it is internal, e.g. 10.1.0.0/16 or 127.0.0.1 (repeatable; also HALCYON_ALLOW_NETWORKS). Default: public addresses only.")
@@ -52,27 +56,27 @@ struct Work: AsyncParsableCommand {
     @Option(help: "Retries per source for failures that can succeed later (timeouts, connection errors, 408, 429, 5xx), 0–20; a job's options.retry overrides.")
     var fetchRetries: Int = 2
     @Option(help: "Interval before a download retry, 0s–1h.")
-    var fetchRetryInterval = TimeSpanArgument("500ms")
+    var fetchRetryInterval = TimeSpanArgument(.milliseconds(500))
     @Option(help: "How the retry interval grows: fixed, accumulated (n × interval) or exponential (with jitter).")
     var fetchRetryBackoff: RetryOptions.Backoff = .exponential
     @Option(help: "Most an attempt waits between download retries, all its sources together, 0s–1d; a retry that would wait longer is not made (the job is retried later instead, holding no slot).")
-    var maxRetryWait = TimeSpanArgument("60s")
+    var maxRetryWait = TimeSpanArgument(.seconds(60))
     @Option(help: "Time to establish a connection, 100ms–10m.")
-    var connectTimeout = TimeSpanArgument("10s")
+    var connectTimeout = TimeSpanArgument(.seconds(10))
     @Option(help: "Time for a whole download, 1s–1d.")
-    var fetchTimeout = TimeSpanArgument("60s")
+    var fetchTimeout = TimeSpanArgument(.seconds(60))
     @Option(help: "Largest download accepted, 1 byte–16GiB (checked against Content-Length and while streaming).")
-    var maxDownloadSize = ByteSizeArgument("50MiB")
+    var maxDownloadSize = ByteSizeArgument(50 << 20)
     @Option(help: "Bytes of downloaded sources that may wait for a processing slot, 1MiB–1TiB; downloads wait while more are waiting.")
-    var maxPendingBytes = ByteSizeArgument("256MiB")
+    var maxPendingBytes = ByteSizeArgument(256 << 20)
     @Option(help: "Pixel budget: most pixels any image a job holds may have, all frames together — the decoded source and every step's output (e.g. 25MP), 1–268MP. A job uses up to about 20 bytes per budgeted pixel.")
-    var maxPixels = PixelCountArgument("100MP")
+    var maxPixels = PixelCountArgument(100_000_000)
     @Option(help: "Redirects followed per download, 0–50.")
     var maxRedirects: Int = 5
     @Option(help: "Keep downloaded originals in the store and reuse them this long without a request; then revalidate (If-None-Match/If-Modified-Since, a 304 reuses them). 0 keeps none; at most 365d.")
-    var originalsTTL = TimeSpanArgument("0s")
+    var originalsTTL = TimeSpanArgument(.seconds(0))
     @Option(help: "How often a worker sweeps the store (expired files, dangling keys, --store-size-limit); one worker at a time. 0 turns it off; else 1s–30d.")
-    var sweepInterval = TimeSpanArgument("10m")
+    var sweepInterval = TimeSpanArgument(.seconds(600))
     @Option(help: "Serve Prometheus metrics on this port at /metrics (and /healthz). Default: off.")
     var metricsPort: Int?
     @Option(help: "Address the metrics port listens on (IPv4).")
@@ -93,7 +97,7 @@ struct Work: AsyncParsableCommand {
         try connectTimeout.check("--connect-timeout", 0.1...600)
         try fetchTimeout.check("--fetch-timeout", 1...86_400)
         try originalsTTL.check("--originals-ttl", 0...365 * 86_400)
-        if sweepInterval.seconds != 0 { try sweepInterval.check("--sweep-interval", 1...30 * 86_400) }
+        if sweepInterval.duration != .zero { try sweepInterval.check("--sweep-interval", 1...30 * 86_400) }
         try maxDownloadSize.check("--max-download-size", 1...(16 << 30))
         try maxPendingBytes.check("--max-pending-bytes", (1 << 20)...(1 << 40))
         try maxPixels.check("--max-pixels", 1...(16384 * 16384))
@@ -114,43 +118,59 @@ struct Work: AsyncParsableCommand {
     func run() async throws {
         let logger = logging.makeLogger()
         let conninfo = try await checkDatabase(logger)
+        let configuration = workerConfiguration()
 
-        var c = WorkerConfiguration(storeRoot: storeOptions.root(), workerID: workerID, concurrency: concurrency)
-        c.fetchConcurrency = fetchConcurrency
-        c.hitClaimBatch = hitClaimBatch
-        c.lease = lease.seconds
-        c.pollInterval = pollInterval.seconds
-        c.pollOnly = pollOnly
-        c.drain = drain
-        c.grace = grace.seconds
-        c.backoff.base = retryBase.seconds
-        c.statementTimeout = statementTimeout.seconds
-        c.maxPendingBytes = maxPendingBytes.bytes
-        c.limits.maxPixels = maxPixels.pixels
-        let envRoots = (ProcessInfo.processInfo.environment["HALCYON_FILE_ROOTS"] ?? "").split(separator: ",").map(String.init)
-        c.fetch.fileRoots = (fileRoots + envRoots).filter { !$0.isEmpty }
-        c.fetch.addressPolicy = AddressPolicy(allowed: allNetworks.compactMap(CIDR.init))
-        c.fetch.retry = DelayRetryStrategy(RetryOptions(max: fetchRetries, interval: fetchRetryInterval.seconds, backoff: fetchRetryBackoff))
-        c.fetch.maxRetryWait = maxRetryWait.seconds
-        c.fetch.connectTimeout = connectTimeout.seconds
-        c.fetch.totalTimeout = fetchTimeout.seconds
-        c.fetch.maxBytes = maxDownloadSize.bytes
-        c.fetch.maxRedirects = maxRedirects
-        c.fetch.originalsTTL = originalsTTL.seconds
-        c.sweepInterval = sweepInterval.seconds
-        c.storeSizeLimit = sizeLimit.bytes
-
-        let worker = Worker(configuration: c, conninfo: conninfo, logger: logger)
+        // Every metric goes to one Prometheus registry, published by the exporter.
+        let registry = PrometheusCollectorRegistry()
+        MetricsSystem.bootstrap(Metrics.prometheusFactory(registry: registry))
+        let exporter = try MetricsExporter(registry: registry, port: metricsPort, address: metricsAddress, file: metricsFile, logger: logger)
+        let worker = Worker(configuration: configuration, conninfo: conninfo, logger: logger)
         // Over a file-size limit (RLIMIT_FSIZE) a write should fail with EFBIG — a job's
         // store.write_failed — not kill the worker with SIGXFSZ.
         signal(SIGXFSZ, SIG_IGN)
+        // Not ServiceGroup's UnixSignalsSequence: on Linux it is a DispatchSource, which loses a
+        // signal sent right after start (see SignalForwarder). The first signal stops the worker
+        // gracefully, the second releases its jobs at once (`Worker.requestStop`).
         let signals = SignalForwarder(signals: [SIGTERM, SIGINT]) { worker.requestStop() }
-        let exporter = try MetricsExporter(worker: worker, port: metricsPort, address: metricsAddress, file: metricsFile, logger: logger)
+        defer { signals.cancel() }
         let progressLine = drain && progress ? ProgressReporter(conninfo: conninfo) : nil
-        _ = try await worker.run()
+        // The exporter first, so it is shut down last: its final write has the worker's totals.
+        try await ServiceGroup(configuration: .init(services: [
+            .init(service: exporter),
+            .init(service: worker, successTerminationBehavior: .gracefullyShutdownGroup),
+        ], logger: logger)).run()
         await progressLine?.finish()
-        exporter.finish()
-        signals.cancel()
+    }
+
+    /// The worker's configuration from the options.
+    private func workerConfiguration() -> WorkerConfiguration {
+        var configuration = WorkerConfiguration(storeRoot: storeOptions.root(), workerID: workerID, concurrency: concurrency)
+        configuration.fetchConcurrency = fetchConcurrency
+        configuration.hitClaimBatch = hitClaimBatch
+        configuration.lease = lease.duration
+        configuration.pollInterval = pollInterval.duration
+        configuration.pollOnly = pollOnly
+        configuration.drain = drain
+        configuration.grace = grace.duration
+        configuration.backoff.base = retryBase.seconds
+        configuration.statementTimeout = statementTimeout.duration
+        configuration.maxPendingBytes = maxPendingBytes.bytes
+        configuration.limits.maxPixels = maxPixels.pixels
+        configuration.sweepInterval = sweepInterval.duration
+        configuration.storeSizeLimit = sizeLimit.bytes
+        var fetch = configuration.fetch
+        let environmentRoots = (ProcessInfo.processInfo.environment["HALCYON_FILE_ROOTS"] ?? "").split(separator: ",").map(String.init)
+        fetch.fileRoots = (fileRoots + environmentRoots).filter { !$0.isEmpty }
+        fetch.addressPolicy = AddressPolicy(allowed: allNetworks.compactMap(CIDR.init))
+        fetch.retry = DelayRetryStrategy(RetryOptions(max: fetchRetries, interval: fetchRetryInterval.seconds, backoff: fetchRetryBackoff))
+        fetch.maxRetryWait = maxRetryWait.seconds
+        fetch.connectTimeout = connectTimeout.seconds
+        fetch.totalTimeout = fetchTimeout.seconds
+        fetch.maxBytes = maxDownloadSize.bytes
+        fetch.maxRedirects = maxRedirects
+        fetch.originalsTTL = originalsTTL.seconds
+        configuration.fetch = fetch
+        return configuration
     }
 }
 
@@ -160,18 +180,15 @@ extension Work {
     /// beside its database should wait for it; anything else (a bad URL, a missing schema)
     /// fails at once.
     func checkDatabase(_ logger: Logger) async throws -> String {
-        let deadline = Date().addingTimeInterval(60)
-        var delay = 0.1
-        while true {
-            do {
-                let (connection, conninfo) = try await database.connect()
-                await connection.close()
-                return conninfo
-            } catch let error as DatabaseError where error.connectionLost && Date() < deadline {
-                logger.warning("database unavailable at start; retrying", metadata: ["error": "\(error)", "retry_in": "\(TimeSpan.format(delay))"])
-                try await Task.sleep(for: .seconds(delay))
-                delay = min(delay * 2, 5)
-            }
+        let deadline = ContinuousClock.now + .seconds(60)
+        return try await DatabaseRetry(maximum: .seconds(5)).run(
+            "connect at start (the database is unavailable)", logger: logger,
+            giveUpWhen: { ContinuousClock.now >= deadline },
+            retryIf: { ($0 as? DatabaseError)?.connectionLost == true }
+        ) {
+            let (connection, conninfo) = try await database.connect()
+            await connection.close()
+            return conninfo
         }
     }
 }

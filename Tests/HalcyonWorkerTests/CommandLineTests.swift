@@ -37,6 +37,24 @@ struct CommandLineTests {
         #expect(!output.contains("Fatal error"), "\(arguments): \(output)")
     }
 
+    /// ArgumentParser wraps help text to the terminal: text hard-wrapped in the source comes out
+    /// as a long line and a stub. Within a paragraph (lines of equal indentation), every line but
+    /// the last must be a real line, not a fragment of a few words.
+    @Test(arguments: [[], ["work"], ["enqueue"], ["bench"], ["demo"], ["sweep"], ["verify"], ["status"], ["prune"], ["show"]])
+    func helpTextIsWrappedByArgumentParserNotByHand(command: [String]) async throws {
+        let p = try HalcyonProcess(command + ["--help"], conninfo: nil)
+        #expect(await p.wait(timeout: 30) == 0)
+        let lines = p.output.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+        #expect(lines.count > 5, "\(command): \(p.output)")
+        func indent(_ line: String) -> Int { line.prefix { $0 == " " }.count }
+        for (line, next) in zip(lines, lines.dropFirst()) {
+            let text = line.trimmingCharacters(in: .whitespaces)
+            let continues = !next.trimmingCharacters(in: .whitespaces).isEmpty && indent(next) == indent(line)
+                && !next.trimmingCharacters(in: .whitespaces).hasPrefix("-") && !text.hasSuffix(":")
+            #expect(!(continues && !text.isEmpty && text.count < 20), "\(command) --help has a fragment line: '\(line)' then '\(next)'")
+        }
+    }
+
     @Test func aJSONLineWithAnOutOfRangeNumberIsRejectedByLine() async throws {
         let file = try TestEnvironment.temporaryDirectory("cli").appendingPathComponent("jobs.jsonl")
         for (line, message) in [(#"{"source":"https://x/a.jpg","priority":1e20}"#, #"line 2: "priority" must be an integer from -32768 to 32767"#),

@@ -107,6 +107,19 @@ struct OperatorTests {
         #expect(count == 4)
         #expect(after["halcyon_stage_duration_seconds_bucket{stage=\"total\",le=\"+Inf\"}"] == count)
         #expect(after["halcyon_stage_duration_seconds_count{stage=\"decode\"}"] == 2)
+        #expect(after["halcyon_stage_duration_seconds_bucket{stage=\"total\",le=\"60.0\"}"] == count)
+        // Every family README documents is there under its documented name (the store gauges
+        // appear after this worker's first sweep, which this one does not run).
+        let families = Set(after.keys.map { String($0.prefix { $0 != "{" }) })
+        for name in [
+            "halcyon_jobs_total", "halcyon_cache_hits_total", "halcyon_fetch_bytes_total", "halcyon_store_bytes_written_total",
+            "halcyon_decodes_total", "halcyon_rescued_jobs_total", "halcyon_store_sweeps_total", "halcyon_store_swept_bytes_total",
+            "halcyon_stage_duration_seconds_bucket", "halcyon_stage_duration_seconds_sum", "halcyon_stage_duration_seconds_count",
+            "halcyon_jobs_in_flight", "halcyon_processing_slots", "halcyon_fetch_slots", "halcyon_worker_start_time_seconds",
+        ] {
+            #expect(families.contains(name), "\(name) missing from /metrics: \(families.sorted())")
+        }
+        #expect(after["halcyon_jobs_in_flight"] == 0)
         w.signal(SIGTERM)
         #expect(await w.wait(timeout: 30) == 0)
         // The file holds the same families, rewritten at exit.

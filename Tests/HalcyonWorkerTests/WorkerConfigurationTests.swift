@@ -13,13 +13,13 @@ import Testing
     }
 
     @Test func heartbeatsHaveADeadlineShorterThanTheLease() {
-        var c = WorkerConfiguration(storeRoot: URL(fileURLWithPath: "/tmp/x"))
-        c.lease = 3
-        c.statementTimeout = 30
-        #expect(c.maintenanceStatementTimeout == 2)
-        c.lease = 30
-        #expect(c.maintenanceStatementTimeout == 15)
-        c.lease = 300
-        #expect(c.maintenanceStatementTimeout == 30)
+        var configuration = WorkerConfiguration(storeRoot: URL(fileURLWithPath: "/tmp/x"))
+        configuration.lease = .seconds(3)
+        configuration.statementTimeout = .seconds(30)
+        #expect(configuration.maintenanceStatementTimeout == .seconds(2))
+        configuration.lease = .seconds(30)
+        #expect(configuration.maintenanceStatementTimeout == .seconds(15))
+        configuration.lease = .seconds(300)
+        #expect(configuration.maintenanceStatementTimeout == .seconds(30))
     }
 }

@@ -19,8 +19,8 @@ final class WakeSignal: Sendable {
         waiter?.resume()
     }
 
-    /// Returns at the next wake-up, or after `timeout` seconds.
-    func wait(timeout: Double) async {
+    /// Returns at the next wake-up, or after `timeout`.
+    func wait(timeout: Duration) async {
         await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
             let (resumeNow, gen) = state.withLock { s -> (Bool, Int) in
                 if s.pending { s.pending = false; return (true, s.generation) }
@@ -30,7 +30,7 @@ final class WakeSignal: Sendable {
             }
             if resumeNow { c.resume(); return }
             Task { [self] in
-                try? await Task.sleep(for: .seconds(timeout))
+                try? await Task.sleep(for: timeout)
                 let w = state.withLock { s -> CheckedContinuation<Void, Never>? in
                     guard s.generation == gen, let w = s.waiter else { return nil }
                     s.waiter = nil

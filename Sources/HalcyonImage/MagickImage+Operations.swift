@@ -1,0 +1,130 @@
+internal import CMagickWand
+import Foundation
+import HalcyonCore
+
+/// The pixel operations the processors call: blur, sharpen, rotate, flips, colour, rounded
+/// corners and compositing. Each runs on every frame.
+extension MagickImage {
+    /// Below this sigma the 2-D kernel (a few taps a side) is cheaper than two 1-D passes with
+    /// their intermediate image; above it the separable passes win (measured on 640×480:
+    /// sigma 0.5: 34 ms against 47; sigma 1: 99 ms against 53; sigma 4: 1,017 ms against 126).
+    static let separableFromSigma = 0.75
+
+    /// Gaussian blur. From `separableFromSigma` up, ImageMagick's `-blur`: two 1-D passes of the
+    /// Gaussian (rows, then columns), the same result as the 2-D convolution of
+    /// `MagickGaussianBlurImage` (PSNR ≥ 64 dB between them) at a cost that grows with sigma
+    /// instead of its square (1920×1080, sigma 8: 0.6 s against 8 s).
+    public func blur(sigma: Double) throws(HalcyonError) {
+        try forEachFrame("blur") {
+            sigma < Self.separableFromSigma ? MagickGaussianBlurImage(wand, 0, sigma) : MagickBlurImage(wand, 0, sigma)
+        }
+    }
+
+    /// Sharpens like `-sharpen 0xσ`. From `separableFromSigma` up, as an unsharp mask over the
+    /// separable Gaussian (`-unsharp 0xσ+a+0`) with the amount `-sharpen`'s 2-D kernel applies:
+    /// PSNR ≥ 66 dB against it, at a fraction of its time.
+    public func sharpen(sigma: Double) throws(HalcyonError) {
+        let amount = Self.sharpenAmount(sigma: sigma)
+        try forEachFrame("sharpen") {
+            sigma < Self.separableFromSigma ? MagickSharpenImage(wand, 0, sigma) : MagickUnsharpMaskImage(wand, 0, sigma, amount, 0)
+        }
+    }
+
+    /// The amount of unsharp mask that `-sharpen 0xσ` amounts to: its kernel is 2·δ − G with
+    /// G's centre tap left out, normalised by its sum 1 + g₀ (g₀ the 2-D Gaussian's centre
+    /// weight), i.e. I + (I − G∗I)/(1 + g₀).
+    static func sharpenAmount(sigma: Double) -> Double {
+        let g0 = 1 / (2 * Double.pi * sigma * sigma)
+        return 1 / (1 + min(g0, 1))
+    }
+
+    public func rotate(degrees: Double) throws(HalcyonError) {
+        let none = Self.pixel(Color(red: 0, green: 0, blue: 0, alpha: 0))
+        defer { DestroyPixelWand(none) }
+        try forEachFrame("rotate") {
+            let ok = MagickRotateImage(wand, none, degrees)
+            MagickResetImagePage(wand, "0x0+0+0")
+            return ok
+        }
+    }
+
+    public func flip() throws(HalcyonError) { try forEachFrame("flip") { MagickFlipImage(wand) } }
+    public func flop() throws(HalcyonError) { try forEachFrame("flop") { MagickFlopImage(wand) } }
+
+    /// Paints `color` over the image with `opacity` (0…1), keeping its transparency.
+    public func colorize(_ color: Color, opacity: Double) throws(HalcyonError) {
+        let c = Self.pixel(color)
+        let level = Int((min(max(opacity, 0), 1) * 100).rounded())
+        let o = Self.pixel(named: "rgb(\(level)%,\(level)%,\(level)%)")
+        defer { DestroyPixelWand(c); DestroyPixelWand(o) }
+        try forEachFrame("colorize") { MagickColorizeImage(wand, c, o) }
+    }
+
+    /// brightness: added to each channel (−1…1); contrast: multiplies the distance from
+    /// mid-grey; saturation: multiplies saturation (0 = grey).
+    public func colorControls(brightness: Double, contrast: Double, saturation: Double) throws(HalcyonError) {
+        if saturation != 1 {
+            try forEachFrame("saturation") { MagickModulateImage(wand, 100, saturation * 100, 100) }
+        }
+        if brightness != 0 || contrast != 1 {
+            var coefficients = [contrast, 0.5 - 0.5 * contrast + brightness]
+            let rgb = ChannelType(rawValue: RedChannel.rawValue | GreenChannel.rawValue | BlueChannel.rawValue)
+            try forEachFrame("brightness/contrast") {
+                MagickFunctionImageChannel(wand, rgb, PolynomialFunction, 2, &coefficients)
+            }
+        }
+    }
+
+    /// Cuts the corners to a radius; `corners` says which. Outside becomes transparent.
+    public func roundCorners(radius: Double, topLeft: Bool, topRight: Bool, bottomLeft: Bool, bottomRight: Bool) throws(HalcyonError) {
+        try forEachFrame("round corners") {
+            let w = Double(MagickGetImageWidth(wand)), h = Double(MagickGetImageHeight(wand))
+            let r = min(radius, w / 2, h / 2)
+            guard let mask = NewMagickWand(), let draw = NewDrawingWand() else { return MagickFalse }
+            defer { DestroyMagickWand(mask); DestroyDrawingWand(draw) }
+            let clear = Self.pixel(Color(red: 0, green: 0, blue: 0, alpha: 0)), white = Self.pixel(Color(red: 255, green: 255, blue: 255))
+            defer { DestroyPixelWand(clear); DestroyPixelWand(white) }
+            guard MagickNewImage(mask, Int(w), Int(h), clear) == MagickTrue else { return MagickFalse }
+            DrawSetFillColor(draw, white)
+            DrawRoundRectangle(draw, 0, 0, w - 1, h - 1, r, r)
+            // Square off the corners that stay sharp.
+            if !topLeft { DrawRectangle(draw, 0, 0, r, r) }
+            if !topRight { DrawRectangle(draw, w - 1 - r, 0, w - 1, r) }
+            if !bottomLeft { DrawRectangle(draw, 0, h - 1 - r, r, h - 1) }
+            if !bottomRight { DrawRectangle(draw, w - 1 - r, h - 1 - r, w - 1, h - 1) }
+            guard MagickDrawImage(mask, draw) == MagickTrue else { return MagickFalse }
+            MagickSetImageAlphaChannel(wand, SetAlphaChannel)
+            return MagickCompositeImage(wand, mask, DstInCompositeOp, 0, 0)
+        }
+    }
+
+    /// Composites the image onto `background` (or transparency) with a blend mode and an
+    /// overall opacity.
+    /// Flattens the image onto an opaque `background`.
+    package func flatten(onto background: Color) throws(HalcyonError) {
+        try blend(OverCompositeOp, alpha: 1, background: background)
+    }
+
+    /// Resamples to exactly `width`×`height` with Halcyon's resampler.
+    package func scale(width: Int, height: Int) throws(HalcyonError) {
+        try resize(width: width, height: height)
+    }
+
+    func blend(_ op: CompositeOperator, alpha: Double, background: Color?) throws(HalcyonError) {
+        try forEachFrame("blend") {
+            let w = MagickGetImageWidth(wand), h = MagickGetImageHeight(wand)
+            guard let base = NewMagickWand() else { return MagickFalse }
+            defer { DestroyMagickWand(base) }
+            let fill = Self.pixel(background ?? Color(red: 0, green: 0, blue: 0, alpha: 0))
+            defer { DestroyPixelWand(fill) }
+            guard MagickNewImage(base, w, h, fill) == MagickTrue else { return MagickFalse }
+            MagickSetImageAlphaChannel(wand, SetAlphaChannel)
+            if alpha < 1 {
+                // Scale the image's own alpha by `alpha`.
+                _ = MagickEvaluateImageChannel(wand, AlphaChannel, MultiplyEvaluateOperator, alpha)
+            }
+            guard MagickCompositeImage(base, wand, op, 0, 0) == MagickTrue else { return MagickFalse }
+            return MagickSetImage(wand, base)  // replaces the current frame
+        }
+    }
+}

@@ -1,0 +1,125 @@
+import HalcyonCore
+import HalcyonQueue
+import Logging
+import ServiceLifecycle
+
+/// The claim loop, as a service: claims batches of jobs while there are free slots (woken by
+/// LISTEN/NOTIFY, a freed slot or the poll interval), runs each group of jobs that share a
+/// source through the `JobRunner`, hands the outcomes to the `OutcomeRecorder`, and when told
+/// to stop finishes what it holds within the grace period and releases the rest.
+///
+/// It returns on its own when stopped or drained, which shuts the worker's other services
+/// down (`successTerminationBehavior: .gracefullyShutdownGroup`).
+struct Claimer: Service {
+    let configuration: WorkerConfiguration
+    let queue: JobQueue
+    let runner: JobRunner
+    let recorder: OutcomeRecorder
+    let state: WorkerState
+    let metrics: Metrics
+    let logger: Logger
+
+    func run() async {
+        await withGracefulShutdownHandler {
+            await withDiscardingTaskGroup { group in
+                await claimLoop(&group)
+                await finishInFlight()
+            }
+        } onGracefulShutdown: { [state] in
+            _ = state.requestStop()
+        }
+    }
+
+    private func claimLoop(_ group: inout DiscardingTaskGroup) async {
+        let stopping = { state.stopRequests > 0 }
+        while !stopping() {
+            let limit = state.recentHits >= WorkerConfiguration.hitClaimRatio ? configuration.maxInFlightForHits : configuration.maxInFlight
+            let free = limit - state.withHeld { $0.occupyingSlots }
+            var claimed: [Job] = []
+            if free > 0 {
+                do {
+                    claimed = try await DatabaseRetry().run(
+                        "claim", logger: logger, giveUpWhen: stopping, retryIf: { _ in true },
+                        wait: { await state.wake.wait(timeout: $0) }
+                    ) {
+                        try await queue.claim(workerID: configuration.workerID, limit: free, lease: configuration.lease.seconds)
+                    }
+                } catch {
+                    return  // stopping
+                }
+            }
+            for plans in JobPlan.groups(of: claimed, maxDataBytes: runner.fetcher.configuration.maxDataBytes) {
+                let flags = plans.map { _ in CancellationFlag() }
+                state.withHeld { held in
+                    for (plan, flag) in zip(plans, flags) { held.hold(plan.job, cancel: flag) }
+                }
+                group.addTask { await execute(plans, flags: flags) }
+            }
+            if !claimed.isEmpty && claimed.count == free { continue }  // probably more waiting
+            if configuration.drain, claimed.isEmpty, state.withHeld({ $0.isEmpty }) {
+                if let (runnable, running) = try? await queue.drainState(), !runnable, !running {
+                    logger.info("drained: nothing runnable, nothing running")
+                    return
+                }
+            }
+            await state.wake.wait(timeout: configuration.pollInterval)
+        }
+    }
+
+    /// Runs one group of jobs that share a source and records each outcome.
+    private func execute(_ plans: [JobPlan], flags: [CancellationFlag]) async {
+        for plan in plans {
+            logger.debug("job claimed", metadata: [
+                "job": "\(plan.job.id)", "attempt": "\(plan.job.attempt)", "queue_wait": "\(TimeSpan.format(plan.job.queueWait))",
+            ])
+        }
+        let started = ContinuousClock.now
+        let outcomes = await runner.run(plans, cancels: flags)
+        let total = (ContinuousClock.now - started).seconds
+        await withDiscardingTaskGroup { group in
+            for (index, plan) in plans.enumerated() {
+                var timings = outcomes[index].timings
+                timings.total = total
+                metrics.observe(timings)
+                group.addTask {
+                    await recorder.record(plan.job, outcomes[index].result, timings: timings, cancel: flags[index])
+                }
+            }
+        }
+    }
+
+    /// Waits for in-flight jobs up to the grace period (or until a second stop request), then
+    /// releases whatever is left without spending its attempt.
+    private func finishInFlight() async {
+        let deadline = ContinuousClock.now + configuration.grace
+        while !state.withHeld({ $0.isEmpty }), ContinuousClock.now < deadline, state.stopRequests < 2 {
+            await state.wake.wait(timeout: .milliseconds(100))
+        }
+        let left = state.withHeld { $0.takeAll() }
+        guard !left.isEmpty else { return }
+        left.forEach { $0.cancel.cancel() }
+        let claims = left.map(\.claim)
+        var released = 0
+        do {
+            // Retried through an outage until a second stop request, and then bounded in time.
+            if let count = try await recorder.recordOrGiveUp("release", logger, {
+                try await queue.release(claims, workerID: configuration.workerID)
+            }) {
+                released = count
+                if count < claims.count {
+                    // Their outcome was being written as the grace ended, or they were cancelled
+                    // or rescued meanwhile: either way no longer ours to release.
+                    logger.info("some jobs were no longer ours to release (finished, cancelled or rescued meanwhile)",
+                                metadata: ["not_released": "\(claims.count - count)"])
+                }
+            } else {
+                logger.warning("the database did not answer; the unfinished jobs' leases will lapse", metadata: ["jobs": "\(claims.count)"])
+            }
+        } catch {
+            logger.error("the database refused to release the unfinished jobs; their leases will lapse", metadata: ["error": "\(error)"])
+        }
+        state.updateSummary { $0.released += released }
+        metrics.count(.released, jobs: released)
+        logger.notice("released unfinished jobs without spending an attempt", metadata: ["count": "\(released)"])
+    }
+}

@@ -1,0 +1,71 @@
+import HalcyonCore
+import HalcyonQueue
+import Logging
+import ServiceLifecycle
+
+/// Moves jobs whose lease ended (their worker died or stalled) back to the queue, or fails them
+/// when they are out of attempts, every few seconds. Any worker rescues any worker's jobs.
+struct Rescuer: Service {
+    let configuration: WorkerConfiguration
+    let queue: JobQueue
+    let state: WorkerState
+    let metrics: Metrics
+    let logger: Logger
+
+    /// How long a job the database refused to rescue is left out of rescues.
+    static let refusedPause: Duration = .seconds(600)
+
+    func run() async {
+        // Jobs the database refused to rescue (a trigger, a constraint), left out until the
+        // time given, so one such row neither blocks the others nor floods the log.
+        var refused: [Int64: ContinuousClock.Instant] = [:]
+        while !Task.isShuttingDownGracefully, !Task.isCancelled {
+            await rescue(refused: &refused)
+            try? await cancelWhenGracefulShutdown { [interval = configuration.effectiveRescueInterval] in
+                try await Task.sleep(for: interval)
+            }
+        }
+    }
+
+    private func rescue(refused: inout [Int64: ContinuousClock.Instant]) async {
+        let now = ContinuousClock.now
+        refused = refused.filter { $0.value > now }
+        let excluded = Array(refused.keys)
+        var rescued: [JobQueue.Rescued] = []
+        do {
+            rescued = try await queue.rescueExpired(excluding: excluded)
+        } catch let error as DatabaseError where !error.isTransient {
+            // One row the database refuses fails the whole statement: rescue row by row.
+            rescued = await rescueOneByOne(excluding: excluded, refused: &refused, after: error)
+        } catch {
+            logger.warning("rescue failed", metadata: ["error": "\(error)"])
+        }
+        guard !rescued.isEmpty else { return }
+        state.updateSummary { $0.rescued += rescued.count }
+        metrics.rescued(rescued.count)
+        logger.notice("rescued jobs whose lease ended", metadata: [
+            "requeued": "\(rescued.filter { !$0.failed }.count)", "failed": "\(rescued.filter(\.failed).count)",
+        ])
+        state.wake.wake()
+    }
+
+    private func rescueOneByOne(excluding: [Int64], refused: inout [Int64: ContinuousClock.Instant],
+                                after error: DatabaseError) async -> [JobQueue.Rescued] {
+        logger.warning("the database refused a batch rescue; rescuing one job at a time", metadata: ["error": "\(error)"])
+        var rescued: [JobQueue.Rescued] = []
+        do {
+            for id in try await queue.expiredLeases(excluding: excluding) {
+                do {
+                    if let job = try await queue.rescue(id: id) { rescued.append(job) }
+                } catch let refusal as DatabaseError where !refusal.isTransient {
+                    refused[id] = ContinuousClock.now + Self.refusedPause
+                    logger.error("the database refused to rescue this job; leaving it for \(TimeSpan.format(Self.refusedPause))",
+                                 metadata: ["job": "\(id)", "error": "\(refusal)"])
+                }
+            }
+        } catch {
+            logger.warning("rescue failed", metadata: ["error": "\(error)"])
+        }
+        return rescued
+    }
+}

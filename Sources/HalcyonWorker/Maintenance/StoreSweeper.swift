@@ -1,0 +1,56 @@
+import HalcyonCore
+import HalcyonQueue
+import HalcyonStore
+import Logging
+import ServiceLifecycle
+
+/// Sweeps the store every `sweepInterval` (expired files, dangling keys, the size limit) when
+/// no other worker is sweeping; the first sweep comes 5–30 s after start, so a fleet started
+/// together doesn't all try at once. A sweep in progress stops at its next file on shutdown.
+struct StoreSweeper: Service {
+    let configuration: WorkerConfiguration
+    let conninfo: String
+    let metrics: Metrics
+    let logger: Logger
+
+    func run() async {
+        let interval = configuration.sweepInterval
+        var wait = min(interval, .seconds(Double.random(in: 5...30)))
+        while !Task.isShuttingDownGracefully, !Task.isCancelled {
+            try? await cancelWhenGracefulShutdown { [wait] in try await Task.sleep(for: wait) }
+            guard !Task.isShuttingDownGracefully, !Task.isCancelled else { return }
+            let cancel = CancellationFlag()
+            await withGracefulShutdownHandler {
+                await sweep(cancel: cancel)
+            } onGracefulShutdown: {
+                cancel.cancel()
+            }
+            wait = interval
+        }
+    }
+
+    /// Sweeps if no other worker is sweeping (the sweep advisory lock), on a connection of its
+    /// own: the lock is a session lock held for the whole sweep, which must not depend on (or
+    /// be dropped with) the connection heartbeats use.
+    private func sweep(cancel: CancellationFlag) async {
+        do {
+            let connection = try await PGConnection.connect(conninfo, label: "sweep", statementTimeout: configuration.statementTimeout.seconds)
+            defer { Task { await connection.close() } }
+            let maintenance = StoreMaintenance(store: DiskStore(root: configuration.storeRoot), sizeLimit: configuration.storeSizeLimit,
+                                               sweptBy: configuration.workerID)
+            guard let report = try await maintenance.sweep(JobQueue(connection: connection), waitForLock: false, cancel: cancel) else {
+                logger.debug("store sweep skipped: another worker is sweeping")
+                return
+            }
+            metrics.swept(report)
+            let meta = StoreMaintenance.metadata(report)
+            if report.removedFiles + report.removedKeys + report.removedTempFiles > 0 {
+                logger.info("store swept", metadata: meta)
+            } else {
+                logger.debug("store swept", metadata: meta)
+            }
+        } catch {
+            logger.warning("store sweep failed", metadata: ["error": "\(error)"])
+        }
+    }
+}

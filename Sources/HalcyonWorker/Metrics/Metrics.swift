@@ -1,0 +1,120 @@
+import CoreMetrics
+import Foundation
+import HalcyonCore
+import HalcyonStore
+import Prometheus
+import Synchronization
+
+/// How a job's attempt ended, as the `outcome` label of `halcyon_jobs_total`.
+public enum JobOutcome: String, Sendable, CaseIterable {
+    /// Recorded as succeeded.
+    case succeeded
+    /// Failed permanently or out of attempts.
+    case failed
+    /// Failed transiently; scheduled again.
+    case retried
+    /// Released unfinished at shutdown, without spending the attempt.
+    case released
+    /// Cancelled or lost while running: not recorded by this worker.
+    case abandoned
+    /// The database refused the outcome (`worker.outcome_rejected`).
+    case rejected
+}
+
+/// A worker's metrics, reported through swift-metrics: whatever backend the process bootstraps
+/// (`MetricsSystem.bootstrap`) receives them — Prometheus, StatsD, OpenTelemetry. `halcyon work`
+/// bootstraps a Prometheus registry (`prometheusFactory(registry:)`) and publishes it with
+/// `MetricsExporter`.
+///
+/// Counters: `halcyon_jobs_total{outcome,code}`, `halcyon_cache_hits_total`,
+/// `halcyon_fetch_bytes_total`, `halcyon_store_bytes_written_total`, `halcyon_decodes_total`,
+/// `halcyon_rescued_jobs_total`, `halcyon_store_sweeps_total`, `halcyon_store_swept_bytes_total`.
+/// Timer (a histogram in Prometheus): `halcyon_stage_duration_seconds{stage}`. Gauges:
+/// `halcyon_jobs_in_flight`, `halcyon_processing_slots`, `halcyon_fetch_slots`,
+/// `halcyon_store_bytes` (after the last sweep this worker ran), `halcyon_worker_start_time_seconds`.
+public final class Metrics: Sendable {
+    /// Histogram buckets (seconds) for stage durations: 1 ms to 1 min.
+    public static let stageBuckets: [Double] = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60]
+    /// The stage timer's label.
+    public static let stageDuration = "halcyon_stage_duration_seconds"
+
+    private let factory: any MetricsFactory
+    private let jobCounters = Mutex<[String: CoreMetrics.Counter]>([:])
+    private let stageTimers = Mutex<[String: CoreMetrics.Timer]>([:])
+    private let cacheHits: CoreMetrics.Counter
+    private let fetchedBytes: CoreMetrics.Counter
+    private let storedBytes: CoreMetrics.Counter
+    private let decodes: CoreMetrics.Counter
+    private let rescuedJobs: CoreMetrics.Counter
+    private let sweeps: CoreMetrics.Counter
+    private let sweptBytes: CoreMetrics.Counter
+    private let inFlight: CoreMetrics.Gauge
+    private let storeBytes: CoreMetrics.Gauge
+
+    /// `factory`: where the metrics go; default the process's bootstrapped one.
+    public init(processingSlots: Int, fetchSlots: Int, factory: any MetricsFactory = MetricsSystem.factory) {
+        self.factory = factory
+        func counter(_ label: String) -> CoreMetrics.Counter { CoreMetrics.Counter(label: label, dimensions: [], factory: factory) }
+        func gauge(_ label: String) -> CoreMetrics.Gauge { CoreMetrics.Gauge(label: label, dimensions: [], factory: factory) }
+        cacheHits = counter("halcyon_cache_hits_total")
+        fetchedBytes = counter("halcyon_fetch_bytes_total")
+        storedBytes = counter("halcyon_store_bytes_written_total")
+        decodes = counter("halcyon_decodes_total")
+        rescuedJobs = counter("halcyon_rescued_jobs_total")
+        sweeps = counter("halcyon_store_sweeps_total")
+        sweptBytes = counter("halcyon_store_swept_bytes_total")
+        inFlight = gauge("halcyon_jobs_in_flight")
+        storeBytes = gauge("halcyon_store_bytes")
+        inFlight.record(0)
+        gauge("halcyon_processing_slots").record(processingSlots)
+        gauge("halcyon_fetch_slots").record(fetchSlots)
+        gauge("halcyon_worker_start_time_seconds").record(Date().timeIntervalSince1970.rounded())
+    }
+
+    /// A Prometheus factory writing into `registry`, with the stage histogram's buckets.
+    public static func prometheusFactory(registry: PrometheusCollectorRegistry) -> PrometheusMetricsFactory {
+        var factory = PrometheusMetricsFactory(registry: registry)
+        factory.durationHistogramBuckets[stageDuration] = stageBuckets.map { Duration.nanoseconds(Int64(($0 * 1e9).rounded())) }
+        return factory
+    }
+
+    /// Counts `jobs` attempts that ended with `outcome` (and `code`, for failures).
+    public func count(_ outcome: JobOutcome, code: ErrorCode? = nil, jobs: Int = 1) {
+        let codeLabel = code?.description ?? ""
+        let key = outcome.rawValue + "\u{0}" + codeLabel
+        let counter = jobCounters.withLock { counters in
+            if let existing = counters[key] { return existing }
+            let made = CoreMetrics.Counter(label: "halcyon_jobs_total", dimensions: [("outcome", outcome.rawValue), ("code", codeLabel)], factory: factory)
+            counters[key] = made
+            return made
+        }
+        counter.increment(by: jobs)
+    }
+
+    public func cacheHit() { cacheHits.increment() }
+    public func fetched(bytes: Int) { fetchedBytes.increment(by: bytes) }
+    public func stored(bytes: Int) { storedBytes.increment(by: bytes) }
+    public func decoded() { decodes.increment() }
+    public func rescued(_ count: Int) { rescuedJobs.increment(by: count) }
+    /// The jobs the worker holds now (fetching, waiting for a slot, processing, storing).
+    public func jobsInFlight(_ count: Int) { inFlight.record(count) }
+
+    public func swept(_ report: SweepReport) {
+        sweeps.increment()
+        sweptBytes.increment(by: Int(report.freedBytes))
+        storeBytes.record(Int(report.keptBytes))
+    }
+
+    /// Records each stage that ran.
+    public func observe(_ timings: StageTimings) {
+        for (stage, seconds) in timings.stages {
+            let timer = stageTimers.withLock { timers in
+                if let existing = timers[stage] { return existing }
+                let made = CoreMetrics.Timer(label: Self.stageDuration, dimensions: [("stage", stage)], factory: factory)
+                timers[stage] = made
+                return made
+            }
+            timer.recordNanoseconds(Int64((seconds * 1e9).rounded()))
+        }
+    }
+}

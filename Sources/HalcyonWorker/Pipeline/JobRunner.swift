@@ -1,0 +1,183 @@
+import Foundation
+import HalcyonCore
+import HalcyonFetch
+import HalcyonImage
+import HalcyonQueue
+import HalcyonStore
+
+/// Runs jobs' pipelines — validate, fetch (source, then fallbacks), process, store — and
+/// returns what to record. Jobs of one claimed batch that share a source run as a group: one
+/// download, one decode, each chain on a clone. It never touches the database; `Worker`
+/// records the outcomes.
+struct JobRunner: Sendable {
+    let fetcher: Fetcher
+    let store: DiskStore
+    let limits: ImageLimits
+    let processSlots: AsyncSemaphore
+    let pendingBytes: PendingBytes
+    let metrics: Metrics
+
+    /// One job's outcome and where its time went.
+    struct Outcome: Sendable {
+        var result: Result<JobResult, HalcyonError>
+        var timings: StageTimings
+    }
+
+    init(configuration: WorkerConfiguration, metrics: Metrics) {
+        self.metrics = metrics
+        var fetch = configuration.fetch
+        if fetch.originalsTTL > 0, fetch.originals == nil {
+            fetch.originals = OriginalsStore(storeRoot: configuration.storeRoot)
+        }
+        pendingBytes = PendingBytes(limit: configuration.maxPendingBytes)
+        fetcher = Fetcher(configuration: fetch, concurrency: configuration.fetchConcurrency, gate: pendingBytes)
+        store = DiskStore(root: configuration.storeRoot)
+        limits = configuration.limits
+        processSlots = AsyncSemaphore(configuration.concurrency)
+    }
+
+    /// Runs a group of planned jobs with the same source; the outcomes are in the order of
+    /// `plans`. `cancels` are the jobs' flags: the shared download stops only when every job is gone.
+    func run(_ plans: [JobPlan], cancels: [CancellationFlag]) async -> [Outcome] {
+        var results = [Result<JobResult, HalcyonError>?](repeating: nil, count: plans.count)
+        var timings = plans.map { plan -> StageTimings in
+            var timing = StageTimings()
+            timing.queueWait = plan.job.queueWait
+            return timing
+        }
+        // Jobs that failed validation fail now, before any lookup or download.
+        var valid: [(index: Int, plan: JobPlan.Valid)] = []
+        for (index, plan) in plans.enumerated() {
+            switch plan.validated {
+            case .success(let v): valid.append((index, v))
+            case .failure(let error): results[index] = .failure(error)
+            }
+        }
+        // Store hits complete without touching the network.
+        let hits = await lookUp(valid.map(\.plan))
+        var misses: [(index: Int, plan: JobPlan.Valid)] = []
+        for (index, plan) in valid {
+            if let hit = hits.found[plan.resultKey], !plan.options.forceRefresh {
+                results[index] = .success(JobResult(key: plan.resultKey, object: hit.object, info: hit.info, cacheHit: true, source: nil))
+                timings[index].store = hits.secondsPerLookup
+                metrics.cacheHit()
+            } else if plan.options.onlyFromCache {
+                results[index] = .failure(HalcyonError(.notCached, "no unexpired stored result for '\(plan.resultKey.prefix(300))' (only_from_cache)"))
+            } else {
+                misses.append((index, plan))
+            }
+        }
+        if !misses.isEmpty {
+            let outcomes = await runMisses(misses.map(\.plan), cancel: Self.allCancelled(misses.map { cancels[$0.index] }))
+            for ((index, _), outcome) in zip(misses, outcomes) {
+                timings[index] = outcome.timings
+                timings[index].queueWait = plans[index].job.queueWait
+                results[index] = outcome.result
+            }
+        }
+        return zip(results, timings).map { Outcome(result: $0 ?? .failure(.abandoned), timings: $1) }
+    }
+
+    /// Looks up the stored results of the plans that may use one, off the cooperative pool.
+    private func lookUp(_ plans: [JobPlan.Valid]) async -> (found: [String: CachedResult], secondsPerLookup: Double) {
+        let lookups: [(key: String, extend: ExpirationExtending)] = plans.filter { !$0.options.forceRefresh }.map { ($0.resultKey, $0.options.extend) }
+        guard !lookups.isEmpty else { return ([:], 0) }
+        let store = self.store
+        let started = ContinuousClock.now
+        let found = (try? await Blocking.run { () -> [String: CachedResult] in
+            var found: [String: CachedResult] = [:]
+            for (key, extend) in lookups where found[key] == nil { found[key] = store.lookup(key, extend: extend) }
+            return found
+        }) ?? [:]
+        return (found, (ContinuousClock.now - started).seconds / Double(lookups.count))
+    }
+
+    /// A miss's outcome and its stage timings (all but the queue wait).
+    private typealias Attempt = (result: Result<JobResult, HalcyonError>, timings: StageTimings)
+
+    /// Fetch once (the group shares its sources and headers), decode once, one chain per job,
+    /// store each result under its key. Nothing starts once `cancel` is raised (every job of the
+    /// group released, cancelled or lost): not the download, not the wait for a slot, not the
+    /// next step or the store.
+    private func runMisses(_ plans: [JobPlan.Valid], cancel: CancellationFlag) async -> [Attempt] {
+        var timings = StageTimings()
+        func all(_ error: HalcyonError) -> [Attempt] { plans.map { _ in (.failure(error), timings) } }
+        let fetched: FetchedImage
+        let fetchStarted = ContinuousClock.now
+        do {
+            fetched = try await fetcher.fetch(plans[0].fetch, cancel: cancel)
+            timings.fetch = (ContinuousClock.now - fetchStarted).seconds
+            metrics.fetched(bytes: fetched.data.count)
+        } catch {
+            timings.fetch = (ContinuousClock.now - fetchStarted).seconds
+            return all(error)
+        }
+        // Held until processed: transfers wait (`PendingBytes`) while too many bytes are.
+        let held = fetched.data.count
+        pendingBytes.hold(held)
+        defer { pendingBytes.release(held) }
+        let limits = self.limits
+        let processed: [Result<ProcessedImage, HalcyonError>]
+        do {
+            let chains = plans.map(\.chain)
+            processed = try await processSlots.withPermit(cancel: cancel) {
+                try await Blocking.run { try ImagePipeline.run(fetched.data, format: fetched.format, chains: chains, limits: limits, cancel: cancel) }
+            }
+            metrics.decoded()
+        } catch {
+            return all(HalcyonError.wrap(error))
+        }
+        var out: [Attempt] = []
+        for (plan, result) in zip(plans, processed) {
+            var timing = timings
+            switch result {
+            case .failure(let error): out.append((.failure(error), timing))
+            case .success(let image):
+                timing.decode = image.decodeSeconds
+                timing.process = image.processSeconds
+                timing.encode = image.encodeSeconds
+                let stored = await store(image, plan, source: fetched.source, cancel: cancel, timing: &timing)
+                out.append((stored, timing))
+            }
+        }
+        return out
+    }
+
+    /// Stores one job's output under its result key.
+    private func store(_ image: ProcessedImage, _ plan: JobPlan.Valid, source: String, cancel: CancellationFlag,
+                       timing: inout StageTimings) async -> Result<JobResult, HalcyonError> {
+        guard !cancel.isCancelled else { return .failure(.abandoned) }
+        let store = self.store
+        let info = ResultInfo(format: image.format.rawValue, width: image.width, height: image.height)
+        let started = ContinuousClock.now
+        defer { timing.store = (ContinuousClock.now - started).seconds }
+        do {
+            let object = try await Blocking.run {
+                try store.store(image.data, ext: image.format.fileExtension, info: info, key: plan.resultKey, expiration: plan.options.expiration)
+            }
+            if !object.existed { metrics.stored(bytes: object.bytes) }
+            return .success(JobResult(key: plan.resultKey, object: object, info: info, cacheHit: false, source: source))
+        } catch {
+            return .failure(HalcyonError.wrap(error))
+        }
+    }
+
+    /// A flag raised once every one of `flags` is.
+    static func allCancelled(_ flags: [CancellationFlag]) -> CancellationFlag {
+        guard flags.count > 1 else { return flags.first ?? CancellationFlag() }
+        let combined = CancellationFlag()
+        let remaining = Counter(flags.count)
+        for f in flags {
+            f.onCancel { if remaining.decrement() == 0 { combined.cancel() } }
+        }
+        return combined
+    }
+}
+
+/// A thread-safe countdown.
+private final class Counter: @unchecked Sendable {
+    private let lock = NSLock()
+    private var value: Int
+    init(_ value: Int) { self.value = value }
+    func decrement() -> Int { lock.lock(); defer { lock.unlock() }; value -= 1; return value }
+}

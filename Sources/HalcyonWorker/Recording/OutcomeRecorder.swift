@@ -1,0 +1,129 @@
+import HalcyonCore
+import HalcyonQueue
+import Logging
+
+/// Writes each job's outcome to its row — success through the group commit, failure with its
+/// retry schedule — unless the job is no longer this worker's, and frees its place.
+struct OutcomeRecorder: Sendable {
+    let configuration: WorkerConfiguration
+    let queue: JobQueue
+    let completions: CompletionBatcher
+    let state: WorkerState
+    let metrics: Metrics
+    let logger: Logger
+
+    init(configuration: WorkerConfiguration, queue: JobQueue, state: WorkerState, metrics: Metrics, logger: Logger) {
+        self.configuration = configuration
+        self.queue = queue
+        self.state = state
+        self.metrics = metrics
+        self.logger = logger
+        completions = CompletionBatcher { [workerID = configuration.workerID] batch in
+            try await queue.complete(batch: batch, workerID: workerID)
+        }
+    }
+
+    /// Records one job's outcome (unless it is no longer ours) and frees its place.
+    func record(_ job: Job, _ outcome: Result<JobResult, HalcyonError>, timings: StageTimings, cancel: CancellationFlag) async {
+        var log = logger
+        log[metadataKey: "job"] = "\(job.id)"
+        log[metadataKey: "attempt"] = "\(job.attempt)"
+        defer {
+            state.withHeld { $0.drop(job) }
+            state.wake.wake()
+        }
+        // Released at shutdown, cancelled or rescued: the row is no longer ours to write.
+        guard state.withHeld({ $0.holds(job) }), !cancel.isCancelled else {
+            log.debug("job abandoned; outcome not recorded")
+            metrics.count(.abandoned)
+            return
+        }
+        // The slot is free once the result is in the store; writing the outcome (a group
+        // commit, a round trip) overlaps the next claim instead of gating it.
+        let hit: Bool = if case .success(let result) = outcome { result.cacheHit } else { false }
+        _ = state.withHeld { $0.startRecording(job) }
+        state.noteOutcome(hit: hit)
+        state.wake.wake()
+        switch outcome {
+        case .success(let result): await recordSuccess(job, result, timings: timings, log: log)
+        case .failure(let error): await recordFailure(job, error, timings: timings, log: log)
+        }
+    }
+
+    private func recordSuccess(_ job: Job, _ result: JobResult, timings: StageTimings, log: Logger) async {
+        let recorded: Bool?
+        do {
+            recorded = try await recordOrGiveUp("complete", log) {
+                try await completions.complete((job.claim, result, timings))
+            }
+        } catch {
+            await rejected(job, outcome: "success", error, log: log)
+            return
+        }
+        if recorded == true {
+            state.updateSummary { $0.succeeded += 1 }
+            state.unreported(done: 1)
+        }
+        metrics.count(recorded == true ? .succeeded : .abandoned)
+        log.debug("job succeeded", metadata: ["key": "\(result.key)", "path": "\(result.path)", "bytes": "\(result.bytes)"])
+    }
+
+    private func recordFailure(_ job: Job, _ error: HalcyonError, timings: StageTimings, log: Logger) async {
+        let delay = configuration.backoff.delay(afterAttempt: job.attempt)
+        let recorded: JobQueue.FailOutcome?
+        do {
+            recorded = try await recordOrGiveUp("fail", log) {
+                try await queue.fail(job.claim, workerID: configuration.workerID, error: error, retryDelay: delay, timings: timings)
+            }
+        } catch let refusal {
+            await rejected(job, outcome: "failure (\(error.code))", refusal, log: log)
+            return
+        }
+        var meta: Logger.Metadata = ["code": "\(error.code)", "message": "\(error.message)"]
+        if let source = error.source { meta["source"] = "\(source.prefix(200))" }
+        switch recorded {
+        case .failed?:
+            metrics.count(.failed, code: error.code)
+            state.updateSummary { $0.failed += 1 }
+            state.unreported(failed: 1)
+            log.notice("job failed", metadata: meta)
+        case .retryScheduled?:
+            metrics.count(.retried, code: error.code)
+            state.updateSummary { $0.retried += 1 }
+            meta["retry_in"] = "\(TimeSpan.format(delay))"
+            log.info("job failed; retry scheduled", metadata: meta)
+        default:
+            metrics.count(.abandoned, code: error.code)
+            log.debug("job failure not recorded (no longer ours)", metadata: meta)
+        }
+    }
+
+    /// The database refused an outcome for good (an application's trigger or constraint on
+    /// `halcyon.jobs`): retrying the same statement would fail forever. The refusal is noted on
+    /// the row (`worker.outcome_rejected`, if the database takes that much), logged as an
+    /// error, and the claim let go: its lease lapses and the rescue requeues it.
+    private func rejected(_ job: Job, outcome: String, _ error: any Error, log: Logger) async {
+        metrics.count(.rejected, code: .outcomeRejected)
+        var meta: Logger.Metadata = ["code": "\(ErrorCode.outcomeRejected)", "error": "\(error)"]
+        if let databaseError = error as? DatabaseError {
+            let noted = try? await recordOrGiveUp("note the refusal", log) {
+                try await queue.markOutcomeRejected(job.claim, workerID: configuration.workerID, outcome: outcome, error: databaseError)
+            }
+            meta["noted_on_row"] = "\(noted == true)"
+        }
+        log.error("the database refused this job's \(outcome); not retrying the write — its lease will lapse and it will be rescued", metadata: meta)
+    }
+
+    /// Retries a recording statement through database outages until it succeeds or the worker
+    /// must stop at once (nil). A job whose outcome could not be written keeps its lease until it
+    /// ends, and is then rescued and run again. An error that is not transient is thrown.
+    func recordOrGiveUp<T: Sendable>(_ what: String, _ log: Logger, _ body: () async throws -> T) async throws -> T? {
+        do {
+            return try await DatabaseRetry().run("recording \(what)", logger: log, giveUpWhen: { state.stopRequests >= 2 }, body)
+        } catch let error as DatabaseError where !error.isTransient {
+            throw error
+        } catch {
+            return nil
+        }
+    }
+}
