@@ -3,58 +3,7 @@ import Dispatch
 import Foundation
 import HalcyonCore
 
-/// A database failure. `connectionLost` tells callers that retrying after a reconnect may help.
-public struct DatabaseError: Error, Sendable, CustomStringConvertible {
-    public var message: String
-    public var sqlState: String?
-    public var connectionLost: Bool
 
-    public init(message: String, sqlState: String? = nil, connectionLost: Bool) {
-        self.message = message
-        self.sqlState = sqlState
-        self.connectionLost = connectionLost
-    }
-
-    public var description: String {
-        (sqlState.map { "[\($0)] " } ?? "") + message
-    }
-
-    /// Whether the same statement may succeed if tried again: the connection was lost (or
-    /// timed out and was reset), or the server hit a conflict or a shortage that passes —
-    /// serialization failures and deadlocks (class 40), lock timeouts (55P03), insufficient
-    /// resources (53), an operator's or a restart's intervention (57), system errors (58).
-    /// Everything else — a trigger's `RAISE`, a constraint, a bad value — fails the same way
-    /// every time and must not be retried forever.
-    public var isTransient: Bool {
-        if connectionLost { return true }
-        guard let state = sqlState else { return false }
-        return ["08", "40", "53", "57", "58"].contains(String(state.prefix(2))) || state == "55P03" || state == "55006"
-    }
-
-    /// The SQLSTATE of a statement that ran past its deadline (`query_canceled`).
-    public static let timedOutState = "57014"
-}
-
-/// The rows of a query result, in text format.
-public struct PGRows: Sendable {
-    public var columns: [String]
-    public var rows: [[String?]]
-    /// Rows affected by INSERT/UPDATE/DELETE (or returned).
-    public var affected: Int
-
-    public var count: Int { rows.count }
-
-    /// The value of `column` in row `row`, nil for SQL NULL or an unknown column.
-    public func value(_ row: Int, _ column: String) -> String? {
-        guard let c = columns.firstIndex(of: column) else { return nil }
-        return rows[row][c]
-    }
-
-    /// Each row as a column → value dictionary.
-    public var dictionaries: [[String: String?]] {
-        rows.map { Dictionary(uniqueKeysWithValues: zip(columns, $0)) }
-    }
-}
 
 /// One libpq connection. It is owned by a thread of its own (`SerialThread`): every libpq call
 /// runs there, off Swift's cooperative pool, never on two threads at once, and never waiting
@@ -361,30 +310,4 @@ private func withCStrings<R>(_ values: [String?], _ body: (UnsafePointer<UnsafeP
     defer { duplicated.forEach { free($0) } }
     let constant = duplicated.map { UnsafePointer($0) }
     return constant.withUnsafeBufferPointer { body($0.baseAddress) }
-}
-
-extension PGRows {
-    /// Parses a PostgreSQL text array of simple strings (`{a,"b c"}`) into Swift strings.
-    public static func parseTextArray(_ text: String) -> [String] {
-        guard text.hasPrefix("{"), text.hasSuffix("}") else { return [] }
-        let body = text.dropFirst().dropLast()
-        var items: [String] = [], current = "", quoted = false, escaped = false, wasQuoted = false
-        for ch in body {
-            if escaped { current.append(ch); escaped = false; continue }
-            switch ch {
-            case "\\" where quoted: escaped = true
-            case "\"": quoted.toggle(); wasQuoted = true
-            case "," where !quoted:
-                items.append(current); current = ""; wasQuoted = false
-            default: current.append(ch)
-            }
-        }
-        if !body.isEmpty || wasQuoted { items.append(current) }
-        return items
-    }
-
-    /// Renders Swift strings as a PostgreSQL text array literal.
-    public static func textArrayLiteral(_ items: [String]) -> String {
-        "{" + items.map { "\"" + $0.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"") + "\"" }.joined(separator: ",") + "}"
-    }
 }

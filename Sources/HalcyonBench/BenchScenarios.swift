@@ -1,0 +1,252 @@
+import ArgumentParser
+import HalcyonCLI
+import Dispatch
+import Foundation
+import HalcyonCore
+import HalcyonImage
+import HalcyonQueue
+import HalcyonStore
+import HalcyonSamples
+import HalcyonEmbedded
+
+/// The scenarios `halcyon bench` runs: W1 and H, W2, L, S and E.
+extension Bench {
+    /// W1, then H on the store W1 just filled.
+    func runHalcyon(_ corpus: BenchCorpus, conninfo: String, scratch: URL, quality: BenchQuality) async throws -> (w1: BenchRun, hits: HitRun) {
+        let c = try await PGConnection.connect(conninfo)
+        // The bench's worker drains whatever is queued, so it only runs on a database that
+        // holds nothing but its own jobs, and it deletes only those.
+        let foreign = try await c.execute("SELECT count(*) AS n FROM halcyon.jobs WHERE cache_key IS NULL OR cache_key NOT LIKE 'halcyon-bench:%'")
+        guard foreign.value(0, "n") == "0" else {
+            throw CommandFailure("this database holds jobs that are not the bench's; run the bench on the embedded default or an empty database of its own")
+        }
+        try await c.execute("DELETE FROM halcyon.jobs WHERE cache_key LIKE 'halcyon-bench:%'")
+        try await c.execute("DELETE FROM halcyon.workers WHERE id LIKE 'halcyon-bench-%'")
+        _ = try await JobQueue(connection: c).enqueue(batch: corpus.files.map { f in
+            var j = JobQueue.NewJob(source: "file://" + f.path)
+            j.processors = Self.chain
+            j.cacheKey = "halcyon-bench:" + URL(fileURLWithPath: f.path).lastPathComponent
+            return j
+        })
+        let store = scratch.appendingPathComponent("store-\(getpid())")
+        try? FileManager.default.removeItem(at: store)
+        defer { try? FileManager.default.removeItem(at: store) }
+        try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
+        let started = Date()
+        let progress = ProgressReporter(conninfo: conninfo, label: "images", expected: corpus.files.count, since: started)
+        let usage = try await drainWorker(conninfo: conninfo, store: store, corpus: corpus, scratch: scratch)
+        await progress.finish()
+        let seconds = Date().timeIntervalSince(started)
+        let ok = try await c.execute("""
+            SELECT count(*) FILTER (WHERE state = 'succeeded' AND result_width = 320 AND result_height = 320 AND result_format = 'jpeg') AS ok
+            FROM halcyon.jobs
+            """).value(0, "ok").flatMap { Int($0) } ?? 0
+        guard ok == corpus.files.count else { throw CommandFailure("only \(ok) of \(corpus.files.count) outputs are 320×320 JPEGs") }
+        // Per-image times (the stages' sum: what the image cost, not its wait for a slot) and
+        // the quality sample's outputs.
+        var ms: [Double] = [], paths: [String: String] = [:]
+        for row in try await c.execute("SELECT cache_key, result_path, \(Self.stageSum) AS ms FROM halcyon.jobs").rows {
+            if let v = row[2].flatMap({ Double($0) }) { ms.append(v) }
+            if let key = row[0], let path = row[1] { paths[String(key.dropFirst("halcyon-bench:".count))] = store.appendingPathComponent(path).path }
+        }
+        let w1 = BenchRun(seconds: seconds, cpuSeconds: usage.cpuSeconds, peakRSS: usage.peakRSS, images: corpus.files.count, perImageMs: ms,
+                          psnr: quality.score { paths[URL(fileURLWithPath: corpus.files[$0].path).lastPathComponent] })
+
+        // H: the same jobs again, copied to about 5,000, on the store W1 filled — every one a hit.
+        let copies = max(1, 5000 / corpus.files.count)
+        try await c.execute("""
+            INSERT INTO halcyon.jobs (source, processors, cache_key)
+            SELECT source, processors, cache_key FROM halcyon.jobs, generate_series(1, $1::int)
+            WHERE cache_key LIKE 'halcyon-bench:%' AND state = 'succeeded'
+            """, [String(copies)])
+        try await c.execute("DELETE FROM halcyon.jobs WHERE cache_key LIKE 'halcyon-bench:%' AND state = 'succeeded'")
+        let hitJobs = corpus.files.count * copies
+        let hitStarted = Date()
+        let hitUsage = try await drainWorker(conninfo: conninfo, store: store, corpus: corpus, scratch: scratch)
+        let hitSeconds = Date().timeIntervalSince(hitStarted)
+        let hits = try await c.execute("SELECT count(*) FILTER (WHERE state = 'succeeded' AND cache_hit) AS n FROM halcyon.jobs")
+            .value(0, "n").flatMap { Int($0) } ?? 0
+        await c.close()
+        guard hits == hitJobs else { throw CommandFailure("H: only \(hits) of \(hitJobs) jobs were store hits") }
+        return (w1, HitRun(jobs: hitJobs, seconds: hitSeconds, cpuSeconds: hitUsage.cpuSeconds))
+    }
+
+    /// W2: every source → the three `variants`, enqueued together so a claim holds a source's
+    /// three jobs and decodes it once. Every output's size and format is checked.
+    func runW2(_ corpus: BenchCorpus, conninfo: String, scratch: URL) async throws -> BenchRun {
+        let c = try await PGConnection.connect(conninfo)
+        defer { Task { await c.close() } }
+        try await c.execute("DELETE FROM halcyon.jobs WHERE cache_key LIKE 'halcyon-bench:%'")
+        _ = try await JobQueue(connection: c).enqueue(batch: corpus.files.flatMap { f in
+            Self.variants.map { chain in
+                var j = JobQueue.NewJob(source: "file://" + f.path)
+                j.processors = chain
+                j.cacheKey = "halcyon-bench:w2-" + URL(fileURLWithPath: f.path).lastPathComponent
+                return j
+            }
+        })
+        let store = scratch.appendingPathComponent("store-w2-\(getpid())")
+        try? FileManager.default.removeItem(at: store)
+        defer { try? FileManager.default.removeItem(at: store) }
+        let started = Date()
+        let usage = try await drainWorker(conninfo: conninfo, store: store, corpus: corpus, scratch: scratch)
+        let seconds = Date().timeIntervalSince(started)
+        let ok = try await c.execute("""
+            SELECT count(*) FILTER (WHERE state = 'succeeded' AND (
+                (result_format = 'jpeg' AND result_width = 320 AND result_height = 320) OR
+                (result_format = 'webp' AND greatest(result_width, result_height) = 1024) OR
+                (result_format = 'png' AND result_width = 64 AND result_height = 64))) AS ok
+            FROM halcyon.jobs WHERE cache_key LIKE 'halcyon-bench:w2-%'
+            """).value(0, "ok").flatMap { Int($0) } ?? 0
+        guard ok == corpus.files.count * 3 else { throw CommandFailure("W2: only \(ok) of \(corpus.files.count * 3) outputs are as asked") }
+        // A source's three jobs share its fetch and decode; each adds its own processing.
+        let ms = try await c.execute("""
+            SELECT max(\(Self.stage("fetch")) + \(Self.stage("decode"))) + sum(\(Self.stage("process")) + \(Self.stage("encode")) + \(Self.stage("store"))) AS ms
+            FROM halcyon.jobs WHERE cache_key LIKE 'halcyon-bench:w2-%' GROUP BY source
+            """).rows.compactMap { $0[0].flatMap { Double($0) } }
+        return BenchRun(seconds: seconds, cpuSeconds: usage.cpuSeconds, peakRSS: usage.peakRSS, images: corpus.files.count, perImageMs: ms)
+    }
+
+    /// Runs `halcyon work --drain` as a child on the bench's database and store.
+    func drainWorker(conninfo: String, store: URL, corpus: BenchCorpus, scratch: URL) async throws -> Subprocess.Usage {
+        let log = scratch.appendingPathComponent("worker.log").path
+        let pid = try Subprocess.spawn(CommandLine.arguments[0], [
+            "work", "--drain", "--database-url", conninfo, "--store", store.path, "--file-root", corpus.directory.path,
+            "--concurrency", String(concurrency), "--log-level", "warning", "--worker-id", "halcyon-bench-\(getpid())", "--no-progress",
+            "--sweep-interval", "0s",
+        ], outputPath: log)
+        let usage = try await Blocking.run { Subprocess.waitWithUsage(pid) }
+        guard usage.status == 0 else { throw CommandFailure("the worker exited \(usage.status); see \(log)") }
+        return usage
+    }
+
+    /// L: an idle worker (LISTEN, a 1 s poll as the fallback); `samples` jobs enqueued one at a
+    /// time, 50 ms apart; the latency of each is its `started_at - created_at` (one clock: the
+    /// database's). Small file jobs with unique keys, so each is claimed and processed.
+    func runLatency(_ corpus: BenchCorpus, conninfo: String, scratch: URL, samples: Int = 40) async throws -> LatencyRun {
+        let c = try await PGConnection.connect(conninfo)
+        defer { Task { await c.close() } }
+        try await c.execute("DELETE FROM halcyon.jobs WHERE cache_key LIKE 'halcyon-bench:%'")
+        let tiny = scratch.appendingPathComponent("latency.png")
+        try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
+        try SampleImages.solid(width: 16, height: 16, red: 10, green: 200, blue: 90).write(to: tiny)
+        let store = scratch.appendingPathComponent("store-latency-\(getpid())")
+        defer { try? FileManager.default.removeItem(at: store) }
+        let log = scratch.appendingPathComponent("latency-worker.log").path
+        let pid = try Subprocess.spawn(CommandLine.arguments[0], [
+            "work", "--database-url", conninfo, "--store", store.path, "--file-root", scratch.path, "--poll-interval", "1s",
+            "--log-level", "warning", "--worker-id", "halcyon-bench-latency-\(getpid())", "--sweep-interval", "0s",
+        ], outputPath: log)
+        do {
+            let result = try await measureLatency(c, tiny: tiny, samples: samples, log: log)
+            await Self.stop(pid)
+            return result
+        } catch {
+            await Self.stop(pid)
+            throw error
+        }
+    }
+
+    /// S: what claiming and completing cost as the table grows. For 10k and then 1M rows
+    /// already in the table (99 % succeeded, 1 % failed, finished a day ago; both × --scale),
+    /// 2,000 store-hit jobs (× --scale) are drained by one worker; their jobs/s is compared.
+    func runScale(conninfo: String, scratch: URL) async throws -> [ScaleRun] {
+        let c = try await PGConnection.connect(conninfo)
+        defer { Task { await c.close() } }
+        let tiny = scratch.appendingPathComponent("scale.png")
+        try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
+        try SampleImages.solid(width: 16, height: 16, red: 200, green: 10, blue: 90).write(to: tiny)
+        let store = scratch.appendingPathComponent("store-scale-\(getpid())")
+        defer { try? FileManager.default.removeItem(at: store) }
+        let corpus = BenchCorpus(directory: scratch, files: [], fingerprint: "", summary: "")
+        let jobs = max(100, Int(2000 * scale))
+        var out: [ScaleRun] = []
+        for rows in [10_000, 1_000_000].map({ max(1000, Int(Double($0) * scale)) }) {
+            print("S: \(rows) rows in the table…")
+            try await c.execute("DELETE FROM halcyon.jobs WHERE cache_key LIKE 'halcyon-bench:%'")
+            try await c.execute("""
+                INSERT INTO halcyon.jobs (source, processors, cache_key, state, attempt, finished_at, result_key, errors)
+                SELECT 'file:///bench/bg-' || g || '.jpg', 'resize(64x64)', 'halcyon-bench:bg-' || g,
+                       (CASE WHEN g % 100 = 0 THEN 'failed' ELSE 'succeeded' END)::halcyon.job_state, 1,
+                       now() - interval '1 day' + g * interval '1 ms', 'halcyon-bench:bg-' || g || '@resize(64x64,mode=fit)', '[]'
+                FROM generate_series(1, $1::int) AS g
+                """, [String(rows)])
+            // One job stores the result the timed jobs then hit.
+            var seed = JobQueue.NewJob(source: "file://" + tiny.path)
+            seed.processors = "resize(8x8)"
+            seed.cacheKey = "halcyon-bench:scale"
+            _ = try await JobQueue(connection: c).enqueue(seed)
+            _ = try await drainWorker(conninfo: conninfo, store: store, corpus: corpus, scratch: scratch)
+            try await c.execute("DELETE FROM halcyon.jobs WHERE cache_key = 'halcyon-bench:scale'")
+            try await c.execute("""
+                INSERT INTO halcyon.jobs (source, processors, cache_key)
+                SELECT 'file://' || $1, 'resize(8x8)', 'halcyon-bench:scale' FROM generate_series(1, $2::int)
+                """, [tiny.path, String(jobs)])
+            try await c.execute("ANALYZE halcyon.jobs")
+            let started = Date()
+            _ = try await drainWorker(conninfo: conninfo, store: store, corpus: corpus, scratch: scratch)
+            let seconds = Date().timeIntervalSince(started)
+            let done = try await c.execute("SELECT count(*) AS n FROM halcyon.jobs WHERE cache_key = 'halcyon-bench:scale' AND cache_hit")
+                .value(0, "n").flatMap { Int($0) } ?? 0
+            guard done == jobs else { throw CommandFailure("S: only \(done) of \(jobs) jobs were store hits") }
+            let run = ScaleRun(rows: rows, jobs: jobs, seconds: seconds)
+            print("S: \(run.line)")
+            out.append(run)
+        }
+        try await c.execute("DELETE FROM halcyon.jobs WHERE cache_key LIKE 'halcyon-bench:%'")
+        return out
+    }
+
+    /// E: `blur` and `sharpen` on the first 1920×1080 corpus JPEG (scaled to 480 px wide below
+    /// --scale 0.5, for quick runs), as Halcyon runs them (the separable Gaussian) against
+    /// ImageMagick's 2-D kernels, in-process, one thread each.
+    func runEffects(_ corpus: BenchCorpus) async throws -> (size: ImageSize, rows: [EffectBench.Row]) {
+        guard let file = corpus.files.first(where: { $0.width == 1920 && $0.path.hasSuffix(".jpg") }),
+              let data = FileManager.default.contents(atPath: file.path) else { return (ImageSize(width: 0, height: 0), []) }
+        let repeats = self.repeats, maxWidth = scale < 0.5 ? 480 : 1920
+        return try await Blocking.run { try EffectBench.measure(data, format: .jpeg, maxWidth: maxWidth, repeats: repeats) }
+    }
+
+    static func effectsTable(_ effects: (size: ImageSize, rows: [EffectBench.Row])) -> String {
+        guard !effects.rows.isEmpty else { return "" }
+        let rows = effects.rows
+        var out = "E — effects on a \(effects.size) JPEG, one thread (median of the runs): Halcyon against ImageMagick's 2-D kernel\n"
+        out += "  step          halcyon ms   2-D kernel ms   speed-up   PSNR between them\n"
+        for r in rows {
+            out += "  " + r.step.padding(toLength: 12, withPad: " ", startingAt: 0)
+                + String(format: " %10.1f %15.1f %9.1f× %12.1f dB\n", r.halcyonMs, r.twoDimensionalMs, r.twoDimensionalMs / max(r.halcyonMs, 0.001), r.psnr)
+        }
+        return out
+    }
+
+    /// SIGTERM, and the exit waited for off the cooperative pool.
+    static func stop(_ pid: pid_t) async {
+        kill(pid, SIGTERM)
+        _ = try? await Blocking.run { Subprocess.waitWithUsage(pid) }
+    }
+
+    func measureLatency(_ c: PGConnection, tiny: URL, samples: Int, log: String) async throws -> LatencyRun {
+        try await Task.sleep(for: .seconds(1))  // let it start and LISTEN
+        let queue = JobQueue(connection: c)
+        let run = UUID().uuidString.prefix(8)
+        for i in 0..<samples {
+            var j = JobQueue.NewJob(source: "file://" + tiny.path)
+            j.processors = "resize(8x8)"
+            j.cacheKey = "halcyon-bench:latency-\(run)-\(i)"
+            _ = try await queue.enqueue(j)
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        let deadline = Date().addingTimeInterval(30)
+        var rows: [Double] = []
+        while Date() < deadline {
+            rows = try await c.execute("""
+                SELECT extract(epoch FROM started_at - created_at)::float8 * 1000 AS ms FROM halcyon.jobs
+                WHERE cache_key LIKE 'halcyon-bench:latency-\(run)-%' AND started_at IS NOT NULL
+                """).rows.compactMap { $0[0].flatMap { Double($0) } }
+            if rows.count == samples { break }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        guard rows.count == samples else { throw CommandFailure("L: only \(rows.count) of \(samples) jobs started; see \(log)") }
+        return LatencyRun(milliseconds: rows)
+    }
+}
