@@ -4,17 +4,19 @@ import PackageDescription
 // Halcyon: a batch image pipeline worker fed by a PostgreSQL job queue.
 // One library module per concern (see ../shared/ARCHITECTURE.md); thin C shims under Sources/C*.
 /// Include paths of ImageMagick 6 on Debian (both multiarch triplets, for the Docker image).
-let magickIncludes: [SwiftSetting] = [.unsafeFlags([
-    "-Xcc", "-I/usr/include/ImageMagick-6",
-    "-Xcc", "-I/usr/include/x86_64-linux-gnu/ImageMagick-6",
-    "-Xcc", "-I/usr/include/aarch64-linux-gnu/ImageMagick-6",
-])]
+let magickIncludes: [SwiftSetting] = [
+    .unsafeFlags([
+        "-Xcc", "-I/usr/include/ImageMagick-6",
+        "-Xcc", "-I/usr/include/x86_64-linux-gnu/ImageMagick-6",
+        "-Xcc", "-I/usr/include/aarch64-linux-gnu/ImageMagick-6",
+    ])
+]
 
 let package = Package(
     name: "Halcyon",
     platforms: [.macOS(.v14)],
     products: [
-        .executable(name: "halcyon", targets: ["halcyon"]),
+        .executable(name: "halcyon", targets: ["halcyon"])
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
@@ -33,9 +35,11 @@ let package = Package(
         .systemLibrary(name: "CCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
 
         // Shared vocabulary: errors with categories, durations, job options, blocking-call offload.
-        .target(name: "HalcyonCore", dependencies: [
-            .product(name: "Logging", package: "swift-log"),
-        ]),
+        .target(
+            name: "HalcyonCore",
+            dependencies: [
+                .product(name: "Logging", package: "swift-log")
+            ]),
         // PostgreSQL: connection, migrations, the job queue (claim, lease, complete, rescue).
         .target(name: "HalcyonQueue", dependencies: ["HalcyonCore", "CLibPQ"]),
         // Sources and downloads.
@@ -45,56 +49,74 @@ let package = Package(
         // Content-addressed disk store.
         .target(name: "HalcyonStore", dependencies: ["HalcyonCore", "CCrypto"]),
         // The worker runtime: claim loop, slots, heartbeat, rescuer, graceful stop.
-        .target(name: "HalcyonWorker", dependencies: [
-            "HalcyonCore", "HalcyonQueue", "HalcyonFetch", "HalcyonImage", "HalcyonStore",
-            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
-            .product(name: "Metrics", package: "swift-metrics"),
-            .product(name: "Prometheus", package: "swift-prometheus"),
-        ]),
+        .target(
+            name: "HalcyonWorker",
+            dependencies: [
+                "HalcyonCore", "HalcyonQueue", "HalcyonFetch", "HalcyonImage", "HalcyonStore",
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+            ]),
 
         // Not what a worker runs: the embedded PostgreSQL cluster (the CLI's default database,
         // and the demo's, the bench's and the tests'), sample images, the CLI's shared options,
         // and the bench and demo commands.
         .target(name: "HalcyonEmbedded", dependencies: ["HalcyonCore", "HalcyonQueue"]),
         .target(name: "HalcyonSamples", dependencies: ["HalcyonCore", "HalcyonImage", "CMagickWand"], swiftSettings: magickIncludes),
-        .target(name: "HalcyonCLI", dependencies: [
-            "HalcyonCore", "HalcyonQueue", "HalcyonFetch", "HalcyonEmbedded",
-            .product(name: "ArgumentParser", package: "swift-argument-parser"),
-        ]),
-        .target(name: "HalcyonBench", dependencies: [
-            "HalcyonCLI", "HalcyonCore", "HalcyonQueue", "HalcyonImage", "HalcyonStore", "HalcyonEmbedded", "HalcyonSamples", "CMagickWand",
-            .product(name: "ArgumentParser", package: "swift-argument-parser"),
-        ], swiftSettings: magickIncludes),
-        .target(name: "HalcyonDemo", dependencies: [
-            "HalcyonCLI", "HalcyonCore", "HalcyonQueue", "HalcyonFetch", "HalcyonImage", "HalcyonStore", "HalcyonWorker", "HalcyonEmbedded", "HalcyonSamples",
-            .product(name: "ArgumentParser", package: "swift-argument-parser"),
-        ]),
-        .executableTarget(name: "halcyon", dependencies: [
-            "HalcyonCore", "HalcyonQueue", "HalcyonFetch", "HalcyonImage", "HalcyonStore", "HalcyonWorker",
-            "HalcyonCLI", "HalcyonEmbedded", "HalcyonBench", "HalcyonDemo",
-            .product(name: "ArgumentParser", package: "swift-argument-parser"),
-            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
-            .product(name: "Metrics", package: "swift-metrics"),
-            .product(name: "Prometheus", package: "swift-prometheus"),
-        ]),
+        .target(
+            name: "HalcyonCLI",
+            dependencies: [
+                "HalcyonCore", "HalcyonQueue", "HalcyonFetch", "HalcyonEmbedded",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]),
+        .target(
+            name: "HalcyonBench",
+            dependencies: [
+                "HalcyonCLI", "HalcyonCore", "HalcyonQueue", "HalcyonImage", "HalcyonStore", "HalcyonEmbedded", "HalcyonSamples", "CMagickWand",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ], swiftSettings: magickIncludes),
+        .target(
+            name: "HalcyonDemo",
+            dependencies: [
+                "HalcyonCLI", "HalcyonCore", "HalcyonQueue", "HalcyonFetch", "HalcyonImage", "HalcyonStore", "HalcyonWorker", "HalcyonEmbedded",
+                "HalcyonSamples",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]),
+        .executableTarget(
+            name: "halcyon",
+            dependencies: [
+                "HalcyonCore", "HalcyonQueue", "HalcyonFetch", "HalcyonImage", "HalcyonStore", "HalcyonWorker",
+                "HalcyonCLI", "HalcyonEmbedded", "HalcyonBench", "HalcyonDemo",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+            ]),
 
         // Helpers for the integration tests: throwaway databases, the origin, worker processes.
-        .target(name: "HalcyonTestSupport", dependencies: ["HalcyonCore", "HalcyonQueue", "HalcyonFetch", "HalcyonEmbedded", "HalcyonSamples"],
-                path: "Tests/HalcyonTestSupport"),
+        .target(
+            name: "HalcyonTestSupport", dependencies: ["HalcyonCore", "HalcyonQueue", "HalcyonFetch", "HalcyonEmbedded", "HalcyonSamples"],
+            path: "Tests/HalcyonTestSupport"),
 
         .testTarget(name: "HalcyonCoreTests", dependencies: ["HalcyonCore"]),
-        .testTarget(name: "HalcyonImageTests", dependencies: ["HalcyonImage", "HalcyonCore", "HalcyonSamples", "HalcyonBench", "HalcyonTestSupport"]),
+        .testTarget(
+            name: "HalcyonImageTests", dependencies: ["HalcyonImage", "HalcyonCore", "HalcyonSamples", "HalcyonBench", "HalcyonTestSupport"]),
         .testTarget(name: "HalcyonStoreTests", dependencies: ["HalcyonStore", "HalcyonCore"]),
-        .testTarget(name: "HalcyonFetchTests", dependencies: [
-            "HalcyonFetch", "HalcyonCore", "HalcyonTestSupport", "HalcyonImage", "HalcyonSamples", "HalcyonStore",
-        ]),
+        .testTarget(
+            name: "HalcyonFetchTests",
+            dependencies: [
+                "HalcyonFetch", "HalcyonCore", "HalcyonTestSupport", "HalcyonImage", "HalcyonSamples", "HalcyonStore",
+            ]),
         .testTarget(name: "HalcyonQueueTests", dependencies: ["HalcyonQueue", "HalcyonCore", "HalcyonTestSupport"]),
         .testTarget(name: "HalcyonEmbeddedTests", dependencies: ["HalcyonEmbedded", "HalcyonQueue", "HalcyonCore", "HalcyonTestSupport"]),
-        .testTarget(name: "HalcyonBenchTests", dependencies: ["HalcyonBench", "HalcyonImage", "HalcyonCore", "HalcyonSamples", "HalcyonTestSupport"]),
-        .testTarget(name: "HalcyonWorkerTests", dependencies: [
-            "HalcyonWorker", "HalcyonQueue", "HalcyonCore", "HalcyonImage", "HalcyonStore", "HalcyonEmbedded", "HalcyonSamples",
-            "HalcyonTestSupport",
-        ]),
+        .testTarget(
+            name: "HalcyonBenchTests", dependencies: ["HalcyonBench", "HalcyonImage", "HalcyonCore", "HalcyonSamples", "HalcyonTestSupport"]),
+        .testTarget(
+            name: "HalcyonWorkerTests",
+            dependencies: [
+                "HalcyonWorker", "HalcyonQueue", "HalcyonCore", "HalcyonImage", "HalcyonStore", "HalcyonEmbedded", "HalcyonSamples",
+                "HalcyonTestSupport",
+            ]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -1,13 +1,13 @@
 import ArgumentParser
-import HalcyonCLI
 import Dispatch
 import Foundation
+import HalcyonCLI
 import HalcyonCore
+import HalcyonEmbedded
 import HalcyonImage
 import HalcyonQueue
-import HalcyonStore
 import HalcyonSamples
-import HalcyonEmbedded
+import HalcyonStore
 
 package struct Bench: AsyncParsableCommand {
     package init() {}
@@ -89,7 +89,8 @@ package struct Bench: AsyncParsableCommand {
         var latencyRuns: [LatencyRun] = []
         for round in 1...repeats {
             func report(_ scenario: String, _ tool: String, _ run: BenchRun) {
-                print("round \(round): \(scenario) \(tool) \(scenario == "W2" ? run.line.replacingOccurrences(of: "image", with: "source") : run.line)")
+                print(
+                    "round \(round): \(scenario) \(tool) \(scenario == "W2" ? run.line.replacingOccurrences(of: "image", with: "source") : run.line)")
             }
             let (h, hits) = try await runHalcyon(corpus, conninfo: conninfo, scratch: scratch, quality: quality)
             w1["halcyon", default: []].append(h)
@@ -129,8 +130,10 @@ package struct Bench: AsyncParsableCommand {
         let scaleRuns = noScale ? [] : try await runScale(conninfo: conninfo, scratch: scratch)
         let effects = try await runEffects(corpus)
         print(BenchResult.table("W1 — \(Self.chain)", results, unit: "image", count: corpus.files.count, concurrency: concurrency, repeats: repeats))
-        print(BenchResult.table("W2 — three variants per source: " + Self.variants.joined(separator: "; "), w2Results, unit: "source",
-                                count: corpus.files.count, concurrency: concurrency, repeats: repeats))
+        print(
+            BenchResult.table(
+                "W2 — three variants per source: " + Self.variants.joined(separator: "; "), w2Results, unit: "source",
+                count: corpus.files.count, concurrency: concurrency, repeats: repeats))
         let verdict = BenchQuality.verdict(results)
         if let verdict { print(verdict.line + "\n") }
         print(HitRun.summary(hitRuns))
@@ -138,17 +141,28 @@ package struct Bench: AsyncParsableCommand {
         if !scaleRuns.isEmpty { print(ScaleRun.summary(scaleRuns)) }
         print(Self.effectsTable(effects))
 
-        var json = BenchResult.json(results, corpus: corpus, concurrency: concurrency, chain: Self.chain,
-                                    versions: BenchPeers.versions(convert: convert, vips: vips, pillow: pillow))
+        var json = BenchResult.json(
+            results, corpus: corpus, concurrency: concurrency, chain: Self.chain,
+            versions: BenchPeers.versions(convert: convert, vips: vips, pillow: pillow))
         if case .object(var o) = json {
             o["H"] = HitRun.json(hitRuns)
             o["L"] = LatencyRun.json(latencyRuns)
             o["W2"] = ["chains": .array(Self.variants.map { .string($0) }), "results": .array(w2Results.map { $0.json(unit: "source") })]
-            if let verdict { o["quality_guard"] = ["passed": .bool(verdict.passed), "tolerance_db": .number(BenchQuality.tolerance), "samples": .number(Double(quality.samples.count))] }
+            if let verdict {
+                o["quality_guard"] = [
+                    "passed": .bool(verdict.passed), "tolerance_db": .number(BenchQuality.tolerance),
+                    "samples": .number(Double(quality.samples.count)),
+                ]
+            }
             if !scaleRuns.isEmpty { o["S"] = ScaleRun.json(scaleRuns) }
-            o["E"] = .array(effects.rows.map { ["step": .string($0.step), "halcyon_ms": .number(($0.halcyonMs * 10).rounded() / 10),
-                                           "two_dimensional_ms": .number(($0.twoDimensionalMs * 10).rounded() / 10),
-                                           "psnr_db": .number(($0.psnr * 100).rounded() / 100)] })
+            o["E"] = .array(
+                effects.rows.map {
+                    [
+                        "step": .string($0.step), "halcyon_ms": .number(($0.halcyonMs * 10).rounded() / 10),
+                        "two_dimensional_ms": .number(($0.twoDimensionalMs * 10).rounded() / 10),
+                        "psnr_db": .number(($0.psnr * 100).rounded() / 100),
+                    ]
+                })
             json = .object(o)
         }
         let outURL = URL(fileURLWithPath: out ?? home.appendingPathComponent("results.json").path)
@@ -157,7 +171,9 @@ package struct Bench: AsyncParsableCommand {
         let chartURL = outURL.deletingPathExtension().appendingPathExtension("png")
         try BenchChart.make(w1: results, w2: w2Results, hits: hitRuns, corpus: corpus, concurrency: concurrency, repeats: repeats).write(to: chartURL)
         print("chart: \(chartURL.path)")
-        if let verdict, !verdict.passed { throw CommandFailure("quality guard failed: Halcyon's outputs are more than \(BenchQuality.tolerance) dB below ImageMagick's") }
+        if let verdict, !verdict.passed {
+            throw CommandFailure("quality guard failed: Halcyon's outputs are more than \(BenchQuality.tolerance) dB below ImageMagick's")
+        }
     }
 
     /// The embedded cluster gets a database of its own; an explicit database is used as given.

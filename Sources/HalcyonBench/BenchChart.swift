@@ -12,10 +12,13 @@ enum BenchChart {
         if !w2.isEmpty { groups.append(.init(title: "W2 — three variants per source", unit: "sources/s", bars: bars(w2))) }
         if !hits.isEmpty {
             let rates = hits.map(\.jobsPerSecond)
-            groups.append(.init(title: "H — store hits, one worker", unit: "jobs/s",
-                                bars: [.init(label: "halcyon", value: median(rates), low: rates.min()!, high: rates.max()!, highlighted: true)]))
+            groups.append(
+                .init(
+                    title: "H — store hits, one worker", unit: "jobs/s",
+                    bars: [.init(label: "halcyon", value: median(rates), low: rates.min()!, high: rates.max()!, highlighted: true)]))
         }
-        let footer = "\(corpus.summary) · \(concurrency) at a time · median of \(repeats) · \(ProcessInfo.processInfo.activeProcessorCount) cores · corpus \(corpus.fingerprint.prefix(12))"
+        let footer =
+            "\(corpus.summary) · \(concurrency) at a time · median of \(repeats) · \(ProcessInfo.processInfo.activeProcessorCount) cores · corpus \(corpus.fingerprint.prefix(12))"
         return try BarChart(title: "halcyon bench", groups: groups, footer: footer).png()
     }
 }

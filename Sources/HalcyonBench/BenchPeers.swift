@@ -49,7 +49,10 @@ struct BenchPeers {
         }
         if let convert { out["convert"] = first(convert, ["-version"]) }
         if let vips { out["vipsthumbnail"] = first(vips, ["--vips-version"]) }
-        if pillow != nil { out["pillow"] = first("/usr/bin/env", ["python3", "-c", "import PIL, sys; print('Pillow', PIL.__version__, 'on Python', sys.version.split()[0])"]) }
+        if pillow != nil {
+            out["pillow"] = first(
+                "/usr/bin/env", ["python3", "-c", "import PIL, sys; print('Pillow', PIL.__version__, 'on Python', sys.version.split()[0])"])
+        }
         return out
     }
 
@@ -60,7 +63,8 @@ struct BenchPeers {
             let out = FileManager.default.temporaryDirectory.appendingPathComponent("\(name)-version-\(getpid())").path
             defer { try? FileManager.default.removeItem(atPath: out) }
             if (try? Subprocess.run(candidate, versionArgs, outputPath: out)) == 0,
-               let text = FileManager.default.contents(atPath: out), String(decoding: text, as: UTF8.self).hasPrefix(versionPrefix) {
+                let text = FileManager.default.contents(atPath: out), String(decoding: text, as: UTF8.self).hasPrefix(versionPrefix)
+            {
                 return candidate
             }
         }
@@ -76,18 +80,22 @@ struct BenchPeers {
         defer { try? FileManager.default.removeItem(at: outDir) }
         let log = scratch.appendingPathComponent("pillow.log")
         let started = Date()
-        let pid = try Subprocess.spawn("/usr/bin/env", ["python3", script] + (scenario == .w2 ? ["--w2"] : []) + [outDir.path, String(concurrency)]
-                                       + corpus.files.map(\.path), outputPath: log.path)
+        let pid = try Subprocess.spawn(
+            "/usr/bin/env",
+            ["python3", script] + (scenario == .w2 ? ["--w2"] : []) + [outDir.path, String(concurrency)]
+                + corpus.files.map(\.path), outputPath: log.path)
         let usage = try await Blocking.run { Subprocess.waitWithUsage(pid) }
         let seconds = Date().timeIntervalSince(started)
         try expectOutputs(in: outDir, scenario, tool: "Pillow", status: usage.status, log: log)
         // The script prints "ms <index> <milliseconds>" per image.
-        let ms = (try? String(contentsOf: log, encoding: .utf8))?.split(separator: "\n").compactMap { line -> Double? in
-            let f = line.split(separator: " ")
-            return f.count == 3 && f[0] == "ms" ? Double(f[2]) : nil
-        } ?? []
-        return BenchRun(seconds: seconds, cpuSeconds: usage.cpuSeconds, peakRSS: usage.peakRSS, images: corpus.files.count,
-                        perImageMs: ms, psnr: scenario == .w1 ? quality.score { outDir.appendingPathComponent("\($0).jpg").path } : nil)
+        let ms =
+            (try? String(contentsOf: log, encoding: .utf8))?.split(separator: "\n").compactMap { line -> Double? in
+                let f = line.split(separator: " ")
+                return f.count == 3 && f[0] == "ms" ? Double(f[2]) : nil
+            } ?? []
+        return BenchRun(
+            seconds: seconds, cpuSeconds: usage.cpuSeconds, peakRSS: usage.peakRSS, images: corpus.files.count,
+            perImageMs: ms, psnr: scenario == .w1 ? quality.score { outDir.appendingPathComponent("\($0).jpg").path } : nil)
     }
 
     /// `vipsthumbnail` over the corpus split into `concurrency` batches, one process each with
@@ -104,16 +112,19 @@ struct BenchPeers {
         let started = Date()
         var pids: [pid_t] = []
         for (k, batch) in batches.enumerated() {
-            pids.append(try Subprocess.spawn(vipsthumbnail, ["-s", "320x320", "-m", "centre", "-o", outDir.path + "/%s.jpg[Q=82,background=255]"] + batch,
-                                             outputPath: log.path + ".\(k)", environment: environment))
+            pids.append(
+                try Subprocess.spawn(
+                    vipsthumbnail, ["-s", "320x320", "-m", "centre", "-o", outDir.path + "/%s.jpg[Q=82,background=255]"] + batch,
+                    outputPath: log.path + ".\(k)", environment: environment))
         }
         let spawned = pids
         let usages = try await Blocking.run { spawned.map { Subprocess.waitWithUsage($0) } }
         let seconds = Date().timeIntervalSince(started)
         try expectOutputs(in: outDir, .w1, tool: "vipsthumbnail", status: usages.map(\.status).max() ?? 0, log: log.appendingPathExtension("0"))
         let names = corpus.files.map { URL(fileURLWithPath: $0.path).deletingPathExtension().lastPathComponent }
-        return BenchRun(seconds: seconds, cpuSeconds: usages.reduce(0) { $0 + $1.cpuSeconds }, peakRSS: usages.map(\.peakRSS).max() ?? 0,
-                        images: corpus.files.count, psnr: quality.score { outDir.appendingPathComponent(names[$0] + ".jpg").path })
+        return BenchRun(
+            seconds: seconds, cpuSeconds: usages.reduce(0) { $0 + $1.cpuSeconds }, peakRSS: usages.map(\.peakRSS).max() ?? 0,
+            images: corpus.files.count, psnr: quality.score { outDir.appendingPathComponent(names[$0] + ".jpg").path })
     }
 
     /// `convert` once per image, `concurrency` at a time. Naive: `-resize WxH^ -gravity center
@@ -142,8 +153,9 @@ struct BenchPeers {
         }
         let seconds = Date().timeIntervalSince(started)
         try expectOutputs(in: outDir, scenario, tool: "convert", status: usages.failures == 0 ? 0 : 1, log: outDir.appendingPathComponent("0.log"))
-        return BenchRun(seconds: seconds, cpuSeconds: usages.cpu, peakRSS: usages.peak, images: files.count, perImageMs: usages.milliseconds,
-                        psnr: scenario == .w1 ? quality.score { outDir.appendingPathComponent("\($0).jpg").path } : nil)
+        return BenchRun(
+            seconds: seconds, cpuSeconds: usages.cpu, peakRSS: usages.peak, images: files.count, perImageMs: usages.milliseconds,
+            psnr: scenario == .w1 ? quality.score { outDir.appendingPathComponent("\($0).jpg").path } : nil)
     }
 
     static func convertArguments(_ f: BenchCorpus.File, index i: Int, outDir: URL, tuned: Bool, _ scenario: Scenario) -> [String] {
@@ -160,9 +172,12 @@ struct BenchPeers {
         case .w1:
             args += ["-resize", "320x320^", "-gravity", "center", "-extent", "320x320", "-quality", "82", out("jpg")]
         case .w2:
-            args += ["(", "+clone", "-resize", "320x320^", "-gravity", "center", "-extent", "320x320", "-quality", "82", "-write", out("jpg"), "+delete", ")",
-                     "(", "+clone", "-resize", "1024x1024", "-quality", "80", "-write", out("webp"), "+delete", ")",
-                     "-resize", "64x64^", "-gravity", "center", "-extent", "64x64", out("png")]
+            args += [
+                "(", "+clone", "-resize", "320x320^", "-gravity", "center", "-extent", "320x320", "-quality", "82", "-write", out("jpg"), "+delete",
+                ")",
+                "(", "+clone", "-resize", "1024x1024", "-quality", "80", "-write", out("webp"), "+delete", ")",
+                "-resize", "64x64^", "-gravity", "center", "-extent", "64x64", out("png"),
+            ]
         }
         return args
     }

@@ -18,11 +18,12 @@ struct BenchQuality: Sendable {
             let kind = "\(f.width)x\(f.height)"
             if seen[kind, default: 0] < 2 { picked.append(i); seen[kind, default: 0] += 1 }
         }
-        return BenchQuality(samples: try picked.map { i in
-            let f = corpus.files[i]
-            guard let data = FileManager.default.contents(atPath: f.path) else { throw CommandFailure("cannot read \(f.path)") }
-            return (i, try QualityReference.fill(data, format: f.path.hasSuffix(".png") ? .png : .jpeg, width: 320, height: 320))
-        })
+        return BenchQuality(
+            samples: try picked.map { i in
+                let f = corpus.files[i]
+                guard let data = FileManager.default.contents(atPath: f.path) else { throw CommandFailure("cannot read \(f.path)") }
+                return (i, try QualityReference.fill(data, format: f.path.hasSuffix(".png") ? .png : .jpeg, width: 320, height: 320))
+            })
     }
 
     /// Mean PSNR (dB) of the outputs `path(index)` names against the references; nil when one
@@ -31,7 +32,8 @@ struct BenchQuality: Sendable {
         var total = 0.0
         for s in samples {
             guard let p = path(s.index), let data = FileManager.default.contents(atPath: p),
-                  let db = QualityReference.psnr(data, format: .jpeg, against: s.reference) else { return nil }
+                let db = QualityReference.psnr(data, format: .jpeg, against: s.reference)
+            else { return nil }
             total += db
         }
         return samples.isEmpty ? nil : total / Double(samples.count)
@@ -47,6 +49,8 @@ struct BenchQuality: Sendable {
         guard !magick.isEmpty else { return (true, line + " (no ImageMagick peer to hold it to)") }
         let floor = magick.map { $0.psnr! }.max()! - tolerance
         let passed = h >= floor
-        return (passed, line + String(format: "; guard (≥ %.2f dB, within %.1f dB of ImageMagick): %@", floor, tolerance, passed ? "passed" : "FAILED"))
+        return (
+            passed, line + String(format: "; guard (≥ %.2f dB, within %.1f dB of ImageMagick): %@", floor, tolerance, passed ? "passed" : "FAILED")
+        )
     }
 }

@@ -3,8 +3,8 @@ import Foundation
 import HalcyonCLI
 import HalcyonCore
 import HalcyonImage
-import HalcyonStore
 import HalcyonSamples
+import HalcyonStore
 
 /// The generated benchmark corpus: deterministic (seeded), reused when already present.
 struct BenchCorpus {
@@ -34,8 +34,11 @@ struct BenchCorpus {
             let n = max(1, Int((Double(kind.count) * scale).rounded()))
             parts.append("\(n) × \(kind.width)×\(kind.height) \(kind.label)")
             for i in 0..<n {
-                specs.append(("w1-\(kind.width)x\(kind.height)-\(String(format: "%03d", i)).\(kind.format.fileExtension)", kind,
-                              UInt64(kind.width * 1000 + i)))
+                specs.append(
+                    (
+                        "w1-\(kind.width)x\(kind.height)-\(String(format: "%03d", i)).\(kind.format.fileExtension)", kind,
+                        UInt64(kind.width * 1000 + i)
+                    ))
             }
         }
         let missing = specs.filter { !FileManager.default.fileExists(atPath: directory.appendingPathComponent($0.name).path) }
@@ -45,8 +48,9 @@ struct BenchCorpus {
             DispatchQueue.concurrentPerform(iterations: missing.count) { i in
                 let s = missing[i]
                 do {
-                    let data = try SampleImages.photo(width: s.kind.width, height: s.kind.height, seed: s.seed, format: s.kind.format,
-                                                      quality: s.kind.quality, alpha: s.kind.alpha)
+                    let data = try SampleImages.photo(
+                        width: s.kind.width, height: s.kind.height, seed: s.seed, format: s.kind.format,
+                        quality: s.kind.quality, alpha: s.kind.alpha)
                     try data.write(to: directory.appendingPathComponent(s.name), options: .atomic)
                 } catch {
                     failures.add()
@@ -61,9 +65,10 @@ struct BenchCorpus {
             }
             hashes.append(Digest.sha256Hex(data))
         }
-        return BenchCorpus(directory: directory,
-                           files: specs.map { File(path: directory.appendingPathComponent($0.name).path, width: $0.kind.width, height: $0.kind.height) },
-                           fingerprint: Digest.sha256Hex(hashes.joined()), summary: parts.joined(separator: " + "))
+        return BenchCorpus(
+            directory: directory,
+            files: specs.map { File(path: directory.appendingPathComponent($0.name).path, width: $0.kind.width, height: $0.kind.height) },
+            fingerprint: Digest.sha256Hex(hashes.joined()), summary: parts.joined(separator: " + "))
     }
 }
 
@@ -87,7 +92,8 @@ struct BenchRun {
 
     var imagesPerSecond: Double { Double(images) / seconds }
     var line: String {
-        var s = String(format: "%.1f images/s, %.0f CPU ms/image, peak RSS %.0f MB", imagesPerSecond, cpuSeconds * 1000 / Double(images), Double(peakRSS) / 1e6)
+        var s = String(
+            format: "%.1f images/s, %.0f CPU ms/image, peak RSS %.0f MB", imagesPerSecond, cpuSeconds * 1000 / Double(images), Double(peakRSS) / 1e6)
         if !perImageMs.isEmpty { s += String(format: ", %.0f/%.0f ms/image p50/p95", percentile(perImageMs, 50), percentile(perImageMs, 95)) }
         if let psnr { s += String(format: ", PSNR %.2f dB", psnr) }
         return s
@@ -116,11 +122,13 @@ struct BenchResult {
         out += "tool            \(unit)s/s           ms/\(unit) p50/p95   CPU ms/\(unit)   peak RSS/process   PSNR       Halcyon is\n"
         let halcyon = results.first { $0.tool == "halcyon" }?.rate
         for r in results {
-            let ratio = halcyon.map { h in
-                r.tool == "halcyon" ? "—" : String(format: h >= r.rate ? "%.2f× faster" : "%.2f× (slower)", h / r.rate)
-            } ?? ""
+            let ratio =
+                halcyon.map { h in
+                    r.tool == "halcyon" ? "—" : String(format: h >= r.rate ? "%.2f× faster" : "%.2f× (slower)", h / r.rate)
+                } ?? ""
             let latency = r.p50.map { String(format: "%6.0f / %.0f", $0, r.p95 ?? 0) } ?? "     —"
-            out += r.tool.padding(toLength: 16, withPad: " ", startingAt: 0)
+            out +=
+                r.tool.padding(toLength: 16, withPad: " ", startingAt: 0)
                 + String(format: "%6.1f (%.1f–%.1f)", r.rate, r.rateMin, r.rateMax).padding(toLength: 20, withPad: " ", startingAt: 0)
                 + latency.padding(toLength: 18, withPad: " ", startingAt: 0)
                 + String(format: "%8.0f", r.cpuMs).padding(toLength: 14, withPad: " ", startingAt: 0)
@@ -137,7 +145,13 @@ struct BenchResult {
             "tool": .string(tool), "\(unit)s_per_second_median": .number((rate * 100).rounded() / 100),
             "\(unit)s_per_second_min": .number((rateMin * 100).rounded() / 100), "\(unit)s_per_second_max": .number((rateMax * 100).rounded() / 100),
             "cpu_ms_per_\(unit)": .number(cpuMs.rounded()), "peak_rss_bytes": .number(Double(runs.map(\.peakRSS).max() ?? 0)),
-            "runs": .array(runs.map { ["seconds": .number(($0.seconds * 1000).rounded() / 1000), "cpu_seconds": .number(($0.cpuSeconds * 1000).rounded() / 1000), "peak_rss_bytes": .number(Double($0.peakRSS))] }),
+            "runs": .array(
+                runs.map {
+                    [
+                        "seconds": .number(($0.seconds * 1000).rounded() / 1000), "cpu_seconds": .number(($0.cpuSeconds * 1000).rounded() / 1000),
+                        "peak_rss_bytes": .number(Double($0.peakRSS)),
+                    ]
+                }),
         ]
         if let p50, let p95 { o["ms_per_\(unit)_p50"] = .number(p50.rounded()); o["ms_per_\(unit)_p95"] = .number(p95.rounded()) }
         if let psnr { o["psnr_db"] = .number((psnr * 100).rounded() / 100) }
@@ -151,11 +165,15 @@ struct BenchResult {
         let kernel = withUnsafeBytes(of: uts.release) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
         return [
             "scenario": "W1", "chain": .string(chain), "concurrency": .number(Double(concurrency)),
-            "machine": ["cores": .number(Double(ProcessInfo.processInfo.activeProcessorCount)), "arch": .string(machine),
-                        "kernel": .string(kernel), "memory_bytes": .number(Double(ProcessInfo.processInfo.physicalMemory)),
-                        "imagemagick": .string(MagickImage.version)],
+            "machine": [
+                "cores": .number(Double(ProcessInfo.processInfo.activeProcessorCount)), "arch": .string(machine),
+                "kernel": .string(kernel), "memory_bytes": .number(Double(ProcessInfo.processInfo.physicalMemory)),
+                "imagemagick": .string(MagickImage.version),
+            ],
             "versions": .object(versions.mapValues { .string($0) }),
-            "corpus": ["summary": .string(corpus.summary), "images": .number(Double(corpus.files.count)), "fingerprint": .string(corpus.fingerprint)],
+            "corpus": [
+                "summary": .string(corpus.summary), "images": .number(Double(corpus.files.count)), "fingerprint": .string(corpus.fingerprint),
+            ],
             "results": .array(results.map { $0.json(unit: "image") }),
         ]
     }
@@ -168,17 +186,22 @@ struct HitRun {
     var cpuSeconds: Double
 
     var jobsPerSecond: Double { Double(jobs) / seconds }
-    var line: String { String(format: "%d store hits in %.2f s = %.0f jobs/s, %.2f CPU ms/job", jobs, seconds, jobsPerSecond, cpuSeconds * 1000 / Double(jobs)) }
+    var line: String {
+        String(format: "%d store hits in %.2f s = %.0f jobs/s, %.2f CPU ms/job", jobs, seconds, jobsPerSecond, cpuSeconds * 1000 / Double(jobs))
+    }
 
     static func summary(_ runs: [HitRun]) -> String {
         let rates = runs.map(\.jobsPerSecond)
-        return String(format: "H — store hits: %.0f jobs/s (%.0f–%.0f), one worker process, %d jobs per run\n",
-                      median(rates), rates.min() ?? 0, rates.max() ?? 0, runs.first?.jobs ?? 0)
+        return String(
+            format: "H — store hits: %.0f jobs/s (%.0f–%.0f), one worker process, %d jobs per run\n",
+            median(rates), rates.min() ?? 0, rates.max() ?? 0, runs.first?.jobs ?? 0)
     }
 
     static func json(_ runs: [HitRun]) -> JSONValue {
-        ["jobs_per_second_median": .number(median(runs.map(\.jobsPerSecond)).rounded()),
-         "runs": .array(runs.map { ["jobs": .number(Double($0.jobs)), "seconds": .number(($0.seconds * 1000).rounded() / 1000)] })]
+        [
+            "jobs_per_second_median": .number(median(runs.map(\.jobsPerSecond)).rounded()),
+            "runs": .array(runs.map { ["jobs": .number(Double($0.jobs)), "seconds": .number(($0.seconds * 1000).rounded() / 1000)] }),
+        ]
     }
 }
 
@@ -187,17 +210,24 @@ struct LatencyRun {
     var milliseconds: [Double]
 
     func percentile(_ p: Double) -> Double { HalcyonBench.percentile(milliseconds, p) }
-    var line: String { String(format: "enqueue→start p50 %.1f ms, p95 %.1f ms, p99 %.1f ms (%d jobs)", percentile(50), percentile(95), percentile(99), milliseconds.count) }
+    var line: String {
+        String(
+            format: "enqueue→start p50 %.1f ms, p95 %.1f ms, p99 %.1f ms (%d jobs)", percentile(50), percentile(95), percentile(99),
+            milliseconds.count)
+    }
 
     static func summary(_ runs: [LatencyRun]) -> String {
-        String(format: "L — enqueue→start with an idle worker: p50 %.1f ms, p95 %.1f ms, p99 %.1f ms (medians of %d runs)\n",
-               median(runs.map { $0.percentile(50) }), median(runs.map { $0.percentile(95) }), median(runs.map { $0.percentile(99) }), runs.count)
+        String(
+            format: "L — enqueue→start with an idle worker: p50 %.1f ms, p95 %.1f ms, p99 %.1f ms (medians of %d runs)\n",
+            median(runs.map { $0.percentile(50) }), median(runs.map { $0.percentile(95) }), median(runs.map { $0.percentile(99) }), runs.count)
     }
 
     static func json(_ runs: [LatencyRun]) -> JSONValue {
-        ["p50_ms": .number((median(runs.map { $0.percentile(50) }) * 10).rounded() / 10),
-         "p95_ms": .number((median(runs.map { $0.percentile(95) }) * 10).rounded() / 10),
-         "p99_ms": .number((median(runs.map { $0.percentile(99) }) * 10).rounded() / 10)]
+        [
+            "p50_ms": .number((median(runs.map { $0.percentile(50) }) * 10).rounded() / 10),
+            "p95_ms": .number((median(runs.map { $0.percentile(95) }) * 10).rounded() / 10),
+            "p99_ms": .number((median(runs.map { $0.percentile(99) }) * 10).rounded() / 10),
+        ]
     }
 }
 
@@ -236,7 +266,12 @@ struct ScaleRun {
     }
 
     static func json(_ runs: [ScaleRun]) -> JSONValue {
-        ["cost_ratio": .number((costRatio(runs) * 100).rounded() / 100),
-         "runs": .array(runs.map { ["rows": .number(Double($0.rows)), "jobs": .number(Double($0.jobs)), "seconds": .number(($0.seconds * 1000).rounded() / 1000)] })]
+        [
+            "cost_ratio": .number((costRatio(runs) * 100).rounded() / 100),
+            "runs": .array(
+                runs.map {
+                    ["rows": .number(Double($0.rows)), "jobs": .number(Double($0.jobs)), "seconds": .number(($0.seconds * 1000).rounded() / 1000)]
+                }),
+        ]
     }
 }

@@ -1,13 +1,13 @@
 import ArgumentParser
-import HalcyonCLI
 import Dispatch
 import Foundation
+import HalcyonCLI
 import HalcyonCore
+import HalcyonEmbedded
 import HalcyonImage
 import HalcyonQueue
-import HalcyonStore
 import HalcyonSamples
-import HalcyonEmbedded
+import HalcyonStore
 
 /// The scenarios `halcyon bench` runs: W1 and H, W2, L, S and E.
 extension Bench {
@@ -18,16 +18,18 @@ extension Bench {
         // holds nothing but its own jobs, and it deletes only those.
         let foreign = try await c.execute("SELECT count(*) AS n FROM halcyon.jobs WHERE cache_key IS NULL OR cache_key NOT LIKE 'halcyon-bench:%'")
         guard foreign.value(0, "n") == "0" else {
-            throw CommandFailure("this database holds jobs that are not the bench's; run the bench on the embedded default or an empty database of its own")
+            throw CommandFailure(
+                "this database holds jobs that are not the bench's; run the bench on the embedded default or an empty database of its own")
         }
         try await c.execute("DELETE FROM halcyon.jobs WHERE cache_key LIKE 'halcyon-bench:%'")
         try await c.execute("DELETE FROM halcyon.workers WHERE id LIKE 'halcyon-bench-%'")
-        _ = try await JobQueue(connection: c).enqueue(batch: corpus.files.map { f in
-            var j = JobQueue.NewJob(source: "file://" + f.path)
-            j.processors = Self.chain
-            j.cacheKey = "halcyon-bench:" + URL(fileURLWithPath: f.path).lastPathComponent
-            return j
-        })
+        _ = try await JobQueue(connection: c).enqueue(
+            batch: corpus.files.map { f in
+                var j = JobQueue.NewJob(source: "file://" + f.path)
+                j.processors = Self.chain
+                j.cacheKey = "halcyon-bench:" + URL(fileURLWithPath: f.path).lastPathComponent
+                return j
+            })
         let store = scratch.appendingPathComponent("store-\(getpid())")
         try? FileManager.default.removeItem(at: store)
         defer { try? FileManager.default.removeItem(at: store) }
@@ -37,10 +39,13 @@ extension Bench {
         let usage = try await drainWorker(conninfo: conninfo, store: store, corpus: corpus, scratch: scratch)
         await progress.finish()
         let seconds = Date().timeIntervalSince(started)
-        let ok = try await c.execute("""
-            SELECT count(*) FILTER (WHERE state = 'succeeded' AND result_width = 320 AND result_height = 320 AND result_format = 'jpeg') AS ok
-            FROM halcyon.jobs
-            """).value(0, "ok").flatMap { Int($0) } ?? 0
+        let ok =
+            try await c.execute(
+                """
+                SELECT count(*) FILTER (WHERE state = 'succeeded' AND result_width = 320 AND result_height = 320 AND result_format = 'jpeg') AS ok
+                FROM halcyon.jobs
+                """
+            ).value(0, "ok").flatMap { Int($0) } ?? 0
         guard ok == corpus.files.count else { throw CommandFailure("only \(ok) of \(corpus.files.count) outputs are 320×320 JPEGs") }
         // Per-image times (the stages' sum: what the image cost, not its wait for a slot) and
         // the quality sample's outputs.
@@ -49,12 +54,14 @@ extension Bench {
             if let v = row[2].flatMap({ Double($0) }) { ms.append(v) }
             if let key = row[0], let path = row[1] { paths[String(key.dropFirst("halcyon-bench:".count))] = store.appendingPathComponent(path).path }
         }
-        let w1 = BenchRun(seconds: seconds, cpuSeconds: usage.cpuSeconds, peakRSS: usage.peakRSS, images: corpus.files.count, perImageMs: ms,
-                          psnr: quality.score { paths[URL(fileURLWithPath: corpus.files[$0].path).lastPathComponent] })
+        let w1 = BenchRun(
+            seconds: seconds, cpuSeconds: usage.cpuSeconds, peakRSS: usage.peakRSS, images: corpus.files.count, perImageMs: ms,
+            psnr: quality.score { paths[URL(fileURLWithPath: corpus.files[$0].path).lastPathComponent] })
 
         // H: the same jobs again, copied to about 5,000, on the store W1 filled — every one a hit.
         let copies = max(1, 5000 / corpus.files.count)
-        try await c.execute("""
+        try await c.execute(
+            """
             INSERT INTO halcyon.jobs (source, processors, cache_key)
             SELECT source, processors, cache_key FROM halcyon.jobs, generate_series(1, $1::int)
             WHERE cache_key LIKE 'halcyon-bench:%' AND state = 'succeeded'
@@ -64,7 +71,8 @@ extension Bench {
         let hitStarted = Date()
         let hitUsage = try await drainWorker(conninfo: conninfo, store: store, corpus: corpus, scratch: scratch)
         let hitSeconds = Date().timeIntervalSince(hitStarted)
-        let hits = try await c.execute("SELECT count(*) FILTER (WHERE state = 'succeeded' AND cache_hit) AS n FROM halcyon.jobs")
+        let hits =
+            try await c.execute("SELECT count(*) FILTER (WHERE state = 'succeeded' AND cache_hit) AS n FROM halcyon.jobs")
             .value(0, "n").flatMap { Int($0) } ?? 0
         await c.close()
         guard hits == hitJobs else { throw CommandFailure("H: only \(hits) of \(hitJobs) jobs were store hits") }
@@ -77,44 +85,52 @@ extension Bench {
         let c = try await PGConnection.connect(conninfo)
         defer { Task { await c.close() } }
         try await c.execute("DELETE FROM halcyon.jobs WHERE cache_key LIKE 'halcyon-bench:%'")
-        _ = try await JobQueue(connection: c).enqueue(batch: corpus.files.flatMap { f in
-            Self.variants.map { chain in
-                var j = JobQueue.NewJob(source: "file://" + f.path)
-                j.processors = chain
-                j.cacheKey = "halcyon-bench:w2-" + URL(fileURLWithPath: f.path).lastPathComponent
-                return j
-            }
-        })
+        _ = try await JobQueue(connection: c).enqueue(
+            batch: corpus.files.flatMap { f in
+                Self.variants.map { chain in
+                    var j = JobQueue.NewJob(source: "file://" + f.path)
+                    j.processors = chain
+                    j.cacheKey = "halcyon-bench:w2-" + URL(fileURLWithPath: f.path).lastPathComponent
+                    return j
+                }
+            })
         let store = scratch.appendingPathComponent("store-w2-\(getpid())")
         try? FileManager.default.removeItem(at: store)
         defer { try? FileManager.default.removeItem(at: store) }
         let started = Date()
         let usage = try await drainWorker(conninfo: conninfo, store: store, corpus: corpus, scratch: scratch)
         let seconds = Date().timeIntervalSince(started)
-        let ok = try await c.execute("""
-            SELECT count(*) FILTER (WHERE state = 'succeeded' AND (
-                (result_format = 'jpeg' AND result_width = 320 AND result_height = 320) OR
-                (result_format = 'webp' AND greatest(result_width, result_height) = 1024) OR
-                (result_format = 'png' AND result_width = 64 AND result_height = 64))) AS ok
-            FROM halcyon.jobs WHERE cache_key LIKE 'halcyon-bench:w2-%'
-            """).value(0, "ok").flatMap { Int($0) } ?? 0
+        let ok =
+            try await c.execute(
+                """
+                SELECT count(*) FILTER (WHERE state = 'succeeded' AND (
+                    (result_format = 'jpeg' AND result_width = 320 AND result_height = 320) OR
+                    (result_format = 'webp' AND greatest(result_width, result_height) = 1024) OR
+                    (result_format = 'png' AND result_width = 64 AND result_height = 64))) AS ok
+                FROM halcyon.jobs WHERE cache_key LIKE 'halcyon-bench:w2-%'
+                """
+            ).value(0, "ok").flatMap { Int($0) } ?? 0
         guard ok == corpus.files.count * 3 else { throw CommandFailure("W2: only \(ok) of \(corpus.files.count * 3) outputs are as asked") }
         // A source's three jobs share its fetch and decode; each adds its own processing.
-        let ms = try await c.execute("""
+        let ms = try await c.execute(
+            """
             SELECT max(\(Self.stage("fetch")) + \(Self.stage("decode"))) + sum(\(Self.stage("process")) + \(Self.stage("encode")) + \(Self.stage("store"))) AS ms
             FROM halcyon.jobs WHERE cache_key LIKE 'halcyon-bench:w2-%' GROUP BY source
-            """).rows.compactMap { $0[0].flatMap { Double($0) } }
+            """
+        ).rows.compactMap { $0[0].flatMap { Double($0) } }
         return BenchRun(seconds: seconds, cpuSeconds: usage.cpuSeconds, peakRSS: usage.peakRSS, images: corpus.files.count, perImageMs: ms)
     }
 
     /// Runs `halcyon work --drain` as a child on the bench's database and store.
     func drainWorker(conninfo: String, store: URL, corpus: BenchCorpus, scratch: URL) async throws -> Subprocess.Usage {
         let log = scratch.appendingPathComponent("worker.log").path
-        let pid = try Subprocess.spawn(CommandLine.arguments[0], [
-            "work", "--drain", "--database-url", conninfo, "--store", store.path, "--file-root", corpus.directory.path,
-            "--concurrency", String(concurrency), "--log-level", "warning", "--worker-id", "halcyon-bench-\(getpid())", "--no-progress",
-            "--sweep-interval", "0s",
-        ], outputPath: log)
+        let pid = try Subprocess.spawn(
+            CommandLine.arguments[0],
+            [
+                "work", "--drain", "--database-url", conninfo, "--store", store.path, "--file-root", corpus.directory.path,
+                "--concurrency", String(concurrency), "--log-level", "warning", "--worker-id", "halcyon-bench-\(getpid())", "--no-progress",
+                "--sweep-interval", "0s",
+            ], outputPath: log)
         let usage = try await Blocking.run { Subprocess.waitWithUsage(pid) }
         guard usage.status == 0 else { throw CommandFailure("the worker exited \(usage.status); see \(log)") }
         return usage
@@ -133,10 +149,12 @@ extension Bench {
         let store = scratch.appendingPathComponent("store-latency-\(getpid())")
         defer { try? FileManager.default.removeItem(at: store) }
         let log = scratch.appendingPathComponent("latency-worker.log").path
-        let pid = try Subprocess.spawn(CommandLine.arguments[0], [
-            "work", "--database-url", conninfo, "--store", store.path, "--file-root", scratch.path, "--poll-interval", "1s",
-            "--log-level", "warning", "--worker-id", "halcyon-bench-latency-\(getpid())", "--sweep-interval", "0s",
-        ], outputPath: log)
+        let pid = try Subprocess.spawn(
+            CommandLine.arguments[0],
+            [
+                "work", "--database-url", conninfo, "--store", store.path, "--file-root", scratch.path, "--poll-interval", "1s",
+                "--log-level", "warning", "--worker-id", "halcyon-bench-latency-\(getpid())", "--sweep-interval", "0s",
+            ], outputPath: log)
         do {
             let result = try await measureLatency(c, tiny: tiny, samples: samples, log: log)
             await Self.stop(pid)
@@ -164,7 +182,8 @@ extension Bench {
         for rows in [10_000, 1_000_000].map({ max(1000, Int(Double($0) * scale)) }) {
             print("S: \(rows) rows in the table…")
             try await c.execute("DELETE FROM halcyon.jobs WHERE cache_key LIKE 'halcyon-bench:%'")
-            try await c.execute("""
+            try await c.execute(
+                """
                 INSERT INTO halcyon.jobs (source, processors, cache_key, state, attempt, finished_at, result_key, errors)
                 SELECT 'file:///bench/bg-' || g || '.jpg', 'resize(64x64)', 'halcyon-bench:bg-' || g,
                        (CASE WHEN g % 100 = 0 THEN 'failed' ELSE 'succeeded' END)::halcyon.job_state, 1,
@@ -178,7 +197,8 @@ extension Bench {
             _ = try await JobQueue(connection: c).enqueue(seed)
             _ = try await drainWorker(conninfo: conninfo, store: store, corpus: corpus, scratch: scratch)
             try await c.execute("DELETE FROM halcyon.jobs WHERE cache_key = 'halcyon-bench:scale'")
-            try await c.execute("""
+            try await c.execute(
+                """
                 INSERT INTO halcyon.jobs (source, processors, cache_key)
                 SELECT 'file://' || $1, 'resize(8x8)', 'halcyon-bench:scale' FROM generate_series(1, $2::int)
                 """, [tiny.path, String(jobs)])
@@ -186,7 +206,8 @@ extension Bench {
             let started = Date()
             _ = try await drainWorker(conninfo: conninfo, store: store, corpus: corpus, scratch: scratch)
             let seconds = Date().timeIntervalSince(started)
-            let done = try await c.execute("SELECT count(*) AS n FROM halcyon.jobs WHERE cache_key = 'halcyon-bench:scale' AND cache_hit")
+            let done =
+                try await c.execute("SELECT count(*) AS n FROM halcyon.jobs WHERE cache_key = 'halcyon-bench:scale' AND cache_hit")
                 .value(0, "n").flatMap { Int($0) } ?? 0
             guard done == jobs else { throw CommandFailure("S: only \(done) of \(jobs) jobs were store hits") }
             let run = ScaleRun(rows: rows, jobs: jobs, seconds: seconds)
@@ -202,7 +223,8 @@ extension Bench {
     /// ImageMagick's 2-D kernels, in-process, one thread each.
     func runEffects(_ corpus: BenchCorpus) async throws -> (size: ImageSize, rows: [EffectBench.Row]) {
         guard let file = corpus.files.first(where: { $0.width == 1920 && $0.path.hasSuffix(".jpg") }),
-              let data = FileManager.default.contents(atPath: file.path) else { return (ImageSize(width: 0, height: 0), []) }
+            let data = FileManager.default.contents(atPath: file.path)
+        else { return (ImageSize(width: 0, height: 0), []) }
         let repeats = self.repeats, maxWidth = scale < 0.5 ? 480 : 1920
         return try await Blocking.run { try EffectBench.measure(data, format: .jpeg, maxWidth: maxWidth, repeats: repeats) }
     }
@@ -213,8 +235,11 @@ extension Bench {
         var out = "E — effects on a \(effects.size) JPEG, one thread (median of the runs): Halcyon against ImageMagick's 2-D kernel\n"
         out += "  step          halcyon ms   2-D kernel ms   speed-up   PSNR between them\n"
         for r in rows {
-            out += "  " + r.step.padding(toLength: 12, withPad: " ", startingAt: 0)
-                + String(format: " %10.1f %15.1f %9.1f× %12.1f dB\n", r.halcyonMs, r.twoDimensionalMs, r.twoDimensionalMs / max(r.halcyonMs, 0.001), r.psnr)
+            out +=
+                "  " + r.step.padding(toLength: 12, withPad: " ", startingAt: 0)
+                + String(
+                    format: " %10.1f %15.1f %9.1f× %12.1f dB\n", r.halcyonMs, r.twoDimensionalMs, r.twoDimensionalMs / max(r.halcyonMs, 0.001), r.psnr
+                )
         }
         return out
     }
@@ -239,10 +264,12 @@ extension Bench {
         let deadline = Date().addingTimeInterval(30)
         var rows: [Double] = []
         while Date() < deadline {
-            rows = try await c.execute("""
+            rows = try await c.execute(
+                """
                 SELECT extract(epoch FROM started_at - created_at)::float8 * 1000 AS ms FROM halcyon.jobs
                 WHERE cache_key LIKE 'halcyon-bench:latency-\(run)-%' AND started_at IS NOT NULL
-                """).rows.compactMap { $0[0].flatMap { Double($0) } }
+                """
+            ).rows.compactMap { $0[0].flatMap { Double($0) } }
             if rows.count == samples { break }
             try await Task.sleep(for: .milliseconds(100))
         }

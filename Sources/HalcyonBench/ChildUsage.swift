@@ -27,7 +27,8 @@ extension Subprocess {
             usleep(UInt32(sampleInterval * 1e6))
         }
         let signal = status & 0x7F
-        let cpu = Double(usage.ru_utime.tv_sec) + Double(usage.ru_utime.tv_usec) / 1e6
+        let cpu =
+            Double(usage.ru_utime.tv_sec) + Double(usage.ru_utime.tv_usec) / 1e6
             + Double(usage.ru_stime.tv_sec) + Double(usage.ru_stime.tv_usec) / 1e6
         return Usage(status: signal == 0 ? (status >> 8) & 0xFF : 128 + signal, peakRSS: peak, cpuSeconds: cpu)
     }

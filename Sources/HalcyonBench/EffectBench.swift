@@ -19,7 +19,9 @@ public enum EffectBench {
 
     /// Blocking: call from a Dispatch thread. A source wider than `maxWidth` is first scaled
     /// down to it (quick runs measure on a small image).
-    public static func measure(_ source: Data, format: ImageFormat, maxWidth: Int = .max, repeats: Int) throws(HalcyonError) -> (size: ImageSize, rows: [Row]) {
+    public static func measure(
+        _ source: Data, format: ImageFormat, maxWidth: Int = .max, repeats: Int
+    ) throws(HalcyonError) -> (size: ImageSize, rows: [Row]) {
         let base = try MagickImage.decode(source, format: format)
         try base.toSRGB()
         if base.width > maxWidth {
@@ -40,7 +42,8 @@ public enum EffectBench {
                 last = (a, b)
             }
             let psnr = last.map { QualityReference.psnr(QualityReference.samples($0.0), QualityReference.samples($0.1)) } ?? 0
-            rows.append(Row(step: "\(name)(\(formatNumber(sigma)))", halcyonMs: Self.median(ours), twoDimensionalMs: Self.median(reference), psnr: psnr))
+            rows.append(
+                Row(step: "\(name)(\(formatNumber(sigma)))", halcyonMs: Self.median(ours), twoDimensionalMs: Self.median(reference), psnr: psnr))
         }
         return (ImageSize(width: base.width, height: base.height), rows)
     }

@@ -63,7 +63,9 @@ package enum Bytes: ArgumentUnit {
 package enum Pixels: ArgumentUnit {
     package static func parse(_ text: String) -> Int? {
         let lower = text.lowercased().trimmingCharacters(in: .whitespaces)
-        let (number, scale): (Substring, Double) = lower.hasSuffix("mp") ? (lower.dropLast(2), 1e6)
+        let (number, scale): (Substring, Double) =
+            lower.hasSuffix("mp")
+            ? (lower.dropLast(2), 1e6)
             : lower.hasSuffix("kp") ? (lower.dropLast(2), 1e3) : (Substring(lower), 1)
         guard let n = Double(number), n.isFinite, n >= 0, n * scale < 1e15 else { return nil }
         return Int(n * scale)

@@ -1,14 +1,15 @@
 import ArgumentParser
 import Foundation
-import HalcyonQueue
 import HalcyonEmbedded
+import HalcyonQueue
 
 /// Where the database is: `--database-url`, `DATABASE_URL`, the `PG*` variables, or the
 /// embedded default under `$HALCYON_HOME`.
 package struct DatabaseOptions: ParsableArguments {
     package init() {}
 
-    @Option(name: .customLong("database-url"), help: "libpq connection string or URI (default: DATABASE_URL, PG* variables, or the embedded cluster).")
+    @Option(
+        name: .customLong("database-url"), help: "libpq connection string or URI (default: DATABASE_URL, PG* variables, or the embedded cluster).")
     package var databaseURL: String?
 
     package enum Target {
@@ -48,7 +49,8 @@ package struct DatabaseOptions: ParsableArguments {
             if case .embedded = target {
                 try await Migrator.migrate(connection, migrations: migrations)
             } else {
-                throw CommandFailure("the database schema is not up to date (pending: \(pending.map(\.name).joined(separator: ", "))); run `halcyon migrate` first")
+                throw CommandFailure(
+                    "the database schema is not up to date (pending: \(pending.map(\.name).joined(separator: ", "))); run `halcyon migrate` first")
             }
         }
         return (connection, conninfo)

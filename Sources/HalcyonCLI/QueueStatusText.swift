@@ -12,10 +12,14 @@ package enum QueueStatusText {
         out += "\nTHROUGHPUT (finished)\n  last 1m: \(s.finishedLast1m)   last 5m: \(s.finishedLast5m)   last 15m: \(s.finishedLast15m)\n"
         out += "FAILURES (last 24h)\n"
         if s.failures.isEmpty { out += "  none\n" }
-        for f in s.failures { out += "  \(f.code.padding(toLength: 28, withPad: " ", startingAt: 0)) \(String(f.count).padding(toLength: 6, withPad: " ", startingAt: 0)) \(f.latestMessage.prefix(100))\n" }
+        for f in s.failures {
+            out +=
+                "  \(f.code.padding(toLength: 28, withPad: " ", startingAt: 0)) \(String(f.count).padding(toLength: 6, withPad: " ", startingAt: 0)) \(f.latestMessage.prefix(100))\n"
+        }
         out += "STORE\n"
         if let st = s.store {
-            out += "  \(ByteSize.format(st.bytes))\(st.sizeLimit.map { " of \(ByteSize.format($0)) limit (\(Int((Double(st.bytes) / Double($0) * 100).rounded()))%)" } ?? ", no size limit"), \(st.files) files"
+            out +=
+                "  \(ByteSize.format(st.bytes))\(st.sizeLimit.map { " of \(ByteSize.format($0)) limit (\(Int((Double(st.bytes) / Double($0) * 100).rounded()))%)" } ?? ", no size limit"), \(st.files) files"
             out += " — at the last sweep, \(TimeSpan.format(st.age.rounded())) ago by \(st.sweptBy) (\(st.root))\n"
         } else {
             out += "  not swept yet (workers sweep every --sweep-interval; or run `halcyon sweep`)\n"
@@ -24,7 +28,8 @@ package enum QueueStatusText {
         if s.workers.isEmpty { out += "  none\n" }
         for w in s.workers {
             let age = ((w["heartbeat_age"] ?? nil).flatMap { Double($0) }).map { TimeSpan.format($0.rounded()) } ?? "?"
-            out += "  \(((w["id"] ?? nil) ?? "?").padding(toLength: 28, withPad: " ", startingAt: 0)) \(((w["status"] ?? nil) ?? "?").padding(toLength: 8, withPad: " ", startingAt: 0)) heartbeat \(age) ago, done \((w["jobs_done"] ?? nil) ?? "0"), failed \((w["jobs_failed"] ?? nil) ?? "0")\n"
+            out +=
+                "  \(((w["id"] ?? nil) ?? "?").padding(toLength: 28, withPad: " ", startingAt: 0)) \(((w["status"] ?? nil) ?? "?").padding(toLength: 8, withPad: " ", startingAt: 0)) heartbeat \(age) ago, done \((w["jobs_done"] ?? nil) ?? "0"), failed \((w["jobs_failed"] ?? nil) ?? "0")\n"
         }
         return out
     }

@@ -1,7 +1,7 @@
 import ArgumentParser
 import Foundation
-import HalcyonQueue
 import HalcyonEmbedded
+import HalcyonQueue
 
 /// `--store`, else `HALCYON_STORE`, else `$HALCYON_HOME/store`.
 package struct StoreOptions: ParsableArguments {

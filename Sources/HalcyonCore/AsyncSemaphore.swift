@@ -22,7 +22,9 @@ public final class AsyncSemaphore: Sendable {
     /// Waits for a permit. False (holding nothing) when `cancel` was raised first.
     public func wait(cancel: CancellationFlag? = nil) async -> Bool {
         if cancel?.isCancelled == true { return false }
-        let id = state.withLock { s -> UInt64 in s.nextID += 1; return s.nextID }
+        let id = state.withLock { s -> UInt64 in
+            s.nextID += 1; return s.nextID
+        }
         let granted = await withCheckedContinuation { (c: CheckedContinuation<Bool, Never>) in
             let now = state.withLock { s -> Bool in
                 if s.available > 0 { s.available -= 1; return true }

@@ -79,6 +79,8 @@ private final class FirstResult<T: Sendable>: Sendable {
     private let continuation: Mutex<CheckedContinuation<T?, Never>?>
     init(_ c: CheckedContinuation<T?, Never>) { continuation = Mutex(c) }
     func resume(_ value: T?) {
-        continuation.withLock { c -> CheckedContinuation<T?, Never>? in defer { c = nil }; return c }?.resume(returning: value)
+        continuation.withLock { c -> CheckedContinuation<T?, Never>? in
+            defer { c = nil }; return c
+        }?.resume(returning: value)
     }
 }

@@ -126,7 +126,10 @@ public final class HTTPServer: Sendable {
             if n <= 0 { break }
             head += chunk[0..<n]
             let end = head.count - 4
-            if end >= 0, (max(0, end - n)...end).contains(where: { head[$0] == 13 && head[$0 + 1] == 10 && head[$0 + 2] == 13 && head[$0 + 3] == 10 }) { break }
+            if end >= 0, (max(0, end - n)...end).contains(where: { head[$0] == 13 && head[$0 + 1] == 10 && head[$0 + 2] == 13 && head[$0 + 3] == 10 })
+            {
+                break
+            }
         }
         let line = String(decoding: head.prefix { $0 != 13 && $0 != 10 }, as: UTF8.self).split(separator: " ")
         let response: Response

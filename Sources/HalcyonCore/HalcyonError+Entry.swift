@@ -8,11 +8,14 @@ extension HalcyonError {
         var entry: [String: JSONValue] = ["code": .string(code.description), "message": .string(String(message.prefix(4096)).postgresSafe)]
         if let source { entry["source"] = .string(source.postgresSafe) }
         if !sources.isEmpty {
-            entry["sources"] = .array(sources.map {
-                ["source": .string($0.source.postgresSafe), "code": .string($0.code.description),
-                 "message": .string(String($0.message.prefix(4096)).postgresSafe), "attempts": .number(Double($0.attempts)),
-                 "permanent": .bool($0.permanent)]
-            })
+            entry["sources"] = .array(
+                sources.map {
+                    [
+                        "source": .string($0.source.postgresSafe), "code": .string($0.code.description),
+                        "message": .string(String($0.message.prefix(4096)).postgresSafe), "attempts": .number(Double($0.attempts)),
+                        "permanent": .bool($0.permanent),
+                    ]
+                })
         }
         return .object(entry)
     }

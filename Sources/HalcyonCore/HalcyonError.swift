@@ -19,9 +19,9 @@ public struct ErrorCode: Hashable, Sendable, CustomStringConvertible {
     public var isPermanentByDefault: Bool {
         switch self {
         case .invalidChain, .invalidSource, .invalidOptions,
-             .httpStatus, .tooLarge, .tooManyRedirects, .blockedAddress, .notImage,
-             .decodeFailed, .unsupportedFormat, .imageTooLarge, .processingFailed,
-             .notCached, .fileNotFound:
+            .httpStatus, .tooLarge, .tooManyRedirects, .blockedAddress, .notImage,
+            .decodeFailed, .unsupportedFormat, .imageTooLarge, .processingFailed,
+            .notCached, .fileNotFound:
             return true
         default:
             return false
@@ -97,8 +97,10 @@ public struct HalcyonError: Error, Sendable, CustomStringConvertible {
     /// Seconds the server asked us to wait (`Retry-After`), when it did.
     public var retryAfter: Double?
 
-    public init(_ code: ErrorCode, _ message: String, permanent: Bool? = nil,
-                source: String? = nil, sources: [SourceFailure] = []) {
+    public init(
+        _ code: ErrorCode, _ message: String, permanent: Bool? = nil,
+        source: String? = nil, sources: [SourceFailure] = []
+    ) {
         self.code = code
         self.message = message
         self.permanent = permanent ?? code.isPermanentByDefault

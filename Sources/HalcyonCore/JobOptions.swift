@@ -65,7 +65,8 @@ public struct JobOptions: Sendable, Equatable {
         o.onlyFromCache = try bool("only_from_cache") ?? false
         if let s = try string("expiration") {
             guard let e = StorageExpiration.parse(s) else {
-                throw HalcyonError(.invalidOptions, "option 'expiration' must be never, expired, a duration like 7d, or an ISO-8601 instant; got '\(s)'")
+                throw HalcyonError(
+                    .invalidOptions, "option 'expiration' must be never, expired, a duration like 7d, or an ISO-8601 instant; got '\(s)'")
             }
             o.expiration = e
         }

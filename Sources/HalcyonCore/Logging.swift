@@ -33,8 +33,10 @@ public struct HalcyonLogHandler: LogHandler {
             text = "\(time) \(level.rawValue.uppercased()) \(message)"
             for key in merged.keys.sorted() { text += " \(key)=\(merged[key]!)" }
         case .json:
-            var object: [String: JSONValue] = ["ts": .string(time), "level": .string(level.rawValue),
-                                               "msg": .string(message.description), "logger": .string(label)]
+            var object: [String: JSONValue] = [
+                "ts": .string(time), "level": .string(level.rawValue),
+                "msg": .string(message.description), "logger": .string(label),
+            ]
             for (k, v) in merged { object[k] = .string("\(v)") }
             text = JSONValue.object(object).jsonText
         }

@@ -6,8 +6,10 @@ import Foundation
 /// `.build/<config>/halcyon`, or an install prefix), then `./NAME`.
 public enum ResourceLocator {
     /// The first candidate containing `marker`, and every candidate tried (for error messages).
-    public static func find(_ name: String, marker: String, explicit: String? = nil,
-                            environment variable: String) -> (found: URL?, tried: [URL]) {
+    public static func find(
+        _ name: String, marker: String, explicit: String? = nil,
+        environment variable: String
+    ) -> (found: URL?, tried: [URL]) {
         var candidates: [URL] = []
         if let explicit { candidates.append(URL(fileURLWithPath: explicit)) }
         if let env = ProcessInfo.processInfo.environment[variable], !env.isEmpty { candidates.append(URL(fileURLWithPath: env)) }

@@ -14,8 +14,10 @@ public struct StageTimings: Sendable, Equatable {
 
     /// The stages by their names in `timings` and in the metrics.
     public var stages: [(name: String, seconds: Double)] {
-        [("queue_wait", queueWait), ("fetch", fetch), ("decode", decode), ("process", process),
-         ("encode", encode), ("store", store), ("total", total)].compactMap { n, v in v.map { (n, $0) } }
+        [
+            ("queue_wait", queueWait), ("fetch", fetch), ("decode", decode), ("process", process),
+            ("encode", encode), ("store", store), ("total", total),
+        ].compactMap { n, v in v.map { (n, $0) } }
     }
 
     /// `{"fetch_ms": 12.3, …}`, as the `timings` column holds it.

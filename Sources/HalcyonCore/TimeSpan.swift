@@ -23,7 +23,8 @@ public enum TimeSpan {
     public static func format(_ seconds: Double) -> String {
         guard seconds.isFinite, abs(seconds) < 1e15 else { return "\(seconds)s" }
         if seconds < 1 { return "\(Int((seconds * 1000).rounded()))ms" }
-        for (suffix, scale) in [("d", 86400.0), ("h", 3600), ("m", 60)] where seconds >= scale && seconds.truncatingRemainder(dividingBy: scale) == 0 {
+        for (suffix, scale) in [("d", 86400.0), ("h", 3600), ("m", 60)] where seconds >= scale && seconds.truncatingRemainder(dividingBy: scale) == 0
+        {
             return "\(Int(seconds / scale))\(suffix)"
         }
         let rounded = (seconds * 10).rounded() / 10

@@ -1,14 +1,14 @@
 import ArgumentParser
-import HalcyonCLI
 import Foundation
+import HalcyonCLI
 import HalcyonCore
+import HalcyonEmbedded
 import HalcyonFetch
 import HalcyonImage
 import HalcyonQueue
+import HalcyonSamples
 import HalcyonWorker
 import Synchronization
-import HalcyonSamples
-import HalcyonEmbedded
 
 package struct Demo: AsyncParsableCommand {
     package init() {}
@@ -84,7 +84,11 @@ package struct Demo: AsyncParsableCommand {
         }
         let limit = timeout.seconds
         let finished = try await withThrowingTaskGroup(of: Bool.self) { group in
-            for worker in pool { group.addTask { try await worker.run(); return true } }
+            for worker in pool {
+                group.addTask {
+                    try await worker.run(); return true
+                }
+            }
             var ok = await Self.waitForFinish(conninfo: conninfo, ids: [staged[0].id], timeout: limit)
             if ok {
                 let more = try await queue.enqueue(batch: later.map { staged[$0].job })
@@ -102,18 +106,21 @@ package struct Demo: AsyncParsableCommand {
         guard finished else { throw CommandFailure("the demo jobs did not finish within \(timeout); see `halcyon status`") }
 
         let (check, _) = try await database.connect()
-        let rows = try await check.execute("""
+        let rows = try await check.execute(
+            """
             SELECT id, state::text AS state, attempt, cache_hit, result_source, last_error, errors::text AS errors, result_path
             FROM halcyon.jobs WHERE id = ANY($1::bigint[])
-            """, ["{" + ids.map(String.init).joined(separator: ",") + "}"]).dictionaries
+            """, ["{" + ids.map(String.init).joined(separator: ",") + "}"]
+        ).dictionaries
         let byID = Dictionary(uniqueKeysWithValues: rows.map { (Int64(($0["id"] ?? nil) ?? "") ?? 0, $0) })
         var mismatches: [String] = []
         print("WHAT HAPPENED")
         for s in staged {
             let r = byID[s.id] ?? [:]
             func v(_ k: String) -> String? { r[k] ?? nil }
-            let (ok, story) = Self.judge(s, state: v("state"), attempt: v("attempt"), cacheHit: v("cache_hit") == "t",
-                                         resultSource: v("result_source"), lastError: v("last_error"))
+            let (ok, story) = Self.judge(
+                s, state: v("state"), attempt: v("attempt"), cacheHit: v("cache_hit") == "t",
+                resultSource: v("result_source"), lastError: v("last_error"))
             print("  \(ok ? "✔" : "✘") job \(s.id) \(s.name): \(story)")
             if !ok { mismatches.append("job \(s.id) (\(s.name))") }
         }
@@ -163,21 +170,40 @@ package struct Demo: AsyncParsableCommand {
             jobs.append(Staged(name: "\(name) → 320×320 JPEG", job: job("\(origin)/images/\(name)", thumb, key: name), expect: .succeeds))
             jobs.append(Staged(name: "\(name) → 1024 WebP", job: job("\(origin)/images/\(name)", web, key: name), expect: .succeeds))
         }
-        jobs.append(Staged(name: "badge.png → rounded PNG", job: job("\(origin)/images/badge.png", "round_corner(24) |> resize(300x300) |> format(png)", key: "badge.png"), expect: .succeeds))
-        jobs.append(Staged(name: "spinner.gif → 100 px GIF, all frames", job: job("\(origin)/images/spinner.gif", "resize(100x100) |> format(gif)", key: "spinner.gif"), expect: .succeeds))
-        jobs.append(Staged(name: "file:// source → black and white", job: job("file://" + images.appendingPathComponent("landscape.jpg").path, "black_white |> resize(400x400)", key: "file-landscape"), expect: .succeeds))
-        jobs.append(Staged(name: "missing source, fallback serves it",
-                           job: job("\(origin)/missing/\(run)/landscape.jpg", "resize(640x640)", key: "fallback",
-                                    fallbacks: ["\(origin)/images/landscape.jpg"]), expect: .fallback))
+        jobs.append(
+            Staged(
+                name: "badge.png → rounded PNG",
+                job: job("\(origin)/images/badge.png", "round_corner(24) |> resize(300x300) |> format(png)", key: "badge.png"), expect: .succeeds))
+        jobs.append(
+            Staged(
+                name: "spinner.gif → 100 px GIF, all frames",
+                job: job("\(origin)/images/spinner.gif", "resize(100x100) |> format(gif)", key: "spinner.gif"), expect: .succeeds))
+        jobs.append(
+            Staged(
+                name: "file:// source → black and white",
+                job: job("file://" + images.appendingPathComponent("landscape.jpg").path, "black_white |> resize(400x400)", key: "file-landscape"),
+                expect: .succeeds))
+        jobs.append(
+            Staged(
+                name: "missing source, fallback serves it",
+                job: job(
+                    "\(origin)/missing/\(run)/landscape.jpg", "resize(640x640)", key: "fallback",
+                    fallbacks: ["\(origin)/images/landscape.jpg"]), expect: .fallback))
         // No download retries for this one, so the 503 fails the attempt and the job itself is retried.
-        jobs.append(Staged(name: "503 once, retried with backoff",
-                           job: job("\(origin)/flaky/\(run)/large.jpg", "resize(480x480)", key: "flaky", options: #"{"retry": {"max": 0}}"#),
-                           expect: .retriedThenSucceeds))
+        jobs.append(
+            Staged(
+                name: "503 once, retried with backoff",
+                job: job("\(origin)/flaky/\(run)/large.jpg", "resize(480x480)", key: "flaky", options: #"{"retry": {"max": 0}}"#),
+                expect: .retriedThenSucceeds))
         // The same source, chain and cache key as the first job, once that is done: a store hit.
-        jobs.append(Staged(name: "the first job again, once it is done", job: job("\(origin)/images/landscape.jpg", thumb, key: "landscape.jpg"),
-                           expect: .cacheHit))
-        jobs.append(Staged(name: "a source that does not exist", job: job("\(origin)/missing/\(run)/nothing.jpg", thumb, key: "nothing"),
-                           expect: .fails("fetch.http_status")))
+        jobs.append(
+            Staged(
+                name: "the first job again, once it is done", job: job("\(origin)/images/landscape.jpg", thumb, key: "landscape.jpg"),
+                expect: .cacheHit))
+        jobs.append(
+            Staged(
+                name: "a source that does not exist", job: job("\(origin)/missing/\(run)/nothing.jpg", thumb, key: "nothing"),
+                expect: .fails("fetch.http_status")))
         return jobs
     }
 
@@ -186,13 +212,19 @@ package struct Demo: AsyncParsableCommand {
         let attempts = Int(attempt ?? "") ?? 0
         switch s.expect {
         case .succeeds:
-            return (state == "succeeded" && !cacheHit, state == "succeeded" ? "processed (\(cacheHit ? "store hit" : "downloaded"))" : "\(state ?? "?"): \(lastError ?? "")")
+            return (
+                state == "succeeded" && !cacheHit,
+                state == "succeeded" ? "processed (\(cacheHit ? "store hit" : "downloaded"))" : "\(state ?? "?"): \(lastError ?? "")"
+            )
         case .fallback:
             let ok = state == "succeeded" && resultSource == s.job.fallbackSources.first
             return (ok, ok ? "the source failed (HTTP 404), its fallback served it" : "\(state ?? "?") from \(resultSource ?? "?")")
         case .retriedThenSucceeds:
             let ok = state == "succeeded" && attempts == 2 && lastError?.contains("HTTP 503") == true
-            return (ok, ok ? "attempt 1 failed (\(lastError ?? "")), attempt 2 succeeded" : "\(state ?? "?") after \(attempts) attempts: \(lastError ?? "")")
+            return (
+                ok,
+                ok ? "attempt 1 failed (\(lastError ?? "")), attempt 2 succeeded" : "\(state ?? "?") after \(attempts) attempts: \(lastError ?? "")"
+            )
         case .cacheHit:
             return (state == "succeeded" && cacheHit, cacheHit ? "served from the store, no download" : "\(state ?? "?"), not a cache hit")
         case .fails(let code):
@@ -208,7 +240,8 @@ package struct Demo: AsyncParsableCommand {
         let deadline = Date().addingTimeInterval(timeout)
         let array = "{" + ids.map(String.init).joined(separator: ",") + "}"
         while Date() < deadline {
-            let open = try? await c.execute("SELECT count(*) AS n FROM halcyon.jobs WHERE id = ANY($1::bigint[]) AND state IN ('queued', 'running')", [array])
+            let open = try? await c.execute(
+                "SELECT count(*) AS n FROM halcyon.jobs WHERE id = ANY($1::bigint[]) AND state IN ('queued', 'running')", [array])
             if open?.value(0, "n") == "0" { return true }
             try? await Task.sleep(for: .milliseconds(300))
         }
@@ -233,7 +266,8 @@ final class DemoOrigin: Sendable {
                 return Self.file(directory.appendingPathComponent(name))
             case "flaky":
                 let first = seen.withLock { $0.insert(path).inserted }
-                return first ? HTTPServer.Response(status: 503, headers: ["Retry-After": "1"], body: Data("try again\n".utf8))
+                return first
+                    ? HTTPServer.Response(status: 503, headers: ["Retry-After": "1"], body: Data("try again\n".utf8))
                     : Self.file(directory.appendingPathComponent(name))
             default:
                 return .text(404, "not found\n")

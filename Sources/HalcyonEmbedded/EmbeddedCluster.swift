@@ -23,7 +23,8 @@ public struct EmbeddedCluster: Sendable {
         let inside = home.appendingPathComponent("pg/run")
         if Self.fitsASocket(inside.path) { return inside }
         if let recorded = try? String(contentsOf: socketRecord, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines),
-           recorded.hasPrefix("/") {
+            recorded.hasPrefix("/")
+        {
             return URL(fileURLWithPath: recorded)
         }
         return legacySocketDirectory
@@ -42,7 +43,9 @@ public struct EmbeddedCluster: Sendable {
 
     /// A fresh socket directory of an unpredictable name, for a cluster whose `pg/run` is too long.
     private func newFallbackSocketDirectory() -> URL {
-        let runtime = ProcessInfo.processInfo.environment["XDG_RUNTIME_DIR"].flatMap { $0.hasPrefix("/") && Self.fitsASocket($0 + "/halcyon-0123456789ab") ? $0 : nil }
+        let runtime = ProcessInfo.processInfo.environment["XDG_RUNTIME_DIR"].flatMap {
+            $0.hasPrefix("/") && Self.fitsASocket($0 + "/halcyon-0123456789ab") ? $0 : nil
+        }
         let tag = (0..<12).map { _ in "abcdefghijklmnopqrstuvwxyz0123456789".randomElement()! }
         return URL(fileURLWithPath: runtime ?? "/tmp").appendingPathComponent("halcyon-\(String(tag))")
     }
@@ -102,7 +105,8 @@ public struct EmbeddedCluster: Sendable {
             try makePrivateDirectory(socketDirectory)
             try handOver([dataDirectory, pg])
             // trust: only the server's own user (and root) can reach the socket's directory.
-            try runServerTool(bin + "/initdb", ["-D", dataDirectory.path, "-U", "postgres", "--auth=trust", "-E", "UTF8", "--locale=C"], what: "initdb")
+            try runServerTool(
+                bin + "/initdb", ["-D", dataDirectory.path, "-U", "postgres", "--auth=trust", "-E", "UTF8", "--locale=C"], what: "initdb")
             let settings = """
 
                 # Halcyon embedded cluster: Unix socket only, in a directory only its user can enter.
@@ -147,7 +151,8 @@ public struct EmbeddedCluster: Sendable {
         where FileManager.default.isExecutableFile(atPath: "\(dir)/initdb") {
             return String(dir)
         }
-        throw EmbeddedClusterError(message: "PostgreSQL server binaries not found (install the 'postgresql' package, e.g. scripts/setup) or pass --database-url")
+        throw EmbeddedClusterError(
+            message: "PostgreSQL server binaries not found (install the 'postgresql' package, e.g. scripts/setup) or pass --database-url")
     }
 
     // MARK: Private
@@ -158,7 +163,10 @@ public struct EmbeddedCluster: Sendable {
         while dir.path != "/" {
             var st = stat()
             if stat(dir.path, &st) == 0, st.st_mode & 0o001 == 0, st.st_uid != Self.postgresUID() {
-                throw EmbeddedClusterError(message: "running as root, the embedded cluster runs as 'postgres', which cannot enter \(dir.path); set HALCYON_HOME to a directory it can reach (e.g. /var/tmp/halcyon) or pass --database-url")
+                throw EmbeddedClusterError(
+                    message:
+                        "running as root, the embedded cluster runs as 'postgres', which cannot enter \(dir.path); set HALCYON_HOME to a directory it can reach (e.g. /var/tmp/halcyon) or pass --database-url"
+                )
             }
             dir = dir.deletingLastPathComponent()
         }
@@ -180,7 +188,9 @@ public struct EmbeddedCluster: Sendable {
         if mkdir(path, 0o700) == 0 {
             if runAsPostgres {
                 let pw = getpwnam("postgres")
-                guard let pw else { throw failure("running as root needs a 'postgres' user to run the embedded cluster (install the 'postgresql' package)") }
+                guard let pw else {
+                    throw failure("running as root needs a 'postgres' user to run the embedded cluster (install the 'postgresql' package)")
+                }
                 chown(path, pw.pointee.pw_uid, pw.pointee.pw_gid)
             }
             chmod(path, 0o700)
@@ -204,7 +214,8 @@ public struct EmbeddedCluster: Sendable {
     private func handOver(_ paths: [URL]) throws {
         guard runAsPostgres else { return }
         guard let pw = getpwnam("postgres") else {
-            throw EmbeddedClusterError(message: "running as root needs a 'postgres' user to run the embedded cluster (install the 'postgresql' package)")
+            throw EmbeddedClusterError(
+                message: "running as root needs a 'postgres' user to run the embedded cluster (install the 'postgresql' package)")
         }
         for p in paths {
             chown(p.path, pw.pointee.pw_uid, pw.pointee.pw_gid)
@@ -219,7 +230,8 @@ public struct EmbeddedCluster: Sendable {
         let (path, arguments) = runAsPostgres ? ("/usr/sbin/runuser", ["-u", "postgres", "--", tool] + args) : (tool, args)
         // A file, not a pipe: the server pg_ctl starts inherits the descriptor and would hold
         // a pipe open forever.
-        let outputPath = FileManager.default.temporaryDirectory.appendingPathComponent("halcyon-\(getpid())-\(UInt32.random(in: 0...UInt32.max)).out").path
+        let outputPath = FileManager.default.temporaryDirectory.appendingPathComponent("halcyon-\(getpid())-\(UInt32.random(in: 0...UInt32.max)).out")
+            .path
         defer { try? FileManager.default.removeItem(atPath: outputPath) }
         let status = try Subprocess.run(path, arguments, outputPath: outputPath)
         if status != 0 && !allowFailure {

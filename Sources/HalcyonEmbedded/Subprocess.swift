@@ -5,8 +5,10 @@ import Foundation
 public enum Subprocess {
     /// Starts `path args…` with standard input from /dev/null and standard output and error
     /// appended to `outputPath`. `environment` nil inherits this process's environment.
-    public static func spawn(_ path: String, _ args: [String], outputPath: String,
-                             environment: [String: String]? = nil) throws -> pid_t {
+    public static func spawn(
+        _ path: String, _ args: [String], outputPath: String,
+        environment: [String: String]? = nil
+    ) throws -> pid_t {
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
@@ -31,7 +33,8 @@ public enum Subprocess {
         posix_spawnattr_setsigdefault(&attributes, &all)
         posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
         var pid: pid_t = 0
-        let rc = envp.map { e in e.withUnsafeBufferPointer { posix_spawn(&pid, path, &actions, &attributes, argv, $0.baseAddress) } }
+        let rc =
+            envp.map { e in e.withUnsafeBufferPointer { posix_spawn(&pid, path, &actions, &attributes, argv, $0.baseAddress) } }
             ?? posix_spawn(&pid, path, &actions, &attributes, argv, environ)
         guard rc == 0 else {
             throw CocoaError(.fileReadUnknown, userInfo: [NSLocalizedDescriptionKey: "cannot run \(path): \(String(cString: strerror(rc)))"])

@@ -19,8 +19,10 @@ final class DownloadCoalescer<Value: Sendable>: Sendable {
     var inFlight: Int { table.withLock { $0.count } }
 
     /// Joins the download for `key`, starting it with `start` when none runs.
-    func value(for key: String, cancel: CancellationFlag,
-               start: @escaping @Sendable (CancellationFlag) async -> Outcome) async -> Outcome {
+    func value(
+        for key: String, cancel: CancellationFlag,
+        start: @escaping @Sendable (CancellationFlag) async -> Outcome
+    ) async -> Outcome {
         let waiter = UUID()
         return await withCheckedContinuation { (c: CheckedContinuation<Outcome, Never>) in
             let newDownload = table.withLock { t -> (UUID, CancellationFlag)? in

@@ -25,8 +25,10 @@ public struct FetchRequest: Sendable {
     public let headerKey: String
 
     /// Throws `fetch.invalid_source` for the first source that is not one.
-    public init(sources: [String], headers: [String: String] = [:], retry: (any RetryStrategy)? = nil,
-                maxDataBytes: Int = Source.maxDataBytes) throws(HalcyonError) {
+    public init(
+        sources: [String], headers: [String: String] = [:], retry: (any RetryStrategy)? = nil,
+        maxDataBytes: Int = Source.maxDataBytes
+    ) throws(HalcyonError) {
         var parsed: [SourceReference] = []
         for text in sources { parsed.append(try SourceReference(text, maxDataBytes: maxDataBytes)) }
         self.sources = parsed

@@ -54,7 +54,8 @@ public struct Fetcher: Sendable {
             case .success(let image): return image
             case .failure(let error):
                 if cancel.isCancelled { throw error }
-                failures.append(SourceFailure(source: source.text, code: error.code, message: error.message, attempts: attempts, permanent: error.permanent))
+                failures.append(
+                    SourceFailure(source: source.text, code: error.code, message: error.message, attempts: attempts, permanent: error.permanent))
                 lastError = error
             }
         }
@@ -64,14 +65,17 @@ public struct Fetcher: Sendable {
             throw lastError
         }
         let anyTransient = failures.contains { !$0.permanent }
-        throw HalcyonError(.sourcesExhausted,
-                           "all \(failures.count) sources failed: " + failures.map { "\($0.code)" }.joined(separator: ", "),
-                           permanent: !anyTransient, source: request.sources.first?.text, sources: failures)
+        throw HalcyonError(
+            .sourcesExhausted,
+            "all \(failures.count) sources failed: " + failures.map { "\($0.code)" }.joined(separator: ", "),
+            permanent: !anyTransient, source: request.sources.first?.text, sources: failures)
     }
 
     /// Tries `sources` in order (parsed here; an invalid one fails the whole fetch).
-    public func fetch(sources: [String], headers: [String: String] = [:], retry: (any RetryStrategy)? = nil,
-                      cancel: CancellationFlag) async throws(HalcyonError) -> FetchedImage {
+    public func fetch(
+        sources: [String], headers: [String: String] = [:], retry: (any RetryStrategy)? = nil,
+        cancel: CancellationFlag
+    ) async throws(HalcyonError) -> FetchedImage {
         let request = try FetchRequest(sources: sources, headers: headers, retry: retry, maxDataBytes: configuration.maxDataBytes)
         return try await fetch(request, cancel: cancel)
     }
@@ -85,18 +89,22 @@ public struct Fetcher: Sendable {
 
     /// Tries one source until it succeeds, fails for good, or the retries' wait would overrun
     /// `waitBudget` (what is left of `maxRetryWait`). Waits end early when `cancel` is raised.
-    private func fetchWithRetries(_ source: SourceReference, _ request: FetchRequest, strategy: any RetryStrategy,
-                                  waitBudget: inout Double, cancel: CancellationFlag) async -> (Result<FetchedImage, HalcyonError>, Int) {
+    private func fetchWithRetries(
+        _ source: SourceReference, _ request: FetchRequest, strategy: any RetryStrategy,
+        waitBudget: inout Double, cancel: CancellationFlag
+    ) async -> (Result<FetchedImage, HalcyonError>, Int) {
         var attempt = 0
         while true {
             attempt += 1
             let result = await fetchOnce(source, request, cancel: cancel)
             guard case .failure(var error) = result, !cancel.isCancelled,
-                  let delay = strategy.delay(beforeRetry: attempt, after: error) else {
+                let delay = strategy.delay(beforeRetry: attempt, after: error)
+            else {
                 return (result, attempt)
             }
             guard delay <= waitBudget else {
-                error.message += " (retries stopped: the next wait, \(TimeSpan.format(delay)), would pass the attempt's \(TimeSpan.format(configuration.maxRetryWait)) retry-wait budget)"
+                error.message +=
+                    " (retries stopped: the next wait, \(TimeSpan.format(delay)), would pass the attempt's \(TimeSpan.format(configuration.maxRetryWait)) retry-wait budget)"
                 return (.failure(error), attempt)
             }
             waitBudget -= delay
@@ -119,8 +127,10 @@ public struct Fetcher: Sendable {
         }
     }
 
-    private static func download(_ source: SourceReference, _ request: FetchRequest, http: HTTPClient,
-                                 configuration: FetchConfiguration, cancel: CancellationFlag) async -> Result<FetchedImage, HalcyonError> {
+    private static func download(
+        _ source: SourceReference, _ request: FetchRequest, http: HTTPClient,
+        configuration: FetchConfiguration, cancel: CancellationFlag
+    ) async -> Result<FetchedImage, HalcyonError> {
         do {
             let data: Data = try await Blocking.run {
                 switch source.source {
@@ -130,7 +140,13 @@ public struct Fetcher: Sendable {
                 }
             }
             guard let format = ImageFormat.sniff(data) else {
-                return .failure(HalcyonError(.notImage, data.isEmpty ? "empty body" : "body is not a supported image (magic bytes \(data.prefix(8).map { String(format: "%02x", $0) }.joined()))", source: source.text))
+                return .failure(
+                    HalcyonError(
+                        .notImage,
+                        data.isEmpty
+                            ? "empty body"
+                            : "body is not a supported image (magic bytes \(data.prefix(8).map { String(format: "%02x", $0) }.joined()))",
+                        source: source.text))
             }
             return .success(FetchedImage(data: data, format: format, source: source.text))
         } catch {
@@ -140,8 +156,10 @@ public struct Fetcher: Sendable {
 
     /// A network download through the originals cache when it is on: a fresh original is used
     /// without a request; an expired one with validators is revalidated and a 304 reuses it.
-    private static func getNetwork(_ url: URL, _ source: SourceReference, _ request: FetchRequest, http: HTTPClient,
-                                   configuration: FetchConfiguration, cancel: CancellationFlag) throws(HalcyonError) -> Data {
+    private static func getNetwork(
+        _ url: URL, _ source: SourceReference, _ request: FetchRequest, http: HTTPClient,
+        configuration: FetchConfiguration, cancel: CancellationFlag
+    ) throws(HalcyonError) -> Data {
         guard configuration.originalsTTL > 0, let cache = configuration.originals else {
             return try http.get(url, headers: request.headers, cancel: cancel).body
         }
@@ -157,8 +175,10 @@ public struct Fetcher: Sendable {
         }
         if !response.noStore, ImageFormat.sniff(response.body) != nil {
             // A failed save only costs a future download.
-            try? cache.save(CachedOriginal(data: response.body, etag: response.etag, lastModified: response.lastModified,
-                                           expires: expires), for: key)
+            try? cache.save(
+                CachedOriginal(
+                    data: response.body, etag: response.etag, lastModified: response.lastModified,
+                    expires: expires), for: key)
         }
         return response.body
     }

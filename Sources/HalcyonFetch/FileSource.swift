@@ -27,7 +27,10 @@ public struct FileRoots: Sendable {
     public init(_ paths: [String]) {
         roots = paths.filter { !$0.isEmpty }.map { path in
             let lexical = Self.components(path)
-            let real = (realpath(path, nil)).map { p -> String in defer { free(p) }; return String(cString: p) } ?? "/" + lexical.joined(separator: "/")
+            let real =
+                (realpath(path, nil)).map { p -> String in
+                    defer { free(p) }; return String(cString: p)
+                } ?? "/" + lexical.joined(separator: "/")
             let realComponents = Self.components(real)
             return Root(spellings: lexical == realComponents ? [lexical] : [lexical, realComponents], real: real)
         }

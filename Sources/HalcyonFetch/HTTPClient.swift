@@ -31,8 +31,10 @@ public struct HTTPClient: Sendable {
     /// for 4xx except 408 and 429.
     /// With `revalidating`, the request is conditional (`If-None-Match`, `If-Modified-Since`)
     /// and a 304 comes back as a response with status 304 and no body.
-    public func get(_ url: URL, headers: [String: String] = [:], revalidating: CachedOriginal? = nil,
-                    cancel: CancellationFlag) throws(HalcyonError) -> HTTPResponse {
+    public func get(
+        _ url: URL, headers: [String: String] = [:], revalidating: CachedOriginal? = nil,
+        cancel: CancellationFlag
+    ) throws(HalcyonError) -> HTTPResponse {
         let source = url.absoluteString
         guard let handle = pool.take() else { throw HalcyonError(.internal, "curl_easy_init failed", source: source) }
         defer { pool.give(handle) }
@@ -124,9 +126,10 @@ public struct HTTPClient: Sendable {
             throw error
         }
         let cacheControl = Self.header(handle, "Cache-Control")?.lowercased() ?? ""
-        return HTTPResponse(status: status, body: sink.data, contentType: contentType,
-                            etag: Self.header(handle, "ETag"), lastModified: Self.header(handle, "Last-Modified"),
-                            noStore: cacheControl.contains("no-store"))
+        return HTTPResponse(
+            status: status, body: sink.data, contentType: contentType,
+            etag: Self.header(handle, "ETag"), lastModified: Self.header(handle, "Last-Modified"),
+            noStore: cacheControl.contains("no-store"))
     }
 
     /// Seconds as libcurl's milliseconds, saturated (a configuration can hold any Double).

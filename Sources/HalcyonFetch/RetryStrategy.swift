@@ -37,11 +37,12 @@ public struct DelayRetryStrategy: RetryStrategy, Equatable {
 
     /// The strategy a job's `options.retry` asks for.
     public init(_ options: RetryOptions, retryAfterCap: Double = 30) {
-        let interval: Interval = switch options.backoff {
-        case .fixed: .fixed(options.interval)
-        case .accumulated: .accumulated(options.interval)
-        case .exponential: .exponential(options.interval)
-        }
+        let interval: Interval =
+            switch options.backoff {
+            case .fixed: .fixed(options.interval)
+            case .accumulated: .accumulated(options.interval)
+            case .exponential: .exponential(options.interval)
+            }
         self.init(maxRetries: options.max, interval: interval, retryAfterCap: retryAfterCap)
     }
 
@@ -53,11 +54,12 @@ public struct DelayRetryStrategy: RetryStrategy, Equatable {
     public func delay(beforeRetry retry: Int, after error: HalcyonError, random: Double) -> Double? {
         guard retry >= 1, retry <= maxRetries, !error.permanent else { return nil }
         let n = Double(retry)
-        let base: Double = switch interval {
-        case .fixed(let t): t
-        case .accumulated(let t): t * n
-        case .exponential(let t): t * pow(2, n - 1) * (1 - jitter * min(max(random, 0), 1))
-        }
+        let base: Double =
+            switch interval {
+            case .fixed(let t): t
+            case .accumulated(let t): t * n
+            case .exponential(let t): t * pow(2, n - 1) * (1 - jitter * min(max(random, 0), 1))
+            }
         if let after = error.retryAfter { return max(base, min(after, retryAfterCap)) }
         return base
     }

@@ -18,7 +18,8 @@ public enum Source: Sendable, Equatable {
         let lower = trimmed.lowercased()
         if lower.hasPrefix("http://") || lower.hasPrefix("https://") {
             guard let url = URL(string: trimmed), let host = url.host, !host.isEmpty,
-                  ["http", "https"].contains(url.scheme?.lowercased() ?? "") else {
+                ["http", "https"].contains(url.scheme?.lowercased() ?? "")
+            else {
                 throw HalcyonError(.invalidSource, "not a valid http(s) URL: \(text.prefix(200))", source: text)
             }
             return .network(url)
@@ -52,8 +53,12 @@ public enum Source: Sendable, Equatable {
             throw HalcyonError(.tooLarge, "data: URL payload exceeds \(maxBytes) bytes", source: "data:\(header),…")
         }
         let bytes: Data? = base64 ? Data(base64Encoded: String(payload), options: .ignoreUnknownCharacters) : percentDecoded(payload)
-        guard let bytes else { throw HalcyonError(.invalidSource, "data: URL payload is not valid \(base64 ? "base64" : "percent-encoding")", source: "data:\(header),…") }
-        guard bytes.count <= maxBytes else { throw HalcyonError(.tooLarge, "data: URL payload exceeds \(maxBytes) bytes", source: "data:\(header),…") }
+        guard let bytes else {
+            throw HalcyonError(.invalidSource, "data: URL payload is not valid \(base64 ? "base64" : "percent-encoding")", source: "data:\(header),…")
+        }
+        guard bytes.count <= maxBytes else {
+            throw HalcyonError(.tooLarge, "data: URL payload exceeds \(maxBytes) bytes", source: "data:\(header),…")
+        }
         return .data(mediaType: mediaType, bytes: bytes)
     }
 

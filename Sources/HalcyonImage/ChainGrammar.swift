@@ -107,7 +107,8 @@ public enum ChainGrammar {
         switch token.kind {
         case .value(let v): value = v
         case .word(let w): value = .word(w)
-        default: throw ChainError(position: token.position, found: token.kind.description, expected: key == nil ? "an argument" : "a value for '\(key!)'")
+        default:
+            throw ChainError(position: token.position, found: token.kind.description, expected: key == nil ? "an argument" : "a value for '\(key!)'")
         }
         return (ChainArgument(key: key, value: value, position: start, valuePosition: token.position), try lexer.next())
     }

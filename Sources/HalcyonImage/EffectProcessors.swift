@@ -106,9 +106,10 @@ public struct RoundCornerProcessor: ImageProcessor {
 
     public func process(_ image: MagickImage) throws(HalcyonError) {
         let c = corners
-        try image.roundCorners(radius: radius,
-                               topLeft: [.all, .top, .left, .top_left].contains(c), topRight: [.all, .top, .right, .top_right].contains(c),
-                               bottomLeft: [.all, .bottom, .left, .bottom_left].contains(c), bottomRight: [.all, .bottom, .right, .bottom_right].contains(c))
+        try image.roundCorners(
+            radius: radius,
+            topLeft: [.all, .top, .left, .top_left].contains(c), topRight: [.all, .top, .right, .top_right].contains(c),
+            bottomLeft: [.all, .bottom, .left, .bottom_left].contains(c), bottomRight: [.all, .bottom, .right, .bottom_right].contains(c))
         if let background { try image.blend(OverCompositeOp, alpha: 1, background: background) }
     }
 }
@@ -118,7 +119,7 @@ public struct RoundCornerProcessor: ImageProcessor {
 public struct BlendProcessor: ImageProcessor {
     public enum Mode: String, Sendable, CaseIterable {
         case normal, multiply, screen, overlay, darken, lighten, color_dodge, color_burn, soft_light, hard_light,
-             difference, exclusion, hue, saturation, color, luminosity
+            difference, exclusion, hue, saturation, color, luminosity
 
         var op: CompositeOperator {
             switch self {

@@ -45,14 +45,14 @@ public struct ResizeProcessor: ShrinkingProcessor {
         let s = scaled(from: ImageSize(width: image.width, height: image.height))
         if mode == .fill {
             // Resize and centre-crop in one pass: the columns the crop drops are never filtered.
-            try image.resize(width: s.width, height: s.height,
-                             window: .init(x: (s.width - width) / 2, y: (s.height - height) / 2, width: width, height: height))
+            try image.resize(
+                width: s.width, height: s.height,
+                window: .init(x: (s.width - width) / 2, y: (s.height - height) / 2, width: width, height: height))
         } else {
             try image.resize(width: s.width, height: s.height)
         }
     }
 }
-
 
 /// `downsample(WxH)` — Kingfisher's `DownsamplingImageProcessor`: fits inside WxH keeping the
 /// aspect ratio, never enlarges, and always decodes JPEGs at reduced size (shrink-on-load).

@@ -9,17 +9,21 @@ enum ICCProfile {
 
     /// sRGB (IEC 61966-2-1), colorants adapted to D50 with Bradford, as in the usual sRGB
     /// profiles; its transfer curve, 1024 points.
-    static let sRGB: Data = rgb(description: "sRGB IEC61966-2.1 (Halcyon)",
-                                red: (0.4360747, 0.2225045, 0.0139322),
-                                green: (0.3850649, 0.7168786, 0.0971045),
-                                blue: (0.1430804, 0.0606169, 0.7141733)) { v in
+    static let sRGB: Data = rgb(
+        description: "sRGB IEC61966-2.1 (Halcyon)",
+        red: (0.4360747, 0.2225045, 0.0139322),
+        green: (0.3850649, 0.7168786, 0.0971045),
+        blue: (0.1430804, 0.0606169, 0.7141733)
+    ) { v in
         v <= 0.04045 ? v / 12.92 : pow((v + 0.055) / 1.055, 2.4)
     }
 
     /// A version 2.1 RGB display profile: three colorants, one transfer curve (encoded value →
     /// linear light) shared by the channels, D50 white.
-    static func rgb(description: String, red: XYZ, green: XYZ, blue: XYZ,
-                    transfer: (Double) -> Double) -> Data {
+    static func rgb(
+        description: String, red: XYZ, green: XYZ, blue: XYZ,
+        transfer: (Double) -> Double
+    ) -> Data {
         let d50: XYZ = (0.9642, 1.0, 0.8249)
         var tags: [(signature: String, data: [UInt8])] = []
         tags.append(("desc", textDescription(description)))
@@ -52,13 +56,13 @@ enum ICCProfile {
         }
         table += Array("gTRC".utf8) + curveEntry + Array("bTRC".utf8) + curveEntry
         var header = be32(UInt32(128 + table.count + body.count))
-        header += [0, 0, 0, 0]                                     // preferred CMM
-        header += [0x02, 0x10, 0, 0]                               // version 2.1
-        header += Array("mntrRGB XYZ ".utf8)                       // class, colour space, PCS
-        header += [UInt8](repeating: 0, count: 12)                 // date
+        header += [0, 0, 0, 0]  // preferred CMM
+        header += [0x02, 0x10, 0, 0]  // version 2.1
+        header += Array("mntrRGB XYZ ".utf8)  // class, colour space, PCS
+        header += [UInt8](repeating: 0, count: 12)  // date
         header += Array("acsp".utf8) + [UInt8](repeating: 0, count: 24)
-        header += be32(0)                                          // perceptual intent
-        header += s15(d50.x) + s15(d50.y) + s15(d50.z)             // PCS illuminant
+        header += be32(0)  // perceptual intent
+        header += s15(d50.x) + s15(d50.y) + s15(d50.z)  // PCS illuminant
         header += [UInt8](repeating: 0, count: 128 - header.count)
         return Data(header + table + body)
     }
@@ -78,8 +82,9 @@ enum ICCProfile {
                 return String(decoding: p[(offset + 12)..<(offset + 12 + n - 1)], as: UTF8.self)
             }
             if type == "mluc", let records = u32(offset + 8), records > 0,
-               let length = u32(offset + 20), let start = u32(offset + 24),
-               offset + start + length <= p.count {
+                let length = u32(offset + 20), let start = u32(offset + 24),
+                offset + start + length <= p.count
+            {
                 let bytes = p[(offset + start)..<(offset + start + length)]
                 let units = stride(from: bytes.startIndex, to: bytes.endIndex - 1, by: 2).map { UInt16(bytes[$0]) << 8 | UInt16(bytes[$0 + 1]) }
                 return String(decoding: units, as: UTF16.self)

@@ -1,6 +1,6 @@
 import Foundation
-import Synchronization
 import HalcyonCore
+import Synchronization
 
 /// The pixel budget: checked from the header before any pixel is decoded, and for every step
 /// of a chain before it runs, so that no image a job holds — the decoded source, its frames
@@ -37,9 +37,11 @@ public struct ImageLimits: Sendable {
         let (total, overflow) = size.pixels.multipliedReportingOverflow(by: max(1, frames))
         guard !overflow, total <= maxPixels else {
             let n = overflow ? Int.max : total
-            throw HalcyonError(.imageTooLarge, frames > 1
-                ? "\(what) would be \(frames) frames of \(size) (\(Self.megapixels(n))), over the \(budget) budget"
-                : "\(what) would be \(size) (\(Self.megapixels(n))), over the \(budget) budget")
+            throw HalcyonError(
+                .imageTooLarge,
+                frames > 1
+                    ? "\(what) would be \(frames) frames of \(size) (\(Self.megapixels(n))), over the \(budget) budget"
+                    : "\(what) would be \(size) (\(Self.megapixels(n))), over the \(budget) budget")
         }
     }
 
@@ -57,7 +59,10 @@ public struct ImageLimits: Sendable {
         }
         guard total <= maxPixels else {
             let largest = sizes.enumerated().max { $0.element.pixels < $1.element.pixels }!
-            throw HalcyonError(.imageTooLarge, "the \(sizes.count) frames hold \(Self.megapixels(total)) (frame \(largest.offset + 1) is \(largest.element)), over the \(budget) budget")
+            throw HalcyonError(
+                .imageTooLarge,
+                "the \(sizes.count) frames hold \(Self.megapixels(total)) (frame \(largest.offset + 1) is \(largest.element)), over the \(budget) budget"
+            )
         }
         if header.frames > 1 {
             try check(header.decodedFrameSize, frames: header.frames, what: "the coalesced animation")
@@ -112,8 +117,10 @@ public enum ImagePipeline {
     }
     @TaskLocal public static var observer: DecodeCounter?
 
-    public static func run(_ data: Data, format: ImageFormat, chain: ProcessorChain,
-                           limits: ImageLimits = ImageLimits()) throws(HalcyonError) -> ProcessedImage {
+    public static func run(
+        _ data: Data, format: ImageFormat, chain: ProcessorChain,
+        limits: ImageLimits = ImageLimits()
+    ) throws(HalcyonError) -> ProcessedImage {
         try run(data, format: format, chains: [chain], limits: limits)[0].get()
     }
 
@@ -124,15 +131,19 @@ public enum ImagePipeline {
     /// before the decode. Results are in the order of `chains`. When `cancel` is raised the
     /// work stops before the next step (a single ImageMagick call cannot be interrupted) with
     /// `HalcyonError.abandoned`.
-    public static func run(_ data: Data, format: ImageFormat, chains: [ProcessorChain],
-                           limits: ImageLimits = ImageLimits(), cancel: CancellationFlag? = nil) throws(HalcyonError) -> [Result<ProcessedImage, HalcyonError>] {
+    public static func run(
+        _ data: Data, format: ImageFormat, chains: [ProcessorChain],
+        limits: ImageLimits = ImageLimits(), cancel: CancellationFlag? = nil
+    ) throws(HalcyonError) -> [Result<ProcessedImage, HalcyonError>] {
         let decodeStarted = ContinuousClock.now
         if let declared = DeclaredSize.of(data, format: format) {
             try limits.check(ImageSize(width: declared.width, height: declared.height), frames: 1, what: "the image")
         }
         if format == .gif, let gif = DeclaredSize.gifFrames(data, maxFrames: limits.maxFrames) {
-            try limits.check(MagickImage.Header(width: gif.frames.first?.width ?? 0, height: gif.frames.first?.height ?? 0,
-                                                frames: gif.frames.count, swapsAxes: false, frameSizes: gif.frames, canvas: gif.canvas))
+            try limits.check(
+                MagickImage.Header(
+                    width: gif.frames.first?.width ?? 0, height: gif.frames.first?.height ?? 0,
+                    frames: gif.frames.count, swapsAxes: false, frameSizes: gif.frames, canvas: gif.canvas))
         }
         guard format != .jpeg || DeclaredSize.jpegIsWhole(data) else {
             throw HalcyonError(.decodeFailed, "truncated jpeg: the data ends before the image does")
@@ -153,7 +164,9 @@ public enum ImagePipeline {
         guard let lastPlanned = planned.last else { return results.map { $0! } }
         try cancel?.check()
         let hints = planned.map { chains[$0].shrinkHint(for: header) }
-        let hint: (width: Int, height: Int)? = hints.contains { $0 == nil } ? nil
+        let hint: (width: Int, height: Int)? =
+            hints.contains { $0 == nil }
+            ? nil
             : (hints.map { $0!.width }.max()!, hints.map { $0!.height }.max()!)
         let base = try MagickImage.decode(data, format: format, shrinkHint: hint)
         base.cancellation = cancel
@@ -185,9 +198,10 @@ public enum ImagePipeline {
                 try cancel?.check()
                 let processed = ContinuousClock.now
                 let encoded = try image.encode()
-                return ProcessedImage(data: encoded, format: image.outputFormat, width: image.width, height: image.height,
-                                      decodeSeconds: decodeSeconds, processSeconds: (processed - started).seconds,
-                                      encodeSeconds: (ContinuousClock.now - processed).seconds)
+                return ProcessedImage(
+                    data: encoded, format: image.outputFormat, width: image.width, height: image.height,
+                    decodeSeconds: decodeSeconds, processSeconds: (processed - started).seconds,
+                    encodeSeconds: (ContinuousClock.now - processed).seconds)
             }
         }
         return results.map { $0! }

@@ -26,7 +26,8 @@ public final class MagickImage {
     private static let genesis: Void = {
         // The hardened policy must be in place before ImageMagick reads its configuration.
         if ProcessInfo.processInfo.environment["MAGICK_CONFIGURE_PATH"] == nil,
-           let dir = ResourceLocator.find("policy", marker: "policy.xml", environment: "HALCYON_POLICY_DIR").found {
+            let dir = ResourceLocator.find("policy", marker: "policy.xml", environment: "HALCYON_POLICY_DIR").found
+        {
             setenv("MAGICK_CONFIGURE_PATH", dir.path, 1)
         }
         MagickWandGenesis()
@@ -71,7 +72,9 @@ public final class MagickImage {
         MagickSetFormat(wand, format.magickName)
         let ok = data.withUnsafeBytes { MagickPingImageBlob(wand, $0.baseAddress, $0.count) }
         // A ping allocates no pixels: a resource limit it hits is this image's own doing.
-        guard ok == MagickTrue else { throw Self.error(wand, .decodeFailed, "cannot read the \(format.rawValue) header", resourceLimit: .imageTooLarge) }
+        guard ok == MagickTrue else {
+            throw Self.error(wand, .decodeFailed, "cannot read the \(format.rawValue) header", resourceLimit: .imageTooLarge)
+        }
         var sizes: [ImageSize] = []
         MagickResetIterator(wand)
         while MagickNextImage(wand) == MagickTrue {
@@ -83,8 +86,9 @@ public final class MagickImage {
         let orientation = MagickGetImageOrientation(wand)
         let swaps = [LeftTopOrientation, RightTopOrientation, RightBottomOrientation, LeftBottomOrientation].contains(orientation)
         let first = sizes.first ?? ImageSize(width: Int(MagickGetImageWidth(wand)), height: Int(MagickGetImageHeight(wand)))
-        return Header(width: first.width, height: first.height, frames: max(1, sizes.count), swapsAxes: swaps, frameSizes: sizes,
-                      canvas: pageWidth > 0 && pageHeight > 0 ? ImageSize(width: pageWidth, height: pageHeight) : nil)
+        return Header(
+            width: first.width, height: first.height, frames: max(1, sizes.count), swapsAxes: swaps, frameSizes: sizes,
+            canvas: pageWidth > 0 && pageHeight > 0 ? ImageSize(width: pageWidth, height: pageHeight) : nil)
     }
 
     /// Decodes `data` as `format` (set explicitly, so the bytes cannot choose their coder).
@@ -205,8 +209,9 @@ public final class MagickImage {
     /// held besides the two frames.
     func resize(width: Int, height: Int, window: Resampler.Window? = nil) throws(HalcyonError) {
         let win = window ?? Resampler.Window(x: 0, y: 0, width: width, height: height)
-        precondition(win.x >= 0 && win.y >= 0 && win.width >= 1 && win.height >= 1
-                     && win.x + win.width <= width && win.y + win.height <= height)
+        precondition(
+            win.x >= 0 && win.y >= 0 && win.width >= 1 && win.height >= 1
+                && win.x + win.width <= width && win.y + win.height <= height)
         try forEachFrame("resize to \(width)x\(height)") {
             let w = Int(MagickGetImageWidth(wand)), h = Int(MagickGetImageHeight(wand))
             if w == width, h == height {
@@ -310,7 +315,9 @@ public final class MagickImage {
 
     /// ImageMagick's own message for the wand's last exception. `resourceLimit` is the code
     /// for a resource limit reached (memory, map, disk: by default the process's shared pool).
-    package static func error(_ wand: OpaquePointer, _ code: ErrorCode, _ what: String, resourceLimit: ErrorCode = .resourcesExhausted) -> HalcyonError {
+    package static func error(
+        _ wand: OpaquePointer, _ code: ErrorCode, _ what: String, resourceLimit: ErrorCode = .resourcesExhausted
+    ) -> HalcyonError {
         var severity = UndefinedException
         var message = ""
         if let m = MagickGetException(wand, &severity) {
@@ -330,7 +337,8 @@ public final class MagickImage {
         let shortage = ["cache resources exhausted", "memory allocation failed", "unable to extend cache", "pixel cache allocation failed"]
         if severity == ResourceLimitError || severity == ResourceLimitFatalError || shortage.contains(where: message.contains) {
             return resourceLimit == .resourcesExhausted
-                ? HalcyonError(.resourcesExhausted, "\(text) (ImageMagick's memory, map and disk limits are shared by the worker's jobs; retried later)")
+                ? HalcyonError(
+                    .resourcesExhausted, "\(text) (ImageMagick's memory, map and disk limits are shared by the worker's jobs; retried later)")
                 : HalcyonError(resourceLimit, text)
         }
         return HalcyonError(code, text)

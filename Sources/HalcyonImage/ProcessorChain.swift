@@ -3,12 +3,13 @@ import HalcyonCore
 /// A parsed, validated chain and its canonical identifier.
 public struct ProcessorChain: Sendable {
     /// Every processor the grammar knows, by step name.
-    static let registry: [String: any ImageProcessor.Type] = Dictionary(uniqueKeysWithValues: ([
-        ResizeProcessor.self, DownsampleProcessor.self, CropProcessor.self, RoundCornerProcessor.self,
-        BlurProcessor.self, SharpenProcessor.self, OverlayProcessor.self, TintProcessor.self,
-        ColorControlsProcessor.self, BlackWhiteProcessor.self, BlendProcessor.self, RotateProcessor.self,
-        FlipProcessor.self, FlopProcessor.self, AutoOrientProcessor.self, StripProcessor.self, FormatProcessor.self,
-    ] as [any ImageProcessor.Type]).map { ($0.name, $0) })
+    static let registry: [String: any ImageProcessor.Type] = Dictionary(
+        uniqueKeysWithValues: ([
+            ResizeProcessor.self, DownsampleProcessor.self, CropProcessor.self, RoundCornerProcessor.self,
+            BlurProcessor.self, SharpenProcessor.self, OverlayProcessor.self, TintProcessor.self,
+            ColorControlsProcessor.self, BlackWhiteProcessor.self, BlendProcessor.self, RotateProcessor.self,
+            FlipProcessor.self, FlopProcessor.self, AutoOrientProcessor.self, StripProcessor.self, FormatProcessor.self,
+        ] as [any ImageProcessor.Type]).map { ($0.name, $0) })
 
     public var processors: [any ImageProcessor]
 
@@ -28,8 +29,9 @@ public struct ProcessorChain: Sendable {
         var processors: [any ImageProcessor] = []
         for step in try ChainGrammar.parse(text) {
             guard let type = registry[step.name] else {
-                throw ChainError(position: step.position, found: "unknown step '\(step.name)'",
-                                 expected: "one of \(registry.keys.sorted().joined(separator: ", "))")
+                throw ChainError(
+                    position: step.position, found: "unknown step '\(step.name)'",
+                    expected: "one of \(registry.keys.sorted().joined(separator: ", "))")
             }
             processors.append(try type.init(step: step))
         }
@@ -57,7 +59,8 @@ public struct ProcessorChain: Sendable {
     /// that step every pixel it needs; nil when nothing may be dropped.
     func shrinkHint(for header: MagickImage.Header) -> (width: Int, height: Int)? {
         guard let first = processors.first(where: { !($0 is FormatProcessor || $0 is StripProcessor || $0 is AutoOrientProcessor) }),
-              let shrinking = first as? any ShrinkingProcessor else { return nil }
+            let shrinking = first as? any ShrinkingProcessor
+        else { return nil }
         // Work in display orientation, then map back to the stored one.
         let (w, h) = header.swapsAxes ? (header.height, header.width) : (header.width, header.height)
         let need = shrinking.minimumDecodeSize

@@ -92,8 +92,10 @@ enum Resampler {
     /// memory used is a few rows, never a copy of either image (a 100 MP source costs a few MB
     /// here, not 1.6 GB). Only the source columns and rows the window reads are read at all.
     @discardableResult
-    static func resample(width: Int, height: Int, channels: Int, targetWidth: Int, targetHeight: Int,
-                         window: Window? = nil, read: RowReader, write: RowWriter) -> Bool {
+    static func resample(
+        width: Int, height: Int, channels: Int, targetWidth: Int, targetHeight: Int,
+        window: Window? = nil, read: RowReader, write: RowWriter
+    ) -> Bool {
         precondition(channels == 3 || channels == 4)
         let win = window ?? Window(x: 0, y: 0, width: targetWidth, height: targetHeight)
         let horizontal = Weights(source: width, target: targetWidth, window: win.x..<(win.x + win.width))
@@ -114,7 +116,7 @@ enum Resampler {
         defer { ring.deallocate(); row.deallocate(); accumulator.deallocate(); input.deallocate(); output.deallocate() }
 
         var filtered = vertical.start.min() ?? 0  // the next source row to filter into the ring
-        var bandFirst = 0, bandCount = 0           // the source rows now in `input`
+        var bandFirst = 0, bandCount = 0  // the source rows now in `input`
         let rowSamples = columns.count * channels
 
         /// Filters source row `r` horizontally into its ring slot.
@@ -174,8 +176,10 @@ enum Resampler {
 
     /// 16-bit samples → float pixels (premultiplied when there is alpha), `columns` of them.
     @inline(__always)
-    private static func convertRow(_ p: UnsafePointer<UInt16>, columns: Int, channels: Int,
-                                   into row: UnsafeMutablePointer<SIMD4<Float>>) {
+    private static func convertRow(
+        _ p: UnsafePointer<UInt16>, columns: Int, channels: Int,
+        into row: UnsafeMutablePointer<SIMD4<Float>>
+    ) {
         if channels == 4 {
             for x in 0..<columns {
                 let q = p + x * 4
@@ -192,8 +196,10 @@ enum Resampler {
 
     /// Float pixels → 16-bit samples, clamped and rounded, alpha un-premultiplied.
     @inline(__always)
-    private static func storeRow(_ row: UnsafePointer<SIMD4<Float>>, count: Int, channels: Int,
-                                 into q: UnsafeMutablePointer<UInt16>) {
+    private static func storeRow(
+        _ row: UnsafePointer<SIMD4<Float>>, count: Int, channels: Int,
+        into q: UnsafeMutablePointer<UInt16>
+    ) {
         for x in 0..<count {
             let v = row[x]
             let o = q + x * channels

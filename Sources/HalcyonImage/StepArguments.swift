@@ -12,8 +12,10 @@ struct StepArguments {
         for a in step.arguments {
             guard let key = a.key else { continue }
             guard keys.contains(key) else {
-                throw ChainError(position: a.position, found: "'\(key)'",
-                                 expected: keys.isEmpty ? "no named arguments for '\(step.name)'" : "one of \(keys.sorted().joined(separator: ", ")) for '\(step.name)'")
+                throw ChainError(
+                    position: a.position, found: "'\(key)'",
+                    expected: keys.isEmpty
+                        ? "no named arguments for '\(step.name)'" : "one of \(keys.sorted().joined(separator: ", ")) for '\(step.name)'")
             }
             guard named[key] == nil else { throw ChainError(position: a.position, found: "'\(key)' again", expected: "each argument once") }
             named[key] = a
@@ -28,7 +30,9 @@ struct StepArguments {
 
     mutating func size(_ key: String, max limit: Int = 16384) throws(ChainError) -> (Int, Int) {
         guard let a = take(key) else { throw missing(key, "a size WxH") }
-        guard case .size(let w, let h) = a.value else { throw ChainError(position: a.valuePosition, found: "'\(a.value)'", expected: "a size WxH for '\(key)'") }
+        guard case .size(let w, let h) = a.value else {
+            throw ChainError(position: a.valuePosition, found: "'\(a.value)'", expected: "a size WxH for '\(key)'")
+        }
         guard (1...limit).contains(w), (1...limit).contains(h) else {
             throw ChainError(position: a.valuePosition, found: "'\(a.value)'", expected: "a size from 1x1 to \(limit)x\(limit)")
         }
@@ -40,9 +44,13 @@ struct StepArguments {
             if let value { return value }
             throw missing(key, "a number")
         }
-        guard case .number(let n) = a.value else { throw ChainError(position: a.valuePosition, found: "'\(a.value)'", expected: "a number for '\(key)'") }
+        guard case .number(let n) = a.value else {
+            throw ChainError(position: a.valuePosition, found: "'\(a.value)'", expected: "a number for '\(key)'")
+        }
         guard range.contains(n) else {
-            throw ChainError(position: a.valuePosition, found: "'\(a.value)'", expected: "'\(key)' from \(formatNumber(range.lowerBound)) to \(formatNumber(range.upperBound))")
+            throw ChainError(
+                position: a.valuePosition, found: "'\(a.value)'",
+                expected: "'\(key)' from \(formatNumber(range.lowerBound)) to \(formatNumber(range.upperBound))")
         }
         return n
     }

@@ -17,9 +17,11 @@ public struct Job: Sendable, Identifiable {
     /// Seconds the job waited between becoming runnable and this claim.
     public var queueWait: Double
 
-    public init(id: Int64, source: String, fallbackSources: [String] = [], processors: String = "",
-                cacheKey: String? = nil, options: String = "{}", priority: Int = 0, attempt: Int = 1,
-                maxAttempts: Int = 5, queueWait: Double = 0) {
+    public init(
+        id: Int64, source: String, fallbackSources: [String] = [], processors: String = "",
+        cacheKey: String? = nil, options: String = "{}", priority: Int = 0, attempt: Int = 1,
+        maxAttempts: Int = 5, queueWait: Double = 0
+    ) {
         self.id = id
         self.source = source
         self.fallbackSources = fallbackSources
@@ -66,8 +68,10 @@ public struct JobResult: Sendable, Equatable {
     /// The source that produced it (nil for a cache hit).
     public var source: String?
 
-    public init(key: String, digest: String, path: String, bytes: Int, width: Int, height: Int,
-                format: String, cacheHit: Bool, source: String?) {
+    public init(
+        key: String, digest: String, path: String, bytes: Int, width: Int, height: Int,
+        format: String, cacheHit: Bool, source: String?
+    ) {
         self.key = key
         self.digest = digest
         self.path = path

@@ -21,8 +21,10 @@ extension JobQueue {
 
         /// The parameters of `SQL.enqueue`, in order.
         var parameters: [String?] {
-            [source, processors, cacheKey, PGRows.textArrayLiteral(fallbackSources), options,
-             String(priority), String(maxAttempts), runAt]
+            [
+                source, processors, cacheKey, PGRows.textArrayLiteral(fallbackSources), options,
+                String(priority), String(maxAttempts), runAt,
+            ]
         }
     }
 

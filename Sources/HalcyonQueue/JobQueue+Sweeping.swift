@@ -24,8 +24,10 @@ extension JobQueue {
         public var keptFiles: Int64, keptBytes: Int64, sizeLimit: Int64?
         public var removedFiles: Int64, removedKeys: Int64, freedBytes: Int64, seconds: Double
 
-        public init(sweptBy: String, storeRoot: String, keptFiles: Int64, keptBytes: Int64, sizeLimit: Int64?,
-                    removedFiles: Int64, removedKeys: Int64, freedBytes: Int64, seconds: Double) {
+        public init(
+            sweptBy: String, storeRoot: String, keptFiles: Int64, keptBytes: Int64, sizeLimit: Int64?,
+            removedFiles: Int64, removedKeys: Int64, freedBytes: Int64, seconds: Double
+        ) {
             self.sweptBy = sweptBy
             self.storeRoot = storeRoot
             self.keptFiles = keptFiles
@@ -39,9 +41,11 @@ extension JobQueue {
     }
 
     public func recordSweep(_ r: SweepRecord) async throws {
-        try await connection.execute(SQL.recordSweep, [
-            r.sweptBy, r.storeRoot, String(r.keptFiles), String(r.keptBytes), r.sizeLimit.map(String.init),
-            String(r.removedFiles), String(r.removedKeys), String(r.freedBytes), String(r.seconds),
-        ])
+        try await connection.execute(
+            SQL.recordSweep,
+            [
+                r.sweptBy, r.storeRoot, String(r.keptFiles), String(r.keptBytes), r.sizeLimit.map(String.init),
+                String(r.removedFiles), String(r.removedKeys), String(r.freedBytes), String(r.seconds),
+            ])
     }
 }

@@ -25,15 +25,16 @@ public struct JobQueue: Sendable {
         let r = try await connection.execute(SQL.claim, [workerID, String(limit), String(lease), String(maxBytes)])
         return (0..<r.count).compactMap { i in
             guard let id = r.value(i, "id").flatMap({ Int64($0) }), let source = r.value(i, "source") else { return nil }
-            return Job(id: id, source: source,
-                       fallbackSources: PGRows.parseTextArray(r.value(i, "fallback_sources") ?? "{}"),
-                       processors: r.value(i, "processors") ?? "",
-                       cacheKey: r.value(i, "cache_key"),
-                       options: r.value(i, "options") ?? "{}",
-                       priority: r.value(i, "priority").flatMap { Int($0) } ?? 0,
-                       attempt: r.value(i, "attempt").flatMap { Int($0) } ?? 1,
-                       maxAttempts: r.value(i, "max_attempts").flatMap { Int($0) } ?? 5,
-                       queueWait: max(0, r.value(i, "queue_wait").flatMap { Double($0) } ?? 0))
+            return Job(
+                id: id, source: source,
+                fallbackSources: PGRows.parseTextArray(r.value(i, "fallback_sources") ?? "{}"),
+                processors: r.value(i, "processors") ?? "",
+                cacheKey: r.value(i, "cache_key"),
+                options: r.value(i, "options") ?? "{}",
+                priority: r.value(i, "priority").flatMap { Int($0) } ?? 0,
+                attempt: r.value(i, "attempt").flatMap { Int($0) } ?? 1,
+                maxAttempts: r.value(i, "max_attempts").flatMap { Int($0) } ?? 5,
+                queueWait: max(0, r.value(i, "queue_wait").flatMap { Double($0) } ?? 0))
         }
     }
 
@@ -50,8 +51,12 @@ public struct JobQueue: Sendable {
     /// Extends the leases of `claims`, skipping rows another session has locked.
     public func heartbeat(_ claims: [Claim], workerID: String, lease: Double) async throws -> Renewal {
         guard !claims.isEmpty else { return Renewal(renewed: [], locked: []) }
-        let r = try await connection.execute(SQL.heartbeatJobs, [Self.idArray(claims.map(\.id)), Self.intArray(claims.map(\.attempt)),
-                                                                 workerID, String(lease)])
+        let r = try await connection.execute(
+            SQL.heartbeatJobs,
+            [
+                Self.idArray(claims.map(\.id)), Self.intArray(claims.map(\.attempt)),
+                workerID, String(lease),
+            ])
         var out = Renewal(renewed: [], locked: [])
         for row in r.rows {
             guard let id = row[0].flatMap({ Int64($0) }) else { continue }
@@ -94,12 +99,16 @@ public struct JobQueue: Sendable {
 
     /// Records a failed attempt: permanent errors, and transient ones on the last attempt,
     /// end in `failed`; other transient ones go back to `queued` after `retryDelay` seconds.
-    public func fail(_ claim: Claim, workerID: String, error: HalcyonError, retryDelay: Double,
-                     timings: StageTimings = StageTimings()) async throws -> FailOutcome {
-        let r = try await connection.execute(SQL.fail, [
-            String(claim.id), workerID, error.errorEntry.jsonText, String(error.description.prefix(4096)),
-            error.permanent ? "true" : "false", String(retryDelay), timings.json.jsonText, String(claim.attempt),
-        ])
+    public func fail(
+        _ claim: Claim, workerID: String, error: HalcyonError, retryDelay: Double,
+        timings: StageTimings = StageTimings()
+    ) async throws -> FailOutcome {
+        let r = try await connection.execute(
+            SQL.fail,
+            [
+                String(claim.id), workerID, error.errorEntry.jsonText, String(error.description.prefix(4096)),
+                error.permanent ? "true" : "false", String(retryDelay), timings.json.jsonText, String(claim.attempt),
+            ])
         guard r.count == 1 else { return .notOwned }
         return r.value(0, "state") == "failed" ? .failed : .retryScheduled
     }
@@ -110,9 +119,12 @@ public struct JobQueue: Sendable {
     @discardableResult
     public func markOutcomeRejected(_ claim: Claim, workerID: String, outcome: String, error: DatabaseError) async throws -> Bool {
         let e = HalcyonError(.outcomeRejected, "the database refused to record this attempt's \(outcome): \(error)")
-        return try await connection.execute(SQL.markOutcomeRejected, [
-            String(claim.id), String(claim.attempt), workerID, e.errorEntry.jsonText, String(e.description.prefix(4096)),
-        ]).count == 1
+        return try await connection.execute(
+            SQL.markOutcomeRejected,
+            [
+                String(claim.id), String(claim.attempt), workerID, e.errorEntry.jsonText, String(e.description.prefix(4096)),
+            ]
+        ).count == 1
     }
 
     /// Puts jobs back to `queued` without spending their attempt (graceful stop).

@@ -17,7 +17,9 @@ public enum Migrator {
     public static func locateDirectory(explicit: String? = nil) throws -> URL {
         let (found, tried) = ResourceLocator.find("migrations", marker: "0001_jobs.sql", explicit: explicit, environment: "HALCYON_MIGRATIONS")
         guard let found else {
-            throw DatabaseError(message: "cannot find the migrations directory (looked in \(tried.map(\.path).joined(separator: ", "))); set HALCYON_MIGRATIONS", connectionLost: false)
+            throw DatabaseError(
+                message: "cannot find the migrations directory (looked in \(tried.map(\.path).joined(separator: ", "))); set HALCYON_MIGRATIONS",
+                connectionLost: false)
         }
         return found
     }

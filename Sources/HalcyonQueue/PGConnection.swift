@@ -3,8 +3,6 @@ import Dispatch
 import Foundation
 import HalcyonCore
 
-
-
 /// One libpq connection. It is owned by a thread of its own (`SerialThread`): every libpq call
 /// runs there, off Swift's cooperative pool, never on two threads at once, and never waiting
 /// for a free thread behind image work. A dropped connection is
@@ -183,8 +181,9 @@ public final class PGConnection: @unchecked Sendable {
             PQfinish(h)
         }
         handle = nil
-        return DatabaseError(message: "statement timed out after \(TimeSpan.format(seconds)); cancelled and the connection reset",
-                             sqlState: DatabaseError.timedOutState, connectionLost: true)
+        return DatabaseError(
+            message: "statement timed out after \(TimeSpan.format(seconds)); cancelled and the connection reset",
+            sqlState: DatabaseError.timedOutState, connectionLost: true)
     }
 
     /// Closes the connection now.
@@ -288,9 +287,10 @@ public final class PGConnection: @unchecked Sendable {
         var rows: [[String?]] = []
         rows.reserveCapacity(Int(nt))
         for r in 0..<nt {
-            rows.append((0..<nf).map { f in
-                PQgetisnull(result, r, f) == 1 ? nil : String(cString: PQgetvalue(result, r, f))
-            })
+            rows.append(
+                (0..<nf).map { f in
+                    PQgetisnull(result, r, f) == 1 ? nil : String(cString: PQgetvalue(result, r, f))
+                })
         }
         let affected = Int(String(cString: PQcmdTuples(result))) ?? Int(nt)
         return PGRows(columns: columns, rows: rows, affected: affected)

@@ -35,10 +35,13 @@ public struct QueueStatus: Sendable {
         let failures = try await connection.execute(SQL.recentFailures)
         let workers = try await connection.execute(SQL.workerList, [String(deadAfter)])
         let sweep = try await connection.execute(SQL.latestSweep)
-        let store = sweep.count == 0 ? nil : StoreState(
-            root: sweep.value(0, "store_root") ?? "", files: sweep.value(0, "kept_files").flatMap { Int64($0) } ?? 0,
-            bytes: sweep.value(0, "kept_bytes").flatMap { Int64($0) } ?? 0, sizeLimit: sweep.value(0, "size_limit").flatMap { Int64($0) },
-            sweptBy: sweep.value(0, "swept_by") ?? "", age: sweep.value(0, "age").flatMap { Double($0) } ?? 0)
+        let store =
+            sweep.count == 0
+            ? nil
+            : StoreState(
+                root: sweep.value(0, "store_root") ?? "", files: sweep.value(0, "kept_files").flatMap { Int64($0) } ?? 0,
+                bytes: sweep.value(0, "kept_bytes").flatMap { Int64($0) } ?? 0, sizeLimit: sweep.value(0, "size_limit").flatMap { Int64($0) },
+                sweptBy: sweep.value(0, "swept_by") ?? "", age: sweep.value(0, "age").flatMap { Double($0) } ?? 0)
         func int(_ r: PGRows, _ c: String) -> Int { r.value(0, c).flatMap { Int($0) } ?? 0 }
         return QueueStatus(
             counts: counts.rows.map { ($0[0] ?? "?", Int($0[1] ?? "0") ?? 0) },
@@ -63,23 +66,32 @@ public struct QueueStatus: Sendable {
                 "finished_last_15m": .number(Double(finishedLast15m)),
                 "per_second_last_1m": .number((Double(finishedLast1m) / 60 * 100).rounded() / 100),
             ],
-            "failures_24h": .array(failures.map {
-                ["code": .string($0.code), "count": .number(Double($0.count)), "latest_message": .string($0.latestMessage), "last_seen": .string($0.lastSeen)]
-            }),
+            "failures_24h": .array(
+                failures.map {
+                    [
+                        "code": .string($0.code), "count": .number(Double($0.count)), "latest_message": .string($0.latestMessage),
+                        "last_seen": .string($0.lastSeen),
+                    ]
+                }),
             "store": store.map { st -> JSONValue in
-                ["root": .string(st.root), "files": .number(Double(st.files)), "bytes": .number(Double(st.bytes)),
-                 "size_limit": st.sizeLimit.map { .number(Double($0)) } ?? .null, "swept_by": .string(st.sweptBy),
-                 "swept_seconds_ago": .number(st.age.rounded())]
+                [
+                    "root": .string(st.root), "files": .number(Double(st.files)), "bytes": .number(Double(st.bytes)),
+                    "size_limit": st.sizeLimit.map { .number(Double($0)) } ?? .null, "swept_by": .string(st.sweptBy),
+                    "swept_seconds_ago": .number(st.age.rounded()),
+                ]
             } ?? .null,
-            "workers": .array(workers.map { w in
-                .object(Dictionary(uniqueKeysWithValues: w.map { k, v -> (String, JSONValue) in
-                    guard let v else { return (k, .null) }
-                    if ["pid", "concurrency", "jobs_done", "jobs_failed", "heartbeat_age"].contains(k), let n = Double(v) {
-                        return (k, .number((n * 10).rounded() / 10))
-                    }
-                    return (k, .string(v))
-                }))
-            }),
+            "workers": .array(
+                workers.map { w in
+                    .object(
+                        Dictionary(
+                            uniqueKeysWithValues: w.map { k, v -> (String, JSONValue) in
+                                guard let v else { return (k, .null) }
+                                if ["pid", "concurrency", "jobs_done", "jobs_failed", "heartbeat_age"].contains(k), let n = Double(v) {
+                                    return (k, .number((n * 10).rounded() / 10))
+                                }
+                                return (k, .string(v))
+                            }))
+                }),
         ]
     }
 }

@@ -7,16 +7,20 @@ import HalcyonImage
 /// the benchmark corpus and the tests. Same seed, same bytes.
 public enum SampleImages {
     /// Encodes a generated `width`×`height` image. `alpha` adds a transparent-to-opaque ramp.
-    public static func photo(width: Int, height: Int, seed: UInt64, format: ImageFormat = .jpeg,
-                             quality: Int = 85, alpha: Bool = false) throws(HalcyonError) -> Data {
+    public static func photo(
+        width: Int, height: Int, seed: UInt64, format: ImageFormat = .jpeg,
+        quality: Int = 85, alpha: Bool = false
+    ) throws(HalcyonError) -> Data {
         let channels = alpha ? 4 : 3
         var pixels = [UInt8](repeating: 0, count: width * height * channels)
         var rng = SplitMix(seed: seed)
         // A few random colour blobs blended smoothly, plus per-pixel grain.
         let blobs = (0..<6).map { _ in
-            (x: rng.unit() * Double(width), y: rng.unit() * Double(height),
-             r: rng.unit() * 255, g: rng.unit() * 255, b: rng.unit() * 255,
-             radius: (0.2 + rng.unit() * 0.5) * Double(max(width, height)))
+            (
+                x: rng.unit() * Double(width), y: rng.unit() * Double(height),
+                r: rng.unit() * 255, g: rng.unit() * 255, b: rng.unit() * 255,
+                radius: (0.2 + rng.unit() * 0.5) * Double(max(width, height))
+            )
         }
         let stripe = 8 + Int(rng.unit() * 40)
         for y in 0..<height {
@@ -40,8 +44,10 @@ public enum SampleImages {
     }
 
     /// A flat single-colour image, e.g. `#ff0000`, for tests that read pixels back.
-    public static func solid(width: Int, height: Int, red: UInt8, green: UInt8, blue: UInt8,
-                             format: ImageFormat = .png) throws(HalcyonError) -> Data {
+    public static func solid(
+        width: Int, height: Int, red: UInt8, green: UInt8, blue: UInt8,
+        format: ImageFormat = .png
+    ) throws(HalcyonError) -> Data {
         var pixels = [UInt8](repeating: 0, count: width * height * 3)
         for i in stride(from: 0, to: pixels.count, by: 3) { pixels[i] = red; pixels[i + 1] = green; pixels[i + 2] = blue }
         return try encode(pixels: pixels, width: width, height: height, alpha: false, format: format, quality: 95)
@@ -50,10 +56,12 @@ public enum SampleImages {
     /// `jpeg` with an EXIF APP1 segment whose Orientation tag is `value` (1–8), inserted after
     /// the SOI marker: the pixels stay as stored, viewers rotate them.
     public static func withEXIFOrientation(_ jpeg: Data, _ value: UInt8) -> Data {
-        let tiff: [UInt8] = [0x4D, 0x4D, 0, 0x2A, 0, 0, 0, 8,  // big-endian TIFF, IFD at 8
-                             0, 1,                            // one entry
-                             0x01, 0x12, 0, 3, 0, 0, 0, 1, 0, value, 0, 0,  // Orientation, SHORT, 1
-                             0, 0, 0, 0]                      // no next IFD
+        let tiff: [UInt8] = [
+            0x4D, 0x4D, 0, 0x2A, 0, 0, 0, 8,  // big-endian TIFF, IFD at 8
+            0, 1,  // one entry
+            0x01, 0x12, 0, 3, 0, 0, 0, 1, 0, value, 0, 0,  // Orientation, SHORT, 1
+            0, 0, 0, 0,
+        ]  // no next IFD
         let payload = Array("Exif".utf8) + [0, 0] + tiff
         let length = UInt16(payload.count + 2)
         let app1: [UInt8] = [0xFF, 0xE1, UInt8(length >> 8), UInt8(length & 0xFF)] + payload

@@ -19,9 +19,11 @@ enum AtomicFile {
     /// times). `durable: false` skips both fsyncs (for files that are only an index, like keys).
     @discardableResult
     /// `sync` fsyncs a directory (tests watch which ones).
-    static func write(_ data: Data, to final: URL, tmpDirectory: URL, publish: Publish = .replace, durable: Bool = true,
-                      prepare: (Int32) -> Void = { _ in },
-                      sync: (URL) throws(HalcyonError) -> Void = { (d: URL) throws(HalcyonError) in try AtomicFile.syncDirectory(d) }) throws(HalcyonError) -> Outcome {
+    static func write(
+        _ data: Data, to final: URL, tmpDirectory: URL, publish: Publish = .replace, durable: Bool = true,
+        prepare: (Int32) -> Void = { _ in },
+        sync: (URL) throws(HalcyonError) -> Void = { (d: URL) throws(HalcyonError) in try AtomicFile.syncDirectory(d) }
+    ) throws(HalcyonError) -> Outcome {
         let directory = final.deletingLastPathComponent()
         if durable {
             try makeDirectories(directory, sync: sync)
@@ -68,7 +70,8 @@ enum AtomicFile {
         }
         if failure != 0 {
             unlink(tmp.path)
-            throw HalcyonError(.writeFailed, "writing \(data.count) bytes to \(final.lastPathComponent) failed: \(String(cString: strerror(failure)))")
+            throw HalcyonError(
+                .writeFailed, "writing \(data.count) bytes to \(final.lastPathComponent) failed: \(String(cString: strerror(failure)))")
         }
         guard durable, outcome == .written else { return outcome }
         try sync(directory)

@@ -117,13 +117,17 @@ public struct DiskStore: Sendable {
     /// key's file pointing at it, with atime = now and mtime = the expiry `expiration` gives.
     /// `expired` stores both already expired: the job gets its result, later jobs miss, and the
     /// next sweep removes them.
-    public func store(_ data: Data, ext: String, info: ResultInfo, key: String, expiration: StorageExpiration,
-                      now: Date = Date()) throws(HalcyonError) -> StoredObject {
+    public func store(
+        _ data: Data, ext: String, info: ResultInfo, key: String, expiration: StorageExpiration,
+        now: Date = Date()
+    ) throws(HalcyonError) -> StoredObject {
         let expiry = expiration.expiry(from: now)
         let object = try put(data, ext: ext, expires: expiry, now: now)
         let record = KeyRecord(object: object.path, bytes: object.bytes, info: info, key: key)
-        try AtomicFile.write(Data(record.text.utf8), to: url(forRelativePath: Self.keyPath(for: key)), tmpDirectory: tmpDirectory,
-                             durable: false) { fd in
+        try AtomicFile.write(
+            Data(record.text.utf8), to: url(forRelativePath: Self.keyPath(for: key)), tmpDirectory: tmpDirectory,
+            durable: false
+        ) { fd in
             // Not fsynced: a key lost in a crash is only a cache miss.
             FileTimes(accessed: now, expires: expiry).write(to: fd)
         }
@@ -144,19 +148,21 @@ public struct DiskStore: Sendable {
             guard let text = Self.readSmall(fd), let record = KeyRecord(text), record.key == key else { return nil }
             let extended = extend.extended(accessed: keyTimes.accessed, expires: keyTimes.expires, now: now)
             let objectPath = url(forRelativePath: record.object).path
-            let objectAlive = try withLockedFile(objectPath) { ofd, ost -> Bool in
-                let objectTimes = FileTimes(ost)
-                guard objectTimes.expires > now else { return false }
-                FileTimes(accessed: now, expires: max(objectTimes.expires, extended?.expires ?? objectTimes.expires)).write(to: ofd)
-                return true
-            } ?? false
+            let objectAlive =
+                try withLockedFile(objectPath) { ofd, ost -> Bool in
+                    let objectTimes = FileTimes(ost)
+                    guard objectTimes.expires > now else { return false }
+                    FileTimes(accessed: now, expires: max(objectTimes.expires, extended?.expires ?? objectTimes.expires)).write(to: ofd)
+                    return true
+                } ?? false
             guard objectAlive else { return nil }
             // Also puts back an atime the read moved where O_NOATIME was not allowed.
             let newTimes = extended.map { FileTimes(accessed: $0.accessed, expires: $0.expires) } ?? keyTimes
             newTimes.write(to: fd)
             let digest = String(record.object.split(separator: "/").last?.split(separator: ".").first ?? "")
-            return CachedResult(object: StoredObject(digest: digest, path: record.object, bytes: record.bytes, existed: true),
-                                info: record.info, expires: newTimes.expires)
+            return CachedResult(
+                object: StoredObject(digest: digest, path: record.object, bytes: record.bytes, existed: true),
+                info: record.info, expires: newTimes.expires)
         }
         return found ?? nil
     }
@@ -200,10 +206,11 @@ struct KeyRecord: Equatable {
             fields[line[..<space]] = line[line.index(after: space)...]
         }
         guard fields["halcyon-key"] == "1", let object = fields["object"], object.hasPrefix("objects/"), !object.contains(".."),
-              let bytes = fields["bytes"].flatMap({ Int($0) }),
-              let image = fields["image"]?.split(separator: " "), image.count == 2,
-              let size = Optional(image[1].split(separator: "x")), size.count == 2,
-              let width = Int(size[0]), let height = Int(size[1]), let key = fields["key"] else { return nil }
+            let bytes = fields["bytes"].flatMap({ Int($0) }),
+            let image = fields["image"]?.split(separator: " "), image.count == 2,
+            let size = Optional(image[1].split(separator: "x")), size.count == 2,
+            let width = Int(size[0]), let height = Int(size[1]), let key = fields["key"]
+        else { return nil }
         self.object = String(object)
         self.bytes = bytes
         self.info = ResultInfo(format: String(image[0]), width: width, height: height)

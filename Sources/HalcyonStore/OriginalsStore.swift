@@ -22,12 +22,14 @@ public struct OriginalsStore: OriginalsCache {
         guard let blob = FileManager.default.contents(atPath: file.path), blob.count >= 4 else { return nil }
         let headerLength = Int(blob.prefix(4).reduce(UInt32(0)) { $0 << 8 | UInt32($1) })
         guard blob.count >= 4 + headerLength,
-              case .object(let header)? = JSONValue.parse(String(decoding: blob.dropFirst(4).prefix(headerLength), as: UTF8.self)),
-              header["url"]?.stringValue == url else { return nil }
+            case .object(let header)? = JSONValue.parse(String(decoding: blob.dropFirst(4).prefix(headerLength), as: UTF8.self)),
+            header["url"]?.stringValue == url
+        else { return nil }
         guard let expires = FileTimes.read(file.path)?.expires else { return nil }
         FileTimes(accessed: Date(), expires: expires).write(to: file.path)
-        return CachedOriginal(data: Data(blob.dropFirst(4 + headerLength)), etag: header["etag"]?.stringValue,
-                              lastModified: header["last_modified"]?.stringValue, expires: expires)
+        return CachedOriginal(
+            data: Data(blob.dropFirst(4 + headerLength)), etag: header["etag"]?.stringValue,
+            lastModified: header["last_modified"]?.stringValue, expires: expires)
     }
 
     public func save(_ original: CachedOriginal, for url: String) throws {

@@ -84,7 +84,11 @@ public struct Sweeper: Sendable {
                 let bytes = Int64(st.st_size)
                 if times.expires <= now {
                     if remove(path, if: { FileTimes($0).expires <= now }) {
-                        if original { report.expiredOriginals += 1; report.expiredOriginalBytes += bytes } else { report.expiredObjects += 1; report.expiredBytes += bytes }
+                        if original {
+                            report.expiredOriginals += 1; report.expiredOriginalBytes += bytes
+                        } else {
+                            report.expiredObjects += 1; report.expiredBytes += bytes
+                        }
                         return
                     }
                 }
@@ -142,8 +146,10 @@ public struct Sweeper: Sendable {
 enum StoreWalker {
     /// Calls `body` for every regular file exactly `depth` directory levels below `directory`,
     /// until `stop` says so.
-    static func files(under directory: String, depth: Int, stop: () -> Bool = { false },
-                      _ body: (_ path: String, _ status: stat) -> Void) {
+    static func files(
+        under directory: String, depth: Int, stop: () -> Bool = { false },
+        _ body: (_ path: String, _ status: stat) -> Void
+    ) {
         guard let dir = opendir(directory) else { return }
         defer { closedir(dir) }
         while !stop(), let entry = readdir(dir) {

@@ -64,8 +64,9 @@ public final class Worker: Service, Sendable {
         }
         let queue = JobQueue(connection: connection), maintenance = JobQueue(connection: maintenanceConnection)
         try await DatabaseRetry().run("register", logger: logger, giveUpWhen: stopping) {
-            try await queue.registerWorker(id: configuration.workerID, host: ProcessInfo.processInfo.hostName,
-                                           pid: getpid(), concurrency: configuration.concurrency)
+            try await queue.registerWorker(
+                id: configuration.workerID, host: ProcessInfo.processInfo.hostName,
+                pid: getpid(), concurrency: configuration.concurrency)
         }
         logStart()
 
@@ -85,11 +86,13 @@ public final class Worker: Service, Sendable {
             await maintenanceConnection.close()
         }
         let summary = state.summary
-        logger.info("worker stopped", metadata: [
-            "succeeded": "\(summary.succeeded)", "failed": "\(summary.failed)", "retried": "\(summary.retried)",
-            "released": "\(summary.released)", "rescued": "\(summary.rescued)",
-            "peak_rss_mb": "\((ProcessMemory.peakRSS(of: getpid()) ?? 0) / 1_000_000)",
-        ])
+        logger.info(
+            "worker stopped",
+            metadata: [
+                "succeeded": "\(summary.succeeded)", "failed": "\(summary.failed)", "retried": "\(summary.retried)",
+                "released": "\(summary.released)", "rescued": "\(summary.rescued)",
+                "peak_rss_mb": "\((ProcessMemory.peakRSS(of: getpid()) ?? 0) / 1_000_000)",
+            ])
     }
 
     /// The worker's duties in start order; the group shuts them down in reverse.
@@ -103,8 +106,9 @@ public final class Worker: Service, Sendable {
             services.append(.init(service: StoreSweeper(configuration: configuration, conninfo: conninfo, metrics: metrics, logger: logger)))
         }
         let recorder = OutcomeRecorder(configuration: configuration, queue: queue, state: state, metrics: metrics, logger: logger)
-        let claimer = Claimer(configuration: configuration, queue: queue, runner: JobRunner(configuration: configuration, metrics: metrics),
-                              recorder: recorder, state: state, metrics: metrics, logger: logger)
+        let claimer = Claimer(
+            configuration: configuration, queue: queue, runner: JobRunner(configuration: configuration, metrics: metrics),
+            recorder: recorder, state: state, metrics: metrics, logger: logger)
         // Stopped or drained: the claimer returns, and the group shuts the rest down.
         services.append(.init(service: claimer, successTerminationBehavior: .gracefullyShutdownGroup))
         return services
@@ -112,12 +116,14 @@ public final class Worker: Service, Sendable {
 
     private func logStart() {
         let configuration = configuration
-        logger.info("worker started", metadata: [
-            "concurrency": "\(configuration.concurrency)", "fetch_concurrency": "\(configuration.fetchConcurrency)",
-            "lease": "\(TimeSpan.format(configuration.lease))", "mode": "\(configuration.pollOnly ? "poll" : "listen")",
-            "store": "\(configuration.storeRoot.path)", "statement_timeout": "\(TimeSpan.format(configuration.statementTimeout))",
-            "max_pixels": "\(configuration.limits.maxPixels)", "magick_policy": "\(MagickImage.policyDirectory ?? "system")",
-        ])
+        logger.info(
+            "worker started",
+            metadata: [
+                "concurrency": "\(configuration.concurrency)", "fetch_concurrency": "\(configuration.fetchConcurrency)",
+                "lease": "\(TimeSpan.format(configuration.lease))", "mode": "\(configuration.pollOnly ? "poll" : "listen")",
+                "store": "\(configuration.storeRoot.path)", "statement_timeout": "\(TimeSpan.format(configuration.statementTimeout))",
+                "max_pixels": "\(configuration.limits.maxPixels)", "magick_policy": "\(MagickImage.policyDirectory ?? "system")",
+            ])
         if MagickImage.policyDirectory == nil {
             logger.warning("Halcyon's hardened ImageMagick policy.xml was not found (set HALCYON_POLICY_DIR); running under the system policy only")
         }

@@ -1,9 +1,9 @@
 import ArgumentParser
-import HalcyonCLI
 import Foundation
+import HalcyonCLI
 import HalcyonCore
-import HalcyonQueue
 import HalcyonEmbedded
+import HalcyonQueue
 
 struct Retry: AsyncParsableCommand {
     static let configuration = CommandConfiguration(abstract: "Requeue failed or cancelled jobs with a fresh attempt budget.")

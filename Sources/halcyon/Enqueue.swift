@@ -1,6 +1,6 @@
 import ArgumentParser
-import HalcyonCLI
 import Foundation
+import HalcyonCLI
 import HalcyonCore
 import HalcyonFetch
 import HalcyonImage
@@ -90,7 +90,9 @@ struct Enqueue: AsyncParsableCommand {
             for s in [job.source] + job.fallbackSources { _ = try Source.parse(s) }
             _ = try ProcessorChain.parse(job.processors)
             _ = try JobOptions.parse(json: job.options)
-            guard (1...Int(Int32.max)).contains(job.maxAttempts) else { throw HalcyonError(.invalidOptions, "max_attempts must be from 1 to \(Int32.max)") }
+            guard (1...Int(Int32.max)).contains(job.maxAttempts) else {
+                throw HalcyonError(.invalidOptions, "max_attempts must be from 1 to \(Int32.max)")
+            }
             guard (-32768...32767).contains(job.priority) else { throw HalcyonError(.invalidOptions, "priority must fit in a smallint") }
             if let r = job.runAt, ISO8601.parse(r) == nil { throw HalcyonError(.invalidOptions, "run_at must be an ISO-8601 instant") }
         } catch let error as HalcyonError {
@@ -116,19 +118,31 @@ struct Enqueue: AsyncParsableCommand {
             if let unknown = o.keys.sorted().first(where: { !known.contains($0) }) { throw CommandFailure("\(at)unknown field '\(unknown)'") }
             guard let source = o["source"]?.stringValue else { throw CommandFailure("\(at)\"source\" (a string) is required") }
             var job = JobQueue.NewJob(source: source)
-            if let v = o["processors"] { guard let s = v.stringValue else { throw CommandFailure("\(at)\"processors\" must be a string") }; job.processors = s }
-            if let v = o["cache_key"], v != .null { guard let s = v.stringValue else { throw CommandFailure("\(at)\"cache_key\" must be a string") }; job.cacheKey = s }
+            if let v = o["processors"] {
+                guard let s = v.stringValue else { throw CommandFailure("\(at)\"processors\" must be a string") }; job.processors = s
+            }
+            if let v = o["cache_key"], v != .null {
+                guard let s = v.stringValue else { throw CommandFailure("\(at)\"cache_key\" must be a string") }; job.cacheKey = s
+            }
             if let v = o["fallback_sources"] {
-                guard let a = v.arrayValue, a.allSatisfy({ $0.stringValue != nil }) else { throw CommandFailure("\(at)\"fallback_sources\" must be an array of strings") }
+                guard let a = v.arrayValue, a.allSatisfy({ $0.stringValue != nil }) else {
+                    throw CommandFailure("\(at)\"fallback_sources\" must be an array of strings")
+                }
                 job.fallbackSources = a.compactMap(\.stringValue)
             }
-            if let v = o["options"] { guard case .object = v else { throw CommandFailure("\(at)\"options\" must be an object") }; job.options = v.jsonText }
+            if let v = o["options"] {
+                guard case .object = v else { throw CommandFailure("\(at)\"options\" must be an object") }; job.options = v.jsonText
+            }
             if let v = o["priority"] {
-                guard let n = v.numberValue, n == n.rounded(), (-32768...32767).contains(n) else { throw CommandFailure("\(at)\"priority\" must be an integer from -32768 to 32767") }
+                guard let n = v.numberValue, n == n.rounded(), (-32768...32767).contains(n) else {
+                    throw CommandFailure("\(at)\"priority\" must be an integer from -32768 to 32767")
+                }
                 job.priority = Int(n)
             }
             if let v = o["max_attempts"] {
-                guard let n = v.numberValue, n == n.rounded(), (1...Double(Int32.max)).contains(n) else { throw CommandFailure("\(at)\"max_attempts\" must be an integer from 1 to \(Int32.max)") }
+                guard let n = v.numberValue, n == n.rounded(), (1...Double(Int32.max)).contains(n) else {
+                    throw CommandFailure("\(at)\"max_attempts\" must be an integer from 1 to \(Int32.max)")
+                }
                 job.maxAttempts = Int(n)
             }
             if let v = o["run_at"] { guard let s = v.stringValue else { throw CommandFailure("\(at)\"run_at\" must be a string") }; job.runAt = s }

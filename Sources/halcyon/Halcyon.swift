@@ -1,5 +1,4 @@
 import ArgumentParser
-import HalcyonCLI
 import Foundation
 import HalcyonBench
 import HalcyonCLI

@@ -5,7 +5,9 @@ import HalcyonQueue
 struct Migrate: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Apply pending migrations (idempotent; safe to run from several processes at once).",
-        discussion: "Reads migrations/NNNN_*.sql (or $HALCYON_MIGRATIONS) and applies the ones not yet recorded in halcyon.schema_migrations, in order, each in a transaction, under an advisory lock.")
+        discussion:
+            "Reads migrations/NNNN_*.sql (or $HALCYON_MIGRATIONS) and applies the ones not yet recorded in halcyon.schema_migrations, in order, each in a transaction, under an advisory lock."
+    )
 
     @OptionGroup var database: DatabaseOptions
     @Option(help: "Directory of migration files (default: found beside the binary, or $HALCYON_MIGRATIONS).")

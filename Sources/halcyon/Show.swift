@@ -1,6 +1,6 @@
 import ArgumentParser
-import HalcyonCLI
 import Foundation
+import HalcyonCLI
 import HalcyonCore
 import HalcyonQueue
 import HalcyonStore
@@ -50,10 +50,12 @@ struct Show: AsyncParsableCommand {
             print(JSONValue.object(object).prettyText)
             return
         }
-        let order = ["id", "state", "source", "fallback_sources", "processors", "cache_key", "options", "priority",
-                     "attempt", "max_attempts", "run_at", "locked_by", "locked_until", "created_at", "started_at", "finished_at",
-                     "result_key", "result_source", "result_format", "result_width", "result_height", "result_bytes",
-                     "result_digest", "result_path", "result_file", "result_expires", "result_last_access", "cache_hit", "last_error"]
+        let order = [
+            "id", "state", "source", "fallback_sources", "processors", "cache_key", "options", "priority",
+            "attempt", "max_attempts", "run_at", "locked_by", "locked_until", "created_at", "started_at", "finished_at",
+            "result_key", "result_source", "result_format", "result_width", "result_height", "result_bytes",
+            "result_digest", "result_path", "result_file", "result_expires", "result_last_access", "cache_hit", "last_error",
+        ]
         for key in order {
             guard let v = object[key], v != .null else { continue }
             let text = v.stringValue ?? v.jsonText

@@ -1,6 +1,6 @@
 import ArgumentParser
-import HalcyonCLI
 import Foundation
+import HalcyonCLI
 import HalcyonCore
 import HalcyonQueue
 

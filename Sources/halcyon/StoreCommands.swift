@@ -1,6 +1,6 @@
 import ArgumentParser
-import HalcyonCLI
 import Foundation
+import HalcyonCLI
 import HalcyonCore
 import HalcyonQueue
 import HalcyonStore
@@ -8,7 +8,8 @@ import HalcyonWorker
 
 /// `--store-size-limit` for `sweep` and `work`.
 struct StoreSizeLimitOption: ParsableArguments {
-    @Option(help: "Size the store may reach before sweeps delete the least recently accessed objects down to half of it, e.g. 20GiB (default: no limit).")
+    @Option(
+        help: "Size the store may reach before sweeps delete the least recently accessed objects down to half of it, e.g. 20GiB (default: no limit).")
     var storeSizeLimit: ByteSizeArgument?
 
     func validate() throws {
@@ -40,15 +41,20 @@ struct Sweep: AsyncParsableCommand {
         let (connection, _) = try await database.connect()
         let maintenance = StoreMaintenance(store: DiskStore(root: storeOptions.root()), sizeLimit: limit.bytes, sweptBy: "halcyon sweep")
         let sweeper = maintenance.sweeper
-        guard let report = try await maintenance.sweep(JobQueue(connection: connection), waitForLock: true, onWait: {
-            printError("another sweep is running; waiting for it to finish…")
-        }) else { throw CommandFailure("could not take the sweep lock") }
+        guard
+            let report = try await maintenance.sweep(
+                JobQueue(connection: connection), waitForLock: true,
+                onWait: {
+                    printError("another sweep is running; waiting for it to finish…")
+                })
+        else { throw CommandFailure("could not take the sweep lock") }
         await connection.close()
         if json {
             print(report.json.prettyText)
             return
         }
-        print("""
+        print(
+            """
             store \(sweeper.store.root.path), swept in \(String(format: "%.2f", report.seconds)) s
               expired objects:   \(report.expiredObjects) (\(ByteSize.format(report.expiredBytes)))
               expired originals: \(report.expiredOriginals) (\(ByteSize.format(report.expiredOriginalBytes)))
@@ -82,14 +88,17 @@ struct Verify: AsyncParsableCommand {
         let repair = self.repair
         let report = try await Blocking.run { verifier.verify(repair: repair) }
         if json {
-            print(JSONValue.object([
-                "checked_objects": .number(Double(report.checkedObjects)), "checked_bytes": .number(Double(report.checkedBytes)),
-                "corrupt": .array(report.corrupt.map { .string($0) }), "removed_objects": .number(Double(report.removedObjects)),
-                "removed_keys": .number(Double(report.removedKeys)), "vanished": .number(Double(report.vanished)), "seconds": .number((report.seconds * 1000).rounded() / 1000),
-            ]).prettyText)
+            print(
+                JSONValue.object([
+                    "checked_objects": .number(Double(report.checkedObjects)), "checked_bytes": .number(Double(report.checkedBytes)),
+                    "corrupt": .array(report.corrupt.map { .string($0) }), "removed_objects": .number(Double(report.removedObjects)),
+                    "removed_keys": .number(Double(report.removedKeys)), "vanished": .number(Double(report.vanished)),
+                    "seconds": .number((report.seconds * 1000).rounded() / 1000),
+                ]).prettyText)
         } else {
-            print("checked \(report.checkedObjects) objects (\(ByteSize.format(report.checkedBytes))) in \(String(format: "%.2f", report.seconds)) s"
-                  + (report.vanished > 0 ? "; \(report.vanished) removed by a sweep while verifying" : ""))
+            print(
+                "checked \(report.checkedObjects) objects (\(ByteSize.format(report.checkedBytes))) in \(String(format: "%.2f", report.seconds)) s"
+                    + (report.vanished > 0 ? "; \(report.vanished) removed by a sweep while verifying" : ""))
             for path in report.corrupt { print("corrupt: \(path)") }
             if repair, !report.corrupt.isEmpty {
                 print("removed \(report.removedObjects) corrupt objects and \(report.removedKeys) keys pointing at them")

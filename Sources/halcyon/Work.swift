@@ -1,7 +1,7 @@
 import ArgumentParser
-import HalcyonCLI
 import Dispatch
 import Foundation
+import HalcyonCLI
 import HalcyonCore
 import HalcyonFetch
 import HalcyonQueue
@@ -31,7 +31,10 @@ struct Work: AsyncParsableCommand {
     var concurrency: Int?
     @Option(help: "Concurrent downloads, separate from processing slots.")
     var fetchConcurrency: Int = 8
-    @Option(help: "Jobs claimed per round trip while ≥ 90 % of recent jobs were store hits (hits take no slot). At most concurrency + fetch-concurrency turns it off.")
+    @Option(
+        help:
+            "Jobs claimed per round trip while ≥ 90 % of recent jobs were store hits (hits take no slot). At most concurrency + fetch-concurrency turns it off."
+    )
     var hitClaimBatch: Int = 250
     @Option(help: "Lease per claimed job (renewed every lease/3), 1s–1d.")
     var lease = TimeSpanArgument(.seconds(30))
@@ -47,19 +50,32 @@ struct Work: AsyncParsableCommand {
     var grace = TimeSpanArgument(.seconds(20))
     @Option(help: "Backoff after the first transient failure (doubles per attempt, capped at 10m, with jitter), 0s–1d.")
     var retryBase = TimeSpanArgument(.seconds(2))
-    @Option(help: "Deadline of every database statement (heartbeats and rescues: at most half the lease, at least 2s), 1s–1h; past it the statement is cancelled and the connection reset.")
+    @Option(
+        help:
+            "Deadline of every database statement (heartbeats and rescues: at most half the lease, at least 2s), 1s–1h; past it the statement is cancelled and the connection reset."
+    )
     var statementTimeout = TimeSpanArgument(.seconds(30))
     @Option(name: .customLong("file-root"), help: "A directory file:// sources may read from (repeatable; also HALCYON_FILE_ROOTS).")
     var fileRoots: [String] = []
-    @Option(name: .customLong("allow-network"), help: "A CIDR that downloads may connect to although it is internal, e.g. 10.1.0.0/16 or 127.0.0.1 (repeatable; also HALCYON_ALLOW_NETWORKS). Default: public addresses only.")
+    @Option(
+        name: .customLong("allow-network"),
+        help:
+            "A CIDR that downloads may connect to although it is internal, e.g. 10.1.0.0/16 or 127.0.0.1 (repeatable; also HALCYON_ALLOW_NETWORKS). Default: public addresses only."
+    )
     var allowNetworks: [String] = []
-    @Option(help: "Retries per source for failures that can succeed later (timeouts, connection errors, 408, 429, 5xx), 0–20; a job's options.retry overrides.")
+    @Option(
+        help:
+            "Retries per source for failures that can succeed later (timeouts, connection errors, 408, 429, 5xx), 0–20; a job's options.retry overrides."
+    )
     var fetchRetries: Int = 2
     @Option(help: "Interval before a download retry, 0s–1h.")
     var fetchRetryInterval = TimeSpanArgument(.milliseconds(500))
     @Option(help: "How the retry interval grows: fixed, accumulated (n × interval) or exponential (with jitter).")
     var fetchRetryBackoff: RetryOptions.Backoff = .exponential
-    @Option(help: "Most an attempt waits between download retries, all its sources together, 0s–1d; a retry that would wait longer is not made (the job is retried later instead, holding no slot).")
+    @Option(
+        help:
+            "Most an attempt waits between download retries, all its sources together, 0s–1d; a retry that would wait longer is not made (the job is retried later instead, holding no slot)."
+    )
     var maxRetryWait = TimeSpanArgument(.seconds(60))
     @Option(help: "Time to establish a connection, 100ms–10m.")
     var connectTimeout = TimeSpanArgument(.seconds(10))
@@ -69,13 +85,22 @@ struct Work: AsyncParsableCommand {
     var maxDownloadSize = ByteSizeArgument(50 << 20)
     @Option(help: "Bytes of downloaded sources that may wait for a processing slot, 1MiB–1TiB; downloads wait while more are waiting.")
     var maxPendingBytes = ByteSizeArgument(256 << 20)
-    @Option(help: "Pixel budget: most pixels any image a job holds may have, all frames together — the decoded source and every step's output (e.g. 25MP), 1–268MP. A job uses up to about 20 bytes per budgeted pixel.")
+    @Option(
+        help:
+            "Pixel budget: most pixels any image a job holds may have, all frames together — the decoded source and every step's output (e.g. 25MP), 1–268MP. A job uses up to about 20 bytes per budgeted pixel."
+    )
     var maxPixels = PixelCountArgument(100_000_000)
     @Option(help: "Redirects followed per download, 0–50.")
     var maxRedirects: Int = 5
-    @Option(help: "Keep downloaded originals in the store and reuse them this long without a request; then revalidate (If-None-Match/If-Modified-Since, a 304 reuses them). 0 keeps none; at most 365d.")
+    @Option(
+        help:
+            "Keep downloaded originals in the store and reuse them this long without a request; then revalidate (If-None-Match/If-Modified-Since, a 304 reuses them). 0 keeps none; at most 365d."
+    )
     var originalsTTL = TimeSpanArgument(.seconds(0))
-    @Option(help: "How often a worker sweeps the store (expired files, dangling keys, --store-size-limit); one worker at a time. 0 turns it off; else 1s–30d.")
+    @Option(
+        help:
+            "How often a worker sweeps the store (expired files, dangling keys, --store-size-limit); one worker at a time. 0 turns it off; else 1s–30d."
+    )
     var sweepInterval = TimeSpanArgument(.seconds(600))
     @Option(help: "Serve Prometheus metrics on this port at /metrics (and /healthz). Default: off.")
     var metricsPort: Int?
@@ -135,10 +160,13 @@ struct Work: AsyncParsableCommand {
         defer { signals.cancel() }
         let progressLine = drain && progress ? ProgressReporter(conninfo: conninfo) : nil
         // The exporter first, so it is shut down last: its final write has the worker's totals.
-        try await ServiceGroup(configuration: .init(services: [
-            .init(service: exporter),
-            .init(service: worker, successTerminationBehavior: .gracefullyShutdownGroup),
-        ], logger: logger)).run()
+        try await ServiceGroup(
+            configuration: .init(
+                services: [
+                    .init(service: exporter),
+                    .init(service: worker, successTerminationBehavior: .gracefullyShutdownGroup),
+                ], logger: logger)
+        ).run()
         await progressLine?.finish()
     }
 

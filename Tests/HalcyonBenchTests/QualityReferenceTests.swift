@@ -1,10 +1,10 @@
 import Foundation
+import HalcyonBench
 import HalcyonCore
 import HalcyonImage
+import HalcyonSamples
 import HalcyonTestSupport
 import Testing
-import HalcyonSamples
-import HalcyonBench
 
 /// The bench's quality yardstick: PSNR against a full-decode Lanczos fill.
 @Suite(.cpuHeavy) struct QualityReferenceTests {

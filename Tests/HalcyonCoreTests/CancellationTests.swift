@@ -9,7 +9,7 @@ import Testing
     /// later and decode anyway; now it leaves the line when its flag goes up.
     @Test func aCancelledWaiterLeavesTheLineAndTakesNoPermit() async throws {
         let slots = AsyncSemaphore(1)
-        #expect(await slots.wait(cancel: nil))   // the one permit is taken
+        #expect(await slots.wait(cancel: nil))  // the one permit is taken
         let flag = CancellationFlag()
         let waiter = Task { await slots.wait(cancel: flag) }
         try await Task.sleep(for: .milliseconds(50))

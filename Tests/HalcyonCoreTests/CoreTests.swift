@@ -37,10 +37,11 @@ import Testing
     }
 
     @Test func parsesEveryKey() throws {
-        let o = try JobOptions.parse(json: """
-            {"force_refresh": true, "only_from_cache": false, "expiration": "12h", "extend": "none",
-             "headers": {"X-A": "1"}, "retry": {"max": 3, "interval": "500ms", "backoff": "fixed"}}
-            """)
+        let o = try JobOptions.parse(
+            json: """
+                {"force_refresh": true, "only_from_cache": false, "expiration": "12h", "extend": "none",
+                 "headers": {"X-A": "1"}, "retry": {"max": 3, "interval": "500ms", "backoff": "fixed"}}
+                """)
         #expect(o.forceRefresh)
         #expect(o.expiration == .seconds(43200))
         #expect(o.extend == ExpirationExtending.none)

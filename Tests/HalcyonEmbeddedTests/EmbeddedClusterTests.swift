@@ -1,9 +1,10 @@
 import Foundation
 import HalcyonCore
-@testable import HalcyonEmbedded
 import HalcyonQueue
 import HalcyonTestSupport
 import Testing
+
+@testable import HalcyonEmbedded
 
 /// The embedded cluster trusts whoever reaches its socket, so only its own user may: the socket
 /// directory is private (0700, the server's user), checked at every start, and any HALCYON_HOME
@@ -50,7 +51,9 @@ struct EmbeddedClusterTests {
             let out = try TestEnvironment.temporaryDirectory("psql").appendingPathComponent("out").path
             let psql = try EmbeddedCluster.binDirectory() + "/psql"
             let conninfo = cluster.conninfo
-            let status = try await Blocking.run { try Subprocess.run("/usr/sbin/runuser", ["-u", "nobody", "--", psql, conninfo, "-c", "SELECT 1"], outputPath: out) }
+            let status = try await Blocking.run {
+                try Subprocess.run("/usr/sbin/runuser", ["-u", "nobody", "--", psql, conninfo, "-c", "SELECT 1"], outputPath: out)
+            }
             let said = (try? String(contentsOfFile: out, encoding: .utf8)) ?? ""
             #expect(status != 0 && said.contains("Permission denied"), "another user reached the cluster: exit \(status), \(said)")
         }

@@ -1,8 +1,8 @@
 import Dispatch
 import Foundation
 import HalcyonCore
-import Testing
 import HalcyonEmbedded
+import Testing
 
 @Suite struct SubprocessTests {
     /// A child spawned from a Dispatch worker thread (whose mask blocks SIGTERM) must still
@@ -23,7 +23,9 @@ import HalcyonEmbedded
         #expect(text.contains("SigBlk:\t0000000000000000"), "\(text)")
         // glibc's posix_spawn leaves its two internal real-time signals (32, 33) ignored; the
         // standard ones (1–31) must all be at their defaults.
-        let ignored = text.split(separator: "\n").first { $0.hasPrefix("SigIgn:") }.flatMap { UInt64($0.dropFirst(7).trimmingCharacters(in: .whitespaces), radix: 16) }
+        let ignored = text.split(separator: "\n").first { $0.hasPrefix("SigIgn:") }.flatMap {
+            UInt64($0.dropFirst(7).trimmingCharacters(in: .whitespaces), radix: 16)
+        }
         #expect(ignored.map { $0 & 0x7FFF_FFFF } == 0, "\(text)")
     }
 
@@ -34,4 +36,3 @@ import HalcyonEmbedded
         #expect(status == 128 + SIGTERM)
     }
 }
-

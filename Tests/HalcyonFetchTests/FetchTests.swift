@@ -2,9 +2,9 @@ import Foundation
 import HalcyonCore
 import HalcyonFetch
 import HalcyonImage
+import HalcyonSamples
 import HalcyonTestSupport
 import Testing
-import HalcyonSamples
 
 @Suite struct SourceTests {
     @Test func parsesEachKind() throws {
@@ -13,7 +13,9 @@ import HalcyonSamples
         #expect(try Source.parse("data:image/png;base64,AAEC") == .data(mediaType: "image/png", bytes: Data([0, 1, 2])))
     }
 
-    @Test(arguments: ["ftp://example.com/a.jpg", "", "example.com/a.jpg", "http://", "file://host/etc/passwd", "data:image/png;base64", "javascript:alert(1)"])
+    @Test(arguments: [
+        "ftp://example.com/a.jpg", "", "example.com/a.jpg", "http://", "file://host/etc/passwd", "data:image/png;base64", "javascript:alert(1)",
+    ])
     func rejectsWhatCannotBeFetched(source: String) {
         #expect { _ = try Source.parse(source) } throws: { ($0 as? HalcyonError)?.code == .invalidSource }
     }
@@ -40,15 +42,18 @@ import HalcyonSamples
         let png = try SampleImages.solid(width: 4, height: 4, red: 1, green: 2, blue: 3)
         try png.write(to: root.appendingPathComponent("in.png"))
         try png.write(to: outside.appendingPathComponent("secret.png"))
-        try FileManager.default.createSymbolicLink(at: root.appendingPathComponent("escape.png"), withDestinationURL: outside.appendingPathComponent("secret.png"))
+        try FileManager.default.createSymbolicLink(
+            at: root.appendingPathComponent("escape.png"), withDestinationURL: outside.appendingPathComponent("secret.png"))
 
         var c = FetchConfiguration()
         c.fileRoots = [root.path]
         let fetcher = Fetcher(configuration: c)
         let ok = try await fetcher.fetch("file://" + root.appendingPathComponent("in.png").path, cancel: CancellationFlag())
         #expect(ok.format == .png && ok.data == png)
-        for path in [outside.appendingPathComponent("secret.png").path, root.appendingPathComponent("escape.png").path,
-                     root.path + "/../outside/secret.png", base.path + "/root-sibling.png"] {
+        for path in [
+            outside.appendingPathComponent("secret.png").path, root.appendingPathComponent("escape.png").path,
+            root.path + "/../outside/secret.png", base.path + "/root-sibling.png",
+        ] {
             await #expect { _ = try await fetcher.fetch("file://" + path, cancel: CancellationFlag()) } throws: {
                 ($0 as? HalcyonError)?.code == .invalidSource
             }
@@ -57,7 +62,10 @@ import HalcyonSamples
             ($0 as? HalcyonError)?.code == .fileNotFound
         }
         // Without roots, file sources are off.
-        await #expect { _ = try await Fetcher(configuration: FetchConfiguration()).fetch("file://" + root.appendingPathComponent("in.png").path, cancel: CancellationFlag()) } throws: {
+        await #expect {
+            _ = try await Fetcher(configuration: FetchConfiguration()).fetch(
+                "file://" + root.appendingPathComponent("in.png").path, cancel: CancellationFlag())
+        } throws: {
             ($0 as? HalcyonError)?.code == .invalidSource
         }
     }

@@ -2,17 +2,19 @@ import Foundation
 import HalcyonCore
 import HalcyonFetch
 import HalcyonImage
+import HalcyonSamples
 import HalcyonTestSupport
 import Testing
-import HalcyonSamples
 
 /// Retries, fallbacks, coalescing and the SSRF guard against the real test origin.
 @Suite(.enabled(if: TestEnvironment.available, "needs scripts/test (origin)"))
 struct FetcherTests {
     static let png: Data = try! SampleImages.solid(width: 8, height: 8, red: 1, green: 200, blue: 3)
 
-    static func makeFetcher(retries: Int = 2, allow: [String] = ["127.0.0.1/32"], concurrency: Int = 8,
-                            tweak: (inout FetchConfiguration) -> Void = { _ in }) -> Fetcher {
+    static func makeFetcher(
+        retries: Int = 2, allow: [String] = ["127.0.0.1/32"], concurrency: Int = 8,
+        tweak: (inout FetchConfiguration) -> Void = { _ in }
+    ) -> Fetcher {
         var c = FetchConfiguration()
         c.totalTimeout = 5
         c.connectTimeout = 2
@@ -69,8 +71,9 @@ struct FetcherTests {
         let fetcher = Self.makeFetcher { $0.maxRetryWait = 1 }
         let started = ContinuousClock.now
         await #expect {
-            _ = try await fetcher.fetch(sources: [TestEnvironment.origin + path], retry: DelayRetryStrategy(RetryOptions(max: 20, interval: 3600, backoff: .fixed)),
-                                        cancel: CancellationFlag())
+            _ = try await fetcher.fetch(
+                sources: [TestEnvironment.origin + path], retry: DelayRetryStrategy(RetryOptions(max: 20, interval: 3600, backoff: .fixed)),
+                cancel: CancellationFlag())
         } throws: { error in
             guard let e = error as? HalcyonError else { return false }
             return e.code == .httpStatus && !e.permanent && e.message.contains("retries stopped")
@@ -82,7 +85,8 @@ struct FetcherTests {
         let counted = "/status/503?\(unique("within"))"
         await #expect(throws: HalcyonError.self) {
             _ = try await Self.makeFetcher { $0.maxRetryWait = 1 }.fetch(
-                sources: [TestEnvironment.origin + counted], retry: DelayRetryStrategy(RetryOptions(max: 3, interval: 0.1, backoff: .fixed)), cancel: CancellationFlag())
+                sources: [TestEnvironment.origin + counted], retry: DelayRetryStrategy(RetryOptions(max: 3, interval: 0.1, backoff: .fixed)),
+                cancel: CancellationFlag())
         }
         #expect(try requests(counted) == 4)
     }
@@ -94,8 +98,9 @@ struct FetcherTests {
         let started = ContinuousClock.now
         DispatchQueue.global().asyncAfter(deadline: .now() + 0.5) { flag.cancel() }
         await #expect(throws: HalcyonError.self) {
-            _ = try await fetcher.fetch(sources: [TestEnvironment.origin + "/status/503?\(unique("cancel"))"],
-                                        retry: DelayRetryStrategy(RetryOptions(max: 5, interval: 3600, backoff: .fixed)), cancel: flag)
+            _ = try await fetcher.fetch(
+                sources: [TestEnvironment.origin + "/status/503?\(unique("cancel"))"],
+                retry: DelayRetryStrategy(RetryOptions(max: 5, interval: 3600, backoff: .fixed)), cancel: flag)
         }
         #expect(ContinuousClock.now - started < .seconds(300), "the wait was for an hour")
     }
@@ -178,10 +183,12 @@ struct FetcherTests {
 
     @Test func limitsYieldTheirCodes() async throws {
         let o = TestEnvironment.origin
-        let fetcher = Self.makeFetcher(retries: 0) { $0.maxBytes = 1 << 20; $0.totalTimeout = 2; $0.lowSpeedSeconds = 1; $0.lowSpeedBytes = 1000 }
+        let fetcher = Self.makeFetcher(retries: 0) {
+            $0.maxBytes = 1 << 20; $0.totalTimeout = 2; $0.lowSpeedSeconds = 1; $0.lowSpeedBytes = 1000
+        }
         let cases: [(String, ErrorCode)] = [
-            ("/huge/5000000", .tooLarge),                 // no Content-Length: stopped while streaming
-            ("/trickle/10/100000", .timeout),             // below the low-speed limit
+            ("/huge/5000000", .tooLarge),  // no Content-Length: stopped while streaming
+            ("/trickle/10/100000", .timeout),  // below the low-speed limit
             ("/redirect-loop/0", .tooManyRedirects),
             ("/redirect?to=file:///etc/passwd", .blockedAddress),
             ("/notimage", .notImage),
@@ -198,9 +205,11 @@ struct FetcherTests {
     @Test func sendsJobHeadersAndItsUserAgent() throws {
         var c = FetchConfiguration()
         c.addressPolicy = AddressPolicy(allowed: [CIDR("127.0.0.1")!])
-        let body = try HTTPClient(configuration: c).get(URL(string: TestEnvironment.origin + "/_headers")!,
-                                                        headers: ["X-Trace": "abc123", "Authorization": "Bearer t"],
-                                                        cancel: CancellationFlag()).body
+        let body = try HTTPClient(configuration: c).get(
+            URL(string: TestEnvironment.origin + "/_headers")!,
+            headers: ["X-Trace": "abc123", "Authorization": "Bearer t"],
+            cancel: CancellationFlag()
+        ).body
         let headers = try #require(JSONValue.parse(String(decoding: body, as: UTF8.self)))
         #expect(headers["x-trace"]?.stringValue == "abc123")
         #expect(headers["authorization"]?.stringValue == "Bearer t")
@@ -217,13 +226,15 @@ struct FetcherTests {
             let ok = try await withThrowingTaskGroup(of: Bool.self) { group in
                 for i in 0..<1000 {
                     group.addTask {
-                        try await fetcher.fetch(sources: ["\(TestEnvironment.origin)/files/rate.png?\(tag)&i=\(i)"], cancel: CancellationFlag()).data == Self.png
+                        try await fetcher.fetch(sources: ["\(TestEnvironment.origin)/files/rate.png?\(tag)&i=\(i)"], cancel: CancellationFlag()).data
+                            == Self.png
                     }
                 }
                 return try await group.reduce(0) { $0 + ($1 ? 1 : 0) }
             }
             #expect(ok == 1000)
-            let seconds = Double((ContinuousClock.now - started).components.attoseconds) / 1e18 + Double((ContinuousClock.now - started).components.seconds)
+            let seconds =
+                Double((ContinuousClock.now - started).components.attoseconds) / 1e18 + Double((ContinuousClock.now - started).components.seconds)
             line += " concurrency \(concurrency): \(Int(1000 / seconds))"
         }
         print(line)

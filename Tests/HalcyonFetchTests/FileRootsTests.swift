@@ -1,9 +1,10 @@
 import Foundation
 import HalcyonCore
-@testable import HalcyonFetch
 import HalcyonImage
 import Synchronization
 import Testing
+
+@testable import HalcyonFetch
 
 /// `file://` sources: beneath a root by construction (the walk never leaves it), regular files
 /// only, bounded in size, cancellable.
@@ -17,7 +18,9 @@ import Testing
             base = FileManager.default.temporaryDirectory.appendingPathComponent("fileroots-\(UUID().uuidString.prefix(8))")
             root = base.appendingPathComponent("root")
             outside = base.appendingPathComponent("outside")
-            for d in [root.appendingPathComponent("a/b"), outside] { try FileManager.default.createDirectory(at: d, withIntermediateDirectories: true) }
+            for d in [root.appendingPathComponent("a/b"), outside] {
+                try FileManager.default.createDirectory(at: d, withIntermediateDirectories: true)
+            }
             try image.write(to: root.appendingPathComponent("a/b/in.jpg"))
             try secret.write(to: outside.appendingPathComponent("secret"))
         }
@@ -89,7 +92,13 @@ import Testing
         #expect { _ = try t.read("sparse.jpg", maxBytes: 50 << 20) } throws: { ($0 as? HalcyonError)?.code == .tooLarge }
         #expect(ContinuousClock.now - started < .seconds(1))
         #expect { _ = try t.read("a/b/in.jpg", maxBytes: 10) } throws: { ($0 as? HalcyonError)?.code == .tooLarge }
-        #expect { _ = try t.read("a/b/in.jpg", cancel: { let f = CancellationFlag(); f.cancel(); return f }()) } throws: {
+        #expect {
+            _ = try t.read(
+                "a/b/in.jpg",
+                cancel: {
+                    let f = CancellationFlag(); f.cancel(); return f
+                }())
+        } throws: {
             "\($0)" == "\(HalcyonError.abandoned)"
         }
     }

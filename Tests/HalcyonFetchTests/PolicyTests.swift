@@ -1,7 +1,8 @@
 import Foundation
 import HalcyonCore
-@testable import HalcyonFetch
 import Testing
+
+@testable import HalcyonFetch
 
 @Suite struct AddressPolicyTests {
     @Test(arguments: [

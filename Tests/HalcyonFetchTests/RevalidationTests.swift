@@ -2,10 +2,10 @@ import Foundation
 import HalcyonCore
 import HalcyonFetch
 import HalcyonImage
+import HalcyonSamples
 import HalcyonStore
 import HalcyonTestSupport
 import Testing
-import HalcyonSamples
 
 /// The originals cache: fresh → no request; expired → conditional request; 304 → reuse.
 @Suite(.enabled(if: TestEnvironment.available, "needs scripts/test (origin)"))

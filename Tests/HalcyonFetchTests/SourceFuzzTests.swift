@@ -14,15 +14,19 @@ import Testing
         "file:///srv/images/a.jpg", "file://localhost/srv/b.png", "data:image/png;base64,iVBORw0KGgo=", "data:,hello",
         "https://user:pass@example.com/%2e%2e/x.jpg",
     ]
-    static let alphabet: [String] = [":", "/", "//", "@", "?", "#", "%", "%00", "%2e", "..", "[", "]", "::", "0", "127.0.0.1",
-                                     "169.254.169.254", "localhost", "http", "https", "file", "data", "gopher", ";base64", ",",
-                                     " ", "\t", "\n", "\u{0}", "é", "☃", "\u{202E}", "xn--", "A", "=", "\\"]
+    static let alphabet: [String] = [
+        ":", "/", "//", "@", "?", "#", "%", "%00", "%2e", "..", "[", "]", "::", "0", "127.0.0.1",
+        "169.254.169.254", "localhost", "http", "https", "file", "data", "gopher", ";base64", ",",
+        " ", "\t", "\n", "\u{0}", "é", "☃", "\u{202E}", "xn--", "A", "=", "\\",
+    ]
 
     @Test func parseNeverFailsOtherThanAsInvalidSource() {
         var rng = FuzzRandom.fromEnvironment()
         var accepted = 0
         for i in 0..<FuzzRandom.iterations(default: 20_000) {
-            let input = i % 4 == 3 ? rng.soup(Self.alphabet, length: rng.below(30)) : rng.mutate(Self.seeds[rng.below(Self.seeds.count)], alphabet: Self.alphabet)
+            let input =
+                i % 4 == 3
+                ? rng.soup(Self.alphabet, length: rng.below(30)) : rng.mutate(Self.seeds[rng.below(Self.seeds.count)], alphabet: Self.alphabet)
             do {
                 switch try Source.parse(input, maxDataBytes: 1024) {
                 case .network(let url):

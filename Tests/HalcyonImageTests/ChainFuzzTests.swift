@@ -17,16 +17,20 @@ import Testing
         "round_corners(12) |> blend(multiply, alpha=0.5, background=#ff000080) |> format(png)",
         "colorize(red, 0.3) |> color_controls(brightness=1.1, contrast=0.9, saturation=0) |> flip |> flop",
     ]
-    static let alphabet: [String] = ["(", ")", ",", "|>", "|", ">", "=", "x", "0", "1", "-1", "1e308", "NaN", "inf", "-0",
-                                     "99999999999999999999", " ", "\t", "\n", "#", "ff", "mode", "fill", "fit", "quality",
-                                     "resize", "format", "jpeg", "✨", "\u{0}", "\u{202E}", "é", "\"", "'", "\\", "%s", "${x}"]
+    static let alphabet: [String] = [
+        "(", ")", ",", "|>", "|", ">", "=", "x", "0", "1", "-1", "1e308", "NaN", "inf", "-0",
+        "99999999999999999999", " ", "\t", "\n", "#", "ff", "mode", "fill", "fit", "quality",
+        "resize", "format", "jpeg", "✨", "\u{0}", "\u{202E}", "é", "\"", "'", "\\", "%s", "${x}",
+    ]
 
     @Test func parseNeverFailsOtherThanAsInvalidChain() {
         var rng = FuzzRandom.fromEnvironment()
         let iterations = FuzzRandom.iterations(default: 20_000)
         var accepted = 0
         for i in 0..<iterations {
-            let input = i % 4 == 3 ? rng.soup(Self.alphabet, length: rng.below(40)) : rng.mutate(Self.seeds[rng.below(Self.seeds.count)], alphabet: Self.alphabet)
+            let input =
+                i % 4 == 3
+                ? rng.soup(Self.alphabet, length: rng.below(40)) : rng.mutate(Self.seeds[rng.below(Self.seeds.count)], alphabet: Self.alphabet)
             do {
                 let chain = try ProcessorChain.parse(input)
                 accepted += 1

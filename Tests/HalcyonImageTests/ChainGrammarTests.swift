@@ -21,7 +21,10 @@ import Testing
     @Test(arguments: [
         ("resize(320x320, mode=fill) |> format(jpeg, quality=82)", "resize(320x320,mode=fill)|>format(jpeg,quality=82,progressive=false)"),
         ("RESIZE( 320x320 ,MODE = FILL )>>format(jpeg,quality=82.0)", "resize(320x320,mode=fill)|>format(jpeg,quality=82,progressive=false)"),
-        ("resize(size=320x320, mode=fill) |> format(format=jpeg, quality=82)", "resize(320x320,mode=fill)|>format(jpeg,quality=82,progressive=false)"),
+        (
+            "resize(size=320x320, mode=fill) |> format(format=jpeg, quality=82)",
+            "resize(320x320,mode=fill)|>format(jpeg,quality=82,progressive=false)"
+        ),
         ("resize(mode=fill, size=320x320)|>format(quality=82,format=jpeg)", "resize(320x320,mode=fill)|>format(jpeg,quality=82,progressive=false)"),
     ])
     func equivalentSpellingsShareAnIdentifier(chain: String, expected: String) throws {
@@ -30,15 +33,16 @@ import Testing
     }
 
     @Test func differentChainsDiffer() throws {
-        let ids = try ["resize(320x320)", "resize(320x320, mode=fill)", "resize(320x321)", "format(jpeg, quality=80)", "format(webp, quality=80)"].map(identifier)
+        let ids = try ["resize(320x320)", "resize(320x320, mode=fill)", "resize(320x321)", "format(jpeg, quality=80)", "format(webp, quality=80)"]
+            .map(identifier)
         #expect(Set(ids).count == ids.count)
     }
 
     @Test(arguments: [
-        ("resize(320x320", 15, "','"),               // unclosed
-        ("resize(320x320) |> ", 20, "a step name"),   // dangling pipe
+        ("resize(320x320", 15, "','"),  // unclosed
+        ("resize(320x320) |> ", 20, "a step name"),  // dangling pipe
         ("resize(320x320) format(png)", 17, "'|>'"),  // missing pipe
-        ("blurry(3)", 1, "one of"),                    // unknown step
+        ("blurry(3)", 1, "one of"),  // unknown step
         ("resize(320x320, mode=fil)", 22, "fit|fill|stretch"),
         ("resize(0x10)", 8, "a size from 1x1"),
         ("resize(100000x100000)", 8, "a size from 1x1"),

@@ -1,9 +1,10 @@
 internal import CMagickWand
 import Foundation
 import HalcyonCore
-@testable import HalcyonImage
 import HalcyonTestSupport
 import Testing
+
+@testable import HalcyonImage
 
 /// Embedded ICC profiles are applied on the way to sRGB.
 @Suite(.cpuHeavy) struct ColourProfileTests {
@@ -21,8 +22,10 @@ import Testing
         return Data(bytes: blob, count: length)
     }
 
-    static let linear = ICCProfile.rgb(description: "Linear RGB (test)", red: (0.4360747, 0.2225045, 0.0139322),
-                                       green: (0.3850649, 0.7168786, 0.0971045), blue: (0.1430804, 0.0606169, 0.7141733)) { $0 }
+    static let linear = ICCProfile.rgb(
+        description: "Linear RGB (test)", red: (0.4360747, 0.2225045, 0.0139322),
+        green: (0.3850649, 0.7168786, 0.0971045), blue: (0.1430804, 0.0606169, 0.7141733)
+    ) { $0 }
 
     @Test func ourSRGBProfileDescribesItself() {
         #expect(ICCProfile.description(of: ICCProfile.sRGB) == "sRGB IEC61966-2.1 (Halcyon)")

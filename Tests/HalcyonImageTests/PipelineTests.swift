@@ -1,9 +1,9 @@
 import Foundation
 import HalcyonCore
 import HalcyonImage
+import HalcyonSamples
 import HalcyonTestSupport
 import Testing
-import HalcyonSamples
 
 @Suite(.cpuHeavy) struct PipelineTests {
     static let photo: Data = try! SampleImages.photo(width: 640, height: 360, seed: 7)

@@ -1,11 +1,12 @@
 internal import CMagickWand
 import Foundation
+import HalcyonBench
 import HalcyonCore
-@testable import HalcyonImage
+import HalcyonSamples
 import HalcyonTestSupport
 import Testing
-import HalcyonSamples
-import HalcyonBench
+
+@testable import HalcyonImage
 
 /// The pixel budget: no image a job holds — the decoded source, its frames, any step's output —
 /// may exceed it, and each is checked before it is allocated.
@@ -28,8 +29,9 @@ import HalcyonBench
         let counter = ImagePipeline.DecodeCounter()
         let started = ContinuousClock.now
         ImagePipeline.$observer.withValue(counter) {
-            expectTooLarge({ _ = try run(Self.onePixel, .png, "resize(16000x16000, mode=stretch) |> format(png)") },
-                           mentioning: "step 1, resize(16000x16000,mode=stretch), would be 16000x16000 (256.0 MP), over the 100 MP budget")
+            expectTooLarge(
+                { _ = try run(Self.onePixel, .png, "resize(16000x16000, mode=stretch) |> format(png)") },
+                mentioning: "step 1, resize(16000x16000,mode=stretch), would be 16000x16000 (256.0 MP), over the 100 MP budget")
         }
         #expect(ContinuousClock.now - started < .seconds(1))
         #expect(counter.count == 0, "the chain was refused from the header: nothing was decoded")
@@ -45,7 +47,8 @@ import HalcyonBench
     @Test func theBudgetIsConfigurable() throws {
         var limits = ImageLimits()
         limits.maxPixels = 10_000
-        expectTooLarge({ _ = try run(Self.onePixel, .png, "resize(101x100, mode=stretch)", limits: limits) }, mentioning: "over the 10000 pixels budget")
+        expectTooLarge(
+            { _ = try run(Self.onePixel, .png, "resize(101x100, mode=stretch)", limits: limits) }, mentioning: "over the 10000 pixels budget")
         #expect(try run(Self.onePixel, .png, "resize(100x100, mode=stretch)", limits: limits).width == 100)
         // The source is held to it as well.
         let photo = try SampleImages.photo(width: 200, height: 100, seed: 1, format: .png)
@@ -68,8 +71,9 @@ import HalcyonBench
         // Too many frames, counted from the blocks before any coder builds a list of them.
         var limits = ImageLimits()
         limits.maxFrames = 5
-        expectTooLarge({ _ = try run(Self.gif(canvas: (2, 2), frames: Array(repeating: (2, 2), count: 9)), .gif, "format(gif)", limits: limits) },
-                       mentioning: "frames, over the 5-frame limit")
+        expectTooLarge(
+            { _ = try run(Self.gif(canvas: (2, 2), frames: Array(repeating: (2, 2), count: 9)), .gif, "format(gif)", limits: limits) },
+            mentioning: "frames, over the 5-frame limit")
         // A real small animation passes; a still output keeps (and budgets) only its first frame.
         let real = try SampleImages.animatedGIF(frames: 3)
         #expect(try run(real, .gif, "resize(30x30) |> format(gif)").width == 30)
@@ -94,10 +98,10 @@ import HalcyonBench
         func le16(_ v: Int) -> [UInt8] { [UInt8(v & 0xFF), UInt8(v >> 8)] }
         var b = Array("GIF89a".utf8) + le16(canvas.0) + le16(canvas.1) + [0, 0, 0]
         for (w, h) in frames {
-            b += [0x21, 0xF9, 4, 0, 10, 0, 0, 0]        // graphic control: 0.1 s
+            b += [0x21, 0xF9, 4, 0, 10, 0, 0, 0]  // graphic control: 0.1 s
             b += [0x2C] + le16(0) + le16(0) + le16(w) + le16(h) + [0x80]
-            b += [0, 0, 0, 255, 255, 255]               // local colour table, 2 entries
-            b += [2, 1, 0x2C, 0]                        // LZW: clear (4), end (5) in 3 bits each
+            b += [0, 0, 0, 255, 255, 255]  // local colour table, 2 entries
+            b += [2, 1, 0x2C, 0]  // LZW: clear (4), end (5) in 3 bits each
         }
         return Data(b + [0x3B])
     }

@@ -1,8 +1,9 @@
 internal import CMagickWand
 import Foundation
-@testable import HalcyonImage
 import HalcyonTestSupport
 import Testing
+
+@testable import HalcyonImage
 
 /// The shipped policy.xml is what ImageMagick runs under.
 @Suite(.cpuHeavy) struct MagickPolicyTests {
@@ -11,7 +12,7 @@ import Testing
         #expect(dir.hasSuffix("/policy"))
         #expect(FileManager.default.fileExists(atPath: dir + "/policy.xml"))
         #expect(MagickGetResourceLimit(ThreadResource) == 1)
-        #expect(MagickGetResourceLimit(MemoryResource) == 1 << 30)   // above Debian's 256 MiB cap
+        #expect(MagickGetResourceLimit(MemoryResource) == 1 << 30)  // above Debian's 256 MiB cap
         // The policy's width and height are the grammar's and the pixel budget's: 16384, not
         // "16KP" (which ImageMagick reads as 16,000).
         #expect(MagickGetResourceLimit(WidthResource) == UInt64(ImageLimits().maxWidth))

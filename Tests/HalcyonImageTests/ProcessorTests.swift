@@ -1,10 +1,11 @@
 internal import CMagickWand
 import Foundation
 import HalcyonCore
-@testable import HalcyonImage
+import HalcyonSamples
 import HalcyonTestSupport
 import Testing
-import HalcyonSamples
+
+@testable import HalcyonImage
 
 /// Images built pixel by pixel, and reading pixels back.
 enum Fixture {
@@ -137,7 +138,7 @@ func near(_ a: Double, _ b: Double, _ tolerance: Double = 0.04) -> Bool { abs(a 
         #expect([ImageFormat.avif, .heic].contains(ImageFormat.sniff(avif)))
         let progressive = try ImagePipeline.run(photo, format: .jpeg, chain: ProcessorChain.parse("format(jpeg, progressive=true)")).data
         let baseline = try ImagePipeline.run(photo, format: .jpeg, chain: ProcessorChain.parse("format(jpeg)")).data
-        #expect(containsMarker(progressive, 0xC2))   // SOF2: progressive DCT
+        #expect(containsMarker(progressive, 0xC2))  // SOF2: progressive DCT
         #expect(!containsMarker(baseline, 0xC2) && containsMarker(baseline, 0xC0))
     }
 
@@ -153,8 +154,8 @@ func near(_ a: Double, _ b: Double, _ tolerance: Double = 0.04) -> Bool { abs(a 
         let stored = try Fixture.halves(200, 100, left: [255, 0, 0], right: [0, 0, 255], format: .jpeg)
         let rotated = SampleImages.withEXIFOrientation(stored, 6)
         let (out, image) = try Fixture.run(rotated, "resize(100x100) |> format(png)")
-        #expect((out.width, out.height) == (50, 100))   // 90° clockwise: portrait
-        #expect(image.pixel(x: 25, y: 5).red > 0.8)      // the stored left (red) is now the top
+        #expect((out.width, out.height) == (50, 100))  // 90° clockwise: portrait
+        #expect(image.pixel(x: 25, y: 5).red > 0.8)  // the stored left (red) is now the top
         #expect(image.pixel(x: 25, y: 95).blue > 0.8)
         // The shrink hint is computed in stored orientation.
         let header = try MagickImage.ping(rotated, format: .jpeg)
@@ -193,7 +194,9 @@ func near(_ a: Double, _ b: Double, _ tolerance: Double = 0.04) -> Bool { abs(a 
 
     @Test func shrinkHintsComeFromTheFinalNeed() throws {
         func hint(_ chain: String, _ w: Int, _ h: Int, swaps: Bool = false) throws -> (Int, Int)? {
-            try ProcessorChain.parse(chain).shrinkHint(for: MagickImage.Header(width: w, height: h, frames: 1, swapsAxes: swaps)).map { ($0.width, $0.height) }
+            try ProcessorChain.parse(chain).shrinkHint(for: MagickImage.Header(width: w, height: h, frames: 1, swapsAxes: swaps)).map {
+                ($0.width, $0.height)
+            }
         }
         #expect(try hint("resize(320x320, mode=fill)", 4032, 3024)! == (427, 320))
         #expect(try hint("resize(1024x1024)", 4032, 3024)! == (1024, 768))
@@ -201,7 +204,7 @@ func near(_ a: Double, _ b: Double, _ tolerance: Double = 0.04) -> Bool { abs(a 
         #expect(try hint("resize(320x320, mode=fill) |> crop(100x100)", 1920, 1080)! == (569, 320))
         // Stored 3024×4032, shown 4032×3024: fill 100×400 needs 534×400 shown, so 400×534 stored.
         #expect(try hint("resize(100x400, mode=fill)", 3024, 4032, swaps: true)! == (400, 534))
-        #expect(try hint("resize(5000x5000)", 1920, 1080) == nil)   // enlarging: decode everything
+        #expect(try hint("resize(5000x5000)", 1920, 1080) == nil)  // enlarging: decode everything
         #expect(try hint("blur(2) |> resize(100x100)", 1920, 1080) == nil)
         #expect(try hint("format(png)", 1920, 1080) == nil)
     }
@@ -210,8 +213,10 @@ func near(_ a: Double, _ b: Double, _ tolerance: Double = 0.04) -> Bool { abs(a 
 @Suite(.cpuHeavy) struct SharedDecodeTests {
     @Test func severalChainsShareOneDecode() throws {
         let big = try SampleImages.photo(width: 2400, height: 1600, seed: 21)
-        let chains = try ["resize(320x320, mode=fill) |> format(jpeg, quality=82)", "resize(1024x1024) |> format(webp, quality=80)",
-                          "resize(64x64, mode=fill) |> format(png)"].map { try ProcessorChain.parse($0) }
+        let chains = try [
+            "resize(320x320, mode=fill) |> format(jpeg, quality=82)", "resize(1024x1024) |> format(webp, quality=80)",
+            "resize(64x64, mode=fill) |> format(png)",
+        ].map { try ProcessorChain.parse($0) }
         let counter = ImagePipeline.DecodeCounter()
         let results = try ImagePipeline.$observer.withValue(counter) { try ImagePipeline.run(big, format: .jpeg, chains: chains) }
         #expect(counter.count == 1)
@@ -236,9 +241,11 @@ func near(_ a: Double, _ b: Double, _ tolerance: Double = 0.04) -> Bool { abs(a 
         let img = try SampleImages.photo(width: 100, height: 100, seed: 3, format: .png)
         var limits = ImageLimits()
         limits.maxWidth = 100
-        let results = try ImagePipeline.run(img, format: .png, chains: [
-            ProcessorChain.parse("resize(10x10)"), ProcessorChain.parse("rotate(45) |> format(png)"),
-        ], limits: limits)
+        let results = try ImagePipeline.run(
+            img, format: .png,
+            chains: [
+                ProcessorChain.parse("resize(10x10)"), ProcessorChain.parse("rotate(45) |> format(png)"),
+            ], limits: limits)
         #expect((try? results[0].get())?.width == 10)
         // The 45° rotation would be 143 px wide: over the width limit, so it fails, alone.
         #expect { try results[1].get() } throws: { ($0 as? HalcyonError)?.code == .imageTooLarge && "\($0)".contains("step 1, rotate(45)") }

@@ -1,11 +1,12 @@
 internal import CMagickWand
 import Foundation
+import HalcyonBench
 import HalcyonCore
-@testable import HalcyonImage
+import HalcyonSamples
 import HalcyonTestSupport
 import Testing
-import HalcyonSamples
-import HalcyonBench
+
+@testable import HalcyonImage
 
 /// The resampler against ImageMagick's own Lanczos, and its window and alpha rules.
 @Suite(.cpuHeavy) struct ResamplerTests {
@@ -13,7 +14,9 @@ import HalcyonBench
     static func samples(_ image: MagickImage, alpha: Bool = false) -> [UInt16] {
         let n = image.width * image.height * (alpha ? 4 : 3)
         var out = [UInt16](repeating: 0, count: n)
-        out.withUnsafeMutableBytes { _ = MagickExportImagePixels(image.wand, 0, 0, image.width, image.height, alpha ? "RGBA" : "RGB", ShortPixel, $0.baseAddress) }
+        out.withUnsafeMutableBytes {
+            _ = MagickExportImagePixels(image.wand, 0, 0, image.width, image.height, alpha ? "RGBA" : "RGB", ShortPixel, $0.baseAddress)
+        }
         return out
     }
 

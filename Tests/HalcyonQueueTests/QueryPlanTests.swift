@@ -1,8 +1,9 @@
 import Foundation
 import HalcyonCore
-@testable import HalcyonQueue
 import HalcyonTestSupport
 import Testing
+
+@testable import HalcyonQueue
 
 /// The claim and rescue statements must stay on their partial indexes as the table grows:
 /// EXPLAINed (not run) against 120,000 rows, almost all finished, after ANALYZE.
@@ -10,7 +11,8 @@ import Testing
 struct QueryPlanTests {
     @Test func claimAndRescueUseTheirIndexesOnALargeTable() async throws {
         let db = try await TestDatabase.create()
-        try await db.query("""
+        try await db.query(
+            """
             INSERT INTO halcyon.jobs (source, state, attempt, finished_at, started_at, locked_by, locked_until)
             SELECT 'https://example.com/' || g || '.jpg',
                    (CASE WHEN g % 1000 = 0 THEN 'queued' WHEN g % 1000 = 1 THEN 'running' ELSE 'succeeded' END)::halcyon.job_state,

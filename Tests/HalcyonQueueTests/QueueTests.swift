@@ -29,11 +29,15 @@ struct SchemaTests {
 
     @Test func enqueueTakesNamedArgumentsAndDefaults() async throws {
         let db = try await TestDatabase.create()
-        let id = try await db.query("""
+        let id = try await db.query(
+            """
             SELECT halcyon.enqueue('https://example.com/a.jpg', processors => 'resize(10x10)', priority => 3,
                                    options => '{"expiration": "1d"}') AS id
-            """).value(0, "id")
-        let row = try await db.query("SELECT state::text, processors, priority, max_attempts, options::text, fallback_sources, attempt FROM halcyon.jobs WHERE id = $1::bigint", [id])
+            """
+        ).value(0, "id")
+        let row = try await db.query(
+            "SELECT state::text, processors, priority, max_attempts, options::text, fallback_sources, attempt FROM halcyon.jobs WHERE id = $1::bigint",
+            [id])
         #expect(row.value(0, "state") == "queued")
         #expect(row.value(0, "processors") == "resize(10x10)")
         #expect(row.value(0, "priority") == "3")
@@ -106,11 +110,12 @@ struct MigrationTests {
 struct ClaimTests {
     func enqueue(_ db: TestDatabase, _ n: Int, maxAttempts: Int = 5) async throws -> [Int64] {
         let q = JobQueue(connection: try await db.connect())
-        return try await q.enqueue(batch: (0..<n).map { i in
-            var j = JobQueue.NewJob(source: "https://example.com/\(i).jpg")
-            j.maxAttempts = maxAttempts
-            return j
-        })
+        return try await q.enqueue(
+            batch: (0..<n).map { i in
+                var j = JobQueue.NewJob(source: "https://example.com/\(i).jpg")
+                j.maxAttempts = maxAttempts
+                return j
+            })
     }
 
     @Test func concurrentClaimersNeverOverlap() async throws {
@@ -154,7 +159,8 @@ struct ClaimTests {
 
         #expect(try await q.claim(workerID: "w", limit: 1, lease: 30).count == 1)
         #expect(try await q.fail(Claim(id: ids[0], attempt: 1), workerID: "w", error: transient, retryDelay: 3600) == .retryScheduled)
-        var row = try await db.query("SELECT state::text, run_at > now() + interval '50 minutes' AS later, jsonb_array_length(errors) AS n, last_error FROM halcyon.jobs")
+        var row = try await db.query(
+            "SELECT state::text, run_at > now() + interval '50 minutes' AS later, jsonb_array_length(errors) AS n, last_error FROM halcyon.jobs")
         #expect(row.value(0, "state") == "queued")
         #expect(row.value(0, "later") == "t")
         #expect(row.value(0, "n") == "1")
@@ -179,7 +185,8 @@ struct ClaimTests {
         let ids = try await enqueue(db, 1)
         let q = JobQueue(connection: try await db.connect())
         _ = try await q.claim(workerID: "w", limit: 1, lease: 30)
-        let outcome = try await q.fail(Claim(id: ids[0], attempt: 1), workerID: "w", error: HalcyonError(.invalidChain, "at column 1: …"), retryDelay: 1)
+        let outcome = try await q.fail(
+            Claim(id: ids[0], attempt: 1), workerID: "w", error: HalcyonError(.invalidChain, "at column 1: …"), retryDelay: 1)
         #expect(outcome == .failed)
         #expect(try await db.query("SELECT attempt FROM halcyon.jobs").value(0, "attempt") == "1")
     }
@@ -221,8 +228,9 @@ struct ClaimTests {
         try await db.query("UPDATE halcyon.jobs SET locked_until = now() - interval '1 second'")
         let rescued = try await q.rescueExpired()
         #expect(rescued.count == 2)
-        let rows = try await db.query("SELECT max_attempts, state::text, last_error, errors->0->>'code' AS code FROM halcyon.jobs ORDER BY max_attempts")
-        #expect(rows.value(0, "state") == "failed")   // max_attempts 1: out of attempts
+        let rows = try await db.query(
+            "SELECT max_attempts, state::text, last_error, errors->0->>'code' AS code FROM halcyon.jobs ORDER BY max_attempts")
+        #expect(rows.value(0, "state") == "failed")  // max_attempts 1: out of attempts
         #expect(rows.value(1, "state") == "queued")
         #expect(rows.value(1, "code") == "worker.lease_expired")
         #expect(rows.value(1, "last_error")?.hasPrefix("worker.lease_expired:") == true)
@@ -248,7 +256,9 @@ struct ClaimTests {
         #expect(try await q.fail(first, workerID: "w", error: HalcyonError(.notImage, "x"), retryDelay: 1) == .notOwned)
         #expect(try await q.release([first], workerID: "w") == 0)
         #expect(try await q.heartbeat([first], workerID: "w", lease: 60).held.isEmpty)
-        #expect(try await q.markOutcomeRejected(first, workerID: "w", outcome: "success", error: DatabaseError(message: "x", connectionLost: false)) == false)
+        #expect(
+            try await q.markOutcomeRejected(first, workerID: "w", outcome: "success", error: DatabaseError(message: "x", connectionLost: false))
+                == false)
         #expect(try await db.query("SELECT state::text FROM halcyon.jobs").value(0, "state") == "running")
         // …and the new claim's own outcome is recorded.
         #expect(try await q.heartbeat([second], workerID: "w", lease: 60).renewed == [second.id])
@@ -320,7 +330,9 @@ struct ClaimTests {
         #expect(try await c.execute("SELECT 1 AS one").value(0, "one") == "1")
         // The server stopped the sleep too (the cancel request, or the dropped connection).
         let stopped = try await waitUntil(10) {
-            try await db.query("SELECT count(*) AS n FROM pg_stat_activity WHERE query LIKE '%halcyon-deadline-test%' AND pid <> pg_backend_pid() AND state = 'active'").value(0, "n") == "0"
+            try await db.query(
+                "SELECT count(*) AS n FROM pg_stat_activity WHERE query LIKE '%halcyon-deadline-test%' AND pid <> pg_backend_pid() AND state = 'active'"
+            ).value(0, "n") == "0"
         }
         #expect(stopped)
         // A per-statement override: no deadline at all.
@@ -345,12 +357,15 @@ struct ClaimTests {
         let huge = "data:image/png;base64," + String(repeating: "A", count: 15 << 20)
         for (column, value) in [("source", huge), ("cache_key", String(repeating: "k", count: 9000))] {
             await #expect {
-                try await db.query("INSERT INTO halcyon.jobs (source, \(column == "source" ? "processors" : column)) VALUES ($1, $2)",
-                                   column == "source" ? [value, ""] : ["https://example.com/a.jpg", value])
+                try await db.query(
+                    "INSERT INTO halcyon.jobs (source, \(column == "source" ? "processors" : column)) VALUES ($1, $2)",
+                    column == "source" ? [value, ""] : ["https://example.com/a.jpg", value])
             } throws: { ($0 as? DatabaseError)?.sqlState == "23514" }
         }
         await #expect {
-            try await db.query("INSERT INTO halcyon.jobs (source, fallback_sources) SELECT 'https://example.com/a.jpg', array_agg('https://example.com/' || g) FROM generate_series(1, 17) g")
+            try await db.query(
+                "INSERT INTO halcyon.jobs (source, fallback_sources) SELECT 'https://example.com/a.jpg', array_agg('https://example.com/' || g) FROM generate_series(1, 17) g"
+            )
         } throws: { ($0 as? DatabaseError)?.sqlState == "23514" }
         // Three rows of about 4 MiB each: a 10 MiB claim takes two, a 1 MiB claim still one.
         let four = "data:image/png;base64," + String(repeating: "A", count: 4 << 20)
@@ -371,7 +386,8 @@ struct ClaimTests {
             #expect(claim.attempt == attempt)
             #expect(try await q.fail(claim, workerID: "w", error: HalcyonError(.timeout, "attempt \(attempt)"), retryDelay: 0) == .retryScheduled)
         }
-        let row = try await db.query("SELECT jsonb_array_length(errors) AS n, errors->0->>'attempt' AS first, errors->-1->>'attempt' AS last FROM halcyon.jobs")
+        let row = try await db.query(
+            "SELECT jsonb_array_length(errors) AS n, errors->0->>'attempt' AS first, errors->-1->>'attempt' AS last FROM halcyon.jobs")
         #expect(row.value(0, "n") == "50" && row.value(0, "first") == "11" && row.value(0, "last") == "60")
     }
 }

@@ -87,8 +87,9 @@ import Testing
         #expect(store.original(for: "http://x/other.png") == nil)
 
         var st = stat()
-        let file = try #require(FileManager.default.enumerator(atPath: root.appendingPathComponent("originals").path)?.allObjects
-            .compactMap { $0 as? String }.first { $0.count > 10 })
+        let file = try #require(
+            FileManager.default.enumerator(atPath: root.appendingPathComponent("originals").path)?.allObjects
+                .compactMap { $0 as? String }.first { $0.count > 10 })
         #expect(stat(root.appendingPathComponent("originals/\(file)").path, &st) == 0)
         #expect(abs(Double(st.st_mtim.tv_sec) - expires.timeIntervalSince1970) <= 2)
         #expect(abs(Double(st.st_atim.tv_sec) - Date().timeIntervalSince1970) <= 2)

@@ -1,7 +1,8 @@
 import Foundation
 import HalcyonCore
-@testable import HalcyonStore
 import Testing
+
+@testable import HalcyonStore
 
 /// Keys, expiry attributes and hits (ARCHITECTURE.md §6).
 @Suite struct ExpiryTests {
@@ -68,11 +69,13 @@ import Testing
     @Test func anExpiredKeyOrAMissingObjectIsAMiss() throws {
         let store = try Self.makeStore()
         defer { try? FileManager.default.removeItem(at: store.root) }
-        let o = try store.store(Data("abc".utf8), ext: "jpg", info: Self.info, key: "old", expiration: .seconds(60),
-                                now: Date(timeIntervalSinceNow: -120))
+        let o = try store.store(
+            Data("abc".utf8), ext: "jpg", info: Self.info, key: "old", expiration: .seconds(60),
+            now: Date(timeIntervalSinceNow: -120))
         #expect(store.lookup("old", extend: .cacheTime) == nil)
         _ = try store.store(Data("xyz".utf8), ext: "jpg", info: Self.info, key: "gone", expiration: .days(1))
-        try FileManager.default.removeItem(at: store.url(forRelativePath: DiskStore.objectPath(digest: Digest.sha256Hex(Data("xyz".utf8)), ext: "jpg")))
+        try FileManager.default.removeItem(
+            at: store.url(forRelativePath: DiskStore.objectPath(digest: Digest.sha256Hex(Data("xyz".utf8)), ext: "jpg")))
         #expect(store.lookup("gone", extend: .cacheTime) == nil)
         #expect(store.lookup("never-stored", extend: .cacheTime) == nil)
         // `expired` stores the result (the job needs it) but nothing hits it.
@@ -108,8 +111,9 @@ import Testing
         let now = Date()
         var paths: [String] = []
         for i in 0..<10 {  // 10 × 1000 bytes, object i last accessed i minutes after the first
-            let o = try store.store(Data(repeating: UInt8(i), count: 1000), ext: "png", info: Self.info, key: "k\(i)",
-                                    expiration: .days(1), now: now - 3600 + Double(i) * 60)
+            let o = try store.store(
+                Data(repeating: UInt8(i), count: 1000), ext: "png", info: Self.info, key: "k\(i)",
+                expiration: .days(1), now: now - 3600 + Double(i) * 60)
             paths.append(o.path)
         }
         let report = Sweeper(store: store, sizeLimit: 8000).sweep(now: now)
@@ -130,8 +134,11 @@ import Testing
         let now = Date()
         var paths: [String] = []
         for i in 0..<4 {  // the first written first, an hour ago
-            paths.append(try store.store(Data(repeating: UInt8(i), count: 1000), ext: "png", info: Self.info, key: "k\(i)",
-                                         expiration: .days(1), now: now - 3600 + Double(i) * 60).path)
+            paths.append(
+                try store.store(
+                    Data(repeating: UInt8(i), count: 1000), ext: "png", info: Self.info, key: "k\(i)",
+                    expiration: .days(1), now: now - 3600 + Double(i) * 60
+                ).path)
         }
         _ = try #require(store.lookup("k0", extend: .none, now: now))
         let report = Sweeper(store: store, sizeLimit: 3000).sweep(now: now)
@@ -162,13 +169,15 @@ import Testing
         defer { try? FileManager.default.removeItem(at: store.root) }
         var synced: [String] = []
         let final = store.url(forRelativePath: "objects/ab/cd/abcd.png")
-        try AtomicFile.write(Data("x".utf8), to: final, tmpDirectory: store.url(forRelativePath: "tmp"), publish: .keepExisting,
-                             sync: { (d: URL) throws(HalcyonError) in synced.append(d.path) })
+        try AtomicFile.write(
+            Data("x".utf8), to: final, tmpDirectory: store.url(forRelativePath: "tmp"), publish: .keepExisting,
+            sync: { (d: URL) throws(HalcyonError) in synced.append(d.path) })
         let root = store.root.path
         #expect(synced == [root, root + "/objects", root + "/objects/ab", root + "/objects/ab/cd"])
         synced = []
-        try AtomicFile.write(Data("y".utf8), to: store.url(forRelativePath: "objects/ab/cd/abce.png"), tmpDirectory: store.url(forRelativePath: "tmp"),
-                             publish: .keepExisting, sync: { (d: URL) throws(HalcyonError) in synced.append(d.path) })
+        try AtomicFile.write(
+            Data("y".utf8), to: store.url(forRelativePath: "objects/ab/cd/abce.png"), tmpDirectory: store.url(forRelativePath: "tmp"),
+            publish: .keepExisting, sync: { (d: URL) throws(HalcyonError) in synced.append(d.path) })
         #expect(synced == [root + "/objects/ab/cd"], "only the object's own directory when nothing new was made")
     }
 

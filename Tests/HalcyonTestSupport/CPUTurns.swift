@@ -1,7 +1,7 @@
-import HalcyonQueue
 import HalcyonCore
-import Testing
 import HalcyonEmbedded
+import HalcyonQueue
+import Testing
 
 /// Tests that keep a core busy inside the test process (decoding and resampling in a debug
 /// build) take turns. Swift Testing runs everything in parallel on a cooperative pool with one
@@ -17,8 +17,10 @@ public struct CPUTurns: SuiteTrait, TestTrait, TestScoping {
         testCase == nil ? nil : self
     }
 
-    public func provideScope(for test: Test, testCase: Test.Case?,
-                             performing function: @Sendable () async throws -> Void) async throws {
+    public func provideScope(
+        for test: Test, testCase: Test.Case?,
+        performing function: @Sendable () async throws -> Void
+    ) async throws {
         try await Self.turns.withPermit { try await function() }
     }
 }

@@ -1,7 +1,7 @@
 import Foundation
 import HalcyonCore
-import Synchronization
 import HalcyonEmbedded
+import Synchronization
 
 /// A `halcyon` subprocess (a worker, migrate, …) with its output captured to a file.
 public final class HalcyonProcess: Sendable {
@@ -11,13 +11,16 @@ public final class HalcyonProcess: Sendable {
 
     /// Starts `halcyon ARGS --database-url CONNINFO` (without the option when `conninfo` is nil);
     /// `executable` runs something else with those arguments (a shell wrapping halcyon).
-    public init(_ arguments: [String], conninfo: String?, environment: [String: String] = [:],
-                executable: String = TestEnvironment.binary) throws {
+    public init(
+        _ arguments: [String], conninfo: String?, environment: [String: String] = [:],
+        executable: String = TestEnvironment.binary
+    ) throws {
         logURL = try TestEnvironment.temporaryDirectory("proc").appendingPathComponent("output.log")
         var env = ProcessInfo.processInfo.environment
         env.merge(environment) { $1 }
-        pid = try Subprocess.spawn(executable, arguments + (conninfo.map { ["--database-url", $0] } ?? []),
-                                   outputPath: logURL.path, environment: env)
+        pid = try Subprocess.spawn(
+            executable, arguments + (conninfo.map { ["--database-url", $0] } ?? []),
+            outputPath: logURL.path, environment: env)
     }
 
     public var isRunning: Bool { poll() == nil }

@@ -10,8 +10,9 @@ struct BenchCommandTests {
         let db = try await TestDatabase.create()
         let home = try TestEnvironment.temporaryDirectory("bench-home")
         let out = home.appendingPathComponent("results.json")
-        let bench = try HalcyonProcess(["bench", "--scale", "0.01", "--repeat", "1", "--no-peers", "--out", out.path],
-                                       conninfo: db.conninfo, environment: ["HALCYON_HOME": home.path])
+        let bench = try HalcyonProcess(
+            ["bench", "--scale", "0.01", "--repeat", "1", "--no-peers", "--out", out.path],
+            conninfo: db.conninfo, environment: ["HALCYON_HOME": home.path])
         #expect(await bench.wait(timeout: 300) == 0, "\(bench.output.suffix(2000))")
         let json = try #require(JSONValue.parse(String(decoding: try Data(contentsOf: out), as: UTF8.self)))
         #expect(json["scenario"]?.stringValue == "W1")
@@ -49,8 +50,9 @@ struct BenchCommandTests {
         let db = try await TestDatabase.create()
         try await db.query("SELECT halcyon.enqueue('https://example.com/a.jpg')")
         let home = try TestEnvironment.temporaryDirectory("bench-home")
-        let bench = try HalcyonProcess(["bench", "--scale", "0.01", "--repeat", "1", "--no-peers"],
-                                       conninfo: db.conninfo, environment: ["HALCYON_HOME": home.path])
+        let bench = try HalcyonProcess(
+            ["bench", "--scale", "0.01", "--repeat", "1", "--no-peers"],
+            conninfo: db.conninfo, environment: ["HALCYON_HOME": home.path])
         #expect(await bench.wait(timeout: 300) != 0)
         #expect(bench.output.contains("not the bench's"))
         #expect(try await db.query("SELECT count(*) AS n FROM halcyon.jobs").value(0, "n") == "1")

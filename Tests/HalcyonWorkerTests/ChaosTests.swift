@@ -1,12 +1,12 @@
 import Foundation
 import HalcyonCore
+import HalcyonEmbedded
 import HalcyonImage
 import HalcyonQueue
+import HalcyonSamples
 import HalcyonStore
 import HalcyonTestSupport
 import Testing
-import HalcyonSamples
-import HalcyonEmbedded
 
 /// Faults while real workers drain real jobs: SIGKILLed workers, a second SIGTERM, a store
 /// that refuses writes, two hosts on one store. Afterwards nothing is lost, stuck or corrupt.
@@ -17,8 +17,9 @@ struct ChaosTests {
     static let photo: Data = try! SampleImages.photo(width: 320, height: 240, seed: 7)
 
     func worker(_ db: TestDatabase, store: URL, _ extra: [String] = [], home: URL? = nil) throws -> HalcyonProcess {
-        try HalcyonProcess(["work", "--store", store.path, "--log-level", "info", "--allow-network", "127.0.0.1/32"] + extra,
-                           conninfo: db.conninfo, environment: home.map { ["HALCYON_HOME": $0.path] } ?? [:])
+        try HalcyonProcess(
+            ["work", "--store", store.path, "--log-level", "info", "--allow-network", "127.0.0.1/32"] + extra,
+            conninfo: db.conninfo, environment: home.map { ["HALCYON_HOME": $0.path] } ?? [:])
     }
 
     func count(_ db: TestDatabase, _ whereClause: String) async throws -> Int {
@@ -28,11 +29,12 @@ struct ChaosTests {
     func enqueue(_ db: TestDatabase, _ n: Int, source: (Int) -> String, chain: String) async throws {
         let c = try await db.connect()
         defer { Task { await c.close() } }
-        _ = try await JobQueue(connection: c).enqueue(batch: (0..<n).map { i in
-            var j = JobQueue.NewJob(source: source(i))
-            j.processors = chain
-            return j
-        })
+        _ = try await JobQueue(connection: c).enqueue(
+            batch: (0..<n).map { i in
+                var j = JobQueue.NewJob(source: source(i))
+                j.processors = chain
+                return j
+            })
     }
 
     /// Every succeeded job's `result_digest` is the SHA-256 of the bytes at its `result_path`,
@@ -49,7 +51,8 @@ struct ChaosTests {
         let top = try FileManager.default.contentsOfDirectory(atPath: store.path).filter { !$0.hasPrefix(".") }
         #expect(Set(top).isSubset(of: ["objects", "keys", "tmp", "originals"]), "unexpected in the store: \(top)")
         // Temp files live only in tmp/: none beside a final object or key.
-        let stray = FileManager.default.enumerator(atPath: store.path)?.compactMap { $0 as? String }
+        let stray =
+            FileManager.default.enumerator(atPath: store.path)?.compactMap { $0 as? String }
             .filter { !$0.hasPrefix("tmp/") && ($0.contains(".tmp") || $0.contains("~")) } ?? []
         #expect(stray.isEmpty, "temp files outside tmp/: \(stray.prefix(5))")
     }
@@ -62,9 +65,13 @@ struct ChaosTests {
         let db = try await TestDatabase.create()
         let store = try TestEnvironment.temporaryDirectory("store")
         // A slow origin keeps jobs in flight long enough to be caught by a kill.
-        try await enqueue(db, n, source: { "\(TestEnvironment.origin)/slowfile/0.2/chaos.jpg?t=\(db.name)&j=\($0)" },
-                          chain: "resize(100x100, mode=fill) |> format(jpeg, quality=80)")
-        let args = ["--lease", "2s", "--concurrency", "2", "--fetch-concurrency", "4", "--log-level", ProcessInfo.processInfo.environment["HALCYON_CHAOS_LOG"] ?? "warning"]
+        try await enqueue(
+            db, n, source: { "\(TestEnvironment.origin)/slowfile/0.2/chaos.jpg?t=\(db.name)&j=\($0)" },
+            chain: "resize(100x100, mode=fill) |> format(jpeg, quality=80)")
+        let args = [
+            "--lease", "2s", "--concurrency", "2", "--fetch-concurrency", "4", "--log-level",
+            ProcessInfo.processInfo.environment["HALCYON_CHAOS_LOG"] ?? "warning",
+        ]
         var workers = try (0..<3).map { _ in try worker(db, store: store, args) }
         var killedAt: [Date] = []
         var inFlightAtKill = 0
@@ -87,30 +94,39 @@ struct ChaosTests {
         }
         let drained = try await waitUntil(180 + Double(n) / 10) { try await count(db, "state IN ('queued', 'running')") == 0 }
         if !drained {
-            let activity = try await db.query("SELECT pid, state, wait_event_type, wait_event, left(query, 80) FROM pg_stat_activity WHERE datname = current_database()").rows
+            let activity = try await db.query(
+                "SELECT pid, state, wait_event_type, wait_event, left(query, 80) FROM pg_stat_activity WHERE datname = current_database()"
+            ).rows
             Issue.record("not drained; sessions: \(activity); workers: \(workers.map { "\($0.pid): \($0.output.suffix(800))" })")
         }
         for w in workers {
             w.signal(SIGTERM)
             #expect(await w.wait(timeout: 30) == 0, "\(w.output.suffix(1500))")
         }
-        let left = try await db.query("""
+        let left = try await db.query(
+            """
             SELECT state::text, attempt, round(extract(epoch FROM run_at - now())) AS run_in, locked_by, left(last_error, 120) AS error, count(*) AS n
             FROM halcyon.jobs WHERE state <> 'succeeded' GROUP BY 1, 2, 3, 4, 5 ORDER BY n DESC LIMIT 10
-            """).rows
+            """
+        ).rows
         #expect(drained, "jobs left: \(left)")
         let succeeded = try await count(db, "state = 'succeeded'")
         let stuck = try await count(db, "state = 'running'")
         let retried = try await count(db, "attempt > 1")
         let retriedWithoutKill = try await count(db, "attempt > 1 AND NOT errors @> '[{\"code\": \"worker.lease_expired\"}]'")
         // Rescue time: from each kill to the first lease_expired entry written after it.
-        let rescues = try await db.query("""
+        let rescues = try await db.query(
+            """
             SELECT DISTINCT extract(epoch FROM (e->>'at')::timestamptz)::float8 AS at
             FROM halcyon.jobs, jsonb_array_elements(errors) e WHERE e->>'code' = 'worker.lease_expired'
-            """).rows.compactMap { $0[0].flatMap { Double($0) } }.sorted()
+            """
+        ).rows.compactMap { $0[0].flatMap { Double($0) } }.sorted()
         let delays = killedAt.compactMap { k in rescues.first { $0 >= k.timeIntervalSince1970 }.map { $0 - k.timeIntervalSince1970 } }
-        print(String(format: "chaos: %d jobs, %d SIGKILLs: succeeded %d, lost %d, stuck %d, ran twice %d (in flight at the kills: %d); rescue after a kill (lease 2 s): max %.1f s",
-                     n, kills, succeeded, n - succeeded, stuck, retried, inFlightAtKill, delays.max() ?? -1))
+        print(
+            String(
+                format:
+                    "chaos: %d jobs, %d SIGKILLs: succeeded %d, lost %d, stuck %d, ran twice %d (in flight at the kills: %d); rescue after a kill (lease 2 s): max %.1f s",
+                n, kills, succeeded, n - succeeded, stuck, retried, inFlightAtKill, delays.max() ?? -1))
         #expect(succeeded == n)
         #expect(stuck == 0)
         #expect(inFlightAtKill > 0, "no kill caught a worker holding jobs: nothing was rescued")
@@ -130,21 +146,25 @@ struct ChaosTests {
         #expect(await migrate.wait(timeout: 180) == 0, "\(migrate.output)")
         let n = 300
         var c = try await PGConnection.connect(conninfo)
-        _ = try await JobQueue(connection: c).enqueue(batch: (0..<n).map { i in
-            var j = JobQueue.NewJob(source: "\(TestEnvironment.origin)/slowfile/0.1/chaos.jpg?t=restart-\(UUID().uuidString.prefix(6))&j=\(i)")
-            j.processors = "resize(100x100) |> format(png)"
-            return j
-        })
+        _ = try await JobQueue(connection: c).enqueue(
+            batch: (0..<n).map { i in
+                var j = JobQueue.NewJob(source: "\(TestEnvironment.origin)/slowfile/0.1/chaos.jpg?t=restart-\(UUID().uuidString.prefix(6))&j=\(i)")
+                j.processors = "resize(100x100) |> format(png)"
+                return j
+            })
         await c.close()
         let store = try TestEnvironment.temporaryDirectory("store")
         let workers = try (0..<2).map { _ in
-            try HalcyonProcess(["work", "--store", store.path, "--allow-network", "127.0.0.1/32", "--log-level", "info", "--concurrency", "2"],
-                               conninfo: conninfo)
+            try HalcyonProcess(
+                ["work", "--store", store.path, "--allow-network", "127.0.0.1/32", "--log-level", "info", "--concurrency", "2"],
+                conninfo: conninfo)
         }
         func succeeded() async -> Int {
             guard let c = try? await PGConnection.connect(conninfo) else { return -1 }
             defer { Task { await c.close() } }
-            return (try? await c.execute("SELECT count(*) AS n FROM halcyon.jobs WHERE state = 'succeeded'").value(0, "n")).flatMap { $0.flatMap { Int($0) } } ?? -1
+            return (try? await c.execute("SELECT count(*) AS n FROM halcyon.jobs WHERE state = 'succeeded'").value(0, "n")).flatMap {
+                $0.flatMap { Int($0) }
+            } ?? -1
         }
         var progress: [Int] = []
         for mode in ["fast", "immediate", "terminate"] {
@@ -152,7 +172,8 @@ struct ChaosTests {
             #expect(try await waitUntil(60) { await succeeded() > before + 20 }, "no progress before the \(mode) fault")
             if mode == "terminate" {
                 c = try await PGConnection.connect(conninfo)
-                try await c.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid <> pg_backend_pid() AND datname = current_database()")
+                try await c.execute(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid <> pg_backend_pid() AND datname = current_database()")
                 await c.close()
             } else {
                 try await cluster.stopped(mode: mode)
@@ -173,9 +194,11 @@ struct ChaosTests {
         }
         #expect(drained)
         c = try await PGConnection.connect(conninfo)
-        let rows = try await c.execute("SELECT count(*) FILTER (WHERE state = 'succeeded') AS ok, count(*) FILTER (WHERE state = 'running') AS stuck FROM halcyon.jobs")
+        let rows = try await c.execute(
+            "SELECT count(*) FILTER (WHERE state = 'succeeded') AS ok, count(*) FILTER (WHERE state = 'running') AS stuck FROM halcyon.jobs")
         await c.close()
-        print("database faults: succeeded after fast restart / immediate restart / terminate: \(progress); final \(rows.value(0, "ok") ?? "?") of \(n)")
+        print(
+            "database faults: succeeded after fast restart / immediate restart / terminate: \(progress); final \(rows.value(0, "ok") ?? "?") of \(n)")
         #expect(rows.value(0, "ok") == String(n))
         #expect(rows.value(0, "stuck") == "0")
     }
@@ -214,8 +237,12 @@ struct ChaosTests {
         let n = Int(ProcessInfo.processInfo.environment["HALCYON_CHAOS_RECLAIMS"] ?? "") ?? 80
         // Each job's first three requests answer 503; no retry inside the fetch, no backoff.
         try await enqueue(db, n, source: { "\(TestEnvironment.origin)/fail/3/503/\(db.name)-\($0)/chaos.jpg" }, chain: "")
-        let w = try worker(db, store: store, ["--drain", "--retry-base", "0s", "--fetch-retries", "0", "--lease", "5s",
-                                              "--concurrency", "2", "--fetch-concurrency", "8", "--no-progress"])
+        let w = try worker(
+            db, store: store,
+            [
+                "--drain", "--retry-base", "0s", "--fetch-retries", "0", "--lease", "5s",
+                "--concurrency", "2", "--fetch-concurrency", "8", "--no-progress",
+            ])
         #expect(await w.wait(timeout: 120) == 0, "\(w.output.suffix(1500))")
         #expect(try await count(db, "state = 'succeeded' AND attempt = 4") == n)
         #expect(try await count(db, "errors @> '[{\"code\": \"worker.lease_expired\"}]'") == 0, "attempts dropped and rescued")
@@ -259,11 +286,15 @@ struct ChaosTests {
         let store = try TestEnvironment.temporaryDirectory("store")
         // Every file the worker writes is capped at 1 KiB (RLIMIT_FSIZE, inherited): results fail
         // with EFBIG, as on a full disk, and must leave nothing at a final path.
-        try await enqueue(db, 6, source: { "\(TestEnvironment.origin)/files/chaos.jpg?t=\(db.name)&j=\($0)" },
-                          chain: "resize(300x300) |> format(png)")
-        let w = try HalcyonProcess(["-c", "ulimit -f 1; exec \"$0\" \"$@\"", TestEnvironment.binary, "work", "--store", store.path,
-                                    "--allow-network", "127.0.0.1/32", "--log-level", "info", "--database-url", db.conninfo],
-                                   conninfo: nil, executable: "/bin/sh")
+        try await enqueue(
+            db, 6, source: { "\(TestEnvironment.origin)/files/chaos.jpg?t=\(db.name)&j=\($0)" },
+            chain: "resize(300x300) |> format(png)")
+        let w = try HalcyonProcess(
+            [
+                "-c", "ulimit -f 1; exec \"$0\" \"$@\"", TestEnvironment.binary, "work", "--store", store.path,
+                "--allow-network", "127.0.0.1/32", "--log-level", "info", "--database-url", db.conninfo,
+            ],
+            conninfo: nil, executable: "/bin/sh")
         let failedWrites = "errors @> '[{\"code\": \"store.write_failed\"}]'"
         let refused = try await waitUntil(60) { try await count(db, failedWrites) == 6 }
         let rows = try await db.query("SELECT id, state::text, attempt, last_error FROM halcyon.jobs").rows
@@ -275,7 +306,8 @@ struct ChaosTests {
         // Retried later (transient), none stuck, no other error, nothing partial published.
         #expect(try await count(db, "state IN ('queued', 'failed') AND \(failedWrites)") == 6)
         #expect(try await count(db, "EXISTS (SELECT 1 FROM jsonb_array_elements(errors) e WHERE e->>'code' <> 'store.write_failed')") == 0)
-        let objects = FileManager.default.enumerator(atPath: store.appendingPathComponent("objects").path)?.compactMap { $0 as? String }
+        let objects =
+            FileManager.default.enumerator(atPath: store.appendingPathComponent("objects").path)?.compactMap { $0 as? String }
             .filter { $0.hasSuffix(".png") } ?? []
         #expect(objects.isEmpty, "partial objects published: \(objects)")
         // The same jobs succeed once the store takes writes again.
@@ -291,14 +323,17 @@ struct ChaosTests {
         let db = try await TestDatabase.create()
         let store = try TestEnvironment.temporaryDirectory("store")
         // 60 jobs over 20 distinct results: each result is wanted three times, racing across hosts.
-        try await enqueue(db, 60, source: { "\(TestEnvironment.origin)/files/chaos.jpg?t=\(db.name)&k=\($0 % 20)" },
-                          chain: "resize(120x120, mode=fill) |> format(webp)")
+        try await enqueue(
+            db, 60, source: { "\(TestEnvironment.origin)/files/chaos.jpg?t=\(db.name)&k=\($0 % 20)" },
+            chain: "resize(120x120, mode=fill) |> format(webp)")
         let hosts = try (0..<2).map { try TestEnvironment.temporaryDirectory("host\($0)") }
         var workers: [HalcyonProcess] = []
         for (i, home) in hosts.enumerated() {
             for _ in 0..<2 {
-                workers.append(try worker(db, store: store, ["--drain", "--concurrency", "2"] + (i == 1 ? ["--poll-only", "--poll-interval", "200ms"] : []),
-                                          home: home))
+                workers.append(
+                    try worker(
+                        db, store: store, ["--drain", "--concurrency", "2"] + (i == 1 ? ["--poll-only", "--poll-interval", "200ms"] : []),
+                        home: home))
             }
         }
         for w in workers { #expect(await w.wait(timeout: 120) == 0, "\(w.output.suffix(1500))") }
@@ -309,7 +344,11 @@ struct ChaosTests {
         #expect(try await db.query("SELECT count(DISTINCT result_path) AS n FROM halcyon.jobs").value(0, "n") == "1")
         func files(_ dir: String) -> [String] {
             FileManager.default.enumerator(atPath: store.appendingPathComponent(dir).path)?.compactMap { $0 as? String }
-                .filter { !$0.hasSuffix("/") && ((try? FileManager.default.attributesOfItem(atPath: store.appendingPathComponent(dir).appendingPathComponent($0).path)[.type]) as? FileAttributeType) == .typeRegular } ?? []
+                .filter {
+                    !$0.hasSuffix("/")
+                        && ((try? FileManager.default.attributesOfItem(atPath: store.appendingPathComponent(dir).appendingPathComponent($0).path)[
+                            .type]) as? FileAttributeType) == .typeRegular
+                } ?? []
         }
         #expect(files("objects").count == 1, "duplicate objects: \(files("objects"))")
         #expect(files("keys").count == 20)

@@ -14,22 +14,23 @@ struct CommandLineTests {
         return (await p.wait(timeout: 30), p.output)
     }
 
-    @Test(arguments: [
-        (["work", "--lease", "1e16s"], "--lease"),
-        (["work", "--fetch-timeout", "10000000000000000s"], "--fetch-timeout"),
-        (["work", "--poll-interval", "0"], "--poll-interval"),
-        (["work", "--connect-timeout", "1e300s"], "--connect-timeout"),
-        (["work", "--grace", "-1s"], "--grace"),
-        (["work", "--max-download-size", "99999999TB"], "--max-download-size"),
-        (["work", "--max-pixels", "1e12"], "--max-pixels"),
-        (["work", "--statement-timeout", "0"], "--statement-timeout"),
-        (["work", "--fetch-retry-backoff", "sometimes"], "--fetch-retry-backoff"),
-        (["work", "--concurrency", "0"], "--concurrency"),
-        (["prune", "--older-than", "1e300s"], "--older-than"),
-        (["status", "--interval", "0"], "--interval"),
-        (["sweep", "--store-size-limit", "0"], "--store-size-limit"),
-        (["enqueue", "https://example.com/a.jpg", "--max-attempts", "99999999999"], "max_attempts"),
-    ] as [([String], String)])
+    @Test(
+        arguments: [
+            (["work", "--lease", "1e16s"], "--lease"),
+            (["work", "--fetch-timeout", "10000000000000000s"], "--fetch-timeout"),
+            (["work", "--poll-interval", "0"], "--poll-interval"),
+            (["work", "--connect-timeout", "1e300s"], "--connect-timeout"),
+            (["work", "--grace", "-1s"], "--grace"),
+            (["work", "--max-download-size", "99999999TB"], "--max-download-size"),
+            (["work", "--max-pixels", "1e12"], "--max-pixels"),
+            (["work", "--statement-timeout", "0"], "--statement-timeout"),
+            (["work", "--fetch-retry-backoff", "sometimes"], "--fetch-retry-backoff"),
+            (["work", "--concurrency", "0"], "--concurrency"),
+            (["prune", "--older-than", "1e300s"], "--older-than"),
+            (["status", "--interval", "0"], "--interval"),
+            (["sweep", "--store-size-limit", "0"], "--store-size-limit"),
+            (["enqueue", "https://example.com/a.jpg", "--max-attempts", "99999999999"], "max_attempts"),
+        ] as [([String], String)])
     func anOutOfRangeOptionIsAnErrorNamingIt(arguments: [String], option: String) async throws {
         let (status, output) = try await run(arguments)
         #expect(status == 64 || status == 1, "\(arguments): exit \(status.map(String.init) ?? "none"): \(output)")
@@ -49,7 +50,8 @@ struct CommandLineTests {
         func indent(_ line: String) -> Int { line.prefix { $0 == " " }.count }
         for (line, next) in zip(lines, lines.dropFirst()) {
             let text = line.trimmingCharacters(in: .whitespaces)
-            let continues = !next.trimmingCharacters(in: .whitespaces).isEmpty && indent(next) == indent(line)
+            let continues =
+                !next.trimmingCharacters(in: .whitespaces).isEmpty && indent(next) == indent(line)
                 && !next.trimmingCharacters(in: .whitespaces).hasPrefix("-") && !text.hasSuffix(":")
             #expect(!(continues && !text.isEmpty && text.count < 20), "\(command) --help has a fragment line: '\(line)' then '\(next)'")
         }
@@ -57,8 +59,10 @@ struct CommandLineTests {
 
     @Test func aJSONLineWithAnOutOfRangeNumberIsRejectedByLine() async throws {
         let file = try TestEnvironment.temporaryDirectory("cli").appendingPathComponent("jobs.jsonl")
-        for (line, message) in [(#"{"source":"https://x/a.jpg","priority":1e20}"#, #"line 2: "priority" must be an integer from -32768 to 32767"#),
-                                (#"{"source":"https://x/a.jpg","max_attempts":1e300}"#, #"line 2: "max_attempts" must be an integer from 1 to"#)] {
+        for (line, message) in [
+            (#"{"source":"https://x/a.jpg","priority":1e20}"#, #"line 2: "priority" must be an integer from -32768 to 32767"#),
+            (#"{"source":"https://x/a.jpg","max_attempts":1e300}"#, #"line 2: "max_attempts" must be an integer from 1 to"#),
+        ] {
             try (#"{"source":"https://x/ok.jpg"}"# + "\n" + line + "\n").write(to: file, atomically: true, encoding: .utf8)
             let (status, output) = try await run(["enqueue", "--file", file.path])
             #expect(status == 1, "exit \(status.map(String.init) ?? "none"): \(output)")

@@ -1,14 +1,19 @@
 import Foundation
 import HalcyonCore
 import HalcyonQueue
-@testable import HalcyonWorker
 import Synchronization
 import Testing
+
+@testable import HalcyonWorker
 
 /// Group commit of completions (the database path is covered by every worker test).
 @Suite struct CompletionBatcherTests {
     static func result(_ id: Int64) -> CompletionBatcher.Completion {
-        (Claim(id: id, attempt: 1), JobResult(key: "k\(id)", digest: "d", path: "p", bytes: 1, width: 1, height: 1, format: "png", cacheHit: false, source: nil), StageTimings())
+        (
+            Claim(id: id, attempt: 1),
+            JobResult(key: "k\(id)", digest: "d", path: "p", bytes: 1, width: 1, height: 1, format: "png", cacheHit: false, source: nil),
+            StageTimings()
+        )
     }
 
     @Test func completionsArrivingDuringAWriteShareTheNextOne() async throws {
@@ -16,7 +21,9 @@ import Testing
         let gate = CancellationFlag()  // holds the first write open until the others are waiting
         // Odd ids were "rescued meanwhile": the write does not report them as ours.
         let batcher = CompletionBatcher { batch in
-            let first = batches.withLock { $0.append(batch.map(\.claim.id)); return $0.count == 1 }
+            let first = batches.withLock {
+                $0.append(batch.map(\.claim.id)); return $0.count == 1
+            }
             while first, !gate.isCancelled { try await Task.sleep(for: .milliseconds(1)) }
             return Set(batch.map(\.claim.id).filter { $0 % 2 == 0 })
         }
@@ -43,7 +50,9 @@ import Testing
     @Test func aFailedWriteFailsItsBatchAndTheNextCallStillWorks() async throws {
         let calls = Mutex(0)
         let batcher = CompletionBatcher { batch in
-            let n = calls.withLock { $0 += 1; return $0 }
+            let n = calls.withLock {
+                $0 += 1; return $0
+            }
             if n == 1 { throw HalcyonError(.internal, "connection lost") }
             return Set(batch.map(\.claim.id))
         }
@@ -58,16 +67,20 @@ import Testing
         let gate = CancellationFlag()
         let batcher = CompletionBatcher { batch in
             let ids = batch.map(\.claim.id)
-            let first = writes.withLock { $0.append(ids); return $0.count == 1 }
+            let first = writes.withLock {
+                $0.append(ids); return $0.count == 1
+            }
             while first, !gate.isCancelled { try await Task.sleep(for: .milliseconds(1)) }
             if ids.contains(5) { throw DatabaseError(message: "audit rejected", sqlState: "P0001", connectionLost: false) }
             return Set(ids)
         }
         async let lead = batcher.complete(Self.result(0))
         while writes.withLock({ $0.isEmpty }) { try await Task.sleep(for: .milliseconds(1)) }
-        let rest = (1...9).map { id in Task { () -> Result<Bool, any Error> in
-            do { return .success(try await batcher.complete(Self.result(Int64(id)))) } catch { return .failure(error) }
-        } }
+        let rest = (1...9).map { id in
+            Task { () -> Result<Bool, any Error> in
+                do { return .success(try await batcher.complete(Self.result(Int64(id)))) } catch { return .failure(error) }
+            }
+        }
         try await Task.sleep(for: .milliseconds(100))
         gate.cancel()
         #expect(try await lead)

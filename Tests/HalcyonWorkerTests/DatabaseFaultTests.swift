@@ -2,9 +2,9 @@ import Foundation
 import HalcyonCore
 import HalcyonImage
 import HalcyonQueue
+import HalcyonSamples
 import HalcyonTestSupport
 import Testing
-import HalcyonSamples
 
 /// The database says no, or is slow for some rows: only those jobs are affected, the worker
 /// neither retries a refusal forever nor lets one locked row hold back every lease.
@@ -22,7 +22,8 @@ struct DatabaseFaultTests {
     @Test func aTriggerRefusingSomeOutcomesFailsOnlyThoseJobs() async throws {
         let url = try Origin.publish("dbfault.png", try SampleImages.solid(width: 8, height: 8, red: 1, green: 2, blue: 3))
         let db = try await TestDatabase.create()
-        try await db.query("""
+        try await db.query(
+            """
             CREATE FUNCTION public.audit() RETURNS trigger LANGUAGE plpgsql AS $$
             BEGIN
                 IF NEW.state IN ('succeeded', 'failed') AND NEW.cache_key LIKE 'refused-%' THEN
@@ -38,14 +39,19 @@ struct DatabaseFaultTests {
             _ = try await db.query("SELECT halcyon.enqueue($1, processors => 'format(png)', cache_key => $2)", [url, "ok-\(i)"])
         }
         _ = try await db.query("SELECT halcyon.enqueue($1, processors => 'format(png)', cache_key => 'refused-success', max_attempts => 2)", [url])
-        _ = try await db.query("SELECT halcyon.enqueue($1, cache_key => 'refused-failure', max_attempts => 2)", ["\(TestEnvironment.origin)/status/404?dbfault"])
-        let w = try HalcyonProcess(["work", "--store", try TestEnvironment.temporaryDirectory("store").path, "--allow-network", "127.0.0.1/32",
-                                    "--lease", "2s", "--retry-base", "0s", "--hit-claim-batch", "100", "--log-level", "info"], conninfo: db.conninfo)
+        _ = try await db.query(
+            "SELECT halcyon.enqueue($1, cache_key => 'refused-failure', max_attempts => 2)", ["\(TestEnvironment.origin)/status/404?dbfault"])
+        let w = try HalcyonProcess(
+            [
+                "work", "--store", try TestEnvironment.temporaryDirectory("store").path, "--allow-network", "127.0.0.1/32",
+                "--lease", "2s", "--retry-base", "0s", "--hit-claim-batch", "100", "--log-level", "info",
+            ], conninfo: db.conninfo)
         #expect(try await waitUntil(60) { try await count(db, "state = 'succeeded'") == 60 }, "\(w.output.suffix(2000))")
         // Each refused job: the refusal noted, rescued when its lease lapsed, refused again at its
         // last attempt, and then the rescue itself refused and set aside (logged once).
-        #expect(try await waitUntil(60) { w.output.components(separatedBy: "the database refused to rescue this job").count == 3 },
-                "\(w.output.suffix(3000))")
+        #expect(
+            try await waitUntil(60) { w.output.components(separatedBy: "the database refused to rescue this job").count == 3 },
+            "\(w.output.suffix(3000))")
         let refusals = try await count(db, "cache_key LIKE 'refused-%' AND errors @> '[{\"code\": \"worker.outcome_rejected\"}]'")
         #expect(refusals == 2)
         #expect(try await count(db, "cache_key LIKE 'refused-%' AND errors @> '[{\"code\": \"worker.lease_expired\"}]'") == 2)
@@ -67,8 +73,9 @@ struct DatabaseFaultTests {
         _ = try Origin.publish("dbfault.jpg", try SampleImages.photo(width: 64, height: 48, seed: 5))
         let db = try await TestDatabase.create()
         for i in 0..<4 {
-            _ = try await db.query("SELECT halcyon.enqueue($1, processors => 'format(png)', cache_key => $2)",
-                                   ["\(TestEnvironment.origin)/slowfile/12/dbfault.jpg?i=\(i)", "lock-\(i)"])
+            _ = try await db.query(
+                "SELECT halcyon.enqueue($1, processors => 'format(png)', cache_key => $2)",
+                ["\(TestEnvironment.origin)/slowfile/12/dbfault.jpg?i=\(i)", "lock-\(i)"])
         }
         let store = try TestEnvironment.temporaryDirectory("store")
         let args = ["work", "--store", store.path, "--allow-network", "127.0.0.1/32", "--lease", "3s", "--log-level", "info"]
@@ -78,7 +85,9 @@ struct DatabaseFaultTests {
         let peer = try HalcyonProcess(args, conninfo: db.conninfo)
         let operatorSession = try await db.connect()
         try await operatorSession.execute("BEGIN")
-        let locked = try #require(try await operatorSession.execute("SELECT id FROM halcyon.jobs WHERE cache_key = 'lock-0' AND state = 'running' FOR UPDATE").value(0, "id"))
+        let locked = try #require(
+            try await operatorSession.execute("SELECT id FROM halcyon.jobs WHERE cache_key = 'lock-0' AND state = 'running' FOR UPDATE").value(
+                0, "id"))
         try await Task.sleep(for: .seconds(6))  // two leases long
         try await operatorSession.execute("COMMIT")
         await operatorSession.close()

@@ -59,10 +59,12 @@ struct FetchStageTests {
         let db = try await TestDatabase.create()
         let store = try TestEnvironment.temporaryDirectory("store")
         let port = TestEnvironment.origin.split(separator: ":").last!
-        _ = try await helper.enqueue(db, [
-            helper.job("http://127.0.0.2:\(port)/files/tiny.png"),  // loopback, but only 127.0.0.1 is allowed
-            helper.job("\(TestEnvironment.origin)/redirect?to=http://127.0.0.3:\(port)/files/tiny.png&t=\(db.name)"),
-        ])
+        _ = try await helper.enqueue(
+            db,
+            [
+                helper.job("http://127.0.0.2:\(port)/files/tiny.png"),  // loopback, but only 127.0.0.1 is allowed
+                helper.job("\(TestEnvironment.origin)/redirect?to=http://127.0.0.3:\(port)/files/tiny.png&t=\(db.name)"),
+            ])
         let w = try helper.worker(db, store: store, ["--drain"])
         #expect(await w.wait(timeout: 180) == 0)
         let r = try await db.query("SELECT state::text, attempt, last_error FROM halcyon.jobs ORDER BY id")
@@ -92,12 +94,14 @@ struct FetchStageTests {
         let db = try await TestDatabase.create()
         let store = try TestEnvironment.temporaryDirectory("store")
         let url = "\(TestEnvironment.origin)/files/photo.jpg?t=\(db.name)"
-        let ids = try await helper.enqueue(db, [
-            helper.job(url, "resize(320x320, mode=fill) |> format(jpeg, quality=82)"),
-            helper.job(url, "resize(200x200) |> format(webp, quality=80)"),
-            helper.job(url, "resize(64x64, mode=fill) |> format(png)"),
-            helper.job(url, "resize(64x64, mode=fil)"),
-        ])
+        let ids = try await helper.enqueue(
+            db,
+            [
+                helper.job(url, "resize(320x320, mode=fill) |> format(jpeg, quality=82)"),
+                helper.job(url, "resize(200x200) |> format(webp, quality=80)"),
+                helper.job(url, "resize(64x64, mode=fill) |> format(png)"),
+                helper.job(url, "resize(64x64, mode=fil)"),
+            ])
         let w = try helper.worker(db, store: store, ["--drain"])
         #expect(await w.wait(timeout: 180) == 0)
         let r = try await db.query("SELECT id, state::text, result_width, result_height, result_format, last_error FROM halcyon.jobs ORDER BY id")

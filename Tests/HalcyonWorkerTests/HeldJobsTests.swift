@@ -1,7 +1,8 @@
 import HalcyonCore
 import HalcyonQueue
-@testable import HalcyonWorker
 import Testing
+
+@testable import HalcyonWorker
 
 /// The worker's record of what it holds, one entry per claim (id and attempt).
 struct HeldJobsTests {

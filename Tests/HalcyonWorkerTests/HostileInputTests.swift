@@ -1,11 +1,11 @@
 import Foundation
 import HalcyonCore
+import HalcyonEmbedded
 import HalcyonImage
 import HalcyonQueue
+import HalcyonSamples
 import HalcyonTestSupport
 import Testing
-import HalcyonSamples
-import HalcyonEmbedded
 
 /// The hostile corpus, end to end through one real worker: every case fails with its own code
 /// (or succeeds harmlessly), the worker never crashes, and its peak RSS stays bounded.
@@ -51,13 +51,19 @@ struct HostileInputTests {
             Case(name: "declared 100000×100000", source: file("bomb-dimensions.png"), code: "image.too_large"),
             Case(name: "zlib bomb, 256 Mpx", source: file("bomb-zlib.png"), code: "image.too_large"),
             Case(name: "5,000 frames", source: file("bomb-frames.gif"), code: "image.too_large"),
-            Case(name: "a 16000×16000 second frame", source: file("bomb-later-frame.gif"), chain: "resize(64x64) |> format(gif)", code: "image.too_large"),
+            Case(
+                name: "a 16000×16000 second frame", source: file("bomb-later-frame.gif"), chain: "resize(64x64) |> format(gif)",
+                code: "image.too_large"),
             Case(name: "tiny frames on a 9000×9000 canvas", source: file("bomb-canvas.gif"), chain: "format(gif)", code: "image.too_large"),
             // A 1×1 PNG stretched to 16000×16000: 4 GB and 80 s before the budget, now refused from the plan.
-            Case(name: "output over the pixel budget", source: "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==",
-                 chain: "resize(16000x16000, mode=stretch) |> format(png)", code: "image.too_large"),
-            Case(name: "rotation over the pixel budget", source: "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==",
-                 chain: "resize(9000x9000, mode=stretch) |> rotate(45) |> format(png)", code: "image.too_large"),
+            Case(
+                name: "output over the pixel budget",
+                source: "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==",
+                chain: "resize(16000x16000, mode=stretch) |> format(png)", code: "image.too_large"),
+            Case(
+                name: "rotation over the pixel budget",
+                source: "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==",
+                chain: "resize(9000x9000, mode=stretch) |> rotate(45) |> format(png)", code: "image.too_large"),
             Case(name: "SVG named .jpg", source: file("svg-as.jpg"), code: "fetch.not_image"),
             Case(name: "SVG as image/svg+xml", source: "\(o)/as/image/svg+xml/hostile-svg-as.jpg", code: "fetch.not_image"),
             Case(name: "MVG named .png", source: file("mvg-as.png"), code: "fetch.not_image"),
@@ -69,7 +75,9 @@ struct HostileInputTests {
             Case(name: "JPEG+ZIP polyglot (re-encoded, payload gone)", source: file("polyglot-zip.jpg"), code: nil),
             Case(name: "EXIF junk", source: file("exif-junk.jpg"), code: nil),
             Case(name: "redirects forever", source: "\(o)/redirect-loop/0", code: "fetch.too_many_redirects"),
-            Case(name: "redirect to the metadata address", source: "\(o)/redirect?to=http://169.254.169.254/latest/meta-data/", code: "fetch.blocked_address"),
+            Case(
+                name: "redirect to the metadata address", source: "\(o)/redirect?to=http://169.254.169.254/latest/meta-data/",
+                code: "fetch.blocked_address"),
             Case(name: "redirect to a private address", source: "\(o)/redirect?to=http://10.1.2.3/a.jpg", code: "fetch.blocked_address"),
             Case(name: "redirect to file://", source: "\(o)/redirect?to=file:///etc/passwd", code: "fetch.blocked_address"),
             Case(name: "link-local source", source: "http://169.254.169.254/latest/meta-data/", code: "fetch.blocked_address"),
@@ -81,37 +89,48 @@ struct HostileInputTests {
             Case(name: "HTML as image/jpeg", source: "\(o)/notimage", code: "fetch.not_image"),
         ]
         let tiny = file("polyglot-zip.jpg")
-        for (name, chain) in [("unknown step", "blurry(3)"), ("0x0", "resize(0x0)"), ("100000x100000", "resize(100000x100000)"),
-                              ("1,000 steps", Array(repeating: "flip", count: 1_000).joined(separator: " |> ")), ("NaN", "blur(NaN)"), ("negative", "blur(-1)"), ("negative size", "resize(-5x10)"),
-                              ("Unicode junk", "résumé(✨) |> \u{202E}format(png)"), ("NUL", "format(png\u{0})")] {
+        for (name, chain) in [
+            ("unknown step", "blurry(3)"), ("0x0", "resize(0x0)"), ("100000x100000", "resize(100000x100000)"),
+            ("1,000 steps", Array(repeating: "flip", count: 1_000).joined(separator: " |> ")), ("NaN", "blur(NaN)"), ("negative", "blur(-1)"),
+            ("negative size", "resize(-5x10)"),
+            ("Unicode junk", "résumé(✨) |> \u{202E}format(png)"), ("NUL", "format(png\u{0})"),
+        ] {
             cases.append(Case(name: "chain: \(name)", source: tiny, chain: chain, code: "job.invalid_chain"))
         }
-        for (name, options) in [("retry of the wrong type", #"{"retry": "lots"}"#), ("force_refresh as text", #"{"force_refresh": "yes"}"#),
-                                ("expiration nonsense", #"{"expiration": {"days": -3}}"#), ("unknown option", #"{"colour": "red"}"#)] {
+        for (name, options) in [
+            ("retry of the wrong type", #"{"retry": "lots"}"#), ("force_refresh as text", #"{"force_refresh": "yes"}"#),
+            ("expiration nonsense", #"{"expiration": {"days": -3}}"#), ("unknown option", #"{"colour": "red"}"#),
+        ] {
             cases.append(Case(name: "options: \(name)", source: tiny, options: options, code: "job.invalid_options"))
         }
 
         let db = try await TestDatabase.create()
         // A chain of 10,000 steps never reaches a worker: the table's length check refuses it.
         await #expect {
-            try await db.query("SELECT halcyon.enqueue($1, processors => $2)", [tiny, Array(repeating: "flip", count: 10_000).joined(separator: " |> ")])
+            try await db.query(
+                "SELECT halcyon.enqueue($1, processors => $2)", [tiny, Array(repeating: "flip", count: 10_000).joined(separator: " |> ")])
         } throws: { ($0 as? DatabaseError)?.sqlState == "23514" }
         var ids: [Int64] = []
         for c in cases {
-            let r = try await db.query("""
+            let r = try await db.query(
+                """
                 INSERT INTO halcyon.jobs (source, processors, options, max_attempts, cache_key)
                 VALUES ($1, $2, $3::jsonb, 1, $4) RETURNING id
                 """, [c.source, c.chain, c.options, "\(db.name)-\(ids.count)"])
             ids.append(Int64(r.value(0, "id") ?? "") ?? -1)
         }
         let store = try TestEnvironment.temporaryDirectory("store")
-        let w = try HalcyonProcess(["work", "--store", store.path, "--allow-network", "127.0.0.1/32", "--log-level", "info",
-                                    "--fetch-timeout", "3s", "--fetch-retries", "0", "--max-download-size", "5MiB"], conninfo: db.conninfo)
+        let w = try HalcyonProcess(
+            [
+                "work", "--store", store.path, "--allow-network", "127.0.0.1/32", "--log-level", "info",
+                "--fetch-timeout", "3s", "--fetch-retries", "0", "--max-download-size", "5MiB",
+            ], conninfo: db.conninfo)
         var peakKB = 0
         let deadline = Date().addingTimeInterval(120)
         while Date() < deadline {
             if let status = try? String(contentsOfFile: "/proc/\(w.pid)/status", encoding: .utf8),
-               let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmHWM:") }) {
+                let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmHWM:") })
+            {
                 peakKB = max(peakKB, Int(line.split(separator: " ").dropFirst().first ?? "") ?? 0)
             }
             let open = try await db.query("SELECT count(*) AS n FROM halcyon.jobs WHERE state IN ('queued', 'running')").value(0, "n")
@@ -124,20 +143,24 @@ struct HostileInputTests {
         print("hostile corpus: \(cases.count) cases; worker peak RSS \(peakKB / 1024) MB")
         #expect(peakKB > 0 && peakKB < 300 * 1024, "worker peak RSS \(peakKB / 1024) MB")
         for (c, id) in zip(cases, ids) {
-            let row = try await db.query("SELECT state::text, errors->-1->>'code' AS code, last_error, result_format FROM halcyon.jobs WHERE id = $1::bigint",
-                                         [String(id)])
+            let row = try await db.query(
+                "SELECT state::text, errors->-1->>'code' AS code, last_error, result_format FROM halcyon.jobs WHERE id = $1::bigint",
+                [String(id)])
             if let code = c.code {
-                #expect(row.value(0, "state") == "failed" && row.value(0, "code") == code,
-                        "\(c.name): expected \(code), got \(row.value(0, "state") ?? "?") \(row.value(0, "last_error") ?? "")")
+                #expect(
+                    row.value(0, "state") == "failed" && row.value(0, "code") == code,
+                    "\(c.name): expected \(code), got \(row.value(0, "state") ?? "?") \(row.value(0, "last_error") ?? "")")
             } else {
-                #expect(row.value(0, "state") == "succeeded" && row.value(0, "result_format") == "png",
-                        "\(c.name): expected success, got \(row.value(0, "state") ?? "?") \(row.value(0, "last_error") ?? "")")
+                #expect(
+                    row.value(0, "state") == "succeeded" && row.value(0, "result_format") == "png",
+                    "\(c.name): expected success, got \(row.value(0, "state") ?? "?") \(row.value(0, "last_error") ?? "")")
             }
         }
         #expect(!FileManager.default.fileExists(atPath: "/tmp/halcyon-pwned"), "the MSL payload wrote a file")
         // The 4 GB job of old fails within a second of its claim.
         let budgetJob = ids[cases.firstIndex { $0.name == "output over the pixel budget" }!]
-        let total = try await db.query("SELECT (timings->>'total_ms')::float8 AS ms FROM halcyon.jobs WHERE id = $1::bigint", [String(budgetJob)]).value(0, "ms")
+        let total = try await db.query("SELECT (timings->>'total_ms')::float8 AS ms FROM halcyon.jobs WHERE id = $1::bigint", [String(budgetJob)])
+            .value(0, "ms")
         #expect((total.flatMap { Double($0) } ?? .infinity) < 1000, "the over-budget job took \(total ?? "?") ms")
     }
 
@@ -149,14 +172,20 @@ struct HostileInputTests {
         let png = try SampleImages.solid(width: 4, height: 4, red: 9, green: 8, blue: 7)
         let url = try Origin.publish("hostile-proxy.png", png)
         let db = try await TestDatabase.create()
-        let metadata = try await db.query("SELECT halcyon.enqueue('http://169.254.169.254/latest/meta-data/', max_attempts => 1) AS id").value(0, "id")!
+        let metadata = try await db.query("SELECT halcyon.enqueue('http://169.254.169.254/latest/meta-data/', max_attempts => 1) AS id").value(
+            0, "id")!
         let origin = try await db.query("SELECT halcyon.enqueue($1, processors => 'format(png)', max_attempts => 1) AS id", [url]).value(0, "id")!
         let proxy = "http://127.0.0.2:3128"
-        let w = try HalcyonProcess(["work", "--drain", "--no-progress", "--store", try TestEnvironment.temporaryDirectory("store").path,
-                                    "--allow-network", "127.0.0.1/32", "--allow-network", "127.0.0.2/32", "--fetch-retries", "0"],
-                                   conninfo: db.conninfo,
-                                   environment: ["http_proxy": proxy, "HTTP_PROXY": proxy, "https_proxy": proxy, "HTTPS_PROXY": proxy,
-                                                 "ALL_PROXY": proxy, "all_proxy": proxy, "NO_PROXY": "", "no_proxy": ""])
+        let w = try HalcyonProcess(
+            [
+                "work", "--drain", "--no-progress", "--store", try TestEnvironment.temporaryDirectory("store").path,
+                "--allow-network", "127.0.0.1/32", "--allow-network", "127.0.0.2/32", "--fetch-retries", "0",
+            ],
+            conninfo: db.conninfo,
+            environment: [
+                "http_proxy": proxy, "HTTP_PROXY": proxy, "https_proxy": proxy, "HTTPS_PROXY": proxy,
+                "ALL_PROXY": proxy, "all_proxy": proxy, "NO_PROXY": "", "no_proxy": "",
+            ])
         #expect(await w.wait(timeout: 120) == 0, "\(w.output.suffix(1500))")
         let rows = try await db.query("SELECT id, state::text, errors->-1->>'code' AS code, last_error FROM halcyon.jobs ORDER BY id").rows
         let byID = Dictionary(uniqueKeysWithValues: rows.map { ($0[0]!, ($0[1], $0[2], $0[3])) })
@@ -171,10 +200,13 @@ struct HostileInputTests {
         let url = try Origin.publish("hostile-resources.jpg", try SampleImages.photo(width: 640, height: 480, seed: 4))
         let db = try await TestDatabase.create()
         _ = try await db.query("SELECT halcyon.enqueue($1, processors => 'blur(2) |> format(png)', max_attempts => 3)", [url])
-        let w = try HalcyonProcess(["work", "--drain", "--no-progress", "--store", try TestEnvironment.temporaryDirectory("store").path,
-                                    "--allow-network", "127.0.0.1/32", "--retry-base", "1h"],
-                                   conninfo: db.conninfo,
-                                   environment: ["MAGICK_MEMORY_LIMIT": "64KiB", "MAGICK_MAP_LIMIT": "64KiB", "MAGICK_DISK_LIMIT": "64KiB"])
+        let w = try HalcyonProcess(
+            [
+                "work", "--drain", "--no-progress", "--store", try TestEnvironment.temporaryDirectory("store").path,
+                "--allow-network", "127.0.0.1/32", "--retry-base", "1h",
+            ],
+            conninfo: db.conninfo,
+            environment: ["MAGICK_MEMORY_LIMIT": "64KiB", "MAGICK_MAP_LIMIT": "64KiB", "MAGICK_DISK_LIMIT": "64KiB"])
         #expect(await w.wait(timeout: 120) == 0, "\(w.output.suffix(1500))")
         let row = try await db.query("SELECT state::text, errors->-1->>'code' AS code, last_error FROM halcyon.jobs")
         #expect(row.value(0, "state") == "queued", "\(row.value(0, "last_error") ?? "")")

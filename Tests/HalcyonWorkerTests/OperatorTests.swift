@@ -13,15 +13,17 @@ struct OperatorTests {
         let db = try await TestDatabase.create()
         let home = try TestEnvironment.temporaryDirectory("demo-home")
         for run in 1...2 {  // re-runnable: the second run finds the images and the store in place
-            let demo = try HalcyonProcess(["demo", "--store", home.appendingPathComponent("store").path], conninfo: db.conninfo,
-                                          environment: ["HALCYON_HOME": home.path])
+            let demo = try HalcyonProcess(
+                ["demo", "--store", home.appendingPathComponent("store").path], conninfo: db.conninfo,
+                environment: ["HALCYON_HOME": home.path])
             #expect(await demo.wait(timeout: 240) == 0, "\(demo.output.suffix(3000))")
             #expect(demo.output.contains("demo: all 13 outcomes as staged"), "\(demo.output.suffix(3000))")
             for line in ["fallback served it", "attempt 2 succeeded", "served from the store, no download", "failed at once, permanently"] {
                 #expect(demo.output.contains(line), "run \(run): \(line)")
             }
         }
-        let r = try await db.query("""
+        let r = try await db.query(
+            """
             SELECT count(*) FILTER (WHERE state = 'succeeded') AS ok, count(*) FILTER (WHERE state = 'failed') AS failed,
                    count(*) FILTER (WHERE cache_hit) AS hits, count(*) FILTER (WHERE attempt = 2) AS retried,
                    count(*) FILTER (WHERE result_source <> source) AS fallbacks, count(DISTINCT locked_by) AS lockers
@@ -52,7 +54,9 @@ struct OperatorTests {
             let value = try #require(Double(line[line.index(after: space)...]), "\(line)")
             let name = String(series.prefix { $0 != "{" })
             #expect(name.allSatisfy { $0.isLetter || $0.isNumber || $0 == "_" }, "\(line)")
-            let family = ["_bucket", "_sum", "_count"].reduce(name) { n, suffix in typed.contains(n) ? n : (n.hasSuffix(suffix) ? String(n.dropLast(suffix.count)) : n) }
+            let family = ["_bucket", "_sum", "_count"].reduce(name) { n, suffix in
+                typed.contains(n) ? n : (n.hasSuffix(suffix) ? String(n.dropLast(suffix.count)) : n)
+            }
             #expect(typed.contains(family), "sample before its TYPE: \(line)")
             if series.contains("{") {
                 #expect(series.hasSuffix("}"), "\(line)")
@@ -89,8 +93,12 @@ struct OperatorTests {
         #expect(try Origin.get(endpoint.replacingOccurrences(of: "/metrics", with: "/healthz")) == "ok\n")
 
         let source = "\(TestEnvironment.origin)/files/photo.jpg?t=\(db.name)"
-        _ = try await helper.enqueue(db, [helper.job(source, "resize(60x60)"), helper.job(source, "resize(70x70)"),
-                                          helper.job("\(TestEnvironment.origin)/status/404?t=\(db.name)")])
+        _ = try await helper.enqueue(
+            db,
+            [
+                helper.job(source, "resize(60x60)"), helper.job(source, "resize(70x70)"),
+                helper.job("\(TestEnvironment.origin)/status/404?t=\(db.name)"),
+            ])
         #expect(try await waitUntil(30) { try await helper.count(db, "state IN ('succeeded', 'failed')") == 3 })
         _ = try await helper.enqueue(db, [helper.job(source, "resize(60x60)")])  // a store hit
         #expect(try await waitUntil(30) { try await helper.count(db, "state = 'succeeded'") == 3 })

@@ -2,9 +2,9 @@ import Foundation
 import HalcyonCore
 import HalcyonImage
 import HalcyonQueue
+import HalcyonSamples
 import HalcyonTestSupport
 import Testing
-import HalcyonSamples
 
 /// Downloaded sources waiting for a processing slot are bounded in bytes, so a worker that
 /// claimed many jobs does not hold every body in memory at once.
@@ -31,23 +31,32 @@ struct PendingBytesTests {
         for _ in 0..<40 {
             _ = try await db.query("SELECT halcyon.enqueue($1, processors => 'format(png)', cache_key => 'pending-hit')", [tiny])
         }
-        let w = try HalcyonProcess(["work", "--store", try TestEnvironment.temporaryDirectory("store").path, "--allow-network", "127.0.0.1/32",
-                                    "--concurrency", "1", "--fetch-concurrency", "4", "--max-pending-bytes", "1MiB", "--log-level", "info"],
-                                   conninfo: db.conninfo)
-        #expect(try await waitUntil(60) { try await db.query("SELECT count(*) AS n FROM halcyon.jobs WHERE state = 'succeeded'").value(0, "n") == "40" })
+        let w = try HalcyonProcess(
+            [
+                "work", "--store", try TestEnvironment.temporaryDirectory("store").path, "--allow-network", "127.0.0.1/32",
+                "--concurrency", "1", "--fetch-concurrency", "4", "--max-pending-bytes", "1MiB", "--log-level", "info",
+            ],
+            conninfo: db.conninfo)
+        #expect(
+            try await waitUntil(60) { try await db.query("SELECT count(*) AS n FROM halcyon.jobs WHERE state = 'succeeded'").value(0, "n") == "40" })
         // Phase 2: 20 misses of 2 MB each, claimed in one go.
         let tag = db.name
         let urls = (0..<20).map { "/files/pending-big.jpg?\(tag)=\($0)" }
         for (i, path) in urls.enumerated() {
-            _ = try await db.query("SELECT halcyon.enqueue($1, processors => 'blur(6) |> format(png)', cache_key => $2)",
-                                   [TestEnvironment.origin + path, "pending-miss-\(i)"])
+            _ = try await db.query(
+                "SELECT halcyon.enqueue($1, processors => 'blur(6) |> format(png)', cache_key => $2)",
+                [TestEnvironment.origin + path, "pending-miss-\(i)"])
         }
         var most = 0
         let deadline = Date().addingTimeInterval(120)
         while Date() < deadline {
             let counts = try Origin.counts()
             let downloaded = urls.reduce(0) { $0 + (counts[$1] ?? 0) }
-            let done = Int(try await db.query("SELECT count(*) AS n FROM halcyon.jobs WHERE cache_key LIKE 'pending-miss-%' AND state <> 'queued' AND state <> 'running'").value(0, "n") ?? "0") ?? 0
+            let done =
+                Int(
+                    try await db.query(
+                        "SELECT count(*) AS n FROM halcyon.jobs WHERE cache_key LIKE 'pending-miss-%' AND state <> 'queued' AND state <> 'running'"
+                    ).value(0, "n") ?? "0") ?? 0
             most = max(most, downloaded - done)
             if done == urls.count { break }
             try await Task.sleep(for: .milliseconds(30))
@@ -55,7 +64,9 @@ struct PendingBytesTests {
         print("pending bytes: at most \(most) downloaded sources not yet processed (1 slot, 4 download slots, 1 MiB budget, 2 MB sources)")
         // In a slot (1) + waiting under the budget (1) + downloads started before it filled (4).
         #expect(most <= 7, "\(most) downloaded bodies were held at once")
-        #expect(try await db.query("SELECT count(*) AS n FROM halcyon.jobs WHERE cache_key LIKE 'pending-miss-%' AND state = 'succeeded'").value(0, "n") == "20")
+        #expect(
+            try await db.query("SELECT count(*) AS n FROM halcyon.jobs WHERE cache_key LIKE 'pending-miss-%' AND state = 'succeeded'").value(0, "n")
+                == "20")
         w.signal(SIGTERM)
         #expect(await w.wait(timeout: 30) == 0)
     }

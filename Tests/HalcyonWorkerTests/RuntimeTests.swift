@@ -13,9 +13,10 @@ struct RuntimeTests {
     func startIdleWorker(_ db: TestDatabase, _ extra: [String]) async throws -> HalcyonProcess {
         let store = try TestEnvironment.temporaryDirectory("store")
         let w = try helper.worker(db, store: store, extra)
-        #expect(try await waitUntil(60) {
-            try await db.query("SELECT count(*) AS n FROM halcyon.workers").value(0, "n") == "1"
-        })
+        #expect(
+            try await waitUntil(60) {
+                try await db.query("SELECT count(*) AS n FROM halcyon.workers").value(0, "n") == "1"
+            })
         try await Task.sleep(for: .milliseconds(300))  // past the first claim
         return w
     }
@@ -55,7 +56,8 @@ struct RuntimeTests {
         var kills = 0
         while w.isRunning && kills < 3 {
             try await Task.sleep(for: .milliseconds(700))
-            let r = try await db.query("""
+            let r = try await db.query(
+                """
                 SELECT count(pg_terminate_backend(pid)) AS n FROM pg_stat_activity
                 WHERE datname = current_database() AND pid <> pg_backend_pid()
                 """)
@@ -89,7 +91,8 @@ struct RuntimeTests {
         let accepted = try HalcyonProcess(["enqueue", "--file", dir.appendingPathComponent("good.jsonl").path], conninfo: db.conninfo)
         #expect(await accepted.wait(timeout: 30) == 0, "\(accepted.output)")
         #expect(try await helper.count(db, "true") == 3)
-        #expect(try await helper.count(db, "priority = 3 AND fallback_sources = '{https://m.example.com/2.jpg}' AND options->>'expiration' = '1d'") == 1)
+        #expect(
+            try await helper.count(db, "priority = 3 AND fallback_sources = '{https://m.example.com/2.jpg}' AND options->>'expiration' = '1d'") == 1)
         #expect(try await helper.count(db, "cache_key = 'three' AND max_attempts = 2") == 1)
     }
 
@@ -97,10 +100,12 @@ struct RuntimeTests {
         _ = try WorkerTests.published()
         let db = try await TestDatabase.create()
         let store = try TestEnvironment.temporaryDirectory("store")
-        let ids = try await helper.enqueue(db, [
-            helper.job("\(TestEnvironment.origin)/files/photo.jpg?t=\(db.name)", "resize(50x50) |> format(png)"),
-            helper.job("\(TestEnvironment.origin)/status/404?t=\(db.name)"),
-        ])
+        let ids = try await helper.enqueue(
+            db,
+            [
+                helper.job("\(TestEnvironment.origin)/files/photo.jpg?t=\(db.name)", "resize(50x50) |> format(png)"),
+                helper.job("\(TestEnvironment.origin)/status/404?t=\(db.name)"),
+            ])
         let w = try helper.worker(db, store: store, ["--drain"])
         #expect(await w.wait(timeout: 180) == 0)
         let sweep = try HalcyonProcess(["sweep", "--store", store.path, "--store-size-limit", "1GiB"], conninfo: db.conninfo)

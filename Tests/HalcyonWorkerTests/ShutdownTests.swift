@@ -1,11 +1,11 @@
 import Foundation
 import HalcyonCore
+import HalcyonEmbedded
 import HalcyonImage
 import HalcyonQueue
+import HalcyonSamples
 import HalcyonTestSupport
 import Testing
-import HalcyonSamples
-import HalcyonEmbedded
 
 /// A worker told to stop stops: after the grace period nothing new starts, waits end, and a
 /// second signal is not held up by a database that stopped answering.
@@ -25,13 +25,17 @@ struct ShutdownTests {
         _ = try Origin.publish("shutdown-1080p.jpg", try SampleImages.photo(width: 1920, height: 1080, seed: 31))
         let db = try await TestDatabase.create()
         for i in 0..<40 {
-            _ = try await db.query("SELECT halcyon.enqueue($1, processors => 'blur(3) |> resize(640x640) |> format(jpeg)')",
-                                   ["\(TestEnvironment.origin)/files/shutdown-1080p.jpg?t=\(db.name)&i=\(i)"])
+            _ = try await db.query(
+                "SELECT halcyon.enqueue($1, processors => 'blur(3) |> resize(640x640) |> format(jpeg)')",
+                ["\(TestEnvironment.origin)/files/shutdown-1080p.jpg?t=\(db.name)&i=\(i)"])
         }
         let metrics = try TestEnvironment.temporaryDirectory("metrics").appendingPathComponent("worker.prom")
-        let w = try HalcyonProcess(["work", "--store", try TestEnvironment.temporaryDirectory("store").path, "--allow-network", "127.0.0.1/32",
-                                    "--concurrency", "2", "--grace", "2s", "--metrics-file", metrics.path, "--log-level", "info"],
-                                   conninfo: db.conninfo)
+        let w = try HalcyonProcess(
+            [
+                "work", "--store", try TestEnvironment.temporaryDirectory("store").path, "--allow-network", "127.0.0.1/32",
+                "--concurrency", "2", "--grace", "2s", "--metrics-file", metrics.path, "--log-level", "info",
+            ],
+            conninfo: db.conninfo)
         #expect(try await waitUntil(60) { try await count(db, "state = 'running'") > 0 })
         w.signal(SIGTERM)
         let signalled = ContinuousClock.now
@@ -60,11 +64,16 @@ struct ShutdownTests {
     /// until the sleep ended; `halcyon cancel` now ends the sleep, and the worker can stop at once.
     @Test func aCancelledJobStopsWaitingForItsNextRetry() async throws {
         let db = try await TestDatabase.create()
-        let id = try await db.query("""
+        let id = try await db.query(
+            """
             SELECT halcyon.enqueue($1, options => '{"retry": {"max": 20, "interval": "1h", "backoff": "fixed"}}') AS id
-            """, ["\(TestEnvironment.origin)/status/503?shutdown-\(db.name)"]).value(0, "id")!
-        let w = try HalcyonProcess(["work", "--store", try TestEnvironment.temporaryDirectory("store").path, "--allow-network", "127.0.0.1/32",
-                                    "--lease", "3s", "--max-retry-wait", "2h", "--grace", "60s", "--log-level", "info"], conninfo: db.conninfo)
+            """, ["\(TestEnvironment.origin)/status/503?shutdown-\(db.name)"]
+        ).value(0, "id")!
+        let w = try HalcyonProcess(
+            [
+                "work", "--store", try TestEnvironment.temporaryDirectory("store").path, "--allow-network", "127.0.0.1/32",
+                "--lease", "3s", "--max-retry-wait", "2h", "--grace", "60s", "--log-level", "info",
+            ], conninfo: db.conninfo)
         #expect(try await waitUntil(60) { try await count(db, "state = 'running'") == 1 })
         try await Task.sleep(for: .milliseconds(500))
         try await db.query("SELECT halcyon.enqueue('https://example.invalid/unused.jpg', run_at => now() + interval '1 day')")
@@ -88,8 +97,9 @@ struct ShutdownTests {
         let db = try await TestDatabase.create()
         _ = try Origin.publish("shutdown-small.jpg", try SampleImages.photo(width: 320, height: 240, seed: 32))
         for i in 0..<20 {
-            _ = try await db.query("SELECT halcyon.enqueue($1, processors => 'resize(50x50) |> format(png)', cache_key => $2)",
-                                   ["\(TestEnvironment.origin)/slowfile/1/shutdown-small.jpg?i=\(i)", "halfopen-\(i)"])
+            _ = try await db.query(
+                "SELECT halcyon.enqueue($1, processors => 'resize(50x50) |> format(png)', cache_key => $2)",
+                ["\(TestEnvironment.origin)/slowfile/1/shutdown-small.jpg?i=\(i)", "halfopen-\(i)"])
         }
         // The test cluster listens on a Unix socket: the proxy puts TCP (and a freezable
         // network) in between.
@@ -97,14 +107,18 @@ struct ShutdownTests {
         let dir = try TestEnvironment.temporaryDirectory("proxy")
         let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
             .appendingPathComponent("Fixtures/freeze_proxy.py").path
-        let proxy = try Subprocess.spawn("/usr/bin/env", ["python3", script, "\(socketDirectory)/.s.PGSQL.5432", dir.appendingPathComponent("port").path],
-                                         outputPath: dir.appendingPathComponent("proxy.log").path)
+        let proxy = try Subprocess.spawn(
+            "/usr/bin/env", ["python3", script, "\(socketDirectory)/.s.PGSQL.5432", dir.appendingPathComponent("port").path],
+            outputPath: dir.appendingPathComponent("proxy.log").path)
         defer { kill(proxy, SIGKILL); _ = Subprocess.status(of: proxy, block: true) }
         #expect(try await waitUntil(60) { FileManager.default.fileExists(atPath: dir.appendingPathComponent("port").path) })
         let port = try String(contentsOf: dir.appendingPathComponent("port"), encoding: .utf8)
         let viaProxy = "host=127.0.0.1 port=\(port) user=postgres dbname=\(db.name) sslmode=disable"
-        let w = try HalcyonProcess(["work", "--store", try TestEnvironment.temporaryDirectory("store").path, "--allow-network", "127.0.0.1/32",
-                                    "--lease", "4s", "--statement-timeout", "2s", "--grace", "2s", "--log-level", "info"], conninfo: viaProxy)
+        let w = try HalcyonProcess(
+            [
+                "work", "--store", try TestEnvironment.temporaryDirectory("store").path, "--allow-network", "127.0.0.1/32",
+                "--lease", "4s", "--statement-timeout", "2s", "--grace", "2s", "--log-level", "info",
+            ], conninfo: viaProxy)
         #expect(try await waitUntil(60) { try await count(db, "state = 'running'") > 0 })
         kill(proxy, SIGUSR1)  // the network goes silent
         try await Task.sleep(for: .seconds(3))

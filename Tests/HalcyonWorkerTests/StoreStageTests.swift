@@ -32,7 +32,8 @@ struct StoreStageTests {
         // An equivalent spelling of the chain: the same identifier, the same key.
         _ = try await helper.enqueue(db, [helper.job(url, "RESIZE(100x100, mode=fill) >> format(png)")])
         try await drain(db, store)
-        let r = try await db.query("""
+        let r = try await db.query(
+            """
             SELECT cache_hit, result_key, result_path, result_digest, result_bytes, result_width, result_height, result_format, result_source
             FROM halcyon.jobs ORDER BY id
             """)
@@ -59,7 +60,8 @@ struct StoreStageTests {
         _ = try await helper.enqueue(db, (0..<600).map { _ in helper.job(url, chain) })
         try await drain(db, store, ["--concurrency", "2", "--fetch-concurrency", "2", "--hit-claim-batch", String(batch)])
         #expect(try await helper.count(db, "cache_hit") == 600)
-        let largest = try await db.query("SELECT max(n) AS n FROM (SELECT count(*) AS n FROM halcyon.jobs WHERE cache_hit GROUP BY started_at) c")
+        let largest =
+            try await db.query("SELECT max(n) AS n FROM (SELECT count(*) AS n FROM halcyon.jobs WHERE cache_hit GROUP BY started_at) c")
             .value(0, "n").flatMap { Int($0) } ?? 0
         if large {
             #expect(largest > 4, "largest claim \(largest): claims stayed at concurrency + fetch-concurrency")
@@ -154,20 +156,24 @@ struct StoreStageTests {
         let db = try await TestDatabase.create()
         let store = DiskStore(root: try TestEnvironment.temporaryDirectory("store"))
         let info = ResultInfo(format: "png", width: 1, height: 1)
-        let stale = try store.store(Data("stale".utf8), ext: "png", info: info, key: "stale", expiration: .seconds(1),
-                                    now: Date(timeIntervalSinceNow: -60))
+        let stale = try store.store(
+            Data("stale".utf8), ext: "png", info: info, key: "stale", expiration: .seconds(1),
+            now: Date(timeIntervalSinceNow: -60))
         let fresh = try store.store(Data("fresh".utf8), ext: "png", info: info, key: "fresh", expiration: .days(1))
 
         // Someone holds the sweep lock: `halcyon sweep` waits for it.
         let holder = try await db.connect()
         try await holder.execute("SELECT pg_advisory_lock(1212238915002)")
         let sweep = try HalcyonProcess(["sweep", "--store", store.root.path], conninfo: db.conninfo)
-        #expect(try await waitUntil(30) {
-            try await db.query("""
-                SELECT count(*) AS n FROM pg_locks
-                WHERE locktype = 'advisory' AND NOT granted AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
-                """).value(0, "n") == "1"
-        })
+        #expect(
+            try await waitUntil(30) {
+                try await db.query(
+                    """
+                    SELECT count(*) AS n FROM pg_locks
+                    WHERE locktype = 'advisory' AND NOT granted AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+                    """
+                ).value(0, "n") == "1"
+            })
         #expect(sweep.isRunning)
         #expect(FileManager.default.fileExists(atPath: store.url(forRelativePath: stale.path).path))
         try await holder.execute("SELECT pg_advisory_unlock(1212238915002)")
@@ -177,8 +183,9 @@ struct StoreStageTests {
         await holder.close()
 
         // A worker sweeps on its own.
-        let again = try store.store(Data("again".utf8), ext: "png", info: info, key: "again", expiration: .seconds(1),
-                                    now: Date(timeIntervalSinceNow: -60))
+        let again = try store.store(
+            Data("again".utf8), ext: "png", info: info, key: "again", expiration: .seconds(1),
+            now: Date(timeIntervalSinceNow: -60))
         let w = try helper.worker(db, store: store.root, ["--sweep-interval", "1s", "--log-level", "info"])
         let deadline = Date() + 20
         while FileManager.default.fileExists(atPath: store.url(forRelativePath: again.path).path), Date() < deadline {

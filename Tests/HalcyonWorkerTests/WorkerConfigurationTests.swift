@@ -1,6 +1,7 @@
 import Foundation
-@testable import HalcyonWorker
 import Testing
+
+@testable import HalcyonWorker
 
 @Suite struct WorkerConfigurationTests {
     /// Containers sharing `--network host` all run their worker as pid 1 on the same host name:

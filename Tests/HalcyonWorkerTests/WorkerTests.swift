@@ -2,10 +2,10 @@ import Foundation
 import HalcyonCore
 import HalcyonImage
 import HalcyonQueue
+import HalcyonSamples
 import HalcyonStore
 import HalcyonTestSupport
 import Testing
-import HalcyonSamples
 
 /// End-to-end: real `halcyon work` processes against a real database and origin.
 @Suite(.enabled(if: TestEnvironment.available, "needs scripts/test (PostgreSQL, origin, binary)"))
@@ -21,8 +21,9 @@ struct WorkerTests {
 
     func worker(_ db: TestDatabase, store: URL, _ extra: [String] = []) throws -> HalcyonProcess {
         // The origin is on loopback, which the SSRF guard refuses unless allowed.
-        try HalcyonProcess(["work", "--store", store.path, "--log-level", "info", "--allow-network", "127.0.0.1/32"] + extra,
-                           conninfo: db.conninfo)
+        try HalcyonProcess(
+            ["work", "--store", store.path, "--log-level", "info", "--allow-network", "127.0.0.1/32"] + extra,
+            conninfo: db.conninfo)
     }
 
     func enqueue(_ db: TestDatabase, _ jobs: [JobQueue.NewJob]) async throws -> [Int64] {
@@ -58,8 +59,12 @@ struct WorkerTests {
             #expect(status == 0, "worker output: \(w.output.suffix(2000))")
         }
         let elapsed = Date().timeIntervalSince(started)
-        print("drain: \(n) trivial jobs with 4 worker processes in \(String(format: "%.2f", elapsed)) s = \(String(format: "%.0f", Double(n) / elapsed)) jobs/s")
-        let odd = try await db.query("SELECT id, state::text, attempt, errors::text FROM halcyon.jobs WHERE state <> 'succeeded' OR attempt <> 1 LIMIT 5").rows
+        print(
+            "drain: \(n) trivial jobs with 4 worker processes in \(String(format: "%.2f", elapsed)) s = \(String(format: "%.0f", Double(n) / elapsed)) jobs/s"
+        )
+        let odd = try await db.query(
+            "SELECT id, state::text, attempt, errors::text FROM halcyon.jobs WHERE state <> 'succeeded' OR attempt <> 1 LIMIT 5"
+        ).rows
         #expect(try await count(db, "state = 'succeeded' AND attempt = 1") == n, "\(odd)")
         let counts = try Origin.counts().filter { $0.key.contains("t=\(tag)&") }
         #expect(counts.count == n)
@@ -73,16 +78,20 @@ struct WorkerTests {
         let db = try await TestDatabase.create()
         let store = try TestEnvironment.temporaryDirectory("store")
         let url = "\(TestEnvironment.origin)/files/photo.jpg?t=\(db.name)"
-        let ids = try await enqueue(db, [
-            job(url, "resize(320x320, mode=fill) |> format(jpeg, quality=82)"),
-            job(url, "resize(200x200) |> format(webp, quality=80)"),
-            job(url, "resize(64x64, mode=fill) |> format(png)"),
-        ])
+        let ids = try await enqueue(
+            db,
+            [
+                job(url, "resize(320x320, mode=fill) |> format(jpeg, quality=82)"),
+                job(url, "resize(200x200) |> format(webp, quality=80)"),
+                job(url, "resize(64x64, mode=fill) |> format(png)"),
+            ])
         let w = try worker(db, store: store, ["--drain"])
         #expect(await w.wait(timeout: 180) == 0, "\(w.output)")
         let expected: [(Int, Int, String, ImageFormat)] = [(320, 320, "jpeg", .jpeg), (200, 150, "webp", .webp), (64, 64, "png", .png)]
         for (id, e) in zip(ids, expected) {
-            let r = try await db.query("SELECT state::text, result_key, result_digest, result_path, result_bytes, result_width, result_height, result_format, result_source, cache_hit FROM halcyon.jobs WHERE id = $1::bigint", [String(id)])
+            let r = try await db.query(
+                "SELECT state::text, result_key, result_digest, result_path, result_bytes, result_width, result_height, result_format, result_source, cache_hit FROM halcyon.jobs WHERE id = $1::bigint",
+                [String(id)])
             #expect(r.value(0, "state") == "succeeded")
             #expect(r.value(0, "result_width") == String(e.0))
             #expect(r.value(0, "result_height") == String(e.1))
@@ -142,7 +151,8 @@ struct WorkerTests {
         var w = try worker(db, store: store, ["--drain", "--retry-base", "4s"])
         #expect(await w.wait(timeout: 120) == 0)
         // Backoff after attempt 1: 4 s less up to 25 % jitter, counted from the failure.
-        let first = try await db.query("""
+        let first = try await db.query(
+            """
             SELECT state::text, attempt, last_error,
                    extract(epoch FROM run_at - (errors->0->>'at')::timestamptz) AS delay
             FROM halcyon.jobs
@@ -169,10 +179,12 @@ struct WorkerTests {
         let store = try TestEnvironment.temporaryDirectory("store")
         let o = TestEnvironment.origin
         let winner = "\(o)/files/tiny.png?t=\(db.name)&fallback=2"
-        let ids = try await enqueue(db, [
-            job("\(o)/status/404?t=\(db.name)", fallbacks: ["\(o)/status/410?t=\(db.name)", winner]),
-            job("\(o)/status/404?t=\(db.name)&x", fallbacks: ["\(o)/notimage?t=\(db.name)"]),
-        ])
+        let ids = try await enqueue(
+            db,
+            [
+                job("\(o)/status/404?t=\(db.name)", fallbacks: ["\(o)/status/410?t=\(db.name)", winner]),
+                job("\(o)/status/404?t=\(db.name)&x", fallbacks: ["\(o)/notimage?t=\(db.name)"]),
+            ])
         let w = try worker(db, store: store, ["--drain"])
         #expect(await w.wait(timeout: 180) == 0)
         let ok = try await db.query("SELECT state::text, result_source FROM halcyon.jobs WHERE id = $1::bigint", [String(ids[0])])
@@ -194,11 +206,12 @@ struct WorkerTests {
         let victim = try worker(db, store: store, ["--lease", "2s", "--concurrency", "2"])
         var seen: [String] = []
         let spawned = Date()
-        #expect(try await waitUntil(60) {
-            let r = try await count(db, "state = 'running'")
-            seen.append(String(format: "%.1f:%d", Date().timeIntervalSince(spawned), r))
-            return r == n
-        }, "polls (s:running): \(seen.suffix(40)); worker: \(victim.output.suffix(1500))")
+        #expect(
+            try await waitUntil(60) {
+                let r = try await count(db, "state = 'running'")
+                seen.append(String(format: "%.1f:%d", Date().timeIntervalSince(spawned), r))
+                return r == n
+            }, "polls (s:running): \(seen.suffix(40)); worker: \(victim.output.suffix(1500))")
         victim.signal(SIGKILL)
         _ = await victim.wait(timeout: 5)
         let killedAt = Date()
@@ -211,8 +224,9 @@ struct WorkerTests {
         #expect(await rescuer.wait(timeout: 30) == 0, "\(rescuer.output.suffix(2000))")
         print("rescue: first job requeued \(String(format: "%.1f", rescuedAfter ?? -1)) s after SIGKILL (lease 2 s)")
         let rows = try await db.query("SELECT state::text, attempt, errors::text FROM halcyon.jobs").rows
-        #expect(try await count(db, "state = 'succeeded' AND attempt = 2 AND errors->0->>'code' = 'worker.lease_expired'") == n,
-                "\(rows); rescuer: \(rescuer.output.suffix(2000))")
+        #expect(
+            try await count(db, "state = 'succeeded' AND attempt = 2 AND errors->0->>'code' = 'worker.lease_expired'") == n,
+            "\(rows); rescuer: \(rescuer.output.suffix(2000))")
         #expect(try await count(db, "state = 'running'") == 0)
     }
 

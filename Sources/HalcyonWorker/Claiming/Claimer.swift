@@ -69,9 +69,11 @@ struct Claimer: Service {
     /// Runs one group of jobs that share a source and records each outcome.
     private func execute(_ plans: [JobPlan], flags: [CancellationFlag]) async {
         for plan in plans {
-            logger.debug("job claimed", metadata: [
-                "job": "\(plan.job.id)", "attempt": "\(plan.job.attempt)", "queue_wait": "\(TimeSpan.format(plan.job.queueWait))",
-            ])
+            logger.debug(
+                "job claimed",
+                metadata: [
+                    "job": "\(plan.job.id)", "attempt": "\(plan.job.attempt)", "queue_wait": "\(TimeSpan.format(plan.job.queueWait))",
+                ])
         }
         let started = ContinuousClock.now
         let outcomes = await runner.run(plans, cancels: flags)
@@ -102,15 +104,19 @@ struct Claimer: Service {
         var released = 0
         do {
             // Retried through an outage until a second stop request, and then bounded in time.
-            if let count = try await recorder.recordOrGiveUp("release", logger, {
-                try await queue.release(claims, workerID: configuration.workerID)
-            }) {
+            if let count = try await recorder.recordOrGiveUp(
+                "release", logger,
+                {
+                    try await queue.release(claims, workerID: configuration.workerID)
+                })
+            {
                 released = count
                 if count < claims.count {
                     // Their outcome was being written as the grace ended, or they were cancelled
                     // or rescued meanwhile: either way no longer ours to release.
-                    logger.info("some jobs were no longer ours to release (finished, cancelled or rescued meanwhile)",
-                                metadata: ["not_released": "\(claims.count - count)"])
+                    logger.info(
+                        "some jobs were no longer ours to release (finished, cancelled or rescued meanwhile)",
+                        metadata: ["not_released": "\(claims.count - count)"])
                 }
             } else {
                 logger.warning("the database did not answer; the unfinished jobs' leases will lapse", metadata: ["jobs": "\(claims.count)"])

@@ -43,14 +43,18 @@ struct Rescuer: Service {
         guard !rescued.isEmpty else { return }
         state.updateSummary { $0.rescued += rescued.count }
         metrics.rescued(rescued.count)
-        logger.notice("rescued jobs whose lease ended", metadata: [
-            "requeued": "\(rescued.filter { !$0.failed }.count)", "failed": "\(rescued.filter(\.failed).count)",
-        ])
+        logger.notice(
+            "rescued jobs whose lease ended",
+            metadata: [
+                "requeued": "\(rescued.filter { !$0.failed }.count)", "failed": "\(rescued.filter(\.failed).count)",
+            ])
         state.wake.wake()
     }
 
-    private func rescueOneByOne(excluding: [Int64], refused: inout [Int64: ContinuousClock.Instant],
-                                after error: DatabaseError) async -> [JobQueue.Rescued] {
+    private func rescueOneByOne(
+        excluding: [Int64], refused: inout [Int64: ContinuousClock.Instant],
+        after error: DatabaseError
+    ) async -> [JobQueue.Rescued] {
         logger.warning("the database refused a batch rescue; rescuing one job at a time", metadata: ["error": "\(error)"])
         var rescued: [JobQueue.Rescued] = []
         do {
@@ -59,8 +63,9 @@ struct Rescuer: Service {
                     if let job = try await queue.rescue(id: id) { rescued.append(job) }
                 } catch let refusal as DatabaseError where !refusal.isTransient {
                     refused[id] = ContinuousClock.now + Self.refusedPause
-                    logger.error("the database refused to rescue this job; leaving it for \(TimeSpan.format(Self.refusedPause))",
-                                 metadata: ["job": "\(id)", "error": "\(refusal)"])
+                    logger.error(
+                        "the database refused to rescue this job; leaving it for \(TimeSpan.format(Self.refusedPause))",
+                        metadata: ["job": "\(id)", "error": "\(refusal)"])
                 }
             }
         } catch {

@@ -19,8 +19,10 @@ public struct StoreMaintenance: Sendable {
 
     /// Sweeps and records it. `waitForLock`: wait for a sweep running elsewhere to finish
     /// (`onWait` is told first); otherwise return nil at once if one is running.
-    public func sweep(_ queue: JobQueue, waitForLock: Bool, cancel: CancellationFlag? = nil,
-                      onWait: @Sendable () -> Void = {}) async throws -> SweepReport? {
+    public func sweep(
+        _ queue: JobQueue, waitForLock: Bool, cancel: CancellationFlag? = nil,
+        onWait: @Sendable () -> Void = {}
+    ) async throws -> SweepReport? {
         if try await !queue.tryLockSweep() {
             guard waitForLock else { return nil }
             onWait()
@@ -35,10 +37,11 @@ public struct StoreMaintenance: Sendable {
             throw error
         }
         try? await queue.unlockSweep()
-        try? await queue.recordSweep(.init(
-            sweptBy: sweptBy, storeRoot: sweeper.store.root.path, keptFiles: Int64(report.keptFiles), keptBytes: report.keptBytes,
-            sizeLimit: report.sizeLimit, removedFiles: Int64(report.removedFiles), removedKeys: Int64(report.removedKeys),
-            freedBytes: report.freedBytes, seconds: report.seconds))
+        try? await queue.recordSweep(
+            .init(
+                sweptBy: sweptBy, storeRoot: sweeper.store.root.path, keptFiles: Int64(report.keptFiles), keptBytes: report.keptBytes,
+                sizeLimit: report.sizeLimit, removedFiles: Int64(report.removedFiles), removedKeys: Int64(report.removedKeys),
+                freedBytes: report.freedBytes, seconds: report.seconds))
         return report
     }
 

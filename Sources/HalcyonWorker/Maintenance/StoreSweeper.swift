@@ -36,8 +36,9 @@ struct StoreSweeper: Service {
         do {
             let connection = try await PGConnection.connect(conninfo, label: "sweep", statementTimeout: configuration.statementTimeout.seconds)
             defer { Task { await connection.close() } }
-            let maintenance = StoreMaintenance(store: DiskStore(root: configuration.storeRoot), sizeLimit: configuration.storeSizeLimit,
-                                               sweptBy: configuration.workerID)
+            let maintenance = StoreMaintenance(
+                store: DiskStore(root: configuration.storeRoot), sizeLimit: configuration.storeSizeLimit,
+                sweptBy: configuration.workerID)
             guard let report = try await maintenance.sweep(JobQueue(connection: connection), waitForLock: false, cancel: cancel) else {
                 logger.debug("store sweep skipped: another worker is sweeping")
                 return

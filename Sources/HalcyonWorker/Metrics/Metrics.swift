@@ -84,7 +84,8 @@ public final class Metrics: Sendable {
         let key = outcome.rawValue + "\u{0}" + codeLabel
         let counter = jobCounters.withLock { counters in
             if let existing = counters[key] { return existing }
-            let made = CoreMetrics.Counter(label: "halcyon_jobs_total", dimensions: [("outcome", outcome.rawValue), ("code", codeLabel)], factory: factory)
+            let made = CoreMetrics.Counter(
+                label: "halcyon_jobs_total", dimensions: [("outcome", outcome.rawValue), ("code", codeLabel)], factory: factory)
             counters[key] = made
             return made
         }

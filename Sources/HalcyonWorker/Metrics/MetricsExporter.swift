@@ -25,8 +25,9 @@ public struct MetricsExporter: Service {
             let server = try HTTPServer(host: address, port: port) { [registry] method, target in
                 switch (method, target.split(separator: "?").first ?? "") {
                 case ("GET", "/metrics"), ("HEAD", "/metrics"):
-                    return HTTPServer.Response(status: 200, contentType: "text/plain; version=0.0.4; charset=utf-8",
-                                               body: Data(Self.text(registry).utf8))
+                    return HTTPServer.Response(
+                        status: 200, contentType: "text/plain; version=0.0.4; charset=utf-8",
+                        body: Data(Self.text(registry).utf8))
                 case ("GET", "/healthz"), ("HEAD", "/healthz"):
                     return .text(200, "ok\n")
                 default:

@@ -27,10 +27,12 @@ struct JobPlan: Sendable {
         validated = Result { () throws(HalcyonError) -> Valid in
             let options = try JobOptions.parse(json: job.options)
             let chain = try ProcessorChain.parse(job.processors)
-            let fetch = try FetchRequest(sources: [job.source] + job.fallbackSources, headers: options.headers,
-                                         retry: options.retry.map { DelayRetryStrategy($0) }, maxDataBytes: maxDataBytes)
-            return Valid(options: options, chain: chain, fetch: fetch,
-                         resultKey: chain.resultKey(cacheKey: cacheKey(source: job.source, explicit: job.cacheKey)))
+            let fetch = try FetchRequest(
+                sources: [job.source] + job.fallbackSources, headers: options.headers,
+                retry: options.retry.map { DelayRetryStrategy($0) }, maxDataBytes: maxDataBytes)
+            return Valid(
+                options: options, chain: chain, fetch: fetch,
+                resultKey: chain.resultKey(cacheKey: cacheKey(source: job.source, explicit: job.cacheKey)))
         }
     }
 
@@ -60,7 +62,8 @@ struct JobPlan: Sendable {
 extension JobResult {
     /// The result recorded for a job whose output is `object` in the store.
     init(key: String, object: StoredObject, info: ResultInfo, cacheHit: Bool, source: String?) {
-        self.init(key: key, digest: object.digest, path: object.path, bytes: object.bytes,
-                  width: info.width, height: info.height, format: info.format, cacheHit: cacheHit, source: source)
+        self.init(
+            key: key, digest: object.digest, path: object.path, bytes: object.bytes,
+            width: info.width, height: info.height, format: info.format, cacheHit: cacheHit, source: source)
     }
 }

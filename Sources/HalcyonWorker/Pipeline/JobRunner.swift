@@ -62,7 +62,8 @@ struct JobRunner: Sendable {
                 timings[index].store = hits.secondsPerLookup
                 metrics.cacheHit()
             } else if plan.options.onlyFromCache {
-                results[index] = .failure(HalcyonError(.notCached, "no unexpired stored result for '\(plan.resultKey.prefix(300))' (only_from_cache)"))
+                results[index] = .failure(
+                    HalcyonError(.notCached, "no unexpired stored result for '\(plan.resultKey.prefix(300))' (only_from_cache)"))
             } else {
                 misses.append((index, plan))
             }
@@ -80,15 +81,18 @@ struct JobRunner: Sendable {
 
     /// Looks up the stored results of the plans that may use one, off the cooperative pool.
     private func lookUp(_ plans: [JobPlan.Valid]) async -> (found: [String: CachedResult], secondsPerLookup: Double) {
-        let lookups: [(key: String, extend: ExpirationExtending)] = plans.filter { !$0.options.forceRefresh }.map { ($0.resultKey, $0.options.extend) }
+        let lookups: [(key: String, extend: ExpirationExtending)] = plans.filter { !$0.options.forceRefresh }.map {
+            ($0.resultKey, $0.options.extend)
+        }
         guard !lookups.isEmpty else { return ([:], 0) }
         let store = self.store
         let started = ContinuousClock.now
-        let found = (try? await Blocking.run { () -> [String: CachedResult] in
-            var found: [String: CachedResult] = [:]
-            for (key, extend) in lookups where found[key] == nil { found[key] = store.lookup(key, extend: extend) }
-            return found
-        }) ?? [:]
+        let found =
+            (try? await Blocking.run { () -> [String: CachedResult] in
+                var found: [String: CachedResult] = [:]
+                for (key, extend) in lookups where found[key] == nil { found[key] = store.lookup(key, extend: extend) }
+                return found
+            }) ?? [:]
         return (found, (ContinuousClock.now - started).seconds / Double(lookups.count))
     }
 
@@ -144,8 +148,10 @@ struct JobRunner: Sendable {
     }
 
     /// Stores one job's output under its result key.
-    private func store(_ image: ProcessedImage, _ plan: JobPlan.Valid, source: String, cancel: CancellationFlag,
-                       timing: inout StageTimings) async -> Result<JobResult, HalcyonError> {
+    private func store(
+        _ image: ProcessedImage, _ plan: JobPlan.Valid, source: String, cancel: CancellationFlag,
+        timing: inout StageTimings
+    ) async -> Result<JobResult, HalcyonError> {
         guard !cancel.isCancelled else { return .failure(.abandoned) }
         let store = self.store
         let info = ResultInfo(format: image.format.rawValue, width: image.width, height: image.height)

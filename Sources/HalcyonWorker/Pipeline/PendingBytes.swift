@@ -25,7 +25,9 @@ final class PendingBytes: DownloadGate {
     /// Returns true once fewer than `limit` bytes are held, false when `cancel` is raised first.
     func admit(cancel: CancellationFlag) async -> Bool {
         if cancel.isCancelled { return false }
-        let id = state.withLock { s -> UInt64 in s.nextID += 1; return s.nextID }
+        let id = state.withLock { s -> UInt64 in
+            s.nextID += 1; return s.nextID
+        }
         return await withCheckedContinuation { (c: CheckedContinuation<Bool, Never>) in
             let now = state.withLock { s -> Bool in
                 if s.held < limit { return true }
