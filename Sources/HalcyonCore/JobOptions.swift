@@ -47,7 +47,7 @@ public struct JobOptions: Sendable, Equatable {
     }
 
     public static func parse(_ dict: [String: JSONValue]) throws(HalcyonError) -> JobOptions {
-        var o = JobOptions()
+        var options = JobOptions()
         for key in dict.keys.sorted() where !knownKeys.contains(key) {
             throw HalcyonError(.invalidOptions, "unknown option '\(key)' (known: \(knownKeys.sorted().joined(separator: ", ")))")
         }
@@ -61,32 +61,32 @@ public struct JobOptions: Sendable, Equatable {
             guard let s = v.stringValue else { throw HalcyonError(.invalidOptions, "option '\(key)' must be a string") }
             return s
         }
-        o.forceRefresh = try bool("force_refresh") ?? false
-        o.onlyFromCache = try bool("only_from_cache") ?? false
+        options.forceRefresh = try bool("force_refresh") ?? false
+        options.onlyFromCache = try bool("only_from_cache") ?? false
         if let s = try string("expiration") {
             guard let e = StorageExpiration.parse(s) else {
                 throw HalcyonError(
                     .invalidOptions, "option 'expiration' must be never, expired, a duration like 7d, or an ISO-8601 instant; got '\(s)'")
             }
-            o.expiration = e
+            options.expiration = e
         }
         if let s = try string("extend") {
             guard let e = ExpirationExtending.parse(s) else {
                 throw HalcyonError(.invalidOptions, "option 'extend' must be none, cache_time or a duration; got '\(s)'")
             }
-            o.extend = e
+            options.extend = e
         }
         if let h = dict["headers"] {
             guard case .object(let headers) = h else { throw HalcyonError(.invalidOptions, "option 'headers' must be an object of strings") }
             for (name, value) in headers.sorted(by: { $0.key < $1.key }) {
                 guard let v = value.stringValue else { throw HalcyonError(.invalidOptions, "header '\(name)' must be a string") }
                 try checkHeader(name, v)
-                o.headers[name] = v
+                options.headers[name] = v
             }
         }
         if let r = dict["retry"] {
             guard case .object(let retry) = r else { throw HalcyonError(.invalidOptions, "option 'retry' must be an object") }
-            var ro = RetryOptions()
+            var retryOptions = RetryOptions()
             for key in retry.keys.sorted() where !["max", "interval", "backoff"].contains(key) {
                 throw HalcyonError(.invalidOptions, "unknown key 'retry.\(key)' (known: max, interval, backoff)")
             }
@@ -94,22 +94,22 @@ public struct JobOptions: Sendable, Equatable {
                 guard let n = m.numberValue, n == n.rounded(), (0...20).contains(n) else {
                     throw HalcyonError(.invalidOptions, "retry.max must be an integer from 0 to 20")
                 }
-                ro.max = Int(n)
+                retryOptions.max = Int(n)
             }
             if let i = retry["interval"] {
                 guard let s = i.stringValue, let seconds = TimeSpan.parse(s), seconds <= 3600 else {
                     throw HalcyonError(.invalidOptions, "retry.interval must be a duration up to 1h, like \"2s\"")
                 }
-                ro.interval = seconds
+                retryOptions.interval = seconds
             }
             if let b = retry["backoff"] {
                 guard let s = b.stringValue, let v = RetryOptions.Backoff(rawValue: s) else {
                     throw HalcyonError(.invalidOptions, "retry.backoff must be fixed, accumulated or exponential")
                 }
-                ro.backoff = v
+                retryOptions.backoff = v
             }
-            o.retry = ro
+            options.retry = retryOptions
         }
-        return o
+        return options
     }
 }

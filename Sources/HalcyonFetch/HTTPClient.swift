@@ -53,7 +53,7 @@ public struct HTTPClient: Sendable {
         }
         defer { curl_slist_free_all(list) }
 
-        let c = configuration
+        let settings = configuration
         hc_setopt_string(handle, CURLOPT_URL, source)
         // No proxy, whatever http_proxy/HTTPS_PROXY/ALL_PROXY say: through a proxy the SSRF
         // guard would judge the proxy's address, not the origin's (an empty string is
@@ -62,14 +62,14 @@ public struct HTTPClient: Sendable {
         hc_setopt_string(handle, CURLOPT_PROTOCOLS_STR, "http,https")
         hc_setopt_string(handle, CURLOPT_REDIR_PROTOCOLS_STR, "http,https")
         hc_setopt_long(handle, CURLOPT_FOLLOWLOCATION, 1)
-        hc_setopt_long(handle, CURLOPT_MAXREDIRS, c.maxRedirects)
-        hc_setopt_long(handle, CURLOPT_CONNECTTIMEOUT_MS, Self.milliseconds(c.connectTimeout))
-        hc_setopt_long(handle, CURLOPT_TIMEOUT_MS, Self.milliseconds(c.totalTimeout))
-        hc_setopt_long(handle, CURLOPT_LOW_SPEED_LIMIT, c.lowSpeedBytes)
-        hc_setopt_long(handle, CURLOPT_LOW_SPEED_TIME, c.lowSpeedSeconds)
-        hc_setopt_off(handle, CURLOPT_MAXFILESIZE_LARGE, curl_off_t(c.maxBytes))
+        hc_setopt_long(handle, CURLOPT_MAXREDIRS, settings.maxRedirects)
+        hc_setopt_long(handle, CURLOPT_CONNECTTIMEOUT_MS, Self.milliseconds(settings.connectTimeout))
+        hc_setopt_long(handle, CURLOPT_TIMEOUT_MS, Self.milliseconds(settings.totalTimeout))
+        hc_setopt_long(handle, CURLOPT_LOW_SPEED_LIMIT, settings.lowSpeedBytes)
+        hc_setopt_long(handle, CURLOPT_LOW_SPEED_TIME, settings.lowSpeedSeconds)
+        hc_setopt_off(handle, CURLOPT_MAXFILESIZE_LARGE, curl_off_t(settings.maxBytes))
         hc_setopt_long(handle, CURLOPT_NOSIGNAL, 1)
-        hc_setopt_string(handle, CURLOPT_USERAGENT, c.userAgent)
+        hc_setopt_string(handle, CURLOPT_USERAGENT, settings.userAgent)
         hc_setopt_string(handle, CURLOPT_ACCEPT_ENCODING, "")
         if list != nil { hc_setopt_slist(handle, CURLOPT_HTTPHEADER, list) }
         hc_setopt_pointer(handle, CURLOPT_WRITEDATA, sinkPointer.toOpaque())
@@ -117,7 +117,7 @@ public struct HTTPClient: Sendable {
         let contentType = typePointer.map { String(cString: $0) }
 
         guard code == CURLE_OK else {
-            throw Self.error(for: code, sink: sink, source: source, limit: c.maxBytes)
+            throw Self.error(for: code, sink: sink, source: source, limit: settings.maxBytes)
         }
         if status >= 400 {
             let transient = status == 408 || status == 429 || status >= 500
