@@ -24,7 +24,7 @@ public struct FetchRequest: Sendable {
     /// can change the answer (an authorization), so every key of a request includes them.
     public let headerKey: String
 
-    /// Throws `fetch.invalid_source` for the first source that is not one.
+    /// Throws `job.invalid_source` for the first source that is not one.
     public init(
         sources: [String], headers: [String: String] = [:], retry: (any RetryStrategy)? = nil,
         maxDataBytes: Int = Source.maxDataBytes

@@ -8,7 +8,7 @@ import HalcyonStore
 /// sources and headers (the fetch request) and the key its result is stored under. Everything
 /// downstream — grouping, the store lookup, the fetch, the chain, the result — reads the plan;
 /// nothing parses the row again. A job no plan can be made for fails with that error
-/// (`job.invalid_options`, `chain.*`, `fetch.invalid_source`) before any download.
+/// (`job.invalid_options`, `job.invalid_chain`, `job.invalid_source`) before any download.
 struct JobPlan: Sendable {
     let job: Job
     let validated: Result<Valid, HalcyonError>
