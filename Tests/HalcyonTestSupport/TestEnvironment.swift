@@ -64,7 +64,8 @@ public enum Origin {
     /// Writes `data` under the origin root and returns its `/files/NAME` URL.
     @discardableResult
     public static func publish(_ name: String, _ data: Data) throws -> String {
-        try data.write(to: TestEnvironment.originRoot.appendingPathComponent(name))
+        // Atomically: suites republish the same file, and a reader must never see it empty.
+        try data.write(to: TestEnvironment.originRoot.appendingPathComponent(name), options: .atomic)
         return "\(TestEnvironment.origin)/files/\(name)"
     }
 

@@ -59,11 +59,14 @@ struct HeldJobsTests {
         #expect(held.lost(from: snapshot, held: []).map(\.id) == [8])
     }
 
-    @Test func takeAllEmptiesTheSet() {
+    @Test func releasingKeepsClaimsHeldUntilTheyAreDropped() {
         var held = HeldJobs()
         held.hold(job(5, attempt: 3), cancel: CancellationFlag())
-        let left = held.takeAll()
+        let left = held.all
         #expect(left.map(\.claim) == [Claim(id: 5, attempt: 3)])
-        #expect(held.isEmpty)
+        #expect(held.claims == [Claim(id: 5, attempt: 3)])  // still renewed while the release is written
+        held.hold(job(6, attempt: 1), cancel: CancellationFlag())
+        held.drop(left.map(\.claim) + [Claim(id: 6, attempt: 0)])  // an older attempt of 6 drops nothing
+        #expect(held.claims == [Claim(id: 6, attempt: 1)])
     }
 }

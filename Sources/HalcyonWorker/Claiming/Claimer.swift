@@ -97,10 +97,13 @@ struct Claimer: Service {
         while !state.withHeld({ $0.isEmpty }), ContinuousClock.now < deadline, state.stopRequests < 2 {
             await state.wake.wait(timeout: .milliseconds(100))
         }
-        let left = state.withHeld { $0.takeAll() }
+        // Still held while the release is written, so the lease keeper renews their leases:
+        // a slow release must not let them lapse and be rescued (spending an attempt).
+        let left = state.withHeld { $0.all }
         guard !left.isEmpty else { return }
         left.forEach { $0.cancel.cancel() }
         let claims = left.map(\.claim)
+        defer { state.withHeld { $0.drop(claims) } }
         var released = 0
         do {
             // Retried through an outage until a second stop request, and then bounded in time.

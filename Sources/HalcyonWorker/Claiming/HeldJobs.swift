@@ -58,9 +58,16 @@ struct HeldJobs {
         }
     }
 
-    /// Empties the set and returns what it held.
-    mutating func takeAll() -> [(claim: Claim, cancel: CancellationFlag)] {
-        defer { entries.removeAll() }
-        return entries.map { (Claim(id: $0.key, attempt: $0.value.attempt), $0.value.cancel) }
+    /// Every held claim and its flag, still held: a job being released at shutdown stays ours
+    /// (its lease renewed) until the release is written.
+    var all: [(claim: Claim, cancel: CancellationFlag)] {
+        entries.map { (Claim(id: $0.key, attempt: $0.value.attempt), $0.value.cancel) }
+    }
+
+    /// Lets go of these claims (each only if it is still the held attempt).
+    mutating func drop(_ claims: [Claim]) {
+        for claim in claims where entries[claim.id]?.attempt == claim.attempt {
+            entries[claim.id] = nil
+        }
     }
 }
