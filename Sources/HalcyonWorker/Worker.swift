@@ -47,8 +47,6 @@ public final class Worker: Service, Sendable {
     /// What the worker did so far (all of it once `run()` has returned).
     public var summary: WorkerSummary { state.summary }
 
-    /// Jobs this worker holds now.
-    public var jobsInFlight: Int { state.withHeld { $0.count } }
 
     /// Runs until stopped (or, with `drain`, until there is nothing left to do).
     public func run() async throws {

@@ -75,13 +75,9 @@ final class WorkerState: Sendable {
         }
     }
 
-    /// Notes whether an outcome was a store hit; returns the recent share of hits.
-    @discardableResult
-    func noteOutcome(hit: Bool) -> Double {
-        state.withLock { s in
-            s.recentHits = 0.9 * s.recentHits + (hit ? 0.1 : 0)
-            return s.recentHits
-        }
+    /// Notes whether an outcome was a store hit (an exponential average over about ten jobs).
+    func noteOutcome(hit: Bool) {
+        state.withLock { s in s.recentHits = 0.9 * s.recentHits + (hit ? 0.1 : 0) }
     }
 
     var recentHits: Double { state.withLock { $0.recentHits } }
