@@ -13,10 +13,12 @@ public final class SerialThread: @unchecked Sendable {
     private var finished = false  // guarded by `condition`
     private var owner: pthread_t?  // guarded by `condition`; set before any item runs
 
-    public init(name: String) {
+    /// `stackSize`: 1 MiB suits a database connection; blocking work that calls into
+    /// ImageMagick gets what a default thread has.
+    public init(name: String, stackSize: Int = 1 << 20) {
         let t = Thread { [self] in self.loop() }
         t.name = name
-        t.stackSize = 1 << 20
+        t.stackSize = stackSize
         t.start()
     }
 

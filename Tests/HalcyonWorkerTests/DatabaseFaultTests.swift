@@ -78,7 +78,8 @@ struct DatabaseFaultTests {
                 ["\(TestEnvironment.origin)/slowfile/12/dbfault.jpg?i=\(i)", "lock-\(i)"])
         }
         let store = try TestEnvironment.temporaryDirectory("store")
-        let args = ["work", "--store", store.path, "--allow-network", "127.0.0.1/32", "--lease", "3s", "--log-level", "info"]
+        // A 6 s lease (renewed every 2 s): room for a loaded machine, the whole suite on 2 cores.
+        let args = ["work", "--store", store.path, "--allow-network", "127.0.0.1/32", "--lease", "6s", "--log-level", "info"]
         let holder = try HalcyonProcess(args + ["--concurrency", "2", "--fetch-concurrency", "4"], conninfo: db.conninfo)
         #expect(try await waitUntil(30) { try await count(db, "state = 'running'") == 4 })
         // A second worker, the would-be rescuer (nothing is left for it to claim).
@@ -88,7 +89,7 @@ struct DatabaseFaultTests {
         let locked = try #require(
             try await operatorSession.execute("SELECT id FROM halcyon.jobs WHERE cache_key = 'lock-0' AND state = 'running' FOR UPDATE").value(
                 0, "id"))
-        try await Task.sleep(for: .seconds(6))  // two leases long
+        try await Task.sleep(for: .seconds(10))  // longer than a lease, shorter than the downloads
         try await operatorSession.execute("COMMIT")
         await operatorSession.close()
         #expect(try await waitUntil(60) { try await count(db, "state = 'succeeded'") == 4 }, "\(holder.output.suffix(2000))")

@@ -4,7 +4,9 @@ import Logging
 import ServiceLifecycle
 
 /// Moves jobs whose lease ended (their worker died or stalled) back to the queue, or fails them
-/// when they are out of attempts, every few seconds. Any worker rescues any worker's jobs.
+/// when they are out of attempts, every few seconds. Any worker rescues any worker's jobs but
+/// its own held ones: a stalled process that wakes up renews or releases those itself, and
+/// must not rescue them first (spending their attempt) because its rescue ran before its renewal.
 struct Rescuer: Service {
     let configuration: WorkerConfiguration
     let queue: JobQueue
@@ -30,7 +32,7 @@ struct Rescuer: Service {
     private func rescue(refused: inout [Int64: ContinuousClock.Instant]) async {
         let now = ContinuousClock.now
         refused = refused.filter { $0.value > now }
-        let excluded = Array(refused.keys)
+        let excluded = Array(refused.keys) + state.withHeld { $0.claims.map(\.id) }
         var rescued: [JobQueue.Rescued] = []
         do {
             rescued = try await queue.rescueExpired(excluding: excluded)

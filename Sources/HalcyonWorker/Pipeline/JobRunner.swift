@@ -125,7 +125,9 @@ struct JobRunner: Sendable {
         do {
             let chains = plans.map(\.chain)
             processed = try await processSlots.withPermit(cancel: cancel) {
-                try await Blocking.run { try ImagePipeline.run(fetched.data, format: fetched.format, chains: chains, limits: limits, cancel: cancel) }
+                try await Blocking.run(.processing) {
+                    try ImagePipeline.run(fetched.data, format: fetched.format, chains: chains, limits: limits, cancel: cancel)
+                }
             }
             metrics.decoded()
         } catch {
