@@ -74,6 +74,7 @@ let package = Package(
             dependencies: [
                 "HalcyonCLI", "HalcyonCore", "HalcyonQueue", "HalcyonImage", "HalcyonStore", "HalcyonEmbedded", "HalcyonSamples", "CMagickWand",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
             ], swiftSettings: magickIncludes),
         .target(
             name: "HalcyonDemo",
@@ -81,6 +82,7 @@ let package = Package(
                 "HalcyonCLI", "HalcyonCore", "HalcyonQueue", "HalcyonFetch", "HalcyonImage", "HalcyonStore", "HalcyonWorker", "HalcyonEmbedded",
                 "HalcyonSamples",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
             ]),
         .executableTarget(
             name: "halcyon",

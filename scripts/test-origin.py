@@ -18,16 +18,23 @@ Serves files from --root and counts every request by path+query. Endpoints:
   /bigheaders/BYTES                   a 200 whose headers total about BYTES bytes
   /as/TYPE/SUBTYPE/NAME               the file NAME under Content-Type TYPE/SUBTYPE
   /_headers                           the request headers as JSON
+  ?group=G on any GET                 counts G's requests in flight; /_concurrency/G is the most at once
+  POST /webhook/KEY/FAILS?secret=S    a webhook receiver: checks X-Halcyon-Signature (HMAC-SHA256 of
+                                      the body keyed by S; 401 when wrong), answers 500 to the first
+                                      FAILS deliveries for KEY, then 200; /_webhooks/KEY lists them
   /_counts                            JSON {path: count}; /_reset clears counts and failure state
 The chosen port is written to --port-file once listening.
 """
-import argparse, hashlib, json, os, sys, threading, time
+import argparse, hashlib, hmac, json, os, sys, threading, time
 from http.server import ThreadingHTTPServer, BaseHTTPRequestHandler
 from urllib.parse import urlsplit, parse_qs
 
 lock = threading.Lock()
 counts = {}
 failures = {}
+inflight = {}      # group -> requests in flight now
+most_inflight = {}  # group -> most in flight at once
+webhooks = {}      # key -> [{"status", "signature_ok", "body", "attempt_header"}]
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -68,7 +75,37 @@ class Handler(BaseHTTPRequestHandler):
         ctype = {"jpg": "image/jpeg", "png": "image/png", "gif": "image/gif", "webp": "image/webp"}.get(name.rsplit(".", 1)[-1], "application/octet-stream")
         self.send_body(200, data, ctype, {"ETag": etag})
 
+    def do_POST(self):
+        url = urlsplit(self.path)
+        parts = [p for p in url.path.split("/") if p]
+        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        if len(parts) != 3 or parts[0] != "webhook":
+            return self.send_body(404, b"no such endpoint", "text/plain")
+        key, fails = parts[1], int(parts[2])
+        secret = parse_qs(url.query).get("secret", [""])[0].encode()
+        expected = "sha256=" + hmac.new(secret, body, hashlib.sha256).hexdigest()
+        signature_ok = hmac.compare_digest(self.headers.get("X-Halcyon-Signature", ""), expected)
+        with lock:
+            seen = webhooks.setdefault(key, [])
+            status = 401 if not signature_ok else (500 if len(seen) < fails else 200)
+            seen.append({"status": status, "signature_ok": signature_ok, "body": body.decode("utf-8", "replace"),
+                         "attempt_header": self.headers.get("X-Halcyon-Delivery-Attempt")})
+        return self.send_body(status, b"webhook %d" % status, "text/plain")
+
     def do_GET(self):
+        group = parse_qs(urlsplit(self.path).query).get("group", [None])[0]
+        if group is None:
+            return self.handle_get()
+        with lock:
+            inflight[group] = inflight.get(group, 0) + 1
+            most_inflight[group] = max(most_inflight.get(group, 0), inflight[group])
+        try:
+            return self.handle_get()
+        finally:
+            with lock:
+                inflight[group] -= 1
+
+    def handle_get(self):
         url = urlsplit(self.path)
         parts = [p for p in url.path.split("/") if p]
         with lock:
@@ -82,6 +119,13 @@ class Handler(BaseHTTPRequestHandler):
             return self.send_body(200, body, "application/json")
         if head == "_headers":
             body = json.dumps({k.lower(): v for k, v in self.headers.items()}).encode()
+            return self.send_body(200, body, "application/json")
+        if head == "_concurrency" and len(parts) == 2:
+            with lock:
+                return self.send_body(200, str(most_inflight.get(parts[1], 0)).encode(), "text/plain")
+        if head == "_webhooks" and len(parts) == 2:
+            with lock:
+                body = json.dumps(webhooks.get(parts[1], [])).encode()
             return self.send_body(200, body, "application/json")
         if head == "_reset":
             with lock:

@@ -1,5 +1,7 @@
 #ifndef HALCYON_CCRYPTO_SHIM_H
 #define HALCYON_CCRYPTO_SHIM_H
-/* Only SHA-256 is used (content addresses and key hashing). */
+/* SHA-256 (content addresses and key hashing) and HMAC-SHA256 (webhook signatures). */
 #include <openssl/sha.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
 #endif

@@ -207,26 +207,41 @@ struct HitRun {
 
 /// L: enqueue → start latency with an idle worker.
 struct LatencyRun {
+    /// enqueue → claim (`started_at - created_at`), misses.
     var milliseconds: [Double]
+    /// enqueue → `halcyon_job_finished` received, for misses and for store hits.
+    var finishedMiss: [Double] = []
+    var finishedHit: [Double] = []
 
     func percentile(_ p: Double) -> Double { HalcyonBench.percentile(milliseconds, p) }
     var line: String {
         String(
-            format: "enqueue→start p50 %.1f ms, p95 %.1f ms, p99 %.1f ms (%d jobs)", percentile(50), percentile(95), percentile(99),
-            milliseconds.count)
+            format:
+                "enqueue→start p50 %.1f ms, p95 %.1f ms, p99 %.1f ms (%d jobs); enqueue→finished notification: miss p50 %.1f / p95 %.1f ms, hit p50 %.1f / p95 %.1f ms",
+            percentile(50), percentile(95), percentile(99), milliseconds.count,
+            HalcyonBench.percentile(finishedMiss, 50), HalcyonBench.percentile(finishedMiss, 95),
+            HalcyonBench.percentile(finishedHit, 50), HalcyonBench.percentile(finishedHit, 95))
     }
 
     static func summary(_ runs: [LatencyRun]) -> String {
         String(
-            format: "L — enqueue→start with an idle worker: p50 %.1f ms, p95 %.1f ms, p99 %.1f ms (medians of %d runs)\n",
-            median(runs.map { $0.percentile(50) }), median(runs.map { $0.percentile(95) }), median(runs.map { $0.percentile(99) }), runs.count)
+            format: "L — enqueue→start with an idle worker: p50 %.1f ms, p95 %.1f ms, p99 %.1f ms (medians of %d runs)\n"
+                + "    enqueue→halcyon_job_finished: miss p50 %.1f ms, p95 %.1f ms; store hit p50 %.1f ms, p95 %.1f ms\n",
+            median(runs.map { $0.percentile(50) }), median(runs.map { $0.percentile(95) }), median(runs.map { $0.percentile(99) }), runs.count,
+            median(runs.map { HalcyonBench.percentile($0.finishedMiss, 50) }), median(runs.map { HalcyonBench.percentile($0.finishedMiss, 95) }),
+            median(runs.map { HalcyonBench.percentile($0.finishedHit, 50) }), median(runs.map { HalcyonBench.percentile($0.finishedHit, 95) }))
     }
 
     static func json(_ runs: [LatencyRun]) -> JSONValue {
-        [
-            "p50_ms": .number((median(runs.map { $0.percentile(50) }) * 10).rounded() / 10),
-            "p95_ms": .number((median(runs.map { $0.percentile(95) }) * 10).rounded() / 10),
-            "p99_ms": .number((median(runs.map { $0.percentile(99) }) * 10).rounded() / 10),
+        func ms(_ values: [Double]) -> JSONValue { .number((median(values) * 10).rounded() / 10) }
+        return [
+            "p50_ms": ms(runs.map { $0.percentile(50) }),
+            "p95_ms": ms(runs.map { $0.percentile(95) }),
+            "p99_ms": ms(runs.map { $0.percentile(99) }),
+            "finished_miss_p50_ms": ms(runs.map { HalcyonBench.percentile($0.finishedMiss, 50) }),
+            "finished_miss_p95_ms": ms(runs.map { HalcyonBench.percentile($0.finishedMiss, 95) }),
+            "finished_hit_p50_ms": ms(runs.map { HalcyonBench.percentile($0.finishedHit, 50) }),
+            "finished_hit_p95_ms": ms(runs.map { HalcyonBench.percentile($0.finishedHit, 95) }),
         ]
     }
 }

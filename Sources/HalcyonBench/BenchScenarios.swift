@@ -8,6 +8,8 @@ import HalcyonImage
 import HalcyonQueue
 import HalcyonSamples
 import HalcyonStore
+import Logging
+import Synchronization
 
 /// The scenarios `halcyon bench` runs: W1 and H, W2, L, S and E.
 extension Bench {
@@ -138,7 +140,8 @@ extension Bench {
 
     /// L: an idle worker (LISTEN, a 1 s poll as the fallback); `samples` jobs enqueued one at a
     /// time, 50 ms apart; the latency of each is its `started_at - created_at` (one clock: the
-    /// database's). Small file jobs with unique keys, so each is claimed and processed.
+    /// database's). Small file jobs with unique keys, so each is claimed and processed. Then the
+    /// same again (store hits); for both, enqueue → `halcyon_job_finished` as a listener sees it.
     func runLatency(_ corpus: BenchCorpus, conninfo: String, scratch: URL, samples: Int = 40) async throws -> LatencyRun {
         let c = try await PGConnection.connect(conninfo)
         defer { Task { await c.close() } }
@@ -156,7 +159,7 @@ extension Bench {
                 "--log-level", "warning", "--worker-id", "halcyon-bench-latency-\(getpid())", "--sweep-interval", "0s",
             ], outputPath: log)
         do {
-            let result = try await measureLatency(c, tiny: tiny, samples: samples, log: log)
+            let result = try await measureLatency(c, tiny: tiny, samples: samples, log: log, conninfo: conninfo)
             await Self.stop(pid)
             return result
         } catch {
@@ -250,30 +253,55 @@ extension Bench {
         _ = try? await Blocking.run { Subprocess.waitWithUsage(pid) }
     }
 
-    func measureLatency(_ c: PGConnection, tiny: URL, samples: Int, log: String) async throws -> LatencyRun {
-        try await Task.sleep(for: .seconds(1))  // let it start and LISTEN
+    func measureLatency(_ c: PGConnection, tiny: URL, samples: Int, log: String, conninfo: String) async throws -> LatencyRun {
+        // enqueue → halcyon_job_finished, on the bench's clock: a listener of its own.
+        let arrivals = Arrivals()
+        let listener = JobListener(conninfo: conninfo, channel: JobListener.finishedChannel, logger: Logger(label: "halcyon.bench")) { payloads in
+            let now = ContinuousClock.now
+            arrivals.times.withLock { t in
+                for p in payloads { if let id = JobWaiter.jobID(inPayload: p) { t[id] = now } }
+            }
+        }
+        listener.start()
+        defer { listener.stop() }
+        try await Task.sleep(for: .seconds(1))  // let the worker start and both LISTEN
         let queue = JobQueue(connection: c)
         let run = UUID().uuidString.prefix(8)
-        for i in 0..<samples {
-            var j = JobQueue.NewJob(source: "file://" + tiny.path)
-            j.processors = "resize(8x8)"
-            j.cacheKey = "halcyon-bench:latency-\(run)-\(i)"
-            _ = try await queue.enqueue(j)
-            try await Task.sleep(for: .milliseconds(50))
+        // Misses first (each key new), then the same keys again: store hits.
+        var sent: [(id: Int64, at: ContinuousClock.Instant, hit: Bool)] = []
+        for pass in [false, true] {
+            for i in 0..<samples {
+                var j = JobQueue.NewJob(source: "file://" + tiny.path)
+                j.processors = "resize(8x8)"
+                j.cacheKey = "halcyon-bench:latency-\(run)-\(i)"
+                let at = ContinuousClock.now
+                sent.append((try await queue.enqueue(j).id, at, pass))
+                try await Task.sleep(for: .milliseconds(50))
+            }
+            let deadline = ContinuousClock.now + .seconds(30)
+            while ContinuousClock.now < deadline, arrivals.times.withLock({ t in sent.contains { t[$0.id] == nil } }) {
+                try await Task.sleep(for: .milliseconds(20))
+            }
         }
-        let deadline = Date().addingTimeInterval(30)
-        var rows: [Double] = []
-        while Date() < deadline {
-            rows = try await c.execute(
-                """
-                SELECT extract(epoch FROM started_at - created_at)::float8 * 1000 AS ms FROM halcyon.jobs
-                WHERE cache_key LIKE 'halcyon-bench:latency-\(run)-%' AND started_at IS NOT NULL
-                """
-            ).rows.compactMap { $0[0].flatMap { Double($0) } }
-            if rows.count == samples { break }
-            try await Task.sleep(for: .milliseconds(100))
+        let times = arrivals.times.withLock { $0 }
+        func finished(hit: Bool) throws -> [Double] {
+            let mine = sent.filter { $0.hit == hit }
+            let ms = mine.compactMap { s in times[s.id].map { ($0 - s.at).seconds * 1000 } }
+            guard ms.count == mine.count else { throw CommandFailure("L: \(mine.count - ms.count) jobs sent no halcyon_job_finished; see \(log)") }
+            return ms
         }
+        let rows = try await c.execute(
+            """
+            SELECT extract(epoch FROM started_at - created_at)::float8 * 1000 AS ms FROM halcyon.jobs
+            WHERE cache_key LIKE 'halcyon-bench:latency-\(run)-%' AND started_at IS NOT NULL AND NOT cache_hit
+            """
+        ).rows.compactMap { $0[0].flatMap { Double($0) } }
         guard rows.count == samples else { throw CommandFailure("L: only \(rows.count) of \(samples) jobs started; see \(log)") }
-        return LatencyRun(milliseconds: rows)
+        return LatencyRun(milliseconds: rows, finishedMiss: try finished(hit: false), finishedHit: try finished(hit: true))
     }
+}
+
+/// When each job's `halcyon_job_finished` arrived.
+final class Arrivals: Sendable {
+    let times = Mutex<[Int64: ContinuousClock.Instant]>([:])
 }

@@ -9,7 +9,16 @@ package enum QueueStatusText {
         for c in s.counts { out += "  \(c.state.padding(toLength: 10, withPad: " ", startingAt: 0)) \(c.count)\n" }
         out += "  queued: \(s.runnable) runnable now, \(s.scheduled) scheduled for later"
         if let age = s.oldestRunnableAge { out += "; oldest runnable waited \(TimeSpan.format(age.rounded()))" }
-        out += "\nTHROUGHPUT (finished)\n  last 1m: \(s.finishedLast1m)   last 5m: \(s.finishedLast5m)   last 15m: \(s.finishedLast15m)\n"
+        out += "\nQUEUES\n"
+        for q in s.queues {
+            let counts = ["queued", "running", "succeeded", "failed", "cancelled"].map { "\($0) \(q.counts[$0] ?? 0)" }.joined(separator: ", ")
+            let paused = q.paused ? "PAUSED\(q.pausedFor.map { " \(TimeSpan.format($0.rounded())) ago" } ?? "")  " : ""
+            out += "  \(q.name.padding(toLength: 16, withPad: " ", startingAt: 0)) \(paused)\(counts)\n"
+        }
+        if let t = s.tag {
+            out += "TAG \(t.name)\n  " + t.counts.map { "\($0.state) \($0.count)" }.joined(separator: ", ") + "\n"
+        }
+        out += "THROUGHPUT (finished)\n  last 1m: \(s.finishedLast1m)   last 5m: \(s.finishedLast5m)   last 15m: \(s.finishedLast15m)\n"
         out += "FAILURES (last 24h)\n"
         if s.failures.isEmpty { out += "  none\n" }
         for f in s.failures {
@@ -23,6 +32,10 @@ package enum QueueStatusText {
             out += " — at the last sweep, \(TimeSpan.format(st.age.rounded())) ago by \(st.sweptBy) (\(st.root))\n"
         } else {
             out += "  not swept yet (workers sweep every --sweep-interval; or run `halcyon sweep`)\n"
+        }
+        if let p = s.lastPrune {
+            out +=
+                "RETENTION\n  last run \(TimeSpan.format(p.age.rounded())) ago by \(p.prunedBy): pruned \(p.succeeded) succeeded, \(p.failed) failed, \(p.cancelled) cancelled\n"
         }
         out += "WORKERS\n"
         if s.workers.isEmpty { out += "  none\n" }

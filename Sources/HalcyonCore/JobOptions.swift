@@ -12,6 +12,8 @@ public struct JobOptions: Sendable, Equatable {
     public var headers: [String: String] = [:]
     /// Nil means the worker's default.
     public var retry: RetryOptions?
+    /// Where the worker POSTs the job's outcome once it is finished (a webhook), nil for none.
+    public var callbackURL: String?
 
     public init() {}
 
@@ -36,7 +38,10 @@ public struct JobOptions: Sendable, Equatable {
         }
     }
 
-    public static let knownKeys: Set<String> = ["force_refresh", "only_from_cache", "expiration", "extend", "headers", "retry"]
+    public static let knownKeys: Set<String> = ["force_refresh", "only_from_cache", "expiration", "extend", "headers", "retry", "callback_url"]
+
+    /// Longest `callback_url` (also a constraint on the row).
+    public static let maxCallbackURLBytes = 4096
 
     /// Parses the `options` JSON text of a job row.
     public static func parse(json: String) throws(HalcyonError) -> JobOptions {
@@ -109,6 +114,15 @@ public struct JobOptions: Sendable, Equatable {
                 retryOptions.backoff = v
             }
             options.retry = retryOptions
+        }
+        if let url = try string("callback_url") {
+            let scheme = url.prefix(8).lowercased()
+            guard url.utf8.count <= maxCallbackURLBytes, scheme.hasPrefix("http://") || scheme.hasPrefix("https://"),
+                let parsed = URL(string: url), parsed.host?.isEmpty == false
+            else {
+                throw HalcyonError(.invalidOptions, "option 'callback_url' must be an http(s) URL of at most \(maxCallbackURLBytes) bytes")
+            }
+            options.callbackURL = url
         }
         return options
     }

@@ -8,6 +8,7 @@ import HalcyonImage
 import HalcyonQueue
 import HalcyonSamples
 import HalcyonWorker
+import Logging
 import Synchronization
 
 package struct Demo: AsyncParsableCommand {
@@ -65,7 +66,7 @@ package struct Demo: AsyncParsableCommand {
         let queue = JobQueue(connection: connection)
         // The cache-hit job goes in once the job it repeats has stored its result.
         let later = staged.indices.filter { if case .cacheHit = staged[$0].expect { true } else { false } }
-        let first = try await queue.enqueue(batch: staged.indices.filter { !later.contains($0) }.map { staged[$0].job })
+        let first = try await queue.enqueue(batch: staged.indices.filter { !later.contains($0) }.map { staged[$0].job }).map(\.id)
         for (i, id) in zip(staged.indices.filter { !later.contains($0) }, first) { staged[i].id = id }
         print("enqueued:       \(first.count) jobs (\(first.first!)…\(first.last!)), cache keys under demo/\(run)/; one more once the first is done")
         print("workers:        \(workers) in parallel, until every demo job is finished\n")
@@ -89,11 +90,12 @@ package struct Demo: AsyncParsableCommand {
                     try await worker.run(); return true
                 }
             }
-            var ok = await Self.waitForFinish(conninfo: conninfo, ids: [staged[0].id], timeout: limit)
+            var ok = await Self.waitForFinish(conninfo: conninfo, ids: [staged[0].id], timeout: limit, logger: logger)
             if ok {
-                let more = try await queue.enqueue(batch: later.map { staged[$0].job })
+                let more = try await queue.enqueue(batch: later.map { staged[$0].job }).map(\.id)
                 for (i, id) in zip(later, more) { staged[i].id = id }
-                ok = await Self.waitForFinish(conninfo: conninfo, ids: staged.map(\.id), timeout: limit - Date().timeIntervalSince(started))
+                ok = await Self.waitForFinish(
+                    conninfo: conninfo, ids: staged.map(\.id), timeout: limit - Date().timeIntervalSince(started), logger: logger)
             }
             pool.forEach { $0.requestStop() }
             try await group.waitForAll()
@@ -234,18 +236,10 @@ package struct Demo: AsyncParsableCommand {
     }
 
     /// Polls until every job is succeeded, failed or cancelled; false on timeout.
-    static func waitForFinish(conninfo: String, ids: [Int64], timeout: Double) async -> Bool {
-        guard let c = try? await PGConnection.connect(conninfo, label: "demo") else { return false }
-        defer { Task { await c.close() } }
-        let deadline = Date().addingTimeInterval(timeout)
-        let array = "{" + ids.map(String.init).joined(separator: ",") + "}"
-        while Date() < deadline {
-            let open = try? await c.execute(
-                "SELECT count(*) AS n FROM halcyon.jobs WHERE id = ANY($1::bigint[]) AND state IN ('queued', 'running')", [array])
-            if open?.value(0, "n") == "0" { return true }
-            try? await Task.sleep(for: .milliseconds(300))
-        }
-        return false
+    /// Waits (LISTEN, no polling) until every job in `ids` is finished.
+    static func waitForFinish(conninfo: String, ids: [Int64], timeout: Double, logger: Logger) async -> Bool {
+        let outcome = try? await JobWaiter(conninfo: conninfo, logger: logger).wait(for: ids, timeout: .seconds(max(0, timeout)))
+        return outcome.map { !$0.timedOut } ?? false
     }
 }
 

@@ -18,6 +18,8 @@ public struct FetchConfiguration: Sendable {
     /// that would wait past it is not made (the job is retried later with the job-level
     /// backoff instead, holding no slot). Default 60 s.
     public var maxRetryWait: Double = 60
+    /// Downloads from one host at a time, per worker (`--per-host-concurrency`). Default 4.
+    public var perHostConcurrency: Int = 4
     /// Redirects followed before `fetch.too_many_redirects`. Default 5.
     public var maxRedirects: Int = 5
     /// Directories `file://` sources may read from. Default: none (file sources refused).

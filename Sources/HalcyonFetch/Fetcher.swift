@@ -25,6 +25,8 @@ public struct Fetcher: Sendable {
     public var configuration: FetchConfiguration
     private let http: HTTPClient
     private let slots: AsyncSemaphore
+    /// Per-host limits and `Retry-After` pauses.
+    public let hosts: HostLimiter
     private let coalescer = DownloadCoalescer<FetchedImage>()
     private let gate: (any DownloadGate)?
 
@@ -34,6 +36,7 @@ public struct Fetcher: Sendable {
         self.configuration = configuration
         self.http = HTTPClient(configuration: configuration)
         self.slots = AsyncSemaphore(max(1, concurrency))
+        self.hosts = HostLimiter(perHost: configuration.perHostConcurrency, maxPause: .seconds(configuration.maxRetryWait))
         self.gate = gate
     }
 
@@ -118,12 +121,21 @@ public struct Fetcher: Sendable {
         if case .data = source.source {
             return await Self.download(source, request, http: http, configuration: configuration, cancel: cancel)
         }
-        let http = self.http, slots = self.slots, configuration = self.configuration, gate = self.gate
+        let http = self.http, slots = self.slots, configuration = self.configuration, gate = self.gate, hosts = self.hosts
         return await coalescer.value(for: request.key(for: source), cancel: cancel) { flag in
-            await slots.withPermit {
-                guard await gate?.admit(cancel: flag) ?? true else { return .failure(.abandoned) }
-                return await Self.download(source, request, http: http, configuration: configuration, cancel: flag)
+            let transfer = {
+                await slots.withPermit {
+                    guard await gate?.admit(cancel: flag) ?? true else { return Result<FetchedImage, HalcyonError>.failure(.abandoned) }
+                    return await Self.download(source, request, http: http, configuration: configuration, cancel: flag)
+                }
             }
+            // Network downloads wait for their host first (holding no download slot meanwhile).
+            guard case .network(let url) = source.source, let host = url.host?.lowercased() else { return await transfer() }
+            guard let result = await hosts.withPermit(host: host, cancel: flag, transfer) else { return .failure(.abandoned) }
+            if case .failure(let error) = result, !error.permanent, let after = error.retryAfter, after > 0 {
+                hosts.pause(host, for: .seconds(after))
+            }
+            return result
         }
     }
 

@@ -13,7 +13,7 @@ public struct HTTPResponse: Sendable {
     public var noStore = false
 }
 
-/// Blocking HTTP GETs through libcurl. Easy handles are pooled: a handle returned to the
+/// Blocking HTTP GETs (and webhook POSTs) through libcurl. Easy handles are pooled: a handle returned to the
 /// pool keeps its connection cache, so downloads from the same host reuse connections.
 /// Call `get` from a Dispatch thread, never the cooperative pool (`Fetcher` does this).
 public struct HTTPClient: Sendable {
@@ -35,19 +35,35 @@ public struct HTTPClient: Sendable {
         _ url: URL, headers: [String: String] = [:], revalidating: CachedOriginal? = nil,
         cancel: CancellationFlag
     ) throws(HalcyonError) -> HTTPResponse {
-        let source = url.absoluteString
-        guard let handle = pool.take() else { throw HalcyonError(.internal, "curl_easy_init failed", source: source) }
-        defer { pool.give(handle) }
-        let sink = BodySink(limit: configuration.maxBytes, cancel: cancel, policy: configuration.addressPolicy)
-        let sinkPointer = Unmanaged.passRetained(sink)
-        defer { sinkPointer.release() }
-
-        var list: UnsafeMutablePointer<curl_slist>? = nil
         var requestHeaders = headers
         if let cached = revalidating {
             if let etag = cached.etag { requestHeaders["If-None-Match"] = etag }
             if let modified = cached.lastModified { requestHeaders["If-Modified-Since"] = modified }
         }
+        return try perform(url, body: nil, headers: requestHeaders, maxBytes: configuration.maxBytes, cancel: cancel)
+    }
+
+    /// POSTs `body` to `url` (a webhook) under the same address policy and timeouts as
+    /// downloads, following no redirects (a 3xx answer is returned as it is) and reading at most
+    /// `maxResponseBytes` of the answer. Status ≥ 400 is thrown as for `get`.
+    public func post(
+        _ url: URL, body: Data, headers: [String: String], maxResponseBytes: Int = 64 << 10, cancel: CancellationFlag
+    ) throws(HalcyonError) -> HTTPResponse {
+        try perform(url, body: body, headers: headers, maxBytes: maxResponseBytes, cancel: cancel)
+    }
+
+    /// One transfer: a GET, or with `body` a POST.
+    private func perform(
+        _ url: URL, body: Data?, headers requestHeaders: [String: String], maxBytes: Int, cancel: CancellationFlag
+    ) throws(HalcyonError) -> HTTPResponse {
+        let source = url.absoluteString
+        guard let handle = pool.take() else { throw HalcyonError(.internal, "curl_easy_init failed", source: source) }
+        defer { pool.give(handle) }
+        let sink = BodySink(limit: maxBytes, cancel: cancel, policy: configuration.addressPolicy)
+        let sinkPointer = Unmanaged.passRetained(sink)
+        defer { sinkPointer.release() }
+
+        var list: UnsafeMutablePointer<curl_slist>? = nil
         for (name, value) in requestHeaders.sorted(by: { $0.key < $1.key }) {
             list = curl_slist_append(list, "\(name): \(value)")
         }
@@ -61,13 +77,23 @@ public struct HTTPClient: Sendable {
         hc_setopt_string(handle, CURLOPT_PROXY, "")
         hc_setopt_string(handle, CURLOPT_PROTOCOLS_STR, "http,https")
         hc_setopt_string(handle, CURLOPT_REDIR_PROTOCOLS_STR, "http,https")
-        hc_setopt_long(handle, CURLOPT_FOLLOWLOCATION, 1)
-        hc_setopt_long(handle, CURLOPT_MAXREDIRS, settings.maxRedirects)
+        if let body {
+            hc_setopt_off(handle, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(body.count))
+            // COPYPOSTFIELDS: libcurl keeps its own copy for the transfer.
+            if body.isEmpty {
+                hc_setopt_string(handle, CURLOPT_COPYPOSTFIELDS, "")
+            } else {
+                _ = body.withUnsafeBytes { hc_setopt_pointer(handle, CURLOPT_COPYPOSTFIELDS, UnsafeMutableRawPointer(mutating: $0.baseAddress!)) }
+            }
+        } else {
+            hc_setopt_long(handle, CURLOPT_FOLLOWLOCATION, 1)
+            hc_setopt_long(handle, CURLOPT_MAXREDIRS, settings.maxRedirects)
+        }
         hc_setopt_long(handle, CURLOPT_CONNECTTIMEOUT_MS, Self.milliseconds(settings.connectTimeout))
         hc_setopt_long(handle, CURLOPT_TIMEOUT_MS, Self.milliseconds(settings.totalTimeout))
         hc_setopt_long(handle, CURLOPT_LOW_SPEED_LIMIT, settings.lowSpeedBytes)
         hc_setopt_long(handle, CURLOPT_LOW_SPEED_TIME, settings.lowSpeedSeconds)
-        hc_setopt_off(handle, CURLOPT_MAXFILESIZE_LARGE, curl_off_t(settings.maxBytes))
+        hc_setopt_off(handle, CURLOPT_MAXFILESIZE_LARGE, curl_off_t(maxBytes))
         hc_setopt_long(handle, CURLOPT_NOSIGNAL, 1)
         hc_setopt_string(handle, CURLOPT_USERAGENT, settings.userAgent)
         hc_setopt_string(handle, CURLOPT_ACCEPT_ENCODING, "")
@@ -117,7 +143,7 @@ public struct HTTPClient: Sendable {
         let contentType = typePointer.map { String(cString: $0) }
 
         guard code == CURLE_OK else {
-            throw Self.error(for: code, sink: sink, source: source, limit: settings.maxBytes)
+            throw Self.error(for: code, sink: sink, source: source, limit: maxBytes)
         }
         if status >= 400 {
             let transient = status == 408 || status == 429 || status >= 500

@@ -16,11 +16,13 @@ public struct Job: Sendable, Identifiable {
     public var maxAttempts: Int
     /// Seconds the job waited between becoming runnable and this claim.
     public var queueWait: Double
+    /// The named queue it was claimed from.
+    public var queue: String
 
     public init(
         id: Int64, source: String, fallbackSources: [String] = [], processors: String = "",
         cacheKey: String? = nil, options: String = "{}", priority: Int = 0, attempt: Int = 1,
-        maxAttempts: Int = 5, queueWait: Double = 0
+        maxAttempts: Int = 5, queueWait: Double = 0, queue: String = QueueName.default
     ) {
         self.id = id
         self.source = source
@@ -32,6 +34,7 @@ public struct Job: Sendable, Identifiable {
         self.attempt = attempt
         self.maxAttempts = maxAttempts
         self.queueWait = queueWait
+        self.queue = queue
     }
 }
 

@@ -3,22 +3,33 @@ import HalcyonCore
 import Logging
 import Synchronization
 
-/// Listens on the `halcyon_jobs` channel with its own connection, on its own thread (it sits in
-/// `poll(2)` on the libpq socket), and calls `onNotify` when jobs may be runnable. When the
-/// connection drops it reconnects with backoff and calls `onNotify` once, since notifications
-/// sent meanwhile are lost.
+/// Listens on a channel with its own connection, on its own thread (it sits in `poll(2)` on the
+/// libpq socket), and calls `onNotify` with the payloads that arrived. Once listening — at
+/// first, and after each reconnection (with backoff) when the connection drops — it calls
+/// `onNotify` with no payloads: notifications sent while it was not listening are lost, so
+/// whoever listens checks the table then.
 public final class JobListener: Sendable {
+    /// Workers are woken on this channel when jobs may be runnable.
     public static let channel = "halcyon_jobs"
+    /// A job reached `succeeded`, `failed` or `cancelled`; the payload is a small JSON object.
+    public static let finishedChannel = "halcyon_job_finished"
 
     private let conninfo: String
-    private let onNotify: @Sendable () -> Void
+    private let channelName: String
+    private let onNotify: @Sendable ([String]) -> Void
     private let stopped = Atomic<Bool>(false)
     private let logger: Logger
 
-    public init(conninfo: String, logger: Logger, onNotify: @escaping @Sendable () -> Void) {
+    public init(conninfo: String, channel: String = JobListener.channel, logger: Logger, onNotify: @escaping @Sendable ([String]) -> Void) {
         self.conninfo = conninfo
+        self.channelName = channel
         self.logger = logger
         self.onNotify = onNotify
+    }
+
+    /// Listens on `halcyon_jobs` and calls `onNotify` at each wake-up.
+    public convenience init(conninfo: String, logger: Logger, onNotify: @escaping @Sendable () -> Void) {
+        self.init(conninfo: conninfo, channel: Self.channel, logger: logger) { _ in onNotify() }
     }
 
     /// Starts the listening thread. It runs until `stop()`.
@@ -37,9 +48,9 @@ public final class JobListener: Sendable {
         while !stopped.load(ordering: .relaxed) {
             do {
                 let connection = try PGConnection.connectBlocking(conninfo, label: "listen")
-                try connection.sync { _ = try connection.executeLocked("LISTEN \(Self.channel)") }
+                try connection.sync { [channelName] in _ = try connection.executeLocked("LISTEN \(channelName)") }
                 delay = 0.1
-                onNotify()
+                onNotify([])
                 try listen(on: connection)
             } catch {
                 guard !stopped.load(ordering: .relaxed) else { return }
@@ -58,8 +69,8 @@ public final class JobListener: Sendable {
             let n = poll(&pfd, 1, 250)
             if n < 0 && errno != EINTR { throw DatabaseError(message: "poll failed: errno \(errno)", connectionLost: true) }
             if n > 0 {
-                let channels = try connection.sync { try connection.consumeNotificationsLocked() }
-                if !channels.isEmpty { onNotify() }
+                let payloads = try connection.sync { try connection.consumeNotificationsLocked() }
+                if !payloads.isEmpty { onNotify(payloads) }
             }
         }
     }

@@ -18,6 +18,15 @@ extension JobQueue {
         try await connection.execute(SQL.sweepUnlock)
     }
 
+    /// Takes the row-retention lock (a session advisory lock) if nobody holds it.
+    public func tryLockRetention() async throws -> Bool {
+        try await connection.execute(SQL.tryRetentionLock).value(0, "locked") == "t"
+    }
+
+    public func unlockRetention() async throws {
+        try await connection.execute(SQL.retentionUnlock)
+    }
+
     /// What a sweep left and removed, for `halcyon status` (the store's size against its limit).
     public struct SweepRecord: Sendable {
         public var sweptBy: String, storeRoot: String

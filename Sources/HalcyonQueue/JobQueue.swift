@@ -19,10 +19,21 @@ public struct JobQueue: Sendable {
     public static let maxClaimBytes = 64 << 20
 
     /// Claims up to `limit` runnable jobs for `workerID`, leasing them for `lease` seconds —
-    /// fewer when their rows hold more than `maxBytes` of text (but always the first).
-    public func claim(workerID: String, limit: Int, lease: Double, maxBytes: Int = JobQueue.maxClaimBytes) async throws -> [Job] {
+    /// fewer when their rows hold more than `maxBytes` of text (but always the first). With
+    /// `queues`, only from those queues, each at most its limit (nil: `limit`); without, from
+    /// every queue. Paused queues are never claimed from.
+    public func claim(
+        workerID: String, limit: Int, lease: Double, queues: [(name: String, limit: Int?)] = [],
+        maxBytes: Int = JobQueue.maxClaimBytes
+    ) async throws -> [Job] {
         guard limit > 0 else { return [] }
-        let r = try await connection.execute(SQL.claim, [workerID, String(limit), String(lease), String(maxBytes)])
+        let r = try await connection.execute(
+            SQL.claim,
+            [
+                workerID, String(limit), String(lease), String(maxBytes),
+                PGRows.textArrayLiteral(queues.map(\.name)),
+                "{" + queues.map { $0.limit.map(String.init) ?? "NULL" }.joined(separator: ",") + "}",
+            ])
         return (0..<r.count).compactMap { i in
             guard let id = r.value(i, "id").flatMap({ Int64($0) }), let source = r.value(i, "source") else { return nil }
             return Job(
@@ -34,7 +45,8 @@ public struct JobQueue: Sendable {
                 priority: r.value(i, "priority").flatMap { Int($0) } ?? 0,
                 attempt: r.value(i, "attempt").flatMap { Int($0) } ?? 1,
                 maxAttempts: r.value(i, "max_attempts").flatMap { Int($0) } ?? 5,
-                queueWait: max(0, r.value(i, "queue_wait").flatMap { Double($0) } ?? 0))
+                queueWait: max(0, r.value(i, "queue_wait").flatMap { Double($0) } ?? 0),
+                queue: r.value(i, "queue") ?? QueueName.default)
         }
     }
 
@@ -163,9 +175,10 @@ public struct JobQueue: Sendable {
         }
     }
 
-    /// Whether any job is runnable now, and whether any is running anywhere.
-    public func drainState() async throws -> (runnable: Bool, running: Bool) {
-        let r = try await connection.execute(SQL.drainCheck)
+    /// Whether any job of `queues` (empty: every queue) is runnable now in an unpaused queue,
+    /// and whether any is running anywhere.
+    public func drainState(queues: [String] = []) async throws -> (runnable: Bool, running: Bool) {
+        let r = try await connection.execute(SQL.drainCheck, [PGRows.textArrayLiteral(queues)])
         return (r.value(0, "runnable") == "t", r.value(0, "running") == "t")
     }
 

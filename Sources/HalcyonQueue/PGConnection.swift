@@ -202,18 +202,18 @@ public final class PGConnection: @unchecked Sendable {
         return PQsocket(handle)
     }
 
-    /// Reads whatever arrived on the socket and returns the channels notified.
+    /// Reads whatever arrived on the socket and returns the notifications' payloads.
     func consumeNotificationsLocked() throws -> [String] {
         guard let handle else { throw DatabaseError(message: "not connected", connectionLost: true) }
         if PQconsumeInput(handle) == 0 || PQstatus(handle) != CONNECTION_OK {
             throw DatabaseError(message: errorMessage(), connectionLost: true)
         }
-        var channels: [String] = []
+        var payloads: [String] = []
         while let n = PQnotifies(handle) {
-            channels.append(String(cString: n.pointee.relname))
+            payloads.append(n.pointee.extra.map { String(cString: $0) } ?? "")
             PQfreemem(n)
         }
-        return channels
+        return payloads
     }
 
     /// Runs `body` on this connection's thread without the async hop, for the listener thread.

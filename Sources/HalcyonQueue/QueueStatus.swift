@@ -16,6 +16,27 @@ public struct QueueStatus: Sendable {
     public var workers: [[String: String?]]
     /// The store as the latest sweep left it (nil: never swept).
     public var store: StoreState?
+    /// Every queue: paused or not, and its jobs by state.
+    public var queues: [QueueState]
+    /// The latest retention run (nil: none).
+    public var lastPrune: PruneState?
+    /// With a tag asked for: its jobs by state.
+    public var tag: (name: String, counts: [(state: String, count: Int)])?
+
+    public struct QueueState: Sendable {
+        public var name: String
+        public var paused: Bool
+        /// Seconds since it was paused.
+        public var pausedFor: Double?
+        public var counts: [String: Int]
+    }
+
+    public struct PruneState: Sendable {
+        public var prunedBy: String
+        public var succeeded: Int, failed: Int, cancelled: Int
+        /// Seconds since that run.
+        public var age: Double
+    }
 
     public struct StoreState: Sendable {
         public var root: String
@@ -28,8 +49,34 @@ public struct QueueStatus: Sendable {
     }
 
     /// A worker without a heartbeat for this many seconds counts as dead.
-    public static func load(_ connection: PGConnection, deadAfter: Double = 60) async throws -> QueueStatus {
-        let counts = try await connection.execute(SQL.jobCounts)
+    public static func load(_ connection: PGConnection, deadAfter: Double = 60, tag: String? = nil) async throws -> QueueStatus {
+        // One scan gives both the per-queue and the overall counts.
+        var queues: [QueueState] = []
+        for row in try await connection.execute(SQL.queueCounts).dictionaries {
+            guard let name = row["queue"] ?? nil else { continue }
+            if queues.last?.name != name {
+                queues.append(
+                    QueueState(
+                        name: name, paused: (row["paused"] ?? nil) == "t", pausedFor: (row["paused_for"] ?? nil).flatMap { Double($0) },
+                        counts: [:]))
+            }
+            if let state = row["state"] ?? nil { queues[queues.count - 1].counts[state] = (row["count"] ?? nil).flatMap { Int($0) } ?? 0 }
+        }
+        let counts = JobState.allCases.map { s in (s.rawValue, queues.reduce(0) { $0 + ($1.counts[s.rawValue] ?? 0) }) }
+        let prune = try await connection.execute(SQL.latestPrune)
+        let lastPrune =
+            prune.count == 0
+            ? nil
+            : PruneState(
+                prunedBy: prune.value(0, "pruned_by") ?? "", succeeded: prune.value(0, "succeeded").flatMap { Int($0) } ?? 0,
+                failed: prune.value(0, "failed").flatMap { Int($0) } ?? 0, cancelled: prune.value(0, "cancelled").flatMap { Int($0) } ?? 0,
+                age: prune.value(0, "age").flatMap { Double($0) } ?? 0)
+        var tagged: (String, [(String, Int)])?
+        if let tag {
+            let byState = Dictionary(
+                uniqueKeysWithValues: try await connection.execute(SQL.tagCounts, [tag]).rows.map { ($0[0] ?? "?", Int($0[1] ?? "0") ?? 0) })
+            tagged = (tag, JobState.allCases.map { ($0.rawValue, byState[$0.rawValue] ?? 0) })
+        }
         let queue = try await connection.execute(SQL.queueDetail)
         let windows = try await connection.execute(SQL.throughputWindows)
         let failures = try await connection.execute(SQL.recentFailures)
@@ -44,12 +91,12 @@ public struct QueueStatus: Sendable {
                 sweptBy: sweep.value(0, "swept_by") ?? "", age: sweep.value(0, "age").flatMap { Double($0) } ?? 0)
         func int(_ r: PGRows, _ c: String) -> Int { r.value(0, c).flatMap { Int($0) } ?? 0 }
         return QueueStatus(
-            counts: counts.rows.map { ($0[0] ?? "?", Int($0[1] ?? "0") ?? 0) },
+            counts: counts,
             runnable: int(queue, "runnable"), scheduled: int(queue, "scheduled"),
             oldestRunnableAge: queue.value(0, "oldest_age").flatMap { Double($0) },
             finishedLast1m: int(windows, "m1"), finishedLast5m: int(windows, "m5"), finishedLast15m: int(windows, "m15"),
             failures: failures.rows.map { ($0[0] ?? "?", Int($0[1] ?? "0") ?? 0, $0[2] ?? "", $0[3] ?? "") },
-            workers: workers.dictionaries, store: store)
+            workers: workers.dictionaries, store: store, queues: queues, lastPrune: lastPrune, tag: tagged)
     }
 
     public var json: JSONValue {
@@ -78,6 +125,27 @@ public struct QueueStatus: Sendable {
                     "root": .string(st.root), "files": .number(Double(st.files)), "bytes": .number(Double(st.bytes)),
                     "size_limit": st.sizeLimit.map { .number(Double($0)) } ?? .null, "swept_by": .string(st.sweptBy),
                     "swept_seconds_ago": .number(st.age.rounded()),
+                ]
+            } ?? .null,
+            "queues": .array(
+                queues.map { q in
+                    [
+                        "name": .string(q.name), "paused": .bool(q.paused),
+                        "paused_seconds_ago": q.pausedFor.map { .number($0.rounded()) } ?? .null,
+                        "counts": .object(
+                            Dictionary(uniqueKeysWithValues: JobState.allCases.map { ($0.rawValue, .number(Double(q.counts[$0.rawValue] ?? 0))) })),
+                    ]
+                }),
+            "last_prune": lastPrune.map { p -> JSONValue in
+                [
+                    "pruned_by": .string(p.prunedBy), "succeeded": .number(Double(p.succeeded)), "failed": .number(Double(p.failed)),
+                    "cancelled": .number(Double(p.cancelled)), "seconds_ago": .number(p.age.rounded()),
+                ]
+            } ?? .null,
+            "tag": tag.map { t -> JSONValue in
+                [
+                    "name": .string(t.name),
+                    "counts": .object(Dictionary(uniqueKeysWithValues: t.counts.map { ($0.state, .number(Double($0.count))) })),
                 ]
             } ?? .null,
             "workers": .array(

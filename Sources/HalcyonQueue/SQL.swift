@@ -23,6 +23,11 @@ enum SQL {
         FROM halcyon.store_sweeps ORDER BY at DESC LIMIT 1
         """
 
+    /// Advisory lock key held by whoever applies row retention ("HALC" + 3): one at a time.
+    static let retentionLockKey = "1212238915003"
+    static let tryRetentionLock = "SELECT pg_try_advisory_lock(\(retentionLockKey)) AS locked"
+    static let retentionUnlock = "SELECT pg_advisory_unlock(\(retentionLockKey))"
+
     static let trySweepLock = "SELECT pg_try_advisory_lock(\(sweepLockKey)) AS locked"
     static let sweepLock = "SELECT pg_advisory_lock(\(sweepLockKey))"
     static let sweepUnlock = "SELECT pg_advisory_unlock(\(sweepLockKey))"
@@ -52,31 +57,44 @@ enum SQL {
 
     /// $1 worker id, $2 batch size, $3 lease seconds, $4 most bytes of row text (source,
     /// fallbacks, options) to claim at once: rows past it (in claim order) stay queued, but the
-    /// first is always claimed.
+    /// first is always claimed; $5 the queues to claim from (text[]; empty: every queue) and $6
+    /// at most how many from each (int[], null: the batch size). Paused queues are left alone.
+    /// Each queue is one scan of `jobs_claim_idx`; the batch is the best of them by priority.
     static let claim = """
-        WITH next AS (
-            SELECT id, priority, run_at,
-                   octet_length(source) + octet_length(array_to_string(fallback_sources, '')) + octet_length(options::text) AS size
-            FROM halcyon.jobs
-            WHERE state = 'queued' AND run_at <= now()
-            ORDER BY priority DESC, run_at, id
-            LIMIT $2::int
-            FOR UPDATE SKIP LOCKED
+        WITH wanted AS (
+            SELECT q.name, greatest(0, least($2::int, coalesce(w.slots, $2::int))) AS slots
+            FROM halcyon.queues q
+            LEFT JOIN unnest($5::text[], $6::int[]) AS w(name, slots) ON w.name = q.name
+            WHERE NOT q.paused AND (cardinality($5::text[]) = 0 OR w.name IS NOT NULL)
+        ), next AS (
+            SELECT n.* FROM wanted w CROSS JOIN LATERAL (
+                SELECT id, priority, run_at,
+                       octet_length(source) + octet_length(array_to_string(fallback_sources, '')) + octet_length(options::text) AS size
+                FROM halcyon.jobs
+                WHERE state = 'queued' AND queue = w.name AND run_at <= now()
+                ORDER BY priority DESC, run_at, id
+                LIMIT w.slots
+                FOR UPDATE SKIP LOCKED
+            ) n
         ), chosen AS (
             SELECT id FROM (
                 SELECT id, sum(size) OVER w AS total, row_number() OVER w AS n
                 FROM next WINDOW w AS (ORDER BY priority DESC, run_at, id)
             ) sized
-            WHERE n = 1 OR total <= $4::bigint
+            WHERE n <= $2::int AND (n = 1 OR total <= $4::bigint)
+        ), claimed AS (
+            UPDATE halcyon.jobs j
+            SET state = 'running', attempt = j.attempt + 1, locked_by = $1,
+                locked_until = now() + make_interval(secs => $3::float8), started_at = now()
+            -- By key (jobs_pkey), whatever the planner guesses of the batch's size: a join here
+            -- could become a scan of the whole table when its statistics are off.
+            WHERE j.id = ANY(ARRAY(SELECT id FROM chosen))
+            RETURNING j.id, j.source, j.fallback_sources, j.processors, j.cache_key, j.options::text AS options,
+                      j.priority, j.attempt, j.max_attempts, j.queue, j.run_at,
+                      extract(epoch FROM (now() - j.run_at))::float8 AS queue_wait
         )
-        UPDATE halcyon.jobs j
-        SET state = 'running', attempt = j.attempt + 1, locked_by = $1,
-            locked_until = now() + make_interval(secs => $3::float8), started_at = now()
-        FROM chosen
-        WHERE j.id = chosen.id
-        RETURNING j.id, j.source, j.fallback_sources, j.processors, j.cache_key, j.options::text AS options,
-                  j.priority, j.attempt, j.max_attempts,
-                  extract(epoch FROM (now() - j.run_at))::float8 AS queue_wait
+        SELECT id, source, fallback_sources, processors, cache_key, options, priority, attempt, max_attempts, queue, queue_wait
+        FROM claimed ORDER BY priority DESC, run_at, id
         """
 
     /// Renews the leases of held claims. $1 job ids (bigint[]), $2 their attempts (int[]),
@@ -106,18 +124,29 @@ enum SQL {
     /// Records many successes in one statement (group commit). $1 worker id, $2 a JSON array of
     /// {id, attempt, result_key, result_digest, result_path, result_bytes, result_width,
     /// result_height, result_format, cache_hit, result_source, timings}. Returns the ids still
-    /// ours (this worker, this attempt), now succeeded.
+    /// ours (this worker, this attempt), now succeeded. Like the `jobs_finished` trigger does for
+    /// failures, it sends each one's `halcyon_job_finished` and makes its webhook due — in the
+    /// statement itself, which costs a third of a trigger call per row.
     static let complete = """
-        UPDATE halcyon.jobs AS j
-        SET state = 'succeeded', locked_by = NULL, locked_until = NULL, finished_at = now(),
-            result_key = r.result_key, result_digest = r.result_digest, result_path = r.result_path,
-            result_bytes = r.result_bytes, result_width = r.result_width, result_height = r.result_height,
-            result_format = r.result_format, cache_hit = r.cache_hit, result_source = r.result_source, timings = r.timings
-        FROM jsonb_to_recordset($2::jsonb) AS r(id bigint, attempt int, result_key text, result_digest text, result_path text,
-             result_bytes bigint, result_width int, result_height int, result_format text, cache_hit boolean,
-             result_source text, timings jsonb)
-        WHERE j.id = r.id AND j.attempt = r.attempt AND j.state = 'running' AND j.locked_by = $1
-        RETURNING j.id
+        WITH done AS (
+            UPDATE halcyon.jobs AS j
+            SET state = 'succeeded', locked_by = NULL, locked_until = NULL, finished_at = now(),
+                result_key = r.result_key, result_digest = r.result_digest, result_path = r.result_path,
+                result_bytes = r.result_bytes, result_width = r.result_width, result_height = r.result_height,
+                result_format = r.result_format, cache_hit = r.cache_hit, result_source = r.result_source, timings = r.timings,
+                callback_status = CASE WHEN j.options ? 'callback_url' THEN 'pending' END,
+                callback_at = CASE WHEN j.options ? 'callback_url' THEN now() END,
+                callback_attempts = CASE WHEN j.options ? 'callback_url' THEN 0 ELSE j.callback_attempts END,
+                callback_error = NULL
+            FROM jsonb_to_recordset($2::jsonb) AS r(id bigint, attempt int, result_key text, result_digest text, result_path text,
+                 result_bytes bigint, result_width int, result_height int, result_format text, cache_hit boolean,
+                 result_source text, timings jsonb)
+            WHERE j.id = r.id AND j.attempt = r.attempt AND j.state = 'running' AND j.locked_by = $1
+            RETURNING j.id, j.state, j.queue, j.cache_hit, j.result_key, j.result_path
+        )
+        SELECT id, pg_notify('\(JobListener.finishedChannel)',
+                             halcyon.finished_payload(id, state, queue, cache_hit, result_key, result_path, NULL))
+        FROM done
         """
 
     /// $1 id, $2 worker id, $3 error entry (jsonb without `at`/`attempt`), $4 last_error text,
@@ -206,10 +235,14 @@ enum SQL {
         RETURNING j.id, j.state::text, j.locked_by
         """
 
-    /// $1 = true when some job is runnable now, $2 = true when any job is running.
+    /// Whether some job is runnable now in an unpaused queue of $1 (text[]; empty: every
+    /// queue), and whether any job of those queues is running.
     static let drainCheck = """
-        SELECT EXISTS (SELECT 1 FROM halcyon.jobs WHERE state = 'queued' AND run_at <= now()) AS runnable,
-               EXISTS (SELECT 1 FROM halcyon.jobs WHERE state = 'running') AS running
+        SELECT EXISTS (SELECT 1 FROM halcyon.jobs j JOIN halcyon.queues q ON q.name = j.queue AND NOT q.paused
+                       WHERE j.state = 'queued' AND j.run_at <= now()
+                         AND (cardinality($1::text[]) = 0 OR j.queue = ANY($1::text[]))) AS runnable,
+               EXISTS (SELECT 1 FROM halcyon.jobs
+                       WHERE state = 'running' AND (cardinality($1::text[]) = 0 OR queue = ANY($1::text[]))) AS running
         """
 
     // MARK: Workers
@@ -234,15 +267,15 @@ enum SQL {
     // MARK: Administration
 
     /// $1 source, $2 processors, $3 cache_key, $4 fallback_sources (text[]), $5 options (jsonb),
-    /// $6 priority, $7 max_attempts, $8 run_at (NULL = now).
+    /// $6 priority, $7 max_attempts, $8 run_at (NULL = now), $9 queue, $10 unique_key, $11 tags
+    /// (text[]). Returns the id and whether it is a new row (false: a duplicate unique_key).
     static let enqueue = """
-        SELECT halcyon.enqueue(source => $1, processors => $2, cache_key => $3,
-                               fallback_sources => $4::text[], options => $5::jsonb,
-                               priority => $6::int, max_attempts => $7::int,
-                               run_at => coalesce($8::timestamptz, now())) AS id
+        SELECT id, inserted FROM halcyon.enqueue_job(
+            source => $1, processors => $2, cache_key => $3, fallback_sources => $4::text[], options => $5::jsonb,
+            priority => $6::int, max_attempts => $7::int, run_at => coalesce($8::timestamptz, now()),
+            queue => $9, unique_key => $10, tags => $11::text[])
         """
 
-    /// $1 id.
     /// For progress lines: runnable and running jobs now, and jobs finished since $1
     /// (timestamptz). Each count reads one partial or finished_at index.
     static let progressCounts = """
@@ -257,16 +290,29 @@ enum SQL {
                state::text AS state, attempt, max_attempts, run_at, locked_by, locked_until,
                result_key, result_digest, result_path, result_bytes, result_width, result_height,
                result_format, result_source, cache_hit, errors::text AS errors, last_error,
-               created_at, started_at, finished_at, timings::text AS timings
+               created_at, started_at, finished_at, timings::text AS timings,
+               queue, unique_key, tags, callback_status, callback_attempts, callback_error, callback_at
         FROM halcyon.jobs WHERE id = $1::bigint
+        """
+
+    /// What `retry` sets: a fresh attempt budget, runnable now.
+    private static let requeueSet = "SET state = 'queued', attempt = 0, run_at = now(), finished_at = NULL, locked_by = NULL, locked_until = NULL"
+
+    /// A failed or cancelled row that may be requeued: its unique key (if any) is not held by
+    /// another unfinished job, and of several with the same key only the newest goes.
+    private static let requeueable = """
+        j.state IN ('failed', 'cancelled')
+        AND (j.unique_key IS NULL OR (
+            NOT EXISTS (SELECT 1 FROM halcyon.jobs k WHERE k.unique_key = j.unique_key AND k.state IN ('queued', 'running'))
+            AND j.id = (SELECT max(k.id) FROM halcyon.jobs k WHERE k.unique_key = j.unique_key AND k.state IN ('failed', 'cancelled'))))
         """
 
     /// Requeues failed or cancelled jobs with a fresh attempt budget. $1 ids (bigint[]).
     static let retry = """
-        UPDATE halcyon.jobs
-        SET state = 'queued', attempt = 0, run_at = now(), finished_at = NULL, locked_by = NULL, locked_until = NULL
-        WHERE id = ANY($1::bigint[]) AND state IN ('failed', 'cancelled')
-        RETURNING id
+        UPDATE halcyon.jobs j
+        \(requeueSet)
+        WHERE j.id = ANY($1::bigint[]) AND \(requeueable)
+        RETURNING j.id
         """
 
     /// Cancels queued or running jobs; a running job's worker notices at its next heartbeat. $1 ids.
@@ -277,13 +323,141 @@ enum SQL {
         RETURNING id
         """
 
-    /// Deletes finished jobs older than $1 seconds; $2 states (text[]).
-    static let prune = """
-        DELETE FROM halcyon.jobs
-        WHERE finished_at < now() - make_interval(secs => $1::float8) AND state::text = ANY($2::text[])
+    /// Rows matching a bulk operation's filter. $1 states (text[]), $2 the last error's code
+    /// (null: any), $3 seconds: finished (or, unfinished, created) within them (null: any time),
+    /// $4 queue (null: any), $5 tag (null: any).
+    private static let filter = """
+        j.state::text = ANY($1::text[])
+        AND ($2::text IS NULL OR j.errors -> -1 ->> 'code' = $2::text)
+        AND ($3::float8 IS NULL OR coalesce(j.finished_at, j.created_at) >= now() - make_interval(secs => $3::float8))
+        AND ($4::text IS NULL OR j.queue = $4::text)
+        AND ($5::text IS NULL OR j.tags @> ARRAY[$5::text])
         """
 
-    static let jobCounts = "SELECT state::text AS state, count FROM halcyon.job_counts"
+    /// How many rows match the filter ($1–$5 as `filter`).
+    static let countFiltered = "SELECT count(*) AS n FROM halcyon.jobs j WHERE \(filter)"
+
+    /// Requeues up to $6 failed or cancelled rows matching the filter ($1–$5); called until it
+    /// returns fewer, so no statement holds many row locks for long.
+    static let retryFiltered = """
+        UPDATE halcyon.jobs j
+        \(requeueSet)
+        WHERE j.id IN (SELECT j.id FROM halcyon.jobs j WHERE \(filter) AND \(requeueable) LIMIT $6::int FOR UPDATE)
+        RETURNING j.id
+        """
+
+    /// Cancels up to $6 queued or running rows matching the filter ($1–$5).
+    static let cancelFiltered = """
+        UPDATE halcyon.jobs j
+        SET state = 'cancelled', finished_at = now(), locked_by = NULL, locked_until = NULL
+        WHERE j.id IN (SELECT j.id FROM halcyon.jobs j WHERE \(filter) AND j.state IN ('queued', 'running') LIMIT $6::int FOR UPDATE)
+        RETURNING j.id
+        """
+
+    /// Deletes up to $3 finished rows in states $1 (text[]) finished more than $2 seconds ago,
+    /// oldest first, leaving rows whose webhook is still to be delivered. Returns their states.
+    static let pruneBatch = """
+        WITH doomed AS (
+            SELECT id FROM halcyon.jobs
+            WHERE finished_at < now() - make_interval(secs => $2::float8) AND state::text = ANY($1::text[])
+              AND callback_status IS DISTINCT FROM 'pending'
+            ORDER BY finished_at
+            LIMIT $3::int
+            FOR UPDATE SKIP LOCKED
+        )
+        DELETE FROM halcyon.jobs j USING doomed WHERE j.id = doomed.id
+        RETURNING j.state::text
+        """
+
+    /// Records a retention run and keeps 30 days of them. $1 pruned_by, $2 succeeded, $3 failed,
+    /// $4 cancelled, $5 seconds.
+    static let recordPrune = """
+        WITH old AS (DELETE FROM halcyon.row_prunes WHERE at < now() - interval '30 days')
+        INSERT INTO halcyon.row_prunes (pruned_by, succeeded, failed, cancelled, seconds)
+        VALUES ($1, $2::bigint, $3::bigint, $4::bigint, $5::float8)
+        """
+
+    /// The latest retention run, for `halcyon status`.
+    static let latestPrune = """
+        SELECT at, pruned_by, succeeded, failed, cancelled, seconds, extract(epoch FROM now() - at)::float8 AS age
+        FROM halcyon.row_prunes ORDER BY at DESC LIMIT 1
+        """
+
+    // MARK: Queues
+
+    /// $1 queue name. Returns the queue when it exists.
+    static let pauseQueue = """
+        UPDATE halcyon.queues SET paused = true, paused_at = coalesce(paused_at, now()) WHERE name = $1 RETURNING name
+        """
+
+    /// $1 queue name. Wakes listening workers, since the queue's jobs are claimable again.
+    static let resumeQueue = """
+        WITH resumed AS (UPDATE halcyon.queues SET paused = false, paused_at = NULL WHERE name = $1 RETURNING name)
+        SELECT name, pg_notify('\(JobListener.channel)', '') FROM resumed
+        """
+
+    static let queueNames = "SELECT name FROM halcyon.queues ORDER BY name"
+
+    /// Counts by queue and state (every queue, zero counts left out), with whether it is paused.
+    static let queueCounts = """
+        SELECT q.name AS queue, q.paused, extract(epoch FROM now() - q.paused_at)::float8 AS paused_for,
+               j.state::text AS state, count(j.id) AS count
+        FROM halcyon.queues q LEFT JOIN halcyon.jobs j ON j.queue = q.name
+        GROUP BY q.name, q.paused, q.paused_at, j.state
+        ORDER BY q.name, j.state
+        """
+
+    /// Counts by state of the jobs tagged $1.
+    static let tagCounts = """
+        SELECT state::text AS state, count(*) AS count FROM halcyon.jobs WHERE tags @> ARRAY[$1::text] GROUP BY state ORDER BY state
+        """
+
+    // MARK: Waiting
+
+    /// The state and failure code of jobs $1 (bigint[]); ids not returned do not exist.
+    static let jobStates = """
+        SELECT id, state::text AS state, errors -> -1 ->> 'code' AS code, cache_hit, result_path
+        FROM halcyon.jobs WHERE id = ANY($1::bigint[])
+        """
+
+    // MARK: Webhooks
+
+    /// Takes up to $1 due deliveries for $2 seconds (another worker may take one again after
+    /// that: a worker that died mid-delivery loses nothing), counting the attempt. Returns each
+    /// job's id, this attempt, the URL and the JSON body.
+    static let takeCallbacks = """
+        WITH due AS (
+            SELECT id FROM halcyon.jobs
+            WHERE callback_status = 'pending' AND callback_at <= now()
+            ORDER BY callback_at
+            LIMIT $1::int
+            FOR UPDATE SKIP LOCKED
+        )
+        UPDATE halcyon.jobs j
+        SET callback_at = now() + make_interval(secs => $2::float8), callback_attempts = j.callback_attempts + 1
+        FROM due WHERE j.id = due.id
+        RETURNING j.id, j.callback_attempts, j.options ->> 'callback_url' AS url,
+            jsonb_build_object(
+                'id', j.id, 'state', j.state, 'queue', j.queue, 'tags', j.tags, 'attempt', j.attempt,
+                'finished_at', j.finished_at, 'cache_hit', j.cache_hit,
+                'result', CASE WHEN j.state = 'succeeded' THEN jsonb_build_object(
+                    'key', j.result_key, 'digest', j.result_digest, 'path', j.result_path, 'bytes', j.result_bytes,
+                    'width', j.result_width, 'height', j.result_height, 'format', j.result_format, 'source', j.result_source) END,
+                'error', CASE WHEN j.state = 'failed' THEN j.errors -> -1 END
+            )::text AS body
+        """
+
+    /// Records a delivery attempt. $1 id, $2 the attempt (the row is left alone if another
+    /// attempt has been taken since), $3 'delivered', 'pending' (retry) or 'failed', $4 error
+    /// text (null when delivered), $5 seconds until the retry.
+    static let recordCallback = """
+        UPDATE halcyon.jobs
+        SET callback_status = $3, callback_error = $4,
+            callback_at = CASE WHEN $3 = 'pending' THEN now() + make_interval(secs => $5::float8) ELSE now() END
+        WHERE id = $1::bigint AND callback_status = 'pending' AND callback_attempts = $2::int
+        RETURNING id
+        """
+
     static let queueDetail = """
         SELECT count(*) FILTER (WHERE run_at <= now()) AS runnable,
                count(*) FILTER (WHERE run_at > now()) AS scheduled,

@@ -1,7 +1,7 @@
 internal import CCrypto
 import Foundation
 
-/// SHA-256, through OpenSSL's libcrypto (already a dependency of libpq).
+/// SHA-256 and HMAC-SHA256, through OpenSSL's libcrypto (already a dependency of libpq).
 public enum Digest {
     /// Lower-case hex SHA-256 of `bytes`.
     public static func sha256Hex(_ bytes: some ContiguousBytes) -> String {
@@ -13,6 +13,18 @@ public enum Digest {
     }
 
     public static func sha256Hex(_ text: String) -> String { sha256Hex(Array(text.utf8)) }
+
+    /// Lower-case hex HMAC-SHA256 of `message` keyed by `key` (RFC 2104).
+    public static func hmacSHA256Hex(key: some ContiguousBytes, message: some ContiguousBytes) -> String {
+        var out = [UInt8](repeating: 0, count: 32)
+        var length: UInt32 = 32
+        key.withUnsafeBytes { k in
+            message.withUnsafeBytes { m in
+                _ = HMAC(EVP_sha256(), k.baseAddress, Int32(k.count), m.baseAddress?.assumingMemoryBound(to: UInt8.self), m.count, &out, &length)
+            }
+        }
+        return hex(Array(out.prefix(Int(length))))
+    }
 
     private static let digits = Array("0123456789abcdef".utf8)
 

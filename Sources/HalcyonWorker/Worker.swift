@@ -7,8 +7,8 @@ import ServiceLifecycle
 
 /// A worker: connects, registers in `halcyon.workers`, and runs its duties as services of one
 /// `ServiceGroup` — the `Claimer` (claim, run, record, and at shutdown finish or release),
-/// the `LeaseKeeper` (lease renewal, worker heartbeat), the `Rescuer` (expired leases) and the
-/// `StoreSweeper`. The group shuts them down in reverse order: the claimer first (it stops
+/// the `LeaseKeeper` (lease renewal, worker heartbeat), the `Rescuer` (expired leases), the
+/// `StoreSweeper` (with row retention) and the `WebhookDeliverer`. The group shuts them down in reverse order: the claimer first (it stops
 /// claiming and finishes or releases what it holds), the lease keeper last, so leases are
 /// renewed until the last job is done.
 ///
@@ -46,7 +46,6 @@ public final class Worker: Service, Sendable {
 
     /// What the worker did so far (all of it once `run()` has returned).
     public var summary: WorkerSummary { state.summary }
-
 
     /// Runs until stopped (or, with `drain`, until there is nothing left to do).
     public func run() async throws {
@@ -103,6 +102,8 @@ public final class Worker: Service, Sendable {
         if configuration.sweepInterval > .zero {
             services.append(.init(service: StoreSweeper(configuration: configuration, conninfo: conninfo, metrics: metrics, logger: logger)))
         }
+        // Shut down after the claimer: outcomes recorded at the end still get their deliveries started.
+        services.append(.init(service: WebhookDeliverer(configuration: configuration, conninfo: conninfo, wake: state.webhooksDue, logger: logger)))
         let recorder = OutcomeRecorder(configuration: configuration, queue: queue, state: state, metrics: metrics, logger: logger)
         let claimer = Claimer(
             configuration: configuration, queue: queue, runner: JobRunner(configuration: configuration, metrics: metrics),

@@ -46,6 +46,16 @@ public struct WorkerConfiguration: Sendable {
     /// Bytes the store may hold before sweeps trim it to half by least recent access; nil for
     /// no limit (the default).
     public var storeSizeLimit: Int64?
+    /// The queues this worker claims from, each optionally with a limit on how many of its jobs
+    /// take processing slots at once. Empty (the default): every queue, no per-queue limit.
+    public var queues: [QueueSlots] = []
+    /// Webhook delivery (`options.callback_url`).
+    public var webhooks = WebhookConfiguration()
+    /// Rows retention, run with the store sweep (every `sweepInterval`, one worker at a time):
+    /// succeeded rows finished longer ago than this are deleted. Nil (default): kept.
+    public var retainSucceeded: Duration?
+    /// The same for failed and cancelled rows. Nil (default): kept.
+    public var retainFailed: Duration?
 
     public init(storeRoot: URL, workerID: String? = nil, concurrency: Int? = nil) {
         self.storeRoot = storeRoot
@@ -76,4 +86,41 @@ public struct WorkerConfiguration: Sendable {
     static let hitClaimRatio = 0.9
 
     var effectiveRescueInterval: Duration { rescueInterval ?? max(.milliseconds(500), min(.seconds(5), lease / 3)) }
+}
+
+/// A queue a worker claims from, and at most how many of its jobs may take processing slots
+/// at once in this worker (`--queue backfill=1`); nil: as many as there are slots.
+public struct QueueSlots: Sendable, Equatable {
+    public var name: String
+    public var slots: Int?
+
+    public init(name: String, slots: Int? = nil) {
+        self.name = name
+        self.slots = slots
+    }
+}
+
+/// How webhooks are delivered. Defaults as `halcyon work` documents them.
+public struct WebhookConfiguration: Sendable {
+    /// Key of the `X-Halcyon-Signature: sha256=<hex HMAC-SHA256 of the body>` header; nil: the
+    /// header is not sent.
+    public var secret: String?
+    /// Time for one delivery attempt, connection included. Default 10 s.
+    public var timeout: Duration = .seconds(10)
+    /// Attempts before a delivery is given up (`callback_status = 'failed'`). Default 8.
+    public var maxAttempts = 8
+    /// Wait before the second attempt; doubles per attempt up to `maxRetryDelay`. Default 1 s.
+    public var retryBase: Duration = .seconds(1)
+    /// Longest wait between attempts. Default 5 min.
+    public var maxRetryDelay: Duration = .seconds(300)
+    /// Deliveries in flight at once per worker. Default 4.
+    public var concurrency = 4
+
+    public init() {}
+
+    /// The wait after failed attempt `attempt` (1-based): base · 2^(attempt−1), capped.
+    public func retryDelay(afterAttempt attempt: Int) -> Duration {
+        let factor = pow(2.0, Double(min(max(attempt - 1, 0), 30)))
+        return min(maxRetryDelay, retryBase * factor)
+    }
 }

@@ -28,6 +28,8 @@ final class WorkerState: Sendable {
     private let state = Mutex(State())
     /// Wakes the claim loop: a notification, a freed slot, a stop request.
     let wake = WakeSignal()
+    /// Wakes the webhook deliverer: a job with a `callback_url` finished here.
+    let webhooksDue = WakeSignal()
     /// Told how many jobs are held after every change.
     private let metrics: Metrics
 

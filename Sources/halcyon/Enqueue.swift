@@ -15,8 +15,15 @@ struct Enqueue: AsyncParsableCommand {
             Many jobs: halcyon enqueue --file jobs.jsonl (or --file - for standard input).
 
             Each line is an object with "source" and optionally "processors", "cache_key", \
-            "fallback_sources", "options", "priority", "max_attempts", "run_at". The batch is \
-            checked first and inserted in one transaction: one bad line enqueues nothing.
+            "fallback_sources", "options", "priority", "max_attempts", "run_at", "queue", \
+            "unique_key", "tags". The batch is checked first and inserted in one transaction: one \
+            bad line enqueues nothing.
+
+            Unique keys: while a job with the same --unique-key is queued or running, its id is \
+            printed instead of a new one (standard error says which lines were duplicates).
+
+            --wait: then wait for the jobs as `halcyon wait` does (same exit codes: 0 all \
+            succeeded, 1 some failed or were cancelled, 2 timeout).
             """)
 
     @OptionGroup var database: DatabaseOptions
@@ -36,20 +43,34 @@ struct Enqueue: AsyncParsableCommand {
     var runAt: String?
     @Option(name: .customLong("option"), help: "An options entry key=value; the value is read as JSON when it parses, else as a string (repeatable).")
     var optionPairs: [String] = []
+    @Option(help: "The named queue (default: default).")
+    var queue: String = QueueName.default
+    @Option(help: "While a job with this key is queued or running, return its id instead of enqueueing (at most 1024 bytes).")
+    var uniqueKey: String?
+    @Option(name: .customLong("tag"), help: "A tag to find the job by (repeatable; at most 32, each 1–128 bytes).")
+    var tags: [String] = []
     @Option(help: "Enqueue every line of this JSON-lines file ('-' for standard input).")
     var file: String?
+    @Flag(help: "Wait until the jobs are finished (see `halcyon wait`).")
+    var wait = false
+    @OptionGroup var waiting: WaitOptions
 
     func validate() throws {
         if (source == nil) == (file == nil) { throw ValidationError("give either a SOURCE or --file") }
-        if file != nil && (!fallbacks.isEmpty || !processors.isEmpty || cacheKey != nil || !optionPairs.isEmpty) {
+        if file != nil && (!fallbacks.isEmpty || !processors.isEmpty || cacheKey != nil || !optionPairs.isEmpty || uniqueKey != nil || !tags.isEmpty)
+        {
             throw ValidationError("--file takes every field from its lines; drop the other job options")
         }
+        try waiting.timeout.check("--timeout", 0...30 * 86_400)
     }
 
     func run() async throws {
         var jobs: [JobQueue.NewJob] = []
+        var lineNumbers: [Int] = []
         if let file {
-            jobs = try readLines(file)
+            let lines = try readLines(file)
+            jobs = lines.map(\.job)
+            lineNumbers = lines.map(\.line)
         } else if let source {
             var job = JobQueue.NewJob(source: source)
             job.fallbackSources = fallbacks
@@ -58,6 +79,9 @@ struct Enqueue: AsyncParsableCommand {
             job.priority = priority
             job.maxAttempts = maxAttempts
             job.runAt = runAt
+            job.queue = queue
+            job.uniqueKey = uniqueKey
+            job.tags = tags
             var options: [String: JSONValue] = [:]
             for pair in optionPairs {
                 guard let eq = pair.firstIndex(of: "=") else { throw ValidationError("--option needs key=value, got '\(pair)'") }
@@ -69,18 +93,28 @@ struct Enqueue: AsyncParsableCommand {
             jobs = [job]
         }
         guard !jobs.isEmpty else { throw CommandFailure("nothing to enqueue") }
-        let (connection, _) = try await database.connect()
+        let (connection, conninfo) = try await database.connect()
         let queue = JobQueue(connection: connection)
-        var ids: [Int64] = []
-        if jobs.count == 1 {
-            ids = [try await queue.enqueue(jobs[0])]
-        } else {
-            ids = try await queue.enqueue(batch: jobs)
-        }
+        let enqueued = jobs.count == 1 ? [try await queue.enqueue(jobs[0])] : try await queue.enqueue(batch: jobs)
+        await connection.close()
+        let ids = enqueued.map(\.id)
         if ids.count <= 20 {
             ids.forEach { print($0) }
         } else {
-            print("enqueued \(ids.count) jobs: ids \(ids.first!)…\(ids.last!)")
+            print("enqueued \(enqueued.count { $0.inserted }) jobs: ids \(ids.first!)…\(ids.last!)")
+        }
+        let duplicates = enqueued.indices.filter { !enqueued[$0].inserted }
+        for i in duplicates.prefix(100) {
+            let at = file == nil ? "" : "line \(lineNumbers[i]): "
+            printError(
+                "\(at)duplicate: unique_key '\(jobs[i].uniqueKey ?? "")' is held by job \(enqueued[i].id) (queued or running); not enqueued again")
+        }
+        if duplicates.count > 100 { printError("… and \(duplicates.count - 100) more duplicates") }
+        if wait {
+            fflush(nil)
+            var unique: [Int64] = []
+            for id in ids where !unique.contains(id) { unique.append(id) }
+            throw ExitCode(try await waiting.wait(for: unique, conninfo: conninfo))
         }
     }
 
@@ -95,12 +129,18 @@ struct Enqueue: AsyncParsableCommand {
             }
             guard (-32768...32767).contains(job.priority) else { throw HalcyonError(.invalidOptions, "priority must fit in a smallint") }
             if let r = job.runAt, ISO8601.parse(r) == nil { throw HalcyonError(.invalidOptions, "run_at must be an ISO-8601 instant") }
+            if let problem = QueueName.problem(job.queue) { throw HalcyonError(.invalidOptions, problem) }
+            if let key = job.uniqueKey, !(1...1024).contains(key.utf8.count) {
+                throw HalcyonError(.invalidOptions, "unique_key must have 1 to 1024 bytes")
+            }
+            if let problem = JobTags.problem(job.tags) { throw HalcyonError(.invalidOptions, problem) }
         } catch let error as HalcyonError {
             throw CommandFailure("\(context)\(error)")
         }
     }
 
-    private func readLines(_ path: String) throws -> [JobQueue.NewJob] {
+    /// The jobs of a JSON-lines file, each with its line number.
+    private func readLines(_ path: String) throws -> [(line: Int, job: JobQueue.NewJob)] {
         let data: Data
         if path == "-" {
             data = FileHandle.standardInput.readDataToEndOfFile()
@@ -108,13 +148,16 @@ struct Enqueue: AsyncParsableCommand {
             guard let d = FileManager.default.contents(atPath: path) else { throw CommandFailure("cannot read \(path)") }
             data = d
         }
-        var jobs: [JobQueue.NewJob] = []
+        var jobs: [(line: Int, job: JobQueue.NewJob)] = []
         for (index, line) in String(decoding: data, as: UTF8.self).split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
             let text = line.trimmingCharacters(in: .whitespaces)
             if text.isEmpty { continue }
             let at = "line \(index + 1): "
             guard case .object(let o)? = JSONValue.parse(text) else { throw CommandFailure("\(at)not a JSON object") }
-            let known: Set<String> = ["source", "processors", "cache_key", "fallback_sources", "options", "priority", "max_attempts", "run_at"]
+            let known: Set<String> = [
+                "source", "processors", "cache_key", "fallback_sources", "options", "priority", "max_attempts", "run_at", "queue",
+                "unique_key", "tags",
+            ]
             if let unknown = o.keys.sorted().first(where: { !known.contains($0) }) { throw CommandFailure("\(at)unknown field '\(unknown)'") }
             guard let source = o["source"]?.stringValue else { throw CommandFailure("\(at)\"source\" (a string) is required") }
             var job = JobQueue.NewJob(source: source)
@@ -146,8 +189,18 @@ struct Enqueue: AsyncParsableCommand {
                 job.maxAttempts = Int(n)
             }
             if let v = o["run_at"] { guard let s = v.stringValue else { throw CommandFailure("\(at)\"run_at\" must be a string") }; job.runAt = s }
+            if let v = o["queue"] { guard let s = v.stringValue else { throw CommandFailure("\(at)\"queue\" must be a string") }; job.queue = s }
+            if let v = o["unique_key"], v != .null {
+                guard let s = v.stringValue else { throw CommandFailure("\(at)\"unique_key\" must be a string") }; job.uniqueKey = s
+            }
+            if let v = o["tags"] {
+                guard let a = v.arrayValue, a.allSatisfy({ $0.stringValue != nil }) else {
+                    throw CommandFailure("\(at)\"tags\" must be an array of strings")
+                }
+                job.tags = a.compactMap(\.stringValue)
+            }
             try check(job, where: at)
-            jobs.append(job)
+            jobs.append((index + 1, job))
         }
         return jobs
     }

@@ -20,8 +20,9 @@ struct Halcyon: AsyncParsableCommand {
             embedded PostgreSQL cluster under $HALCYON_HOME (default ./.halcyon), started on demand.
             """,
         subcommands: [
-            Migrate.self, Enqueue.self, Work.self, Status.self, Show.self,
-            Retry.self, Cancel.self, Prune.self, Sweep.self, Verify.self, Validate.self, Demo.self, Bench.self, Embedded.self,
+            Migrate.self, Enqueue.self, Wait.self, Work.self, Status.self, Show.self,
+            Retry.self, Cancel.self, Pause.self, Resume.self, Prune.self, Sweep.self, Verify.self, Validate.self, Demo.self, Bench.self,
+            Embedded.self,
         ]
     )
 }

@@ -15,7 +15,9 @@ struct Show: AsyncParsableCommand {
     @Flag(help: "Print JSON.")
     var json = false
 
-    static let numericColumns: Set<String> = ["id", "priority", "attempt", "max_attempts", "result_bytes", "result_width", "result_height"]
+    static let numericColumns: Set<String> = [
+        "id", "priority", "attempt", "max_attempts", "result_bytes", "result_width", "result_height", "callback_attempts",
+    ]
 
     func run() async throws {
         let (connection, _) = try await database.connect()
@@ -27,7 +29,7 @@ struct Show: AsyncParsableCommand {
             guard let value else { object[key] = .null; continue }
             switch key {
             case "options", "errors", "timings": object[key] = JSONValue.parse(value) ?? .string(value)
-            case "fallback_sources": object[key] = .array(PGRows.parseTextArray(value).map { .string($0) })
+            case "fallback_sources", "tags": object[key] = .array(PGRows.parseTextArray(value).map { .string($0) })
             case "cache_hit": object[key] = .bool(value == "t")
             case _ where Self.numericColumns.contains(key): object[key] = Double(value).map { .number($0) } ?? .string(value)
             default: object[key] = .string(value)
@@ -51,13 +53,16 @@ struct Show: AsyncParsableCommand {
             return
         }
         let order = [
-            "id", "state", "source", "fallback_sources", "processors", "cache_key", "options", "priority",
+            "id", "state", "queue", "tags", "unique_key", "source", "fallback_sources", "processors", "cache_key", "options", "priority",
             "attempt", "max_attempts", "run_at", "locked_by", "locked_until", "created_at", "started_at", "finished_at",
             "result_key", "result_source", "result_format", "result_width", "result_height", "result_bytes",
             "result_digest", "result_path", "result_file", "result_expires", "result_last_access", "cache_hit", "last_error",
+            "callback_status", "callback_attempts", "callback_at", "callback_error",
         ]
         for key in order {
-            guard let v = object[key], v != .null else { continue }
+            guard let v = object[key], v != .null, v != .array([]), !(key == "callback_attempts" && object["callback_status"] == .null) else {
+                continue
+            }
             let text = v.stringValue ?? v.jsonText
             print("\(key.padding(toLength: 19, withPad: " ", startingAt: 0)) \(text)")
         }

@@ -6,13 +6,15 @@ import HalcyonQueue
 
 struct Status: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Counts by state, queue age, throughput, recent failures and workers.")
+        abstract: "Counts by state and by queue (and which are paused), queue age, throughput, recent failures, retention and workers.")
 
     @OptionGroup var database: DatabaseOptions
     @Flag(help: "Print JSON instead of tables.")
     var json = false
     @Flag(help: "Redraw every --interval until interrupted.")
     var watch = false
+    @Option(help: "Also count the jobs with this tag, by state.")
+    var tag: String?
     @Option(help: "Refresh interval for --watch, 200ms–1h.")
     var interval = TimeSpanArgument(.seconds(2))
 
@@ -24,7 +26,7 @@ struct Status: AsyncParsableCommand {
         let (connection, _) = try await database.connect()
         let tty = isatty(STDOUT_FILENO) == 1
         while true {
-            let status = try await QueueStatus.load(connection)
+            let status = try await QueueStatus.load(connection, tag: tag)
             let text = json ? status.json.prettyText : QueueStatusText.render(status)
             if watch && tty {
                 print("\u{1B}[H\u{1B}[2J" + "halcyon status — every \(interval), Ctrl-C to stop\n\n" + text)

@@ -18,8 +18,12 @@ struct Work: AsyncParsableCommand {
             SIGTERM/SIGINT: stop claiming, let in-flight jobs finish within --grace, release the \
             rest to 'queued' without spending an attempt, exit 0. A second signal releases at once.
 
+            Queues: --queue thumbnails --queue backfill=1 claims only from those queues, at most 1 \
+            backfill job taking a processing slot at a time; without --queue, every queue. Paused \
+            queues (halcyon pause) are never claimed from.
+
             Environment: HALCYON_FILE_ROOTS (comma-separated --file-root), HALCYON_ALLOW_NETWORKS \
-            (comma-separated --allow-network), HALCYON_STORE.
+            (comma-separated --allow-network), HALCYON_WEBHOOK_SECRET (--webhook-secret), HALCYON_STORE.
             """)
 
     @OptionGroup var database: DatabaseOptions
@@ -110,6 +114,26 @@ struct Work: AsyncParsableCommand {
     var metricsFile: String?
     @Flag(inversion: .prefixedNo, help: "With --drain: a progress line (live on a terminal, every 10 s otherwise).")
     var progress = true
+    @Option(
+        name: .customLong("queue"),
+        help: "Claim from this queue, optionally with at most N of its jobs in processing at once: NAME or NAME=N (repeatable). Default: every queue."
+    )
+    var queues: [String] = []
+    @Option(
+        help:
+            "Downloads from one host at once, 1–1024 (per worker: N workers make N× this). A 429/503 with Retry-After also pauses the host's other downloads."
+    )
+    var perHostConcurrency: Int = 4
+    @Option(help: "Key of the webhooks' X-Halcyon-Signature (HMAC-SHA256); also HALCYON_WEBHOOK_SECRET. Without it, webhooks are not signed.")
+    var webhookSecret: String?
+    @Option(help: "Time for one webhook delivery attempt, 1s–10m.")
+    var webhookTimeout = TimeSpanArgument(.seconds(10))
+    @Option(help: "Delivery attempts before a webhook is given up (callback_status failed), 1–50; retries back off from 1s, doubling, to 5m.")
+    var webhookAttempts: Int = 8
+    @Option(help: "Delete succeeded rows this long after they finished (with each store sweep, one worker at a time), 1m–100y. Default: keep.")
+    var retainSucceeded: TimeSpanArgument?
+    @Option(help: "Delete failed and cancelled rows this long after they finished, 1m–100y. Default: keep.")
+    var retainFailed: TimeSpanArgument?
 
     func validate() throws {
         try lease.check("--lease", 1...86_400)
@@ -133,6 +157,41 @@ struct Work: AsyncParsableCommand {
         guard (0...50).contains(maxRedirects) else { throw ValidationError("--max-redirects must be 0…50") }
         for cidr in allNetworks where CIDR(cidr) == nil { throw ValidationError("--allow-network '\(cidr)' is not an address or CIDR") }
         if let p = metricsPort, !(0...65535).contains(p) { throw ValidationError("--metrics-port must be 0…65535") }
+        guard (1...1024).contains(perHostConcurrency) else { throw ValidationError("--per-host-concurrency must be 1…1024") }
+        try webhookTimeout.check("--webhook-timeout", 1...600)
+        guard (1...50).contains(webhookAttempts) else { throw ValidationError("--webhook-attempts must be 1…50") }
+        if let secret = webhookSecretValue, !(1...1024).contains(secret.utf8.count) {
+            throw ValidationError("the webhook secret must have 1 to 1024 bytes")
+        }
+        for (option, value) in [("--retain-succeeded", retainSucceeded), ("--retain-failed", retainFailed)] {
+            guard let value else { continue }
+            try value.check(option, 60...36_500 * 86_400)
+            if sweepInterval.duration == .zero { throw ValidationError("\(option) runs with the store sweep: it needs --sweep-interval above 0") }
+        }
+        _ = try queueSlots()
+    }
+
+    private var webhookSecretValue: String? {
+        webhookSecret ?? ProcessInfo.processInfo.environment["HALCYON_WEBHOOK_SECRET"].flatMap { $0.isEmpty ? nil : $0 }
+    }
+
+    /// `--queue NAME[=N]`, checked.
+    private func queueSlots() throws -> [QueueSlots] {
+        var out: [QueueSlots] = []
+        for entry in queues {
+            let parts = entry.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false).map(String.init)
+            if let problem = QueueName.problem(parts[0]) { throw ValidationError("--queue '\(entry)': \(problem)") }
+            var slots: Int?
+            if parts.count == 2 {
+                guard let n = Int(parts[1]), (1...256).contains(n) else {
+                    throw ValidationError("--queue '\(entry)': the slots after '=' must be a number from 1 to 256")
+                }
+                slots = n
+            }
+            guard !out.contains(where: { $0.name == parts[0] }) else { throw ValidationError("--queue '\(parts[0])' is given twice") }
+            out.append(QueueSlots(name: parts[0], slots: slots))
+        }
+        return out
     }
 
     private var allNetworks: [String] {
@@ -186,6 +245,12 @@ struct Work: AsyncParsableCommand {
         configuration.limits.maxPixels = maxPixels.pixels
         configuration.sweepInterval = sweepInterval.duration
         configuration.storeSizeLimit = sizeLimit.bytes
+        configuration.queues = (try? queueSlots()) ?? []
+        configuration.webhooks.secret = webhookSecretValue
+        configuration.webhooks.timeout = webhookTimeout.duration
+        configuration.webhooks.maxAttempts = webhookAttempts
+        configuration.retainSucceeded = retainSucceeded?.duration
+        configuration.retainFailed = retainFailed?.duration
         var fetch = configuration.fetch
         let environmentRoots = (ProcessInfo.processInfo.environment["HALCYON_FILE_ROOTS"] ?? "").split(separator: ",").map(String.init)
         fetch.fileRoots = (fileRoots + environmentRoots).filter { !$0.isEmpty }
@@ -196,6 +261,7 @@ struct Work: AsyncParsableCommand {
         fetch.totalTimeout = fetchTimeout.seconds
         fetch.maxBytes = maxDownloadSize.bytes
         fetch.maxRedirects = maxRedirects
+        fetch.perHostConcurrency = perHostConcurrency
         fetch.originalsTTL = originalsTTL.seconds
         configuration.fetch = fetch
         return configuration

@@ -6,27 +6,33 @@ import Testing
 @testable import HalcyonQueue
 
 /// The claim and rescue statements must stay on their partial indexes as the table grows:
-/// EXPLAINed (not run) against 120,000 rows, almost all finished, after ANALYZE.
+/// EXPLAINed (not run) against 120,000 rows, almost all finished, in several queues, after ANALYZE.
 @Suite(.enabled(if: TestEnvironment.available, "needs scripts/test (PostgreSQL)"))
 struct QueryPlanTests {
     @Test func claimAndRescueUseTheirIndexesOnALargeTable() async throws {
         let db = try await TestDatabase.create()
         try await db.query(
             """
-            INSERT INTO halcyon.jobs (source, state, attempt, finished_at, started_at, locked_by, locked_until)
+            INSERT INTO halcyon.jobs (source, state, attempt, finished_at, started_at, locked_by, locked_until, queue)
             SELECT 'https://example.com/' || g || '.jpg',
                    (CASE WHEN g % 1000 = 0 THEN 'queued' WHEN g % 1000 = 1 THEN 'running' ELSE 'succeeded' END)::halcyon.job_state,
                    1,
                    CASE WHEN g % 1000 > 1 THEN now() - g * interval '1 ms' END,
                    now(),
                    CASE WHEN g % 1000 = 1 THEN 'w' END,
-                   CASE WHEN g % 1000 = 1 THEN now() + interval '1 minute' END
+                   CASE WHEN g % 1000 = 1 THEN now() + interval '1 minute' END,
+                   (ARRAY['default', 'thumbnails', 'backfill'])[g % 3 + 1]
             FROM generate_series(1, 120000) AS g
             """)
+        try await db.query("INSERT INTO halcyon.queues (name) SELECT 'q' || g FROM generate_series(1, 20) AS g")
         try await db.query("ANALYZE halcyon.jobs")
-        let claim = try await plan(db, SQL.claim, ["w", "10", "30", "67108864"])
-        #expect(claim.contains("jobs_runnable_idx"), "claim plan:\n\(claim)")
-        #expect(!claim.contains("Seq Scan"), "claim plan:\n\(claim)")
+        try await db.query("ANALYZE halcyon.queues")
+        // Every queue, and named queues with limits: each queue one scan of jobs_claim_idx.
+        for (queues, slots) in [("{}", "{}"), ("{default,thumbnails}", "{NULL,2}")] {
+            let claim = try await plan(db, SQL.claim, ["w", "10", "30", "67108864", queues, slots])
+            #expect(claim.contains("jobs_claim_idx"), "claim plan:\n\(claim)")
+            #expect(!claim.contains("Seq Scan on jobs"), "claim plan:\n\(claim)")
+        }
         let rescue = try await plan(db, SQL.rescue, ["100", "{}"])
         #expect(rescue.contains("jobs_lease_idx"), "rescue plan:\n\(rescue)")
         #expect(!rescue.contains("Seq Scan"), "rescue plan:\n\(rescue)")

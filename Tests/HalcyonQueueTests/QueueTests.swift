@@ -115,7 +115,8 @@ struct ClaimTests {
                 var j = JobQueue.NewJob(source: "https://example.com/\(i).jpg")
                 j.maxAttempts = maxAttempts
                 return j
-            })
+            }
+        ).map(\.id)
     }
 
     @Test func concurrentClaimersNeverOverlap() async throws {
@@ -313,7 +314,7 @@ struct ClaimTests {
         let q = JobQueue(connection: try await db.connect())
         _ = try await q.cancel(ids: [ids[0], ids[1]])
         try await db.query("UPDATE halcyon.jobs SET finished_at = now() - interval '10 days' WHERE id = $1::bigint", [String(ids[0])])
-        #expect(try await q.prune(olderThan: 7 * 86400, states: ["succeeded", "failed", "cancelled"]) == 1)
+        #expect(try await q.prune(olderThan: .seconds(7 * 86400), states: [.succeeded, .failed, .cancelled]) == [.cancelled: 1])
         #expect(try await db.query("SELECT count(*) AS n FROM halcyon.jobs").value(0, "n") == "2")
     }
 

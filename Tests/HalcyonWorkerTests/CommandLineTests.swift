@@ -30,6 +30,17 @@ struct CommandLineTests {
             (["status", "--interval", "0"], "--interval"),
             (["sweep", "--store-size-limit", "0"], "--store-size-limit"),
             (["enqueue", "https://example.com/a.jpg", "--max-attempts", "99999999999"], "max_attempts"),
+            (["enqueue", "https://example.com/a.jpg", "--queue", "no spaces"], "queue name"),
+            (["enqueue", "https://example.com/a.jpg", "--tag", ""], "tag"),
+            (["work", "--queue", "backfill=0"], "--queue"),
+            (["work", "--queue", "a b"], "--queue"),
+            (["work", "--per-host-concurrency", "0"], "--per-host-concurrency"),
+            (["work", "--webhook-attempts", "0"], "--webhook-attempts"),
+            (["work", "--retain-succeeded", "1s"], "--retain-succeeded"),
+            (["work", "--retain-failed", "1d", "--sweep-interval", "0"], "--sweep-interval"),
+            (["wait", "1", "--timeout", "1e300s"], "--timeout"),
+            (["retry"], "filter"),
+            (["cancel", "1", "--queue", "q"], "not both"),
         ] as [([String], String)])
     func anOutOfRangeOptionIsAnErrorNamingIt(arguments: [String], option: String) async throws {
         let (status, output) = try await run(arguments)
@@ -41,7 +52,11 @@ struct CommandLineTests {
     /// ArgumentParser wraps help text to the terminal: text hard-wrapped in the source comes out
     /// as a long line and a stub. Within a paragraph (lines of equal indentation), every line but
     /// the last must be a real line, not a fragment of a few words.
-    @Test(arguments: [[], ["work"], ["enqueue"], ["bench"], ["demo"], ["sweep"], ["verify"], ["status"], ["prune"], ["show"]])
+    @Test(
+        arguments: [
+            [], ["work"], ["enqueue"], ["bench"], ["demo"], ["sweep"], ["verify"], ["status"], ["prune"], ["show"], ["wait"], ["retry"],
+            ["cancel"], ["pause"],
+        ])
     func helpTextIsWrappedByArgumentParserNotByHand(command: [String]) async throws {
         let p = try HalcyonProcess(command + ["--help"], conninfo: nil)
         #expect(await p.wait(timeout: 30) == 0)

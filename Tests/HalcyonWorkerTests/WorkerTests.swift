@@ -29,7 +29,7 @@ struct WorkerTests {
     func enqueue(_ db: TestDatabase, _ jobs: [JobQueue.NewJob]) async throws -> [Int64] {
         let c = try await db.connect()
         defer { Task { await c.close() } }
-        return try await JobQueue(connection: c).enqueue(batch: jobs)
+        return try await JobQueue(connection: c).enqueue(batch: jobs).map(\.id)
     }
 
     func job(_ source: String, _ processors: String = "", maxAttempts: Int = 5, fallbacks: [String] = []) -> JobQueue.NewJob {

@@ -35,14 +35,16 @@ struct Claimer: Service {
         while !stopping() {
             let limit = state.recentHits >= WorkerConfiguration.hitClaimRatio ? configuration.maxInFlightForHits : configuration.maxInFlight
             let free = limit - state.withHeld { $0.occupyingSlots }
+            let queues = queueLimits()
             var claimed: [Job] = []
-            if free > 0 {
+            // Named queues all at their own limit: nothing to claim until one frees a slot.
+            if free > 0, queues.isEmpty || queues.contains(where: { $0.limit.map { $0 > 0 } ?? true }) {
                 do {
                     claimed = try await DatabaseRetry().run(
                         "claim", logger: logger, giveUpWhen: stopping, retryIf: { _ in true },
                         wait: { await state.wake.wait(timeout: $0) }
                     ) {
-                        try await queue.claim(workerID: configuration.workerID, limit: free, lease: configuration.lease.seconds)
+                        try await queue.claim(workerID: configuration.workerID, limit: free, lease: configuration.lease.seconds, queues: queues)
                     }
                 } catch {
                     return  // stopping
@@ -57,12 +59,20 @@ struct Claimer: Service {
             }
             if !claimed.isEmpty && claimed.count == free { continue }  // probably more waiting
             if configuration.drain, claimed.isEmpty, state.withHeld({ $0.isEmpty }) {
-                if let (runnable, running) = try? await queue.drainState(), !runnable, !running {
+                if let (runnable, running) = try? await queue.drainState(queues: configuration.queues.map(\.name)), !runnable, !running {
                     logger.info("drained: nothing runnable, nothing running")
                     return
                 }
             }
             await state.wake.wait(timeout: configuration.pollInterval)
+        }
+    }
+
+    /// The queues to claim from, each with how many more of its jobs may take a slot now
+    /// (nil: no limit of its own). Empty: every queue.
+    private func queueLimits() -> [(name: String, limit: Int?)] {
+        configuration.queues.map { q in
+            (q.name, q.slots.map { slots in max(0, slots - state.withHeld { $0.occupyingSlots(queue: q.name) }) })
         }
     }
 

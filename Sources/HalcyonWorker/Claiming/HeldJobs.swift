@@ -10,6 +10,7 @@ import HalcyonQueue
 struct HeldJobs {
     struct Entry {
         var attempt: Int
+        var queue: String = QueueName.default
         var cancel: CancellationFlag
         /// Done executing, its outcome being written: still held (heartbeats, release at
         /// shutdown) but no longer taking a slot, so the claim loop may take another job.
@@ -23,9 +24,12 @@ struct HeldJobs {
     /// Held jobs that still take a slot (claimed and not yet recording).
     var occupyingSlots: Int { entries.values.count { !$0.recording } }
 
+    /// Held jobs of `queue` that still take a slot.
+    func occupyingSlots(queue: String) -> Int { entries.values.count { !$0.recording && $0.queue == queue } }
+
     /// Holds a fresh claim, replacing any older attempt of the same job.
     mutating func hold(_ job: Job, cancel: CancellationFlag) {
-        entries[job.id] = Entry(attempt: job.attempt, cancel: cancel)
+        entries[job.id] = Entry(attempt: job.attempt, queue: job.queue, cancel: cancel)
     }
 
     /// Whether this claim (id and attempt) is still held.

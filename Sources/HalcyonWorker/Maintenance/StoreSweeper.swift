@@ -5,7 +5,7 @@ import Logging
 import ServiceLifecycle
 
 /// Sweeps the store every `sweepInterval` (expired files, dangling keys, the size limit) when
-/// no other worker is sweeping; the first sweep comes 5–30 s after start, so a fleet started
+/// no other worker is sweeping, then applies row retention (`RowRetention`) when configured; the first sweep comes 5–30 s after start, so a fleet started
 /// together doesn't all try at once. A sweep in progress stops at its next file on shutdown.
 struct StoreSweeper: Service {
     let configuration: WorkerConfiguration
@@ -39,7 +39,15 @@ struct StoreSweeper: Service {
             let maintenance = StoreMaintenance(
                 store: DiskStore(root: configuration.storeRoot), sizeLimit: configuration.storeSizeLimit,
                 sweptBy: configuration.workerID)
-            guard let report = try await maintenance.sweep(JobQueue(connection: connection), waitForLock: false, cancel: cancel) else {
+            let queue = JobQueue(connection: connection)
+            if let retention = RowRetention(configuration), !cancel.isCancelled {
+                do {
+                    if try await retention.run(queue, logger: logger) == nil { logger.debug("row retention skipped: another worker is pruning") }
+                } catch {
+                    logger.warning("row retention failed", metadata: ["error": "\(error)"])
+                }
+            }
+            guard let report = try await maintenance.sweep(queue, waitForLock: false, cancel: cancel) else {
                 logger.debug("store sweep skipped: another worker is sweeping")
                 return
             }

@@ -63,6 +63,7 @@ struct OutcomeRecorder: Sendable {
         if recorded == true {
             state.updateSummary { $0.succeeded += 1 }
             state.unreported(done: 1)
+            wakeWebhooks(job)
         }
         metrics.count(recorded == true ? .succeeded : .abandoned)
         log.debug("job succeeded", metadata: ["key": "\(result.key)", "path": "\(result.path)", "bytes": "\(result.bytes)"])
@@ -83,6 +84,7 @@ struct OutcomeRecorder: Sendable {
         if let source = error.source { meta["source"] = "\(source.prefix(200))" }
         switch recorded {
         case .failed?:
+            wakeWebhooks(job)
             metrics.count(.failed, code: error.code)
             state.updateSummary { $0.failed += 1 }
             state.unreported(failed: 1)
@@ -96,6 +98,12 @@ struct OutcomeRecorder: Sendable {
             metrics.count(.abandoned, code: error.code)
             log.debug("job failure not recorded (no longer ours)", metadata: meta)
         }
+    }
+
+    /// A finished job with a webhook: its delivery is due now (the row says so; this only
+    /// saves the deliverer its poll interval).
+    private func wakeWebhooks(_ job: Job) {
+        if job.options.contains("\"callback_url\"") { state.webhooksDue.wake() }
     }
 
     /// The database refused an outcome for good (an application's trigger or constraint on

@@ -1,8 +1,8 @@
 import Synchronization
 
-/// Wakes the claim loop: a notification, a freed slot, a stop request. Wake-ups that arrive
-/// while nobody waits are remembered, so none is lost.
-final class WakeSignal: Sendable {
+/// Wakes one waiting loop (the claim loop: a notification, a freed slot, a stop request).
+/// Wake-ups that arrive while nobody waits are remembered, so none is lost. One waiter at a time.
+public final class WakeSignal: Sendable {
     private struct State {
         var pending = false
         var waiter: CheckedContinuation<Void, Never>?
@@ -10,7 +10,9 @@ final class WakeSignal: Sendable {
     }
     private let state = Mutex(State())
 
-    func wake() {
+    public init() {}
+
+    public func wake() {
         let waiter = state.withLock { s -> CheckedContinuation<Void, Never>? in
             if let w = s.waiter { s.waiter = nil; return w }
             s.pending = true
@@ -20,7 +22,7 @@ final class WakeSignal: Sendable {
     }
 
     /// Returns at the next wake-up, or after `timeout`.
-    func wait(timeout: Duration) async {
+    public func wait(timeout: Duration) async {
         await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
             let (resumeNow, gen) = state.withLock { s -> (Bool, Int) in
                 if s.pending { s.pending = false; return (true, s.generation) }

@@ -1,0 +1,51 @@
+import Foundation
+import HalcyonCore
+
+/// Webhook deliveries, kept on the job's row (`callback_status`, `callback_attempts`,
+/// `callback_error`, `callback_at`) so that a delivery that was due survives any worker.
+extension JobQueue {
+    /// A delivery taken for one attempt.
+    public struct Callback: Sendable, Equatable {
+        public var jobID: Int64
+        /// This delivery's attempt, counting from 1.
+        public var attempt: Int
+        public var url: String
+        /// The JSON body to POST.
+        public var body: String
+    }
+
+    /// How a delivery attempt ended.
+    public enum CallbackOutcome: Sendable, Equatable {
+        case delivered
+        /// Try again after this long.
+        case retry(after: Duration, error: String)
+        /// Given up for good.
+        case failed(error: String)
+    }
+
+    /// Takes up to `limit` due deliveries, each for `hold` (past it, another worker may take it
+    /// again), counting the attempt.
+    public func takeCallbacks(limit: Int, hold: Duration) async throws -> [Callback] {
+        try await connection.execute(SQL.takeCallbacks, [String(limit), String(hold.seconds)]).dictionaries.compactMap { row in
+            guard let id = (row["id"] ?? nil).flatMap({ Int64($0) }), let attempt = (row["callback_attempts"] ?? nil).flatMap({ Int($0) }),
+                let url = row["url"] ?? nil, let body = row["body"] ?? nil
+            else { return nil }
+            return Callback(jobID: id, attempt: attempt, url: url, body: body)
+        }
+    }
+
+    /// Records a delivery attempt's outcome; false when the row moved on meanwhile (retried,
+    /// deleted, or taken again after its hold ran out).
+    @discardableResult
+    public func record(_ callback: Callback, _ outcome: CallbackOutcome) async throws -> Bool {
+        let (status, error, delay): (String, String?, Double) =
+            switch outcome {
+            case .delivered: ("delivered", nil, 0)
+            case .retry(let after, let error): ("pending", error, after.seconds)
+            case .failed(let error): ("failed", error, 0)
+            }
+        return try await connection.execute(
+            SQL.recordCallback, [String(callback.jobID), String(callback.attempt), status, error.map { String($0.prefix(2048)) }, String(delay)]
+        ).count == 1
+    }
+}

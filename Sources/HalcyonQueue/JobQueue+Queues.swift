@@ -1,0 +1,38 @@
+import Foundation
+import HalcyonCore
+
+/// Named queues: pausing and resuming them. (Claiming from them is `claim(queues:)`.)
+extension JobQueue {
+    /// Pauses `name`: no worker claims its jobs until it is resumed; running jobs finish.
+    /// Throws `QueueError.unknown` for a queue no job was ever enqueued to.
+    public func pause(queue name: String) async throws {
+        guard try await connection.execute(SQL.pauseQueue, [name]).count == 1 else { throw try await unknown(name) }
+    }
+
+    /// Resumes `name` and wakes the listening workers.
+    public func resume(queue name: String) async throws {
+        guard try await connection.execute(SQL.resumeQueue, [name]).count == 1 else { throw try await unknown(name) }
+    }
+
+    /// Every known queue's name.
+    public func queueNames() async throws -> [String] {
+        try await connection.execute(SQL.queueNames).rows.compactMap { $0[0] }
+    }
+
+    private func unknown(_ name: String) async throws -> QueueError {
+        QueueError.unknown(name, known: try await queueNames())
+    }
+}
+
+/// What pausing or resuming a queue can fail with.
+public enum QueueError: Error, CustomStringConvertible, Equatable {
+    /// No such queue; `known` lists the queues there are.
+    case unknown(String, known: [String])
+
+    public var description: String {
+        switch self {
+        case .unknown(let name, let known):
+            "no queue named '\(name.prefix(80))' (a queue exists once a job has been enqueued to it; known: \(known.joined(separator: ", ")))"
+        }
+    }
+}

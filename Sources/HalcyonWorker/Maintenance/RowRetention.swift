@@ -1,0 +1,51 @@
+import HalcyonCore
+import HalcyonQueue
+import Logging
+
+/// Row retention (`--retain-succeeded`, `--retain-failed`): deletes finished rows older than
+/// their retention, a batch at a time (no long locks), under an advisory lock so one worker at a
+/// time does it, and records the run in `halcyon.row_prunes` for `halcyon status`. Runs with
+/// the store sweep. Rows whose webhook is still to be delivered stay.
+struct RowRetention: Sendable {
+    let succeeded: Duration?
+    let failed: Duration?
+    let prunedBy: String
+
+    init?(_ configuration: WorkerConfiguration) {
+        guard configuration.retainSucceeded != nil || configuration.retainFailed != nil else { return nil }
+        succeeded = configuration.retainSucceeded
+        failed = configuration.retainFailed
+        prunedBy = configuration.workerID
+    }
+
+    /// Prunes if no other worker is; nil when another one was.
+    func run(_ queue: JobQueue, logger: Logger) async throws -> [JobState: Int]? {
+        guard try await queue.tryLockRetention() else { return nil }
+        let started = ContinuousClock.now
+        var pruned: [JobState: Int] = [:]
+        do {
+            if let succeeded {
+                pruned.merge(try await queue.prune(olderThan: succeeded, states: [.succeeded]), uniquingKeysWith: +)
+            }
+            if let failed {
+                pruned.merge(try await queue.prune(olderThan: failed, states: [.failed, .cancelled]), uniquingKeysWith: +)
+            }
+        } catch {
+            try? await queue.unlockRetention()
+            throw error
+        }
+        try? await queue.unlockRetention()
+        let seconds = (ContinuousClock.now - started).seconds
+        try await queue.recordPrune(by: prunedBy, pruned, seconds: seconds)
+        let meta: Logger.Metadata = [
+            "succeeded": "\(pruned[.succeeded] ?? 0)", "failed": "\(pruned[.failed] ?? 0)", "cancelled": "\(pruned[.cancelled] ?? 0)",
+            "took": "\(TimeSpan.format(seconds))",
+        ]
+        if pruned.values.reduce(0, +) > 0 {
+            logger.info("finished rows pruned", metadata: meta)
+        } else {
+            logger.debug("finished rows pruned", metadata: meta)
+        }
+        return pruned
+    }
+}

@@ -1,0 +1,90 @@
+import ArgumentParser
+import Foundation
+import HalcyonCLI
+import HalcyonCore
+import HalcyonQueue
+import Logging
+
+struct Wait: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Wait until jobs are finished; exit 0 if all succeeded, 1 if any failed or was cancelled, 2 on timeout.",
+        discussion: """
+            Listens on halcyon_job_finished and reads the jobs' states once listening, then again \
+            only when a notification names one of them: no polling. Prints one line per job \
+            (id, state, and the result path or the failure's code), or JSON with --json.
+
+            A job id with no row counts as a failure (exit 1).
+            """)
+
+    @OptionGroup var database: DatabaseOptions
+    @Argument(help: "Job ids.")
+    var ids: [Int64]
+    @OptionGroup var waiting: WaitOptions
+
+    func validate() throws {
+        guard !ids.isEmpty else { throw ValidationError("give at least one job id") }
+        guard ids.count <= WaitOptions.maxJobs else { throw ValidationError("wait for at most \(WaitOptions.maxJobs) jobs at once") }
+        try waiting.timeout.check("--timeout", 0...30 * 86_400)
+    }
+
+    func run() async throws {
+        let (connection, conninfo) = try await database.connect()
+        await connection.close()
+        throw ExitCode(try await waiting.wait(for: ids, conninfo: conninfo))
+    }
+}
+
+/// How `wait` and `enqueue --wait` wait and report.
+struct WaitOptions: ParsableArguments {
+    static let maxJobs = 100_000
+
+    @Option(help: "Most time to wait, 0s–30d (0: check once).")
+    var timeout = TimeSpanArgument(.seconds(30))
+    @Flag(help: "Print the outcome as JSON.")
+    var json = false
+
+    /// Waits, prints the outcome and returns the exit code: 0 all succeeded, 1 some failed, was
+    /// cancelled or does not exist, 2 some were still unfinished at the timeout.
+    func wait(for ids: [Int64], conninfo: String) async throws -> Int32 {
+        var logger = Logger(label: "halcyon.wait")
+        logger.logLevel = .warning
+        let outcome = try await JobWaiter(conninfo: conninfo, logger: logger).wait(for: ids, timeout: timeout.duration)
+        print(json ? Self.json(ids, outcome).prettyText : Self.text(ids, outcome), terminator: json ? "\n" : "")
+        if outcome.timedOut { return 2 }
+        return outcome.allSucceeded ? 0 : 1
+    }
+
+    static func text(_ ids: [Int64], _ outcome: JobWaiter.Outcome) -> String {
+        var out = ""
+        for id in ids {
+            if let s = outcome.finished[id] {
+                var line = "\(id) \(s.state.rawValue)"
+                if s.state == .succeeded, let path = s.resultPath { line += " \(path)\(s.cacheHit == true ? " (store hit)" : "")" }
+                if s.state == .failed, let code = s.code { line += " \(code)" }
+                out += line + "\n"
+            } else if outcome.missing.contains(id) {
+                out += "\(id) no such job\n"
+            } else {
+                out += "\(id) unfinished (timed out)\n"
+            }
+        }
+        return out
+    }
+
+    static func json(_ ids: [Int64], _ outcome: JobWaiter.Outcome) -> JSONValue {
+        let jobs: [JSONValue] = ids.map { id in
+            var o: [String: JSONValue] = ["id": .number(Double(id))]
+            if let s = outcome.finished[id] {
+                o["state"] = .string(s.state.rawValue)
+                o["code"] = s.code.map { .string($0) } ?? .null
+                o["cache_hit"] = s.cacheHit.map { .bool($0) } ?? .null
+                o["result_path"] = s.resultPath.map { .string($0) } ?? .null
+            } else {
+                o["state"] = outcome.missing.contains(id) ? .null : .string("unfinished")
+                if outcome.missing.contains(id) { o["error"] = .string("no such job") }
+            }
+            return .object(o)
+        }
+        return .object(["jobs": .array(jobs), "timed_out": .bool(outcome.timedOut), "all_succeeded": .bool(outcome.allSucceeded)])
+    }
+}

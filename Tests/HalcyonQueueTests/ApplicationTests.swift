@@ -1,0 +1,225 @@
+import Foundation
+import HalcyonCore
+import HalcyonTestSupport
+import Synchronization
+import Testing
+
+@testable import HalcyonQueue
+
+/// What applications use around the queue (issue #16), against the real PostgreSQL:
+/// completion notifications, unique keys, named queues and pausing, tags, bulk operations by
+/// filter, waiting, and the additive migration.
+@Suite(.enabled(if: TestEnvironment.available, "needs scripts/test (PostgreSQL)"))
+struct ApplicationTests {
+    func queue(_ db: TestDatabase) async throws -> JobQueue { JobQueue(connection: try await db.connect()) }
+
+    func job(_ n: Int, queue: String = QueueName.default, key: String? = nil, tags: [String] = []) -> JobQueue.NewJob {
+        var j = JobQueue.NewJob(source: "https://example.com/\(n).jpg")
+        j.queue = queue
+        j.uniqueKey = key
+        j.tags = tags
+        return j
+    }
+
+    func result(_ key: String) -> JobResult {
+        JobResult(key: key, digest: "d", path: "objects/\(key)", bytes: 1, width: 1, height: 1, format: "png", cacheHit: true, source: nil)
+    }
+
+    /// Payloads received on `halcyon_job_finished`.
+    final class Received: Sendable {
+        let payloads = Mutex<[String]>([])
+        let listening = Mutex(false)
+    }
+
+    /// Listens on `halcyon_job_finished`; returns once listening.
+    func listen(_ db: TestDatabase) async throws -> (JobListener, Received) {
+        let received = Received()
+        let listener = JobListener(conninfo: db.conninfo, channel: JobListener.finishedChannel, logger: .init(label: "test")) { p in
+            if p.isEmpty { received.listening.withLock { $0 = true } }
+            received.payloads.withLock { $0 += p }
+        }
+        listener.start()
+        let deadline = ContinuousClock.now + .seconds(10)
+        while !received.listening.withLock({ $0 }), ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
+        return (listener, received)
+    }
+
+    func waitFor(_ received: Received, count: Int, within: Duration = .seconds(10)) async throws -> [[String: JSONValue]] {
+        let deadline = ContinuousClock.now + within
+        while received.payloads.withLock({ $0.count }) < count, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
+        try await Task.sleep(for: .milliseconds(200))  // any extra notification would arrive by now
+        return received.payloads.withLock { $0 }.compactMap { p -> [String: JSONValue]? in
+            if case .object(let o)? = JSONValue.parse(p) { return o }
+            return nil
+        }
+    }
+
+    @Test func finishingNotifiesOncePerJobInTheSameTransactionAndRetriesDoNot() async throws {
+        let db = try await TestDatabase.create()
+        let (listener, payloads) = try await listen(db)
+        defer { listener.stop() }
+        let q = try await queue(db)
+        let ids = try await q.enqueue(batch: (0..<5).map { job($0, queue: "thumbs") }).map(\.id)
+        let claims = try await q.claim(workerID: "w", limit: 5, lease: 30).map(\.claim)
+        #expect(claims.count == 5)
+        // Group commit: three successes in one statement → three notifications.
+        let done = try await q.complete(batch: claims[0..<3].map { ($0, result("k\($0.id)"), StageTimings()) }, workerID: "w")
+        #expect(done.count == 3)
+        // A transient failure with attempts left is a retry: no notification.
+        #expect(try await q.fail(claims[3], workerID: "w", error: HalcyonError(.timeout, "slow"), retryDelay: 60) == .retryScheduled)
+        // A permanent failure notifies with its code; a cancel without one.
+        #expect(try await q.fail(claims[4], workerID: "w", error: HalcyonError(.notImage, "html", permanent: true), retryDelay: 0) == .failed)
+        _ = try await q.cancel(ids: [ids[3]])
+        let got = try await waitFor(payloads, count: 5)
+        #expect(got.count == 5, "\(got)")
+        let byID = Dictionary(got.map { (Int64($0["id"]?.numberValue ?? 0), $0) }, uniquingKeysWith: { (a: [String: JSONValue], _) in a })
+        for id in ids[0..<3] {
+            #expect(byID[id]?["state"]?.stringValue == "succeeded")
+            #expect(byID[id]?["queue"]?.stringValue == "thumbs")
+            #expect(byID[id]?["cache_hit"]?.boolValue == true)
+            #expect(byID[id]?["result_key"]?.stringValue == "k\(id)")
+            #expect(byID[id]?["code"] == nil)
+        }
+        #expect(byID[ids[4]]?["state"]?.stringValue == "failed")
+        #expect(byID[ids[4]]?["code"]?.stringValue == "fetch.not_image")
+        #expect(byID[ids[3]]?["state"]?.stringValue == "cancelled")
+        #expect(byID[ids[3]]?["code"] == nil)
+        // A rolled-back outcome notifies nobody.
+        let extra = try await q.enqueue(job(9)).id
+        let c = try await db.connect()
+        try await c.execute("BEGIN")
+        try await c.execute("UPDATE halcyon.jobs SET state = 'cancelled' WHERE id = $1::bigint", [String(extra)])
+        try await c.execute("ROLLBACK")
+        #expect(try await waitFor(payloads, count: 6, within: .seconds(1)).count == 5)
+    }
+
+    @Test func aUniqueKeyReturnsTheFirstJobWhileItIsUnfinished() async throws {
+        let db = try await TestDatabase.create()
+        let q = try await queue(db)
+        let first = try await q.enqueue(job(1, key: "upload-1234"))
+        #expect(first.inserted)
+        let again = try await q.enqueue(job(2, key: "upload-1234"))
+        #expect(again == .init(id: first.id, inserted: false))
+        // The SQL function returns the first id too.
+        let sqlID = try await db.query("SELECT halcyon.enqueue('https://example.com/3.jpg', unique_key => 'upload-1234') AS id").value(0, "id")
+        #expect(sqlID == String(first.id))
+        // A plain INSERT of a duplicate is a unique violation.
+        await #expect(throws: DatabaseError.self) {
+            try await db.query("INSERT INTO halcyon.jobs (source, unique_key) VALUES ('https://example.com/4.jpg', 'upload-1234')")
+        }
+        // Within one batch, the second line with a key is a duplicate of the first.
+        let batch = try await q.enqueue(batch: [job(5, key: "b"), job(6, key: "b"), job(7)])
+        #expect(batch.map(\.inserted) == [true, false, true])
+        #expect(batch[1].id == batch[0].id)
+        // Once the holder is finished, the key is free again.
+        _ = try await q.cancel(ids: [first.id])
+        let later = try await q.enqueue(job(8, key: "upload-1234"))
+        #expect(later.inserted && later.id != first.id)
+        // Retrying the cancelled one would make two unfinished jobs with the key: it stays.
+        #expect(try await q.retry(ids: [first.id]).isEmpty)
+        #expect(try await db.query("SELECT count(*) AS n FROM halcyon.jobs WHERE unique_key = 'upload-1234'").value(0, "n") == "2")
+    }
+
+    @Test func namedQueuesAreClaimedWithTheirLimitsAndPausedOnesNotAtAll() async throws {
+        let db = try await TestDatabase.create()
+        let q = try await queue(db)
+        _ = try await q.enqueue(batch: (0..<4).map { job($0, queue: "thumbnails") } + (4..<8).map { job($0, queue: "backfill") })
+        #expect(Set(try await q.queueNames()) == ["default", "thumbnails", "backfill"])
+        // Only the queues named, each at most its limit.
+        let claimed = try await q.claim(workerID: "w", limit: 10, lease: 30, queues: [("thumbnails", nil), ("backfill", 1)])
+        #expect(claimed.filter { $0.queue == "thumbnails" }.count == 4)
+        #expect(claimed.filter { $0.queue == "backfill" }.count == 1)
+        // Paused: nobody claims it, whatever they ask for.
+        try await q.pause(queue: "backfill")
+        #expect(try await q.claim(workerID: "w", limit: 10, lease: 30).isEmpty)
+        let drain = try await q.drainState(queues: ["backfill"])
+        #expect(!drain.runnable && drain.running)
+        try await q.resume(queue: "backfill")
+        #expect(try await q.claim(workerID: "w", limit: 10, lease: 30, queues: [("backfill", nil)]).count == 3)
+        // An unknown queue is a clear error that lists the known ones.
+        await #expect(throws: QueueError.unknown("nope", known: ["backfill", "default", "thumbnails"])) {
+            try await q.pause(queue: "nope")
+        }
+        // Queue names and tags are checked by the table.
+        await #expect(throws: DatabaseError.self) { try await db.query("SELECT halcyon.enqueue('https://e.com/x.jpg', queue => 'bad name')") }
+        await #expect(throws: DatabaseError.self) {
+            try await db.query("SELECT halcyon.enqueue('https://e.com/x.jpg', tags => array_fill('t'::text, ARRAY[33]))")
+        }
+        #expect(QueueName.problem("bad name") != nil && QueueName.problem("thumbnails.v2") == nil)
+        // A queue's row cannot go while it has unfinished jobs (they would never be claimed).
+        await #expect(throws: DatabaseError.self) { try await db.query("DELETE FROM halcyon.queues WHERE name = 'thumbnails'") }
+        // A job moved to a new queue registers it.
+        try await db.query("UPDATE halcyon.jobs SET queue = 'moved' WHERE queue = 'backfill'")
+        #expect(try await q.queueNames().contains("moved"))
+    }
+
+    @Test func bulkRetryAndCancelActOnTheirFilterOnly() async throws {
+        let db = try await TestDatabase.create()
+        let q = try await queue(db)
+        let ids = try await q.enqueue(batch: (0..<6).map { job($0, queue: $0 < 3 ? "a" : "b", tags: $0 % 2 == 0 ? ["upload:1"] : []) }).map(\.id)
+        let claims = try await q.claim(workerID: "w", limit: 6, lease: 30).map(\.claim)
+        for c in claims {
+            let code: ErrorCode = c.id == ids[0] || c.id == ids[3] ? .httpStatus : .notImage
+            _ = try await q.fail(c, workerID: "w", error: HalcyonError(code, "x", permanent: true), retryDelay: 0)
+        }
+        try await db.query("UPDATE halcyon.jobs SET finished_at = now() - interval '3 hours' WHERE id = $1::bigint", [String(ids[3])])
+        let recent = JobQueue.JobFilter(states: [.failed], code: "fetch.http_status", since: .seconds(3600))
+        #expect(try await q.count(recent) == 1)
+        #expect(try await q.retry(recent) == 1)
+        #expect(try await db.query("SELECT state::text FROM halcyon.jobs WHERE id = $1::bigint", [String(ids[0])]).value(0, "state") == "queued")
+        #expect(try await db.query("SELECT state::text FROM halcyon.jobs WHERE id = $1::bigint", [String(ids[3])]).value(0, "state") == "failed")
+        // Tag and queue filters; cancel only touches queued or running jobs.
+        #expect(try await q.cancel(JobQueue.JobFilter(states: [.queued, .running], tag: "upload:1")) == 1)
+        #expect(try await q.count(JobQueue.JobFilter(states: [.failed], queue: "b")) == 3)
+        #expect(try await q.retry(JobQueue.JobFilter(states: [.failed, .cancelled], queue: "b", tag: "upload:1")) == 1)
+    }
+
+    @Test func waitingSeesJobsFinishWithoutPolling() async throws {
+        let db = try await TestDatabase.create()
+        let q = try await queue(db)
+        let ids = try await q.enqueue(batch: [job(1), job(2)]).map(\.id)
+        let waiter = JobWaiter(conninfo: db.conninfo, logger: .init(label: "test"))
+        // Nothing finishes: a timeout, both unfinished.
+        let short = try await waiter.wait(for: ids, timeout: .milliseconds(300))
+        #expect(short.timedOut && short.unfinished.count == 2)
+        // The recheck is far away: only the notification can end this wait early.
+        var patient = waiter
+        patient.recheck = .seconds(600)
+        let started = ContinuousClock.now
+        async let outcome = patient.wait(for: ids + [999_999], timeout: .seconds(30))
+        try await Task.sleep(for: .milliseconds(500))
+        let claims = try await q.claim(workerID: "w", limit: 2, lease: 30).map(\.claim)
+        _ = try await q.complete(claims[0], workerID: "w", result: result("x"))
+        _ = try await q.fail(claims[1], workerID: "w", error: HalcyonError(.notImage, "x", permanent: true), retryDelay: 0)
+        let o = try await outcome
+        #expect(ContinuousClock.now - started < .seconds(10))
+        #expect(!o.timedOut && !o.allSucceeded)
+        #expect(o.missing == [999_999])
+        #expect(o.finished[ids[0]]?.state == .succeeded && o.finished[ids[1]]?.state == .failed)
+        #expect(o.finished[ids[1]]?.code == "fetch.not_image")
+    }
+
+    @Test func migrationFromThePreviousVersionKeepsEveryRow() async throws {
+        let db = try await TestDatabase.create(migrated: false)
+        let c = try await db.connect()
+        let all = try Migrator.load(from: TestEnvironment.migrationsDirectory)
+        _ = try await Migrator.migrate(c, migrations: all.filter { $0.version <= 3 })
+        try await c.execute(
+            """
+            INSERT INTO halcyon.jobs (source, processors, state, options, errors, last_error, finished_at, priority)
+            VALUES ('https://example.com/a.jpg', 'resize(10x10)', 'queued', '{"expiration": "1d"}', '[]', NULL, NULL, 3),
+                   ('https://example.com/b.jpg', '', 'failed', '{}', '[{"code": "fetch.http_status"}]', 'fetch.http_status: x', now(), 0)
+            """)
+        let before = try await c.execute(
+            "SELECT id, source, processors, state::text, options::text, errors::text, priority FROM halcyon.jobs ORDER BY id")
+        _ = try await Migrator.migrate(c, migrations: all)
+        let after = try await c.execute(
+            "SELECT id, source, processors, state::text, options::text, errors::text, priority FROM halcyon.jobs ORDER BY id")
+        #expect(after.rows == before.rows)
+        let added = try await c.execute("SELECT DISTINCT queue, tags::text, unique_key, callback_status FROM halcyon.jobs")
+        #expect(added.rows == [["default", "{}", nil, nil]])
+        // The old rows are claimable from their queue.
+        #expect(try await JobQueue(connection: c).claim(workerID: "w", limit: 5, lease: 30, queues: [("default", nil)]).count == 1)
+        await c.close()
+    }
+}
