@@ -93,6 +93,9 @@ struct Enqueue: AsyncParsableCommand {
             jobs = [job]
         }
         guard !jobs.isEmpty else { throw CommandFailure("nothing to enqueue") }
+        if wait, jobs.count > WaitOptions.maxJobs {
+            throw CommandFailure("--wait waits for at most \(WaitOptions.maxJobs) jobs; enqueue \(jobs.count) without it and wait for them in parts")
+        }
         let (connection, conninfo) = try await database.connect()
         let queue = JobQueue(connection: connection)
         let enqueued = jobs.count == 1 ? [try await queue.enqueue(jobs[0])] : try await queue.enqueue(batch: jobs)
@@ -112,9 +115,8 @@ struct Enqueue: AsyncParsableCommand {
         if duplicates.count > 100 { printError("… and \(duplicates.count - 100) more duplicates") }
         if wait {
             fflush(nil)
-            var unique: [Int64] = []
-            for id in ids where !unique.contains(id) { unique.append(id) }
-            throw ExitCode(try await waiting.wait(for: unique, conninfo: conninfo))
+            var seen = Set<Int64>()
+            throw ExitCode(try await waiting.wait(for: ids.filter { seen.insert($0).inserted }, conninfo: conninfo))
         }
     }
 
