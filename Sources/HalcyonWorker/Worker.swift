@@ -40,8 +40,11 @@ public final class Worker: Service, Sendable {
     /// the rest. A second call releases at once. Safe to call before `run()` starts: a stop
     /// requested early is not lost.
     public func requestStop() {
-        let count = state.requestStop()
-        logger.info(count == 1 ? "stop requested: finishing in-flight jobs" : "second stop request: releasing in-flight jobs now")
+        // Logged before the request takes effect: once it does, the worker may finish and the
+        // process exit before this thread gets to write the line.
+        let first = state.stopRequests == 0
+        logger.info(first ? "stop requested: finishing in-flight jobs" : "second stop request: releasing in-flight jobs now")
+        _ = state.requestStop()
     }
 
     /// What the worker did so far (all of it once `run()` has returned).
