@@ -13,9 +13,8 @@ import Synchronization
 /// and gives it back when done; callers bound how many run at once (the processing and
 /// download slots).
 public enum Blocking {
-    /// Which threads a call runs on. Image processing has threads of its own (as many as there
-    /// are processing slots), so its large buffers stay in those threads' malloc arenas instead
-    /// of spreading over every thread that ever read a file.
+    /// Which threads a call runs on. Image processing has threads of its own: as many as run
+    /// at once (the processing slots), reused, never shared with a file read or a download.
     public enum Pool: Sendable {
         /// Downloads, file reads and writes, store work, waits for a child process.
         case io
