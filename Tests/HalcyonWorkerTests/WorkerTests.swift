@@ -239,8 +239,11 @@ struct WorkerTests {
         #expect(try await waitUntil(60) { try await count(db, "state = 'running'") == 4 })
         let stopAt = Date()
         w.signal(SIGTERM)
-        #expect(await w.wait(timeout: 15) == 0, "\(w.output)")
-        #expect(Date().timeIntervalSince(stopAt) < 6)
+        #expect(await w.wait(timeout: 25) == 0, "\(w.output)")
+        // Grace 1 s against 30 s downloads: a worker that waited for them would take 30 s. The bound
+        // leaves room for process exit on a machine the rest of the suite keeps busy (7.9 s seen).
+        let exitAfter = Date().timeIntervalSince(stopAt)
+        #expect(exitAfter < 15, "exited \(exitAfter) s after SIGTERM")
         #expect(try await count(db, "state = 'queued' AND attempt = 0 AND locked_by IS NULL AND errors = '[]'") == 4)
         #expect(w.output.contains("released"))
         let worker = try await db.query("SELECT stopped_at IS NOT NULL AS stopped FROM halcyon.workers")
