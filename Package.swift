@@ -33,6 +33,9 @@ let package = Package(
         // .pc carries; the shim header defines what matters and `magickIncludes` adds the paths.
         .systemLibrary(name: "CMagickWand", providers: [.apt(["libmagickwand-dev"])]),
         .systemLibrary(name: "CCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
+        // libjpeg-turbo and libpng called directly (the direct lane and the bench's decode floor):
+        // a few C wrappers, since libjpeg reports errors by longjmp.
+        .target(name: "CImageCodecs", linkerSettings: [.linkedLibrary("jpeg"), .linkedLibrary("png16")]),
 
         // Shared vocabulary: errors with categories, durations, job options, blocking-call offload.
         .target(
@@ -45,7 +48,7 @@ let package = Package(
         // Sources and downloads.
         .target(name: "HalcyonFetch", dependencies: ["HalcyonCore", "CCurl"]),
         // Chain grammar, processors and MagickWand.
-        .target(name: "HalcyonImage", dependencies: ["HalcyonCore", "CMagickWand"], swiftSettings: magickIncludes),
+        .target(name: "HalcyonImage", dependencies: ["HalcyonCore", "CMagickWand", "CImageCodecs"], swiftSettings: magickIncludes),
         // Content-addressed disk store.
         .target(name: "HalcyonStore", dependencies: ["HalcyonCore", "CCrypto"]),
         // The worker runtime: claim loop, slots, heartbeat, rescuer, graceful stop.

@@ -57,6 +57,23 @@ package struct Bench: AsyncParsableCommand {
     var noScale = false
     @Option(help: "Write the results as JSON here (default $HALCYON_HOME/bench/results.json).")
     var out: String?
+    @Option(
+        parsing: .upToNextOption,
+        help: "Run only these scenarios (W1 W2 W3 H L S E; H needs W1's store, so it runs W1 too). Default: all.")
+    var only: [Scenario] = []
+
+    /// The scenarios, for `--only`.
+    enum Scenario: String, CaseIterable, ExpressibleByArgument {
+        case w1 = "W1", w2 = "W2", w3 = "W3", h = "H", l = "L", s = "S", e = "E"
+        init?(argument: String) { self.init(rawValue: argument.uppercased()) }
+    }
+
+    /// Whether `scenario` runs (`--only`, and S also needs no `--no-scale`).
+    func runs(_ scenario: Scenario) -> Bool {
+        if scenario == .s, noScale { return false }
+        if only.isEmpty { return true }
+        return only.contains(scenario) || (scenario == .w1 && only.contains(.h))
+    }
 
     static let chain = "resize(320x320, mode=fill) |> format(jpeg, quality=82)"
     /// W2: three variants of every source (decoded once when the three share a claim).
@@ -90,33 +107,45 @@ package struct Bench: AsyncParsableCommand {
         for round in 1...repeats {
             func report(_ scenario: String, _ tool: String, _ run: BenchRun) {
                 print(
-                    "round \(round): \(scenario) \(tool) \(scenario == "W2" ? run.line.replacingOccurrences(of: "image", with: "source") : run.line)")
+                    "round \(round): \(scenario) \(tool) \(scenario == "W1" ? run.line : run.line.replacingOccurrences(of: "image", with: "source"))")
             }
-            let (h, hits) = try await runHalcyon(corpus, conninfo: conninfo, scratch: scratch, quality: quality)
-            w1["halcyon", default: []].append(h)
-            hitRuns.append(hits)
-            report("W1", "halcyon", h)
-            print("round \(round): H \(hits.line)")
-            let hw2 = try await runW2(corpus, conninfo: conninfo, scratch: scratch)
-            w2["halcyon", default: []].append(hw2)
-            report("W2", "halcyon", hw2)
-            let latency = try await runLatency(corpus, conninfo: conninfo, scratch: scratch)
-            latencyRuns.append(latency)
-            print("round \(round): L \(latency.line)")
+            if runs(.w1) {
+                let (h, hits) = try await runHalcyon(corpus, conninfo: conninfo, scratch: scratch, quality: quality)
+                w1["halcyon", default: []].append(h)
+                hitRuns.append(hits)
+                report("W1", "halcyon", h)
+                print("round \(round): H \(hits.line)")
+                let floor = try await BenchFloor.run(corpus, chains: [Self.chain], concurrency: concurrency)
+                w1[BenchFloor.tool, default: []].append(floor)
+                report("W1", BenchFloor.tool, floor)
+            }
+            if runs(.w2) {
+                let hw2 = try await runW2(corpus, conninfo: conninfo, scratch: scratch)
+                w2["halcyon", default: []].append(hw2)
+                report("W2", "halcyon", hw2)
+                let floor = try await BenchFloor.run(corpus, chains: Self.variants, concurrency: concurrency)
+                w2[BenchFloor.tool, default: []].append(floor)
+                report("W2", BenchFloor.tool, floor)
+            }
+            if runs(.l) {
+                let latency = try await runLatency(corpus, conninfo: conninfo, scratch: scratch)
+                latencyRuns.append(latency)
+                print("round \(round): L \(latency.line)")
+            }
             if let pillow {
-                for (scenario, label) in [(BenchPeers.Scenario.w1, "W1"), (.w2, "W2")] {
+                for (scenario, label) in [(BenchPeers.Scenario.w1, "W1"), (.w2, "W2")] where runs(scenario == .w1 ? .w1 : .w2) {
                     let r = try await peers.pillow(pillow, scenario)
                     scenario == .w1 ? w1["pillow draft", default: []].append(r) : w2["pillow draft", default: []].append(r)
                     report(label, "pillow draft", r)
                 }
             }
-            if let vips {
+            if let vips, runs(.w1) {
                 let r = try await peers.vips(vips)
                 w1["vipsthumbnail", default: []].append(r)
                 report("W1", "vipsthumbnail", r)
             }
             if let convert {
-                for (tuned, scenario) in [(true, BenchPeers.Scenario.w1), (false, .w1), (true, .w2)] {
+                for (tuned, scenario) in [(true, BenchPeers.Scenario.w1), (false, .w1), (true, .w2)] where runs(scenario == .w1 ? .w1 : .w2) {
                     let tool = tuned ? "convert tuned" : "convert naive"
                     let r = try await peers.convert(convert, tuned: tuned, scenario)
                     scenario == .w1 ? w1[tool, default: []].append(r) : w2[tool, default: []].append(r)
@@ -124,30 +153,38 @@ package struct Bench: AsyncParsableCommand {
                 }
             }
         }
-        let order = ["halcyon", "pillow draft", "vipsthumbnail", "convert tuned", "convert naive"]
+        let order = ["halcyon", BenchFloor.tool, "pillow draft", "vipsthumbnail", "convert tuned", "convert naive"]
         let results = order.compactMap { t in w1[t].map { BenchResult(tool: t, runs: $0) } }
         let w2Results = order.compactMap { t in w2[t].map { BenchResult(tool: t, runs: $0) } }
-        let scaleRuns = noScale ? [] : try await runScale(conninfo: conninfo, scratch: scratch)
-        let effects = try await runEffects(corpus)
-        print(BenchResult.table("W1 — \(Self.chain)", results, unit: "image", count: corpus.files.count, concurrency: concurrency, repeats: repeats))
-        print(
-            BenchResult.table(
-                "W2 — three variants per source: " + Self.variants.joined(separator: "; "), w2Results, unit: "source",
-                count: corpus.files.count, concurrency: concurrency, repeats: repeats))
+        let scaleRuns = runs(.s) ? try await runScale(conninfo: conninfo, scratch: scratch) : []
+        let effects: (size: ImageSize, rows: [EffectBench.Row]) = runs(.e) ? try await runEffects(corpus) : (ImageSize(width: 0, height: 0), [])
+        if !results.isEmpty {
+            print(
+                BenchResult.table("W1 — \(Self.chain)", results, unit: "image", count: corpus.files.count, concurrency: concurrency, repeats: repeats)
+            )
+        }
+        if !w2Results.isEmpty {
+            print(
+                BenchResult.table(
+                    "W2 — three variants per source: " + Self.variants.joined(separator: "; "), w2Results, unit: "source",
+                    count: corpus.files.count, concurrency: concurrency, repeats: repeats))
+        }
         let verdict = BenchQuality.verdict(results)
         if let verdict { print(verdict.line + "\n") }
-        print(HitRun.summary(hitRuns))
-        print(LatencyRun.summary(latencyRuns))
+        if !hitRuns.isEmpty { print(HitRun.summary(hitRuns)) }
+        if !latencyRuns.isEmpty { print(LatencyRun.summary(latencyRuns)) }
         if !scaleRuns.isEmpty { print(ScaleRun.summary(scaleRuns)) }
-        print(Self.effectsTable(effects))
+        if !effects.rows.isEmpty { print(Self.effectsTable(effects)) }
 
         var json = BenchResult.json(
             results, corpus: corpus, concurrency: concurrency, chain: Self.chain,
             versions: BenchPeers.versions(convert: convert, vips: vips, pillow: pillow))
         if case .object(var o) = json {
-            o["H"] = HitRun.json(hitRuns)
-            o["L"] = LatencyRun.json(latencyRuns)
-            o["W2"] = ["chains": .array(Self.variants.map { .string($0) }), "results": .array(w2Results.map { $0.json(unit: "source") })]
+            if !hitRuns.isEmpty { o["H"] = HitRun.json(hitRuns) }
+            if !latencyRuns.isEmpty { o["L"] = LatencyRun.json(latencyRuns) }
+            if !w2Results.isEmpty {
+                o["W2"] = ["chains": .array(Self.variants.map { .string($0) }), "results": .array(w2Results.map { $0.json(unit: "source") })]
+            }
             if let verdict {
                 o["quality_guard"] = [
                     "passed": .bool(verdict.passed), "tolerance_db": .number(BenchQuality.tolerance),

@@ -39,8 +39,8 @@ extension Bench {
         let started = Date()
         let progress = ProgressReporter(conninfo: conninfo, label: "images", expected: corpus.files.count, since: started)
         let usage = try await drainWorker(conninfo: conninfo, store: store, corpus: corpus, scratch: scratch)
+        let seconds = Date().timeIntervalSince(started)  // before the reporter's last tick (up to 0.5 s)
         await progress.finish()
-        let seconds = Date().timeIntervalSince(started)
         let ok =
             try await c.execute(
                 """

@@ -41,16 +41,17 @@ public struct ResizeProcessor: ShrinkingProcessor {
         mode == .fill ? ImageSize(width: width, height: height) : scaled(from: input)
     }
 
+    /// The size to scale to and, for `fill`, the centred window of it to keep: a resize and a
+    /// crop in one pass, so the columns the crop drops are never filtered.
+    func geometry(from input: ImageSize) -> (scaled: ImageSize, window: Resampler.Window?) {
+        let s = scaled(from: input)
+        guard mode == .fill else { return (s, nil) }
+        return (s, Resampler.Window(x: (s.width - width) / 2, y: (s.height - height) / 2, width: width, height: height))
+    }
+
     public func process(_ image: MagickImage) throws(HalcyonError) {
-        let s = scaled(from: ImageSize(width: image.width, height: image.height))
-        if mode == .fill {
-            // Resize and centre-crop in one pass: the columns the crop drops are never filtered.
-            try image.resize(
-                width: s.width, height: s.height,
-                window: .init(x: (s.width - width) / 2, y: (s.height - height) / 2, width: width, height: height))
-        } else {
-            try image.resize(width: s.width, height: s.height)
-        }
+        let (s, window) = geometry(from: ImageSize(width: image.width, height: image.height))
+        try image.resize(width: s.width, height: s.height, window: window)
     }
 }
 

@@ -100,7 +100,8 @@ public struct ProcessedImage: Sendable {
     public var encodeSeconds: Double
 }
 
-/// Decode once → auto-orient → sRGB → each step → strip → encode, in one wand per chain.
+/// Decode once → auto-orient → sRGB → each step → strip → encode, in one wand per chain — or,
+/// for the sources and chains `DirectLane` takes, decode → resize → encode on 8-bit pixels.
 /// Blocking: call from a Dispatch thread.
 public enum ImagePipeline {
     /// Full decodes performed by this process (for metrics).
@@ -124,16 +125,34 @@ public enum ImagePipeline {
         try run(data, format: format, chains: [chain], limits: limits)[0].get()
     }
 
+    /// The size a decode must cover for all of `chains`: the largest any of them needs, nil
+    /// (a full decode) when one needs everything.
+    static func shrinkHint(_ chains: [ProcessorChain], _ header: MagickImage.Header) -> (width: Int, height: Int)? {
+        let hints = chains.map { $0.shrinkHint(for: header) }
+        guard !hints.isEmpty, !hints.contains(where: { $0 == nil }) else { return nil }
+        return (hints.map { $0!.width }.max()!, hints.map { $0!.height }.max()!)
+    }
+
+    /// The decode `run` makes of this source for `chains` in the direct lane, and nothing else:
+    /// the bench's floor. The decoded size, or nil when the direct lane would not take it.
+    package static func decodeOnly(_ data: Data, format: ImageFormat, chains: [ProcessorChain]) -> ImageSize? {
+        guard chains.allSatisfy(DirectLane.accepts), let source = DirectLane.source(data, format: format),
+            let pixels = DirectLane.decode(data, source, hint: shrinkHint(chains, source.header))
+        else { return nil }
+        return pixels.size
+    }
+
     /// Runs several chains on one source, decoding it once: at the largest shrink-on-load size
     /// any chain needs (a full decode if one needs everything), oriented and converted to sRGB
     /// once, then each chain on its own clone. A decode failure fails every chain; a chain's
     /// own failure fails only it — a chain whose steps would go over the pixel budget fails
     /// before the decode. Results are in the order of `chains`. When `cancel` is raised the
     /// work stops before the next step (a single ImageMagick call cannot be interrupted) with
-    /// `HalcyonError.abandoned`.
+    /// `HalcyonError.abandoned`. `directLane: false` sends every source through ImageMagick (default:
+    /// on, unless `HALCYON_DIRECT_CODECS=0`).
     public static func run(
         _ data: Data, format: ImageFormat, chains: [ProcessorChain],
-        limits: ImageLimits = ImageLimits(), cancel: CancellationFlag? = nil
+        limits: ImageLimits = ImageLimits(), cancel: CancellationFlag? = nil, directLane: Bool? = nil
     ) throws(HalcyonError) -> [Result<ProcessedImage, HalcyonError>] {
         let decodeStarted = ContinuousClock.now
         if let declared = DeclaredSize.of(data, format: format) {
@@ -148,7 +167,10 @@ public enum ImagePipeline {
         guard format != .jpeg || DeclaredSize.jpegIsWhole(data) else {
             throw HalcyonError(.decodeFailed, "truncated jpeg: the data ends before the image does")
         }
-        let header = try MagickImage.ping(data, format: format)
+        // The direct lane reads the headers itself when it will take every chain.
+        let direct = (directLane ?? DirectLane.enabled) && chains.allSatisfy(DirectLane.accepts) ? DirectLane.source(data, format: format) : nil
+        let header: MagickImage.Header
+        if let direct { header = direct.header } else { header = try MagickImage.ping(data, format: format) }
         try limits.check(header)
         // Every chain is walked from the header's size before anything is decoded.
         let decodedSize = header.decodedFrameSize
@@ -163,11 +185,19 @@ public enum ImagePipeline {
         let planned = chains.indices.filter { results[$0] == nil }
         guard let lastPlanned = planned.last else { return results.map { $0! } }
         try cancel?.check()
-        let hints = planned.map { chains[$0].shrinkHint(for: header) }
-        let hint: (width: Int, height: Int)? =
-            hints.contains { $0 == nil }
-            ? nil
-            : (hints.map { $0!.width }.max()!, hints.map { $0!.height }.max()!)
+        let hint = shrinkHint(planned.map { chains[$0] }, header)
+        if let direct, let pixels = DirectLane.decode(data, direct, hint: hint) {
+            decodeCount.add(1, ordering: .relaxed)
+            observer?.add()
+            let decodeSeconds = (ContinuousClock.now - decodeStarted).seconds
+            for i in planned {
+                results[i] = Result { () throws(HalcyonError) -> ProcessedImage in
+                    try DirectLane.run(
+                        chains[i], on: pixels, source: direct, limits: limits, cancel: cancel, decodeSeconds: decodeSeconds)
+                }
+            }
+            return results.map { $0! }
+        }
         let base = try MagickImage.decode(data, format: format, shrinkHint: hint)
         base.cancellation = cancel
         decodeCount.add(1, ordering: .relaxed)

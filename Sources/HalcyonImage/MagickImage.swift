@@ -229,11 +229,11 @@ public final class MagickImage {
             // 16-bit samples are ImageMagick's own (Q16) depth: nothing is lost either way.
             let ok = Resampler.resample(
                 width: w, height: h, channels: channels, targetWidth: width, targetHeight: height, window: win,
-                read: { first, count, columns, buffer in
+                read: { (first: Int, count: Int, columns: Range<Int>, buffer: UnsafeMutablePointer<UInt16>) -> Bool in
                     cancellation?.isCancelled != true
                         && MagickExportImagePixels(wand, columns.lowerBound, first, columns.count, count, map, ShortPixel, buffer) == MagickTrue
                 },
-                write: { first, count, rows in
+                write: { (first: Int, count: Int, rows: UnsafePointer<UInt16>) -> Bool in
                     ImportImagePixels(target, 0, first, win.width, count, map, ShortPixel, rows) == MagickTrue
                 })
             guard ok, let replacement = NewMagickWandFromImage(target) else { return MagickFalse }

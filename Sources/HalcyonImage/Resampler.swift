@@ -1,7 +1,7 @@
 import Foundation
 
-/// Separable Lanczos-3 resampling of 16-bit RGB(A) pixels, the resize behind `resize` and
-/// `downsample`.
+/// Separable Lanczos-3 resampling of 8- or 16-bit RGB(A) pixels, the resize behind `resize` and
+/// `downsample` (16-bit from ImageMagick's pixels, 8-bit in the direct lane, `DirectLane`).
 ///
 /// ImageMagick 6's own `MagickResizeImage` costs 13–20 ms for the small reductions left after
 /// shrink-on-load (720×405 → 569×320 on this machine kind), more than the JPEG decode itself;
@@ -76,15 +76,15 @@ enum Resampler {
 
     /// Reads `count` source rows from `first` on, columns `columns`, into a buffer of
     /// `count × columns.count × channels` samples; false on failure.
-    typealias RowReader = (_ first: Int, _ count: Int, _ columns: Range<Int>, _ into: UnsafeMutablePointer<UInt16>) -> Bool
+    typealias RowReader<Sample> = (_ first: Int, _ count: Int, _ columns: Range<Int>, _ into: UnsafeMutablePointer<Sample>) -> Bool
     /// Takes `count` finished output rows (of the window) from `first` on; false on failure.
-    typealias RowWriter = (_ first: Int, _ count: Int, _ from: UnsafePointer<UInt16>) -> Bool
+    typealias RowWriter<Sample> = (_ first: Int, _ count: Int, _ from: UnsafePointer<Sample>) -> Bool
 
     /// Source rows read, and output rows written, at a time.
     static let band = 16
 
-    /// Resamples a `width`×`height` image (`channels` = 3 or 4 interleaved 16-bit samples, the
-    /// 4th being alpha) to `targetWidth`×`targetHeight` and delivers the rows of `window` (the
+    /// Resamples a `width`×`height` image (`channels` = 3 or 4 interleaved samples, the 4th
+    /// being alpha; `Sample.max` is full intensity) to `targetWidth`×`targetHeight` and delivers the rows of `window` (the
     /// whole image when nil) to `write`, in order.
     ///
     /// Streaming: source rows are read in bands, filtered horizontally into a ring that holds
@@ -92,9 +92,9 @@ enum Resampler {
     /// memory used is a few rows, never a copy of either image (a 100 MP source costs a few MB
     /// here, not 1.6 GB). Only the source columns and rows the window reads are read at all.
     @discardableResult
-    static func resample(
+    static func resample<Sample: FixedWidthInteger & UnsignedInteger>(
         width: Int, height: Int, channels: Int, targetWidth: Int, targetHeight: Int,
-        window: Window? = nil, read: RowReader, write: RowWriter
+        window: Window? = nil, read: RowReader<Sample>, write: RowWriter<Sample>
     ) -> Bool {
         precondition(channels == 3 || channels == 4)
         let win = window ?? Window(x: 0, y: 0, width: targetWidth, height: targetHeight)
@@ -111,8 +111,8 @@ enum Resampler {
         let ring = UnsafeMutablePointer<SIMD4<Float>>.allocate(capacity: ringRows * ww)
         let row = UnsafeMutablePointer<SIMD4<Float>>.allocate(capacity: max(1, columns.count))
         let accumulator = UnsafeMutablePointer<SIMD4<Float>>.allocate(capacity: ww)
-        let input = UnsafeMutablePointer<UInt16>.allocate(capacity: band * max(1, columns.count) * channels)
-        let output = UnsafeMutablePointer<UInt16>.allocate(capacity: band * ww * channels)
+        let input = UnsafeMutablePointer<Sample>.allocate(capacity: band * max(1, columns.count) * channels)
+        let output = UnsafeMutablePointer<Sample>.allocate(capacity: band * ww * channels)
         defer { ring.deallocate(); row.deallocate(); accumulator.deallocate(); input.deallocate(); output.deallocate() }
 
         var filtered = vertical.start.min() ?? 0  // the next source row to filter into the ring
@@ -174,38 +174,43 @@ enum Resampler {
         }
     }
 
-    /// 16-bit samples → float pixels (premultiplied when there is alpha), `columns` of them.
+    /// Samples → float pixels (premultiplied when there is alpha), `columns` of them.
     @inline(__always)
-    private static func convertRow(
-        _ p: UnsafePointer<UInt16>, columns: Int, channels: Int,
+    private static func convertRow<Sample: FixedWidthInteger & UnsignedInteger>(
+        _ p: UnsafePointer<Sample>, columns: Int, channels: Int,
         into row: UnsafeMutablePointer<SIMD4<Float>>
     ) {
+        let full = Float(Sample.max)
+        // Through UInt32: Float(_:) of a generic integer is not the single instruction it is for
+        // a concrete type.
+        @inline(__always) func f(_ v: Sample) -> Float { Float(UInt32(truncatingIfNeeded: v)) }
         if channels == 4 {
             for x in 0..<columns {
                 let q = p + x * 4
-                let a = Float(q[3]), k = a / 65535
-                row[x] = SIMD4(Float(q[0]) * k, Float(q[1]) * k, Float(q[2]) * k, a)
+                let a = f(q[3]), k = a / full
+                row[x] = SIMD4(f(q[0]) * k, f(q[1]) * k, f(q[2]) * k, a)
             }
         } else {
             for x in 0..<columns {
                 let q = p + x * 3
-                row[x] = SIMD4(Float(q[0]), Float(q[1]), Float(q[2]), 65535)
+                row[x] = SIMD4(f(q[0]), f(q[1]), f(q[2]), full)
             }
         }
     }
 
-    /// Float pixels → 16-bit samples, clamped and rounded, alpha un-premultiplied.
+    /// Float pixels → samples, clamped and rounded, alpha un-premultiplied.
     @inline(__always)
-    private static func storeRow(
+    private static func storeRow<Sample: FixedWidthInteger & UnsignedInteger>(
         _ row: UnsafePointer<SIMD4<Float>>, count: Int, channels: Int,
-        into q: UnsafeMutablePointer<UInt16>
+        into q: UnsafeMutablePointer<Sample>
     ) {
+        let full = Float(Sample.max)
         for x in 0..<count {
             let v = row[x]
             let o = q + x * channels
             if channels == 4 {
-                let a = sample(v.w)
-                let k: Float = a > 0 ? 65535 / v.w : 0
+                let a: Sample = sample(v.w)
+                let k: Float = a > 0 ? full / v.w : 0
                 o[0] = sample(v.x * k); o[1] = sample(v.y * k); o[2] = sample(v.z * k); o[3] = a
             } else {
                 o[0] = sample(v.x); o[1] = sample(v.y); o[2] = sample(v.z)
@@ -213,9 +218,10 @@ enum Resampler {
         }
     }
 
-    /// Clamps to 0…65535 and rounds to nearest (non-negative, so +0.5 and truncation).
+    /// Clamps to 0…`Sample.max` and rounds to nearest (non-negative, so +0.5 and truncation).
     @inline(__always)
-    private static func sample(_ v: Float) -> UInt16 {
-        v > 0 ? UInt16(min(v, 65535) + 0.5) : 0
+    private static func sample<Sample: FixedWidthInteger & UnsignedInteger>(_ v: Float) -> Sample {
+        // Via Int32, for the same reason as in `convertRow`.
+        v > 0 ? Sample(truncatingIfNeeded: Int32(min(v, Float(Sample.max)) + 0.5)) : 0
     }
 }

@@ -1,0 +1,141 @@
+internal import CMagickWand
+import Foundation
+import HalcyonBench
+import HalcyonCore
+import HalcyonSamples
+import HalcyonTestSupport
+import Testing
+
+@testable import HalcyonImage
+
+/// The direct lane (libjpeg-turbo/libpng decode, 8-bit resize, libjpeg-turbo encode) against
+/// the ImageMagick lane on the same sources: the same sizes and formats, and outputs as close to
+/// the exact reference (`QualityReference`) as ImageMagick's.
+@Suite(.cpuHeavy) struct DirectLaneTests {
+    static let fill = try! ProcessorChain.parse("resize(320x320, mode=fill) |> format(jpeg, quality=82)")
+
+    func both(_ data: Data, _ format: ImageFormat, _ chains: [ProcessorChain]) throws -> (direct: [ProcessedImage], magick: [ProcessedImage]) {
+        let d = try ImagePipeline.run(data, format: format, chains: chains, directLane: true).map { try $0.get() }
+        let m = try ImagePipeline.run(data, format: format, chains: chains, directLane: false).map { try $0.get() }
+        return (d, m)
+    }
+
+    /// The bench corpus's kinds (the large JPEG smaller, and 4:4:4 as a q ≥ 90 JPEG from ImageMagick is).
+    @Test(arguments: [
+        (1920, 1080, ImageFormat.jpeg, 85, false), (3024, 2016, .jpeg, 92, false), (1200, 800, .png, 95, true), (640, 480, .png, 95, false),
+    ])
+    func fillIsAsCloseToTheReferenceAsImageMagicks(width: Int, height: Int, format: ImageFormat, quality: Int, alpha: Bool) throws {
+        let source = try SampleImages.photo(width: width, height: height, seed: 5, format: format, quality: quality, alpha: alpha)
+        #expect(DirectLane.source(source, format: format) != nil)
+        let reference = try QualityReference.fill(source, format: format, width: 320, height: 320)
+        let (d, m) = try both(source, format, [Self.fill])
+        #expect((d[0].width, d[0].height, d[0].format) == (320, 320, .jpeg))
+        let direct = try #require(QualityReference.psnr(d[0].data, format: .jpeg, against: reference))
+        let magick = try #require(QualityReference.psnr(m[0].data, format: .jpeg, against: reference))
+        print("direct lane \(width)x\(height) \(format): \(direct) dB, ImageMagick lane \(magick) dB; bytes \(d[0].data.count) vs \(m[0].data.count)")
+        #expect(direct > magick - 0.1, "direct \(direct) dB, ImageMagick \(magick) dB")
+    }
+}
+
+extension DirectLaneTests {
+    /// `image` re-encoded by ImageMagick after `edit`.
+    static func reencode(_ data: Data, _ format: ImageFormat, as out: String, _ edit: (OpaquePointer) -> Void) throws -> Data {
+        let image = try MagickImage.decode(data, format: format)
+        edit(image.wand)
+        MagickSetFormat(image.wand, out)
+        MagickSetImageFormat(image.wand, out)
+        var length = 0
+        let blob = try #require(MagickGetImageBlob(image.wand, &length))
+        defer { MagickRelinquishMemory(blob) }
+        return Data(bytes: blob, count: length)
+    }
+
+    /// `png` with a chunk inserted after IHDR (CRC computed).
+    static func inserting(_ type: String, _ payload: [UInt8], into png: Data) -> Data {
+        var crc: UInt32 = 0xFFFF_FFFF
+        for byte in Array(type.utf8) + payload {
+            crc ^= UInt32(byte)
+            for _ in 0..<8 { crc = crc & 1 != 0 ? (crc >> 1) ^ 0xEDB8_8320 : crc >> 1 }
+        }
+        crc ^= 0xFFFF_FFFF
+        func be32(_ v: UInt32) -> [UInt8] { [UInt8(v >> 24), UInt8(v >> 16 & 0xFF), UInt8(v >> 8 & 0xFF), UInt8(v & 0xFF)] }
+        let chunk = be32(UInt32(payload.count)) + Array(type.utf8) + payload + be32(crc)
+        return png.prefix(33) + Data(chunk) + png.dropFirst(33)
+    }
+
+    @Test func sourcesItWouldDecodeDifferentlyGoToImageMagick() throws {
+        let jpeg = try SampleImages.photo(width: 96, height: 64, seed: 1)
+        let png = try SampleImages.photo(width: 96, height: 64, seed: 1, format: .png)
+        #expect(DirectLane.source(jpeg, format: .jpeg) != nil)
+        #expect(DirectLane.source(png, format: .png)?.channels == 3)
+        // A rotation to apply, a profile to convert from, CMYK.
+        #expect(DirectLane.source(SampleImages.withEXIFOrientation(jpeg, 6), format: .jpeg) == nil)
+        #expect(DirectLane.source(SampleImages.withEXIFOrientation(jpeg, 1), format: .jpeg) != nil)
+        let icc = try ColourProfileTests.solid([128, 64, 200], profile: ColourProfileTests.linear, format: "JPEG")
+        #expect(DirectLane.source(icc, format: .jpeg) == nil)
+        let cmyk = try Self.reencode(jpeg, .jpeg, as: "JPEG") { _ = MagickTransformImageColorspace($0, CMYKColorspace) }
+        #expect(DirectLane.source(cmyk, format: .jpeg) == nil)
+        // 16-bit samples, a gamma other than sRGB's; a transparent colour makes it RGBA.
+        let deep = try Self.reencode(png, .png, as: "PNG48") { _ = MagickSetImageDepth($0, 16) }
+        #expect(DirectLane.source(deep, format: .png) == nil)
+        #expect(DirectLane.source(Self.inserting("gAMA", [0, 1, 0x86, 0xA0], into: png), format: .png) == nil)  // 1.0
+        #expect(DirectLane.source(Self.inserting("gAMA", [0, 0, 0xB1, 0x8F], into: png), format: .png) != nil)  // 1/2.2
+        #expect(DirectLane.source(Self.inserting("tRNS", [0, 0, 0, 0, 0, 0], into: png), format: .png)?.channels == 4)
+        // Steps the lane lacks send the whole source to ImageMagick.
+        #expect(ImagePipeline.decodeOnly(jpeg, format: .jpeg, chains: [try ProcessorChain.parse("blur(2)")]) == nil)
+        #expect(ImagePipeline.decodeOnly(jpeg, format: .jpeg, chains: [Self.fill]) != nil)
+    }
+
+    @Test func greyProgressiveAndSubsampledSourcesMatchImageMagick() throws {
+        let photo = try SampleImages.photo(width: 900, height: 600, seed: 3, quality: 92)
+        let grey = try Self.reencode(photo, .jpeg, as: "JPEG") { _ = MagickTransformImageColorspace($0, GRAYColorspace) }
+        let progressive = try Self.reencode(photo, .jpeg, as: "JPEG") { _ = MagickSetImageInterlaceScheme($0, PlaneInterlace) }
+        let chain = try ProcessorChain.parse("resize(300x300, mode=fit) |> format(jpeg, quality=90)")
+        for (name, source) in [("grey", grey), ("progressive", progressive), ("4:4:4", photo)] {
+            #expect(DirectLane.source(source, format: .jpeg) != nil, "\(name)")
+            let (d, m) = try both(source, .jpeg, [chain])
+            #expect((d[0].width, d[0].height) == (m[0].width, m[0].height), "\(name)")
+            let a = try MagickImage.decode(d[0].data, format: .jpeg), b = try MagickImage.decode(m[0].data, format: .jpeg)
+            let db = QualityReference.psnr(ResamplerTests.samples(a), ResamplerTests.samples(b))
+            #expect(db > 40, "\(name): \(db) dB between the lanes")
+            // Same chroma sampling as ImageMagick writes: sizes within a few per cent.
+            #expect(abs(Double(d[0].data.count) / Double(m[0].data.count) - 1) < 0.06, "\(name): \(d[0].data.count) vs \(m[0].data.count) bytes")
+        }
+    }
+
+    @Test func otherOutputsAreEncodedByImageMagickFromTheSharedDecode() throws {
+        let chains = try [
+            "resize(320x320, mode=fill) |> format(jpeg, quality=82)", "resize(200x200, mode=fit) |> format(webp, quality=80)",
+            "resize(64x64, mode=fill) |> format(png)", "downsample(100x100)",
+        ].map { try ProcessorChain.parse($0) }
+        let source = try SampleImages.photo(width: 600, height: 400, seed: 4, format: .png, alpha: true)
+        let (d, m) = try both(source, .png, chains)
+        #expect(d.map(\.format) == [.jpeg, .webp, .png, .png])
+        #expect(d.map(\.format) == m.map(\.format))
+        #expect(d.map { "\($0.width)x\($0.height)" } == ["320x320", "200x133", "64x64", "100x67"])
+        #expect(d.map { "\($0.width)x\($0.height)" } == m.map { "\($0.width)x\($0.height)" })
+        for (i, (a, b)) in zip(d, m).enumerated() {
+            let x = try MagickImage.decode(a.data, format: a.format), y = try MagickImage.decode(b.data, format: b.format)
+            #expect(x.hasAlpha == y.hasAlpha, "chain \(i)")
+            let db = QualityReference.psnr(ResamplerTests.samples(x, alpha: x.hasAlpha), ResamplerTests.samples(y, alpha: y.hasAlpha))
+            #expect(db > 38, "chain \(i): \(db) dB between the lanes")
+            #expect(Double(a.data.count) < Double(b.data.count) * 1.1, "chain \(i): \(a.data.count) vs \(b.data.count) bytes (8-bit PNGs)")
+        }
+    }
+
+    @Test func aDecodeTheLaneCannotFinishFailsAsImageMagicksDoes() throws {
+        var broken = try SampleImages.photo(width: 300, height: 200, seed: 9)
+        // Scan data replaced by a marker libjpeg refuses (a second SOI) just after the SOS header.
+        let sos = try #require(broken.firstRange(of: Data([0xFF, 0xDA])))
+        broken.replaceSubrange((sos.lowerBound + 20)..<(sos.lowerBound + 24), with: Data([0xFF, 0xD8, 0xFF, 0xD8]))
+        let direct = Result { () throws(HalcyonError) in try ImagePipeline.run(broken, format: .jpeg, chains: [Self.fill], directLane: true)[0].get()
+        }
+        let magick = Result { () throws(HalcyonError) in try ImagePipeline.run(broken, format: .jpeg, chains: [Self.fill], directLane: false)[0].get()
+        }
+        switch (direct, magick) {
+        case (.failure(let a), .failure(let b)): #expect(a.code == b.code)
+        case (.success(let a), .success(let b)): #expect(a.width == b.width)
+        default: Issue.record("the lanes disagree: \(direct) against \(magick)")
+        }
+    }
+}
