@@ -60,15 +60,20 @@ enum SQL {
     /// first is always claimed; $5 the queues to claim from (text[]; empty: every queue) and $6
     /// at most how many from each (int[], null: the batch size). Paused queues are left alone.
     /// Each queue is one scan of `jobs_claim_idx`; the batch is the best of them by priority.
+    /// Then its siblings: queued jobs of the same source and queue among the next
+    /// `claimSiblingReach` ids after a chosen one (a source's variants are enqueued together, so
+    /// their ids are adjacent), at most $2 + `claimSiblingReach` of them, in queues without a limit of the worker's
+    /// own — so a source's jobs are claimed together and decoded once, even when only one slot
+    /// was free. One `jobs_pkey` range scan per chosen job.
     static let claim = """
         WITH wanted AS (
-            SELECT q.name, greatest(0, least($2::int, coalesce(w.slots, $2::int))) AS slots
+            SELECT q.name, greatest(0, least($2::int, coalesce(w.slots, $2::int))) AS slots, w.slots IS NULL AS open
             FROM halcyon.queues q
             LEFT JOIN unnest($5::text[], $6::int[]) AS w(name, slots) ON w.name = q.name
             WHERE NOT q.paused AND (cardinality($5::text[]) = 0 OR w.name IS NOT NULL)
         ), next AS (
-            SELECT n.* FROM wanted w CROSS JOIN LATERAL (
-                SELECT id, priority, run_at,
+            SELECT n.*, w.open FROM wanted w CROSS JOIN LATERAL (
+                SELECT id, priority, run_at, source, queue,
                        octet_length(source) + octet_length(array_to_string(fallback_sources, '')) + octet_length(options::text) AS size
                 FROM halcyon.jobs
                 WHERE state = 'queued' AND queue = w.name AND run_at <= now()
@@ -77,18 +82,31 @@ enum SQL {
                 FOR UPDATE SKIP LOCKED
             ) n
         ), chosen AS (
-            SELECT id FROM (
-                SELECT id, sum(size) OVER w AS total, row_number() OVER w AS n
+            SELECT id, source, queue, open FROM (
+                SELECT id, source, queue, open, sum(size) OVER w AS total, row_number() OVER w AS n
                 FROM next WINDOW w AS (ORDER BY priority DESC, run_at, id)
             ) sized
             WHERE n <= $2::int AND (n = 1 OR total <= $4::bigint)
+        ), ids AS (
+            SELECT ARRAY(SELECT id FROM chosen) AS chosen
+        ), siblings AS (
+            -- Looked for only after a chosen job whose next id is not chosen too (a run of
+            -- chosen ids needs one look, at its end), and never locking a chosen row again.
+            SELECT DISTINCT s.id FROM ids, chosen c CROSS JOIN LATERAL (
+                SELECT j.id FROM halcyon.jobs j
+                WHERE j.id > c.id AND j.id <= c.id + \(claimSiblingReach) AND j.id <> ALL(ids.chosen)
+                  AND j.source = c.source AND j.queue = c.queue AND j.state = 'queued' AND j.run_at <= now()
+                FOR UPDATE SKIP LOCKED
+            ) s
+            WHERE c.open AND c.id + 1 <> ALL(ids.chosen)
+            LIMIT $2::int + \(claimSiblingReach)
         ), claimed AS (
             UPDATE halcyon.jobs j
             SET state = 'running', attempt = j.attempt + 1, locked_by = $1,
                 locked_until = now() + make_interval(secs => $3::float8), started_at = now()
             -- By key (jobs_pkey), whatever the planner guesses of the batch's size: a join here
             -- could become a scan of the whole table when its statistics are off.
-            WHERE j.id = ANY(ARRAY(SELECT id FROM chosen))
+            WHERE j.id = ANY((SELECT chosen FROM ids) || ARRAY(SELECT id FROM siblings))
             RETURNING j.id, j.source, j.fallback_sources, j.processors, j.cache_key, j.options::text AS options,
                       j.priority, j.attempt, j.max_attempts, j.queue, j.run_at,
                       extract(epoch FROM (now() - j.run_at))::float8 AS queue_wait
@@ -96,6 +114,9 @@ enum SQL {
         SELECT id, source, fallback_sources, processors, cache_key, options, priority, attempt, max_attempts, queue, queue_wait
         FROM claimed ORDER BY priority DESC, run_at, id
         """
+
+    /// How far past a chosen job's id the claim looks for queued jobs of the same source.
+    static let claimSiblingReach = 16
 
     /// Renews the leases of held claims. $1 job ids (bigint[]), $2 their attempts (int[]),
     /// $3 worker id, $4 lease seconds. Rows another session has locked (an operator's

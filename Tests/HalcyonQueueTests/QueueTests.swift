@@ -152,6 +152,32 @@ struct ClaimTests {
         #expect(jobs.map(\.source) == ["https://e.com/high", "https://e.com/low"])
     }
 
+    /// A source's variants enqueued together are claimed together (one download, one decode),
+    /// even by a claim of one; not past the reach, not another queue's, not a limited queue's.
+    @Test func aClaimTakesTheQueuedSiblingsOfItsSources() async throws {
+        let db = try await TestDatabase.create()
+        for chain in ["resize(10x10)", "resize(20x20)", "resize(30x30)"] {
+            try await db.query("SELECT halcyon.enqueue('https://e.com/a', processors => $1)", [chain])
+        }
+        try await db.query("SELECT halcyon.enqueue('https://e.com/b')")
+        try await db.query("SELECT halcyon.enqueue('https://e.com/a', queue => 'other')")
+        try await db.query("SELECT halcyon.enqueue('https://e.com/a', run_at => now() + interval '1 hour')")
+        let q = JobQueue(connection: try await db.connect())
+        let first = try await q.claim(workerID: "w", limit: 1, lease: 30)
+        #expect(first.map(\.processors) == ["resize(10x10)", "resize(20x20)", "resize(30x30)"])
+        #expect(Set(first.map(\.source)) == ["https://e.com/a"])
+        #expect(try await q.claim(workerID: "w", limit: 1, lease: 30).map(\.source) == ["https://e.com/b"])
+        // Beyond the reach: a fourth job of the source, 20 ids later, is not a sibling.
+        for _ in 0..<20 { try await db.query("SELECT halcyon.enqueue('https://e.com/filler', queue => 'filler')") }
+        try await db.query("SELECT halcyon.enqueue('https://e.com/b')")
+        let both = try await q.claim(workerID: "w", limit: 1, lease: 30, queues: [("default", nil)])
+        #expect(both.count == 1)
+        // A queue the worker limits gets no siblings: its limit is a count of jobs.
+        for _ in 0..<3 { try await db.query("SELECT halcyon.enqueue('https://e.com/c', queue => 'thumbs')") }
+        #expect(try await q.claim(workerID: "w", limit: 5, lease: 30, queues: [("thumbs", 1)]).count == 1)
+        #expect(try await q.claim(workerID: "w", limit: 1, lease: 30, queues: [("thumbs", nil)]).count == 2)
+    }
+
     @Test func transientFailureBacksOffThenFailsAtMaxAttempts() async throws {
         let db = try await TestDatabase.create()
         let ids = try await enqueue(db, 1, maxAttempts: 2)
