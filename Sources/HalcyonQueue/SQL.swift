@@ -62,7 +62,8 @@ enum SQL {
     /// Each queue is one scan of `jobs_claim_idx`; the batch is the best of them by priority.
     /// Then its siblings: queued jobs of the same source and queue among the next
     /// `claimSiblingReach` ids after a chosen one (a source's variants are enqueued together, so
-    /// their ids are adjacent), at most $2 + `claimSiblingReach` of them, in queues without a limit of the worker's
+    /// their ids are adjacent), at most $2 + `claimSiblingReach` of them, of rows of at most
+    /// `claimSiblingMaxBytes`, in queues without a limit of the worker's
     /// own — so a source's jobs are claimed together and decoded once, even when only one slot
     /// was free. One `jobs_pkey` range scan per chosen job.
     static let claim = """
@@ -82,8 +83,8 @@ enum SQL {
                 FOR UPDATE SKIP LOCKED
             ) n
         ), chosen AS (
-            SELECT id, source, queue, open FROM (
-                SELECT id, source, queue, open, sum(size) OVER w AS total, row_number() OVER w AS n
+            SELECT id, source, queue, open, size FROM (
+                SELECT id, source, queue, open, size, sum(size) OVER w AS total, row_number() OVER w AS n
                 FROM next WINDOW w AS (ORDER BY priority DESC, run_at, id)
             ) sized
             WHERE n <= $2::int AND (n = 1 OR total <= $4::bigint)
@@ -98,7 +99,7 @@ enum SQL {
                   AND j.source = c.source AND j.queue = c.queue AND j.state = 'queued' AND j.run_at <= now()
                 FOR UPDATE SKIP LOCKED
             ) s
-            WHERE c.open AND c.id + 1 <> ALL(ids.chosen)
+            WHERE c.open AND c.size <= \(claimSiblingMaxBytes) AND c.id + 1 <> ALL(ids.chosen)
             LIMIT $2::int + \(claimSiblingReach)
         ), claimed AS (
             UPDATE halcyon.jobs j
@@ -117,6 +118,9 @@ enum SQL {
 
     /// How far past a chosen job's id the claim looks for queued jobs of the same source.
     static let claimSiblingReach = 16
+    /// Only rows of at most this much text (source, fallbacks, options) bring siblings: the
+    /// claim's byte bound ($4) stays near what it says when sources are inline data.
+    static let claimSiblingMaxBytes = 64 << 10
 
     /// Renews the leases of held claims. $1 job ids (bigint[]), $2 their attempts (int[]),
     /// $3 worker id, $4 lease seconds. Rows another session has locked (an operator's
