@@ -78,6 +78,11 @@ package struct Bench: AsyncParsableCommand {
     static let chain = "resize(320x320, mode=fill) |> format(jpeg, quality=82)"
     /// W2: three variants of every source (decoded once when the three share a claim).
     static let variants = [chain, "resize(1024x1024, mode=fit) |> format(webp, quality=80)", "resize(64x64, mode=fill) |> format(png)"]
+    /// W3: effects, two chains per source.
+    static let effectChains = [
+        "resize(800x800) |> blur(2) |> round_corner(24) |> overlay(#000000, fraction=0.8) |> format(png)",
+        "resize(640x640, mode=fill) |> sharpen(1) |> color_controls(contrast=1.2, saturation=1.3) |> format(webp, quality=80)",
+    ]
 
     package func validate() throws {
         guard scale > 0, scale <= 10 else { throw ValidationError("--scale must be in (0, 10]") }
@@ -101,8 +106,11 @@ package struct Bench: AsyncParsableCommand {
         }
 
         let conninfo = try await benchDatabase()
-        var w1: [String: [BenchRun]] = [:], w2: [String: [BenchRun]] = [:]
+        var w1: [String: [BenchRun]] = [:], w2: [String: [BenchRun]] = [:], w3: [String: [BenchRun]] = [:]
         var hitRuns: [HitRun] = []
+        var pgqueuerRuns: [Int: [HitRun]] = [:]
+        let pgqueuer = noPeers ? nil : BenchPeers.pgqueuerScript()
+        if !noPeers, pgqueuer == nil { print("peer skipped: no pgqueuer/asyncpg for python3 (run scripts/bench-peers-setup)") }
         var latencyRuns: [LatencyRun] = []
         for round in 1...repeats {
             func report(_ scenario: String, _ tool: String, _ run: BenchRun) {
@@ -115,17 +123,32 @@ package struct Bench: AsyncParsableCommand {
                 hitRuns.append(hits)
                 report("W1", "halcyon", h)
                 print("round \(round): H \(hits.line)")
+                if let pgqueuer, let peerDatabase = try await pgqueuerDatabase() {
+                    for batch in [10, HitRun.halcyonBatch] {
+                        let r = try await BenchPeers.pgqueuer(
+                            pgqueuer, conninfo: peerDatabase, jobs: hits.jobs, batch: batch, log: scratch.appendingPathComponent("pgqueuer.log"))
+                        pgqueuerRuns[batch, default: []].append(r)
+                        print("round \(round): H pgqueuer batch \(batch): \(r.line)")
+                    }
+                }
                 let floor = try await BenchFloor.run(corpus, chains: [Self.chain], concurrency: concurrency)
                 w1[BenchFloor.tool, default: []].append(floor)
                 report("W1", BenchFloor.tool, floor)
             }
             if runs(.w2) {
-                let hw2 = try await runW2(corpus, conninfo: conninfo, scratch: scratch)
+                let hw2 = try await runVariants(
+                    corpus, chains: Self.variants, label: "W2", expected: Self.w2Expected, conninfo: conninfo, scratch: scratch)
                 w2["halcyon", default: []].append(hw2)
                 report("W2", "halcyon", hw2)
                 let floor = try await BenchFloor.run(corpus, chains: Self.variants, concurrency: concurrency)
                 w2[BenchFloor.tool, default: []].append(floor)
                 report("W2", BenchFloor.tool, floor)
+            }
+            if runs(.w3) {
+                let hw3 = try await runVariants(
+                    corpus, chains: Self.effectChains, label: "W3", expected: Self.w3Expected, conninfo: conninfo, scratch: scratch)
+                w3["halcyon", default: []].append(hw3)
+                report("W3", "halcyon", hw3)
             }
             if runs(.l) {
                 let latency = try await runLatency(corpus, conninfo: conninfo, scratch: scratch)
@@ -133,10 +156,14 @@ package struct Bench: AsyncParsableCommand {
                 print("round \(round): L \(latency.line)")
             }
             if let pillow {
-                for (scenario, label) in [(BenchPeers.Scenario.w1, "W1"), (.w2, "W2")] where runs(scenario == .w1 ? .w1 : .w2) {
+                for scenario in BenchPeers.Scenario.allCases where runs(scenario.benchScenario) {
                     let r = try await peers.pillow(pillow, scenario)
-                    scenario == .w1 ? w1["pillow draft", default: []].append(r) : w2["pillow draft", default: []].append(r)
-                    report(label, "pillow draft", r)
+                    switch scenario {
+                    case .w1: w1["pillow draft", default: []].append(r)
+                    case .w2: w2["pillow draft", default: []].append(r)
+                    case .w3: w3["pillow", default: []].append(r)
+                    }
+                    report(scenario.label, scenario == .w3 ? "pillow" : "pillow draft", r)
                 }
             }
             if let vips, runs(.w1) {
@@ -145,17 +172,22 @@ package struct Bench: AsyncParsableCommand {
                 report("W1", "vipsthumbnail", r)
             }
             if let convert {
-                for (tuned, scenario) in [(true, BenchPeers.Scenario.w1), (false, .w1), (true, .w2)] where runs(scenario == .w1 ? .w1 : .w2) {
+                for (tuned, scenario) in [(true, BenchPeers.Scenario.w1), (false, .w1), (true, .w2), (true, .w3)] where runs(scenario.benchScenario) {
                     let tool = tuned ? "convert tuned" : "convert naive"
                     let r = try await peers.convert(convert, tuned: tuned, scenario)
-                    scenario == .w1 ? w1[tool, default: []].append(r) : w2[tool, default: []].append(r)
-                    report(scenario == .w1 ? "W1" : "W2", tool, r)
+                    switch scenario {
+                    case .w1: w1[tool, default: []].append(r)
+                    case .w2: w2[tool, default: []].append(r)
+                    case .w3: w3[tool, default: []].append(r)
+                    }
+                    report(scenario.label, tool, r)
                 }
             }
         }
         let order = ["halcyon", BenchFloor.tool, "pillow draft", "vipsthumbnail", "convert tuned", "convert naive"]
         let results = order.compactMap { t in w1[t].map { BenchResult(tool: t, runs: $0) } }
         let w2Results = order.compactMap { t in w2[t].map { BenchResult(tool: t, runs: $0) } }
+        let w3Results = ["halcyon", "pillow", "convert tuned"].compactMap { t in w3[t].map { BenchResult(tool: t, runs: $0) } }
         let scaleRuns = runs(.s) ? try await runScale(conninfo: conninfo, scratch: scratch) : []
         let effects: (size: ImageSize, rows: [EffectBench.Row]) = runs(.e) ? try await runEffects(corpus) : (ImageSize(width: 0, height: 0), [])
         if !results.isEmpty {
@@ -169,9 +201,18 @@ package struct Bench: AsyncParsableCommand {
                     "W2 — three variants per source: " + Self.variants.joined(separator: "; "), w2Results, unit: "source",
                     count: corpus.files.count, concurrency: concurrency, repeats: repeats))
         }
+        if !w3Results.isEmpty {
+            print(
+                BenchResult.table(
+                    "W3 — effects, two chains per source: " + Self.effectChains.joined(separator: "; "), w3Results, unit: "source",
+                    count: corpus.files.count, concurrency: concurrency, repeats: repeats))
+        }
+        for (results, unit) in [(results, "image"), (w2Results, "source"), (w3Results, "source")] {
+            if let line = results.first(where: { $0.tool == "halcyon" })?.stageLine(unit: unit) { print(line + "\n") }
+        }
         let verdict = BenchQuality.verdict(results)
         if let verdict { print(verdict.line + "\n") }
-        if !hitRuns.isEmpty { print(HitRun.summary(hitRuns)) }
+        if !hitRuns.isEmpty { print(HitRun.summary(hitRuns, peers: pgqueuerRuns)) }
         if !latencyRuns.isEmpty { print(LatencyRun.summary(latencyRuns)) }
         if !scaleRuns.isEmpty { print(ScaleRun.summary(scaleRuns)) }
         if !effects.rows.isEmpty { print(Self.effectsTable(effects)) }
@@ -180,8 +221,11 @@ package struct Bench: AsyncParsableCommand {
             results, corpus: corpus, concurrency: concurrency, chain: Self.chain,
             versions: BenchPeers.versions(convert: convert, vips: vips, pillow: pillow))
         if case .object(var o) = json {
-            if !hitRuns.isEmpty { o["H"] = HitRun.json(hitRuns) }
+            if !hitRuns.isEmpty { o["H"] = HitRun.json(hitRuns, peers: pgqueuerRuns) }
             if !latencyRuns.isEmpty { o["L"] = LatencyRun.json(latencyRuns) }
+            if !w3Results.isEmpty {
+                o["W3"] = ["chains": .array(Self.effectChains.map { .string($0) }), "results": .array(w3Results.map { $0.json(unit: "source") })]
+            }
             if !w2Results.isEmpty {
                 o["W2"] = ["chains": .array(Self.variants.map { .string($0) }), "results": .array(w2Results.map { $0.json(unit: "source") })]
             }
@@ -211,6 +255,21 @@ package struct Bench: AsyncParsableCommand {
         if let verdict, !verdict.passed {
             throw CommandFailure("quality guard failed: Halcyon's outputs are more than \(BenchQuality.tolerance) dB below ImageMagick's")
         }
+    }
+
+    /// pgqueuer's database beside the bench's on the embedded cluster (pgqueuer installs its own
+    /// tables); nil, with a note, on a database given with --database-url.
+    private func pgqueuerDatabase() async throws -> String? {
+        guard case .embedded(let cluster) = database.target else {
+            print("peer skipped: pgqueuer runs only beside the embedded database (it installs tables of its own)")
+            return nil
+        }
+        let admin = try await PGConnection.connect(cluster.conninfo)
+        if try await admin.execute("SELECT 1 FROM pg_database WHERE datname = 'halcyon_bench_pgqueuer'").count == 0 {
+            try await admin.execute("CREATE DATABASE halcyon_bench_pgqueuer")
+        }
+        await admin.close()
+        return cluster.conninfo.replacingOccurrences(of: "dbname=postgres", with: "dbname=halcyon_bench_pgqueuer")
     }
 
     /// The embedded cluster gets a database of its own; an explicit database is used as given.

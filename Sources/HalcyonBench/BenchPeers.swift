@@ -14,8 +14,26 @@ struct BenchPeers {
     var scratch: URL
     var quality: BenchQuality
 
-    /// The workload a peer runs: W1's one output per source, or W2's three.
-    enum Scenario { case w1, w2 }
+    /// The workload a peer runs: W1's one output per source, W2's three, W3's two effects.
+    enum Scenario: CaseIterable {
+        case w1, w2, w3
+        var label: String { "\(self)".uppercased() }
+        var benchScenario: Bench.Scenario {
+            switch self {
+            case .w1: .w1
+            case .w2: .w2
+            case .w3: .w3
+            }
+        }
+        /// The outputs' extensions, one per chain.
+        var extensions: [String] {
+            switch self {
+            case .w1: ["jpg"]
+            case .w2: ["jpg", "webp", "png"]
+            case .w3: ["png", "webp"]
+            }
+        }
+    }
 
     // MARK: Finding the tools
 
@@ -38,6 +56,27 @@ struct BenchPeers {
         return dir.appendingPathComponent("bench-pillow.py").path
     }
 
+    /// `scripts/bench-pgqueuer.py`, when python3 has pgqueuer and asyncpg.
+    static func pgqueuerScript() -> String? {
+        guard let dir = ResourceLocator.find("scripts", marker: "bench-pgqueuer.py", environment: "HALCYON_SCRIPTS").found else { return nil }
+        let out = FileManager.default.temporaryDirectory.appendingPathComponent("pgqueuer-check-\(getpid())").path
+        defer { try? FileManager.default.removeItem(atPath: out) }
+        guard (try? Subprocess.run("/usr/bin/env", ["python3", "-c", "import pgqueuer, asyncpg"], outputPath: out)) == 0 else { return nil }
+        return dir.appendingPathComponent("bench-pgqueuer.py").path
+    }
+
+    /// pgqueuer draining `jobs` no-op jobs with one QueueManager, `batch` at a time, in the
+    /// database `conninfo` names (its own: pgqueuer installs its tables there and drops them).
+    static func pgqueuer(_ script: String, conninfo: String, jobs: Int, batch: Int, log: URL) async throws -> HitRun {
+        let pid = try Subprocess.spawn("/usr/bin/env", ["python3", script, conninfo, String(jobs), String(batch)], outputPath: log.path)
+        let usage = try await Blocking.run { Subprocess.waitWithUsage(pid) }
+        let text = (try? String(contentsOf: log, encoding: .utf8)) ?? ""
+        guard usage.status == 0, let line = text.split(separator: "\n").last(where: { $0.hasPrefix("{") }),
+            case .object(let o)? = JSONValue.parse(String(line)), let seconds = o["seconds"]?.numberValue
+        else { throw CommandFailure("pgqueuer exited \(usage.status); see \(log.path)") }
+        return HitRun(jobs: jobs, seconds: seconds, cpuSeconds: usage.cpuSeconds, batch: batch)
+    }
+
     /// The first line of each tool's version output, for the results file.
     static func versions(convert: String?, vips: String?, pillow: String?) -> [String: String] {
         var out: [String: String] = [:]
@@ -49,6 +88,7 @@ struct BenchPeers {
         }
         if let convert { out["convert"] = first(convert, ["-version"]) }
         if let vips { out["vipsthumbnail"] = first(vips, ["--vips-version"]) }
+        if let v = first("/usr/bin/env", ["python3", "-c", "import pgqueuer; print('pgqueuer', pgqueuer.__version__)"]) { out["pgqueuer"] = v }
         if pillow != nil {
             out["pillow"] = first(
                 "/usr/bin/env", ["python3", "-c", "import PIL, sys; print('Pillow', PIL.__version__, 'on Python', sys.version.split()[0])"])
@@ -82,7 +122,7 @@ struct BenchPeers {
         let started = Date()
         let pid = try Subprocess.spawn(
             "/usr/bin/env",
-            ["python3", script] + (scenario == .w2 ? ["--w2"] : []) + [outDir.path, String(concurrency)]
+            ["python3", script] + (scenario == .w1 ? [] : ["--\(scenario)"]) + [outDir.path, String(concurrency)]
                 + corpus.files.map(\.path), outputPath: log.path)
         let usage = try await Blocking.run { Subprocess.waitWithUsage(pid) }
         let seconds = Date().timeIntervalSince(started)
@@ -162,11 +202,17 @@ struct BenchPeers {
         var args: [String] = []
         if tuned, f.path.hasSuffix(".jpg") {
             // The smallest decode libjpeg may scale to that still covers the largest output.
-            let k = scenario == .w1 ? max(320 / Double(f.width), 320 / Double(f.height)) : 1024 / Double(max(f.width, f.height))
+            let k: Double
+            switch scenario {
+            case .w1: k = max(320 / Double(f.width), 320 / Double(f.height))
+            case .w2: k = 1024 / Double(max(f.width, f.height))
+            case .w3: k = max(800 / Double(max(f.width, f.height)), 640 / Double(min(f.width, f.height)))
+            }
             args += ["-define", "jpeg:size=\(Int((Double(f.width) * k).rounded(.up)))x\(Int((Double(f.height) * k).rounded(.up)))"]
         }
         args += [f.path]
-        if !f.path.hasSuffix(".jpg") { args += ["-background", "white", "-alpha", "remove"] }  // JPEG has no alpha, as Halcyon flattens
+        // JPEG has no alpha: flattened as Halcyon does. W3's outputs (PNG, WebP) keep it.
+        if !f.path.hasSuffix(".jpg"), scenario != .w3 { args += ["-background", "white", "-alpha", "remove"] }
         func out(_ ext: String) -> String { outDir.appendingPathComponent("\(i).\(ext)").path }
         switch scenario {
         case .w1:
@@ -177,6 +223,19 @@ struct BenchPeers {
                 ")",
                 "(", "+clone", "-resize", "1024x1024", "-quality", "80", "-write", out("webp"), "+delete", ")",
                 "-resize", "64x64^", "-gravity", "center", "-extent", "64x64", out("png"),
+            ]
+        case .w3:
+            // The fitted size, for the rounded-corner mask (what Halcyon's resize(800x800) gives).
+            let k = 800 / Double(max(f.width, f.height))
+            let w = Int((Double(f.width) * k).rounded()), h = Int((Double(f.height) * k).rounded())
+            args += [
+                "(", "+clone", "-resize", "800x800", "-blur", "0x2", "-alpha", "set",
+                // The mask from a transparent clone (Halcyon's policy, which the bench runs under, blocks xc:).
+                "(", "+clone", "-alpha", "transparent", "-fill", "white", "-draw", "roundrectangle 0,0,\(w - 1),\(h - 1),24,24", ")",
+                "-compose", "DstIn", "-composite", "-compose", "Over",
+                "-channel", "RGB", "-evaluate", "multiply", "0.8", "+channel", "-write", out("png"), "+delete", ")",
+                "-resize", "640x640^", "-gravity", "center", "-extent", "640x640", "-unsharp", "0x1",
+                "-function", "polynomial", "1.2,-0.1", "-modulate", "100,130,100", "-quality", "80", out("webp"),
             ]
         }
         return args
@@ -192,11 +251,13 @@ struct BenchPeers {
     /// Every source made its output(s): one JPEG for W1; a JPEG, a WebP and a PNG for W2.
     private func expectOutputs(in dir: URL, _ scenario: Scenario, tool: String, status: Int32, log: URL) throws {
         let names = (try? FileManager.default.contentsOfDirectory(atPath: dir.path)) ?? []
-        let exts = scenario == .w1 ? ["jpg"] : ["jpg", "webp", "png"]
+        let exts = scenario.extensions
         let made = names.filter { exts.contains(URL(fileURLWithPath: $0).pathExtension) }.count
         let expected = corpus.files.count * exts.count
         guard status == 0, made == expected else {
-            throw CommandFailure("\(tool) produced \(made) of \(expected) outputs (exit \(status)); see \(log.path)")
+            // The log may be inside a directory the caller removes: its end goes into the error.
+            let tail = (try? String(contentsOf: log, encoding: .utf8)).map { String($0.suffix(600)) } ?? "(no log)"
+            throw CommandFailure("\(tool) produced \(made) of \(expected) outputs (exit \(status)); \(log.path) ends: \(tail)")
         }
     }
 }

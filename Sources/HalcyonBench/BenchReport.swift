@@ -89,6 +89,12 @@ struct BenchRun {
     var perImageMs: [Double] = []
     /// Mean PSNR of the quality sample against the reference (W1 only).
     var psnr: Double? = nil
+    /// Halcyon's mean milliseconds per item in each stage (fetch, decode, process, encode,
+    /// store), from the jobs' `timings`: wall time on the thread that ran the stage.
+    var stages: [(name: String, ms: Double)] = []
+
+    /// The share of the machine's cores the tool kept busy: CPU time over wall time × cores.
+    var cpuUse: Double { cpuSeconds / (seconds * Double(ProcessInfo.processInfo.activeProcessorCount)) }
 
     var imagesPerSecond: Double { Double(images) / seconds }
     var line: String {
@@ -109,6 +115,18 @@ struct BenchResult {
     var rateMin: Double { runs.map(\.imagesPerSecond).min() ?? 0 }
     var rateMax: Double { runs.map(\.imagesPerSecond).max() ?? 0 }
     var cpuMs: Double { median(runs.map { $0.cpuSeconds * 1000 / Double($0.images) }) }
+    var cpuUse: Double { median(runs.map(\.cpuUse)) }
+
+    /// `halcyon by stage, ms per image: fetch 0.3 · decode 11.2 · …; CPU outside decode, process
+    /// and encode: 9.1 ms` (medians over runs), or nil without stage times.
+    func stageLine(unit: String) -> String? {
+        guard let names = runs.first?.stages.map(\.name), !names.isEmpty else { return nil }
+        let ms = names.map { name in median(runs.map { $0.stages.first { $0.name == name }?.ms ?? 0 }) }
+        let inImage = zip(names, ms).filter { ["decode", "process", "encode"].contains($0.0) }.map(\.1).reduce(0, +)
+        return "\(tool) by stage, ms per \(unit) (wall time on the thread that ran it): "
+            + zip(names, ms).map { String(format: "%@ %.1f", $0.0, $0.1) }.joined(separator: " · ")
+            + String(format: "; of its %.1f CPU ms per \(unit), %.1f outside decode, process and encode (queue, fetch, store, runtime)", cpuMs, max(0, cpuMs - inImage))
+    }
     var peakMB: Double { Double(runs.map(\.peakRSS).max() ?? 0) / 1e6 }
     /// Median over runs of each run's per-image p50 / p95 (nil when the tool has no per-image times).
     var p50: Double? { timed.isEmpty ? nil : median(timed.map { percentile($0.perImageMs, 50) }) }
@@ -119,7 +137,7 @@ struct BenchResult {
     /// `unit` names what one item is (image for W1, source for W2).
     static func table(_ title: String, _ results: [BenchResult], unit: String, count: Int, concurrency: Int, repeats: Int) -> String {
         var out = "\n\(title)\n\(count) \(unit)s, \(concurrency) at a time, median of \(repeats) runs (min–max)\n"
-        out += "tool            \(unit)s/s           ms/\(unit) p50/p95   CPU ms/\(unit)   peak RSS/process   PSNR       Halcyon is\n"
+        out += "tool            \(unit)s/s           ms/\(unit) p50/p95   CPU ms/\(unit)   CPU use   peak RSS/process   PSNR       Halcyon is\n"
         let halcyon = results.first { $0.tool == "halcyon" }?.rate
         for r in results {
             let ratio =
@@ -132,7 +150,8 @@ struct BenchResult {
                 + String(format: "%6.1f (%.1f–%.1f)", r.rate, r.rateMin, r.rateMax).padding(toLength: 20, withPad: " ", startingAt: 0)
                 + latency.padding(toLength: 18, withPad: " ", startingAt: 0)
                 + String(format: "%8.0f", r.cpuMs).padding(toLength: 14, withPad: " ", startingAt: 0)
-                + String(format: "%8.0f MB", r.peakMB).padding(toLength: 19, withPad: " ", startingAt: 0)
+                + String(format: "%5.0f %%", r.cpuUse * 100).padding(toLength: 10, withPad: " ", startingAt: 0)
+                + (r.peakMB > 0 ? String(format: "%8.0f MB", r.peakMB) : "       —").padding(toLength: 19, withPad: " ", startingAt: 0)
                 + (r.psnr.map { String(format: "%.2f dB", $0) } ?? "—").padding(toLength: 11, withPad: " ", startingAt: 0)
                 + ratio + "\n"
         }
@@ -145,6 +164,7 @@ struct BenchResult {
             "tool": .string(tool), "\(unit)s_per_second_median": .number((rate * 100).rounded() / 100),
             "\(unit)s_per_second_min": .number((rateMin * 100).rounded() / 100), "\(unit)s_per_second_max": .number((rateMax * 100).rounded() / 100),
             "cpu_ms_per_\(unit)": .number(cpuMs.rounded()), "peak_rss_bytes": .number(Double(runs.map(\.peakRSS).max() ?? 0)),
+            "cpu_use": .number((cpuUse * 1000).rounded() / 1000),
             "runs": .array(
                 runs.map {
                     [
@@ -155,6 +175,13 @@ struct BenchResult {
         ]
         if let p50, let p95 { o["ms_per_\(unit)_p50"] = .number(p50.rounded()); o["ms_per_\(unit)_p95"] = .number(p95.rounded()) }
         if let psnr { o["psnr_db"] = .number((psnr * 100).rounded() / 100) }
+        if let names = runs.first?.stages.map(\.name), !names.isEmpty {
+            o["stage_ms_per_\(unit)"] = .object(
+                Dictionary(
+                    uniqueKeysWithValues: names.map { name in
+                        (name, JSONValue.number((median(runs.map { $0.stages.first { $0.name == name }?.ms ?? 0 }) * 10).rounded() / 10))
+                    }))
+        }
         return .object(o)
     }
 
@@ -184,23 +211,52 @@ struct HitRun {
     var jobs: Int
     var seconds: Double
     var cpuSeconds: Double
+    /// Jobs per claim (pgqueuer's batch size); nil for Halcyon (its hit claims, up to 250).
+    var batch: Int? = nil
 
     var jobsPerSecond: Double { Double(jobs) / seconds }
     var line: String {
         String(format: "%d store hits in %.2f s = %.0f jobs/s, %.2f CPU ms/job", jobs, seconds, jobsPerSecond, cpuSeconds * 1000 / Double(jobs))
     }
 
-    static func summary(_ runs: [HitRun]) -> String {
+    /// Halcyon's hit claims take up to this many jobs (`--hit-claim-batch`'s default).
+    static let halcyonBatch = 250
+
+    static func summary(_ runs: [HitRun], peers: [Int: [HitRun]] = [:]) -> String {
         let rates = runs.map(\.jobsPerSecond)
-        return String(
-            format: "H — store hits: %.0f jobs/s (%.0f–%.0f), one worker process, %d jobs per run\n",
-            median(rates), rates.min() ?? 0, rates.max() ?? 0, runs.first?.jobs ?? 0)
+        var out = String(
+            format: "H — store hits: %.0f jobs/s (%.0f–%.0f), %.2f CPU ms/job, one worker process, %d jobs per run, hit claims of up to %d\n",
+            median(rates), rates.min() ?? 0, rates.max() ?? 0, median(runs.map { $0.cpuSeconds * 1000 / Double($0.jobs) }),
+            runs.first?.jobs ?? 0, halcyonBatch)
+        for (batch, peer) in peers.sorted(by: { $0.key < $1.key }) {
+            let p = peer.map(\.jobsPerSecond)
+            out += String(
+                format: "    pgqueuer, no-op jobs, batch %d: %.0f jobs/s (%.0f–%.0f), %.2f CPU ms/job — Halcyon is %.2f×\n", batch, median(p),
+                p.min() ?? 0, p.max() ?? 0, median(peer.map { $0.cpuSeconds * 1000 / Double($0.jobs) }), median(rates) / max(median(p), 1e-9))
+        }
+        return out
     }
 
-    static func json(_ runs: [HitRun]) -> JSONValue {
-        [
+    static func json(_ runs: [HitRun], peers: [Int: [HitRun]] = [:]) -> JSONValue {
+        func runsJSON(_ runs: [HitRun]) -> JSONValue {
+            .array(
+                runs.map {
+                    [
+                        "jobs": .number(Double($0.jobs)), "seconds": .number(($0.seconds * 1000).rounded() / 1000),
+                        "cpu_seconds": .number(($0.cpuSeconds * 1000).rounded() / 1000),
+                    ]
+                })
+        }
+        return [
             "jobs_per_second_median": .number(median(runs.map(\.jobsPerSecond)).rounded()),
-            "runs": .array(runs.map { ["jobs": .number(Double($0.jobs)), "seconds": .number(($0.seconds * 1000).rounded() / 1000)] }),
+            "runs": runsJSON(runs),
+            "pgqueuer": .array(
+                peers.sorted(by: { $0.key < $1.key }).map { batch, peer in
+                    [
+                        "batch": .number(Double(batch)), "jobs_per_second_median": .number(median(peer.map(\.jobsPerSecond)).rounded()),
+                        "runs": runsJSON(peer),
+                    ]
+                }),
         ]
     }
 }

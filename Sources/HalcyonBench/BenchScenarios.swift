@@ -58,7 +58,8 @@ extension Bench {
         }
         let w1 = BenchRun(
             seconds: seconds, cpuSeconds: usage.cpuSeconds, peakRSS: usage.peakRSS, images: corpus.files.count, perImageMs: ms,
-            psnr: quality.score { paths[URL(fileURLWithPath: corpus.files[$0].path).lastPathComponent] })
+            psnr: quality.score { paths[URL(fileURLWithPath: corpus.files[$0].path).lastPathComponent] },
+            stages: try await Self.stageMeans(c, perSource: false))
 
         // H: the same jobs again, copied to about 5,000, on the store W1 filled — every one a hit.
         let copies = max(1, 5000 / corpus.files.count)
@@ -81,22 +82,26 @@ extension Bench {
         return (w1, HitRun(jobs: hitJobs, seconds: hitSeconds, cpuSeconds: hitUsage.cpuSeconds))
     }
 
-    /// W2: every source → the three `variants`, enqueued together so a claim holds a source's
-    /// three jobs and decodes it once. Every output's size and format is checked.
-    func runW2(_ corpus: BenchCorpus, conninfo: String, scratch: URL) async throws -> BenchRun {
+    /// W2 (and W3): every source → each of `chains`, enqueued together so a claim holds a
+    /// source's jobs and decodes it once. Every output is checked with `expected` (a SQL
+    /// condition on a job's row that its result must meet).
+    func runVariants(
+        _ corpus: BenchCorpus, chains: [String], label: String, expected: String, conninfo: String, scratch: URL
+    ) async throws -> BenchRun {
         let c = try await PGConnection.connect(conninfo)
         defer { Task { await c.close() } }
         try await c.execute("DELETE FROM halcyon.jobs WHERE cache_key LIKE 'halcyon-bench:%'")
+        let prefix = "halcyon-bench:\(label.lowercased())-"
         _ = try await JobQueue(connection: c).enqueue(
             batch: corpus.files.flatMap { f in
-                Self.variants.map { chain in
+                chains.map { chain in
                     var j = JobQueue.NewJob(source: "file://" + f.path)
                     j.processors = chain
-                    j.cacheKey = "halcyon-bench:w2-" + URL(fileURLWithPath: f.path).lastPathComponent
+                    j.cacheKey = prefix + URL(fileURLWithPath: f.path).lastPathComponent
                     return j
                 }
             })
-        let store = scratch.appendingPathComponent("store-w2-\(getpid())")
+        let store = scratch.appendingPathComponent("store-\(label.lowercased())-\(getpid())")
         try? FileManager.default.removeItem(at: store)
         defer { try? FileManager.default.removeItem(at: store) }
         let started = Date()
@@ -104,23 +109,49 @@ extension Bench {
         let seconds = Date().timeIntervalSince(started)
         let ok =
             try await c.execute(
-                """
-                SELECT count(*) FILTER (WHERE state = 'succeeded' AND (
-                    (result_format = 'jpeg' AND result_width = 320 AND result_height = 320) OR
-                    (result_format = 'webp' AND greatest(result_width, result_height) = 1024) OR
-                    (result_format = 'png' AND result_width = 64 AND result_height = 64))) AS ok
-                FROM halcyon.jobs WHERE cache_key LIKE 'halcyon-bench:w2-%'
-                """
+                "SELECT count(*) FILTER (WHERE state = 'succeeded' AND (\(expected))) AS ok FROM halcyon.jobs WHERE cache_key LIKE $1",
+                [prefix + "%"]
             ).value(0, "ok").flatMap { Int($0) } ?? 0
-        guard ok == corpus.files.count * 3 else { throw CommandFailure("W2: only \(ok) of \(corpus.files.count * 3) outputs are as asked") }
-        // A source's three jobs share its fetch and decode; each adds its own processing.
+        let want = corpus.files.count * chains.count
+        guard ok == want else { throw CommandFailure("\(label): only \(ok) of \(want) outputs are as asked") }
+        // A source's jobs share its fetch and decode; each adds its own processing.
         let ms = try await c.execute(
             """
             SELECT max(\(Self.stage("fetch")) + \(Self.stage("decode"))) + sum(\(Self.stage("process")) + \(Self.stage("encode")) + \(Self.stage("store"))) AS ms
-            FROM halcyon.jobs WHERE cache_key LIKE 'halcyon-bench:w2-%' GROUP BY source
-            """
+            FROM halcyon.jobs WHERE cache_key LIKE $1 GROUP BY source
+            """, [prefix + "%"]
         ).rows.compactMap { $0[0].flatMap { Double($0) } }
-        return BenchRun(seconds: seconds, cpuSeconds: usage.cpuSeconds, peakRSS: usage.peakRSS, images: corpus.files.count, perImageMs: ms)
+        return BenchRun(
+            seconds: seconds, cpuSeconds: usage.cpuSeconds, peakRSS: usage.peakRSS, images: corpus.files.count, perImageMs: ms,
+            stages: try await Self.stageMeans(c, perSource: true))
+    }
+
+    /// W2's checks: a 320×320 JPEG, a WebP fitted to 1024, a 64×64 PNG.
+    static let w2Expected = """
+        (result_format = 'jpeg' AND result_width = 320 AND result_height = 320) OR
+        (result_format = 'webp' AND greatest(result_width, result_height) = 1024) OR
+        (result_format = 'png' AND result_width = 64 AND result_height = 64)
+        """
+    /// W3's: a PNG fitted to 800, a 640×640 WebP.
+    static let w3Expected = """
+        (result_format = 'png' AND greatest(result_width, result_height) = 800) OR
+        (result_format = 'webp' AND result_width = 640 AND result_height = 640)
+        """
+
+    static let stageNames = ["fetch", "decode", "process", "encode", "store"]
+
+    /// Mean milliseconds per image (or per source: its jobs share one fetch and one decode, and
+    /// add their own processing) in each stage, over the bench's jobs.
+    static func stageMeans(_ c: PGConnection, perSource: Bool) async throws -> [(name: String, ms: Double)] {
+        let columns = stageNames.map { "avg(\"\($0)\") AS \"\($0)\"" }.joined(separator: ", ")  // quoted: FETCH is a keyword
+        let inner = stageNames.map { name in
+            let agg = perSource && !["fetch", "decode"].contains(name) ? "sum" : "max"
+            return "\(agg)(\(stage(name))) AS \"\(name)\""
+        }.joined(separator: ", ")
+        let grouping = perSource ? "source" : "id"
+        let r = try await c.execute(
+            "SELECT \(columns) FROM (SELECT \(inner) FROM halcyon.jobs WHERE cache_key LIKE 'halcyon-bench:%' GROUP BY \(grouping)) per")
+        return stageNames.map { ($0, r.value(0, $0).flatMap { Double($0) } ?? 0) }
     }
 
     /// Runs `halcyon work --drain` as a child on the bench's database and store.
