@@ -89,8 +89,8 @@ struct BenchRun {
     var perImageMs: [Double] = []
     /// Mean PSNR of the quality sample against the reference (W1 only).
     var psnr: Double? = nil
-    /// Halcyon's mean milliseconds per item in each stage (fetch, decode, process, encode,
-    /// store), from the jobs' `timings`: wall time on the thread that ran the stage.
+    /// Halcyon's mean CPU milliseconds per item in each stage (decode, process, encode, store),
+    /// from the jobs' `timings`: CPU time on the thread that ran the stage.
     var stages: [(name: String, ms: Double)] = []
 
     /// The share of the machine's cores the tool kept busy: CPU time over wall time × cores.
@@ -117,15 +117,16 @@ struct BenchResult {
     var cpuMs: Double { median(runs.map { $0.cpuSeconds * 1000 / Double($0.images) }) }
     var cpuUse: Double { median(runs.map(\.cpuUse)) }
 
-    /// `halcyon by stage, ms per image: fetch 0.3 · decode 11.2 · …; CPU outside decode, process
-    /// and encode: 9.1 ms` (medians over runs), or nil without stage times.
+    /// `halcyon CPU ms per image by stage: decode 11.2 · …; the other 9.1` (medians over
+    /// runs), or nil without stage times.
     func stageLine(unit: String) -> String? {
         guard let names = runs.first?.stages.map(\.name), !names.isEmpty else { return nil }
         let ms = names.map { name in median(runs.map { $0.stages.first { $0.name == name }?.ms ?? 0 }) }
-        let inImage = zip(names, ms).filter { ["decode", "process", "encode"].contains($0.0) }.map(\.1).reduce(0, +)
-        return "\(tool) by stage, ms per \(unit) (wall time on the thread that ran it): "
+        return "\(tool) CPU ms per \(unit) by stage (on the thread that ran it): "
             + zip(names, ms).map { String(format: "%@ %.1f", $0.0, $0.1) }.joined(separator: " · ")
-            + String(format: "; of its %.1f CPU ms per \(unit), %.1f outside decode, process and encode (queue, fetch, store, runtime)", cpuMs, max(0, cpuMs - inImage))
+            + String(
+                format: "; the other %.1f of its %.1f — reading sources, the queue, the runtime, the kernel's work off those threads",
+                max(0, cpuMs - ms.reduce(0, +)), cpuMs)
     }
     var peakMB: Double { Double(runs.map(\.peakRSS).max() ?? 0) / 1e6 }
     /// Median over runs of each run's per-image p50 / p95 (nil when the tool has no per-image times).
@@ -176,7 +177,7 @@ struct BenchResult {
         if let p50, let p95 { o["ms_per_\(unit)_p50"] = .number(p50.rounded()); o["ms_per_\(unit)_p95"] = .number(p95.rounded()) }
         if let psnr { o["psnr_db"] = .number((psnr * 100).rounded() / 100) }
         if let names = runs.first?.stages.map(\.name), !names.isEmpty {
-            o["stage_ms_per_\(unit)"] = .object(
+            o["stage_cpu_ms_per_\(unit)"] = .object(
                 Dictionary(
                     uniqueKeysWithValues: names.map { name in
                         (name, JSONValue.number((median(runs.map { $0.stages.first { $0.name == name }?.ms ?? 0 }) * 10).rounded() / 10))

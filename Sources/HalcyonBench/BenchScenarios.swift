@@ -138,15 +138,16 @@ extension Bench {
         (result_format = 'webp' AND result_width = 640 AND result_height = 640)
         """
 
-    static let stageNames = ["fetch", "decode", "process", "encode", "store"]
+    /// The stages whose CPU time a job records (`decode_cpu_ms` …).
+    static let stageNames = ["decode", "process", "encode", "store"]
 
-    /// Mean milliseconds per image (or per source: its jobs share one fetch and one decode, and
-    /// add their own processing) in each stage, over the bench's jobs.
+    /// Mean CPU milliseconds per image (or per source: its jobs share one decode, and add their
+    /// own processing) in each stage, over the bench's jobs.
     static func stageMeans(_ c: PGConnection, perSource: Bool) async throws -> [(name: String, ms: Double)] {
         let columns = stageNames.map { "avg(\"\($0)\") AS \"\($0)\"" }.joined(separator: ", ")  // quoted: FETCH is a keyword
         let inner = stageNames.map { name in
-            let agg = perSource && !["fetch", "decode"].contains(name) ? "sum" : "max"
-            return "\(agg)(\(stage(name))) AS \"\(name)\""
+            let agg = perSource && name != "decode" ? "sum" : "max"
+            return "\(agg)(\(stage(name + "_cpu"))) AS \"\(name)\""
         }.joined(separator: ", ")
         let grouping = perSource ? "source" : "id"
         let r = try await c.execute(

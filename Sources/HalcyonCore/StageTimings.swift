@@ -9,6 +9,12 @@ public struct StageTimings: Sendable, Equatable {
     public var store: Double?
     /// From the claim to the outcome.
     public var total: Double?
+    /// CPU seconds of the stages that run on one thread (`StageClock`): decode, process,
+    /// encode and store. In `timings` as `decode_cpu_ms` …; not in the metrics.
+    public var decodeCPU: Double?
+    public var processCPU: Double?
+    public var encodeCPU: Double?
+    public var storeCPU: Double?
 
     public init() {}
 
@@ -20,8 +26,11 @@ public struct StageTimings: Sendable, Equatable {
         ].compactMap { n, v in v.map { (n, $0) } }
     }
 
-    /// `{"fetch_ms": 12.3, …}`, as the `timings` column holds it.
+    /// `{"fetch_ms": 12.3, …, "decode_cpu_ms": 9.8, …}`, as the `timings` column holds it.
     public var json: JSONValue {
-        .object(Dictionary(uniqueKeysWithValues: stages.map { ("\($0.name)_ms", .number(($0.seconds * 10_000).rounded() / 10)) }))
+        let cpu = [("decode_cpu", decodeCPU), ("process_cpu", processCPU), ("encode_cpu", encodeCPU), ("store_cpu", storeCPU)]
+            .compactMap { n, v in v.map { (n, $0) } }
+        return .object(
+            Dictionary(uniqueKeysWithValues: (stages + cpu).map { ("\($0.name)_ms", .number(($0.seconds * 10_000).rounded() / 10)) }))
     }
 }

@@ -104,9 +104,9 @@ package enum DirectLane {
     /// Runs one accepted chain on the shared decoded pixels.
     static func run(
         _ chain: ProcessorChain, on base: PixelBuffer, source: Source, limits: ImageLimits,
-        cancel: CancellationFlag?, decodeSeconds: Double
+        cancel: CancellationFlag?, decode: (wall: Double, cpu: Double)
     ) throws(HalcyonError) -> ProcessedImage {
-        let started = ContinuousClock.now
+        var clock = StageClock()
         var image = base
         var output = (format: source.format, quality: 85, progressive: false)
         for (n, processor) in chain.processors.enumerated() {
@@ -125,7 +125,7 @@ package enum DirectLane {
             }
         }
         try cancel?.check()
-        let processed = ContinuousClock.now
+        let process = clock.lap()
         let data: Data
         if output.format == .jpeg {
             // ImageMagick's rule: the source JPEG's sampling, else 4:4:4 from quality 90, 4:2:0 below.
@@ -139,8 +139,7 @@ package enum DirectLane {
         }
         return ProcessedImage(
             data: data, format: output.format, width: image.width, height: image.height,
-            decodeSeconds: decodeSeconds, processSeconds: (processed - started).seconds,
-            encodeSeconds: (ContinuousClock.now - processed).seconds)
+            decode: decode, process: process, encode: clock.lap())
     }
 }
 

@@ -98,6 +98,24 @@ public struct ProcessedImage: Sendable {
     public var decodeSeconds: Double
     public var processSeconds: Double
     public var encodeSeconds: Double
+    /// The same stages' CPU time on the thread that ran them (`StageClock`).
+    public var decodeCPUSeconds: Double = 0
+    public var processCPUSeconds: Double = 0
+    public var encodeCPUSeconds: Double = 0
+
+    /// Wall and CPU seconds of the shared decode, then of this chain's steps, then its encode.
+    init(
+        data: Data, format: ImageFormat, width: Int, height: Int,
+        decode: (wall: Double, cpu: Double), process: (wall: Double, cpu: Double), encode: (wall: Double, cpu: Double)
+    ) {
+        self.data = data
+        self.format = format
+        self.width = width
+        self.height = height
+        (decodeSeconds, decodeCPUSeconds) = decode
+        (processSeconds, processCPUSeconds) = process
+        (encodeSeconds, encodeCPUSeconds) = encode
+    }
 }
 
 /// Decode once → auto-orient → sRGB → each step → strip → encode, in one wand per chain — or,
@@ -154,7 +172,7 @@ public enum ImagePipeline {
         _ data: Data, format: ImageFormat, chains: [ProcessorChain],
         limits: ImageLimits = ImageLimits(), cancel: CancellationFlag? = nil, directLane: Bool? = nil
     ) throws(HalcyonError) -> [Result<ProcessedImage, HalcyonError>] {
-        let decodeStarted = ContinuousClock.now
+        var decodeClock = StageClock()
         if let declared = DeclaredSize.of(data, format: format) {
             try limits.check(ImageSize(width: declared.width, height: declared.height), frames: 1, what: "the image")
         }
@@ -189,11 +207,10 @@ public enum ImagePipeline {
         if let direct, let pixels = DirectLane.decode(data, direct, hint: hint) {
             decodeCount.add(1, ordering: .relaxed)
             observer?.add()
-            let decodeSeconds = (ContinuousClock.now - decodeStarted).seconds
+            let decode = decodeClock.lap()
             for i in planned {
                 results[i] = Result { () throws(HalcyonError) -> ProcessedImage in
-                    try DirectLane.run(
-                        chains[i], on: pixels, source: direct, limits: limits, cancel: cancel, decodeSeconds: decodeSeconds)
+                    try DirectLane.run(chains[i], on: pixels, source: direct, limits: limits, cancel: cancel, decode: decode)
                 }
             }
             return results.map { $0! }
@@ -205,11 +222,11 @@ public enum ImagePipeline {
         try cancel?.check()
         try base.autoOrient()
         try base.toSRGB()
-        let decodeSeconds = (ContinuousClock.now - decodeStarted).seconds
+        let decode = decodeClock.lap()
         for i in planned {
             results[i] = Result { () throws(HalcyonError) -> ProcessedImage in
                 try cancel?.check()
-                let started = ContinuousClock.now
+                var clock = StageClock()
                 let chain = chains[i]
                 let image = i == lastPlanned ? base : base.clone()  // the last chain may consume the original
                 if let output = chain.outputFormat { image.outputFormat = output }
@@ -226,12 +243,11 @@ public enum ImagePipeline {
                     }
                 }
                 try cancel?.check()
-                let processed = ContinuousClock.now
+                let process = clock.lap()
                 let encoded = try image.encode()
                 return ProcessedImage(
                     data: encoded, format: image.outputFormat, width: image.width, height: image.height,
-                    decodeSeconds: decodeSeconds, processSeconds: (processed - started).seconds,
-                    encodeSeconds: (ContinuousClock.now - processed).seconds)
+                    decode: decode, process: process, encode: clock.lap())
             }
         }
         return results.map { $0! }

@@ -142,6 +142,7 @@ struct JobRunner: Sendable {
                 timing.decode = image.decodeSeconds
                 timing.process = image.processSeconds
                 timing.encode = image.encodeSeconds
+                (timing.decodeCPU, timing.processCPU, timing.encodeCPU) = (image.decodeCPUSeconds, image.processCPUSeconds, image.encodeCPUSeconds)
                 let stored = await store(image, plan, source: fetched.source, cancel: cancel, timing: &timing)
                 out.append((stored, timing))
             }
@@ -160,9 +161,13 @@ struct JobRunner: Sendable {
         let started = ContinuousClock.now
         defer { timing.store = (ContinuousClock.now - started).seconds }
         do {
-            let object = try await Blocking.run {
-                try store.store(image.data, ext: image.format.fileExtension, info: info, key: plan.resultKey, expiration: plan.options.expiration)
+            let (object, cpu) = try await Blocking.run {
+                var clock = StageClock()
+                let object = try store.store(
+                    image.data, ext: image.format.fileExtension, info: info, key: plan.resultKey, expiration: plan.options.expiration)
+                return (object, clock.lap().cpu)
             }
+            timing.storeCPU = cpu
             if !object.existed { metrics.stored(bytes: object.bytes) }
             return .success(JobResult(key: plan.resultKey, object: object, info: info, cacheHit: false, source: source))
         } catch {
