@@ -21,8 +21,40 @@ from pgqueuer.qm import QueueManager
 from pgqueuer.queries import Queries
 
 
+def parse_conninfo(conninfo):
+    """libpq's key=value syntax: values may be single-quoted, with \\ and \\' escapes."""
+    keys, i, n = {}, 0, len(conninfo)
+    while i < n:
+        while i < n and conninfo[i].isspace():
+            i += 1
+        start = i
+        while i < n and conninfo[i] not in "= ":
+            i += 1
+        key = conninfo[start:i].strip()
+        while i < n and conninfo[i] in " =":
+            i += 1
+        value = ""
+        if i < n and conninfo[i] == "'":
+            i += 1
+            while i < n and conninfo[i] != "'":
+                if conninfo[i] == "\\" and i + 1 < n:
+                    i += 1
+                value += conninfo[i]
+                i += 1
+            i += 1
+        else:
+            while i < n and not conninfo[i].isspace():
+                if conninfo[i] == "\\" and i + 1 < n:
+                    i += 1
+                value += conninfo[i]
+                i += 1
+        if key:
+            keys[key] = value
+    return keys
+
+
 def connect_arguments(conninfo):
-    keys = dict(part.split("=", 1) for part in conninfo.split() if "=" in part)
+    keys = parse_conninfo(conninfo)
     return {"host": keys.get("host"), "port": int(keys.get("port", 5432)), "user": keys.get("user"), "database": keys.get("dbname")}
 
 
