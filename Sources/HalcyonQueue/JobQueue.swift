@@ -21,10 +21,12 @@ public struct JobQueue: Sendable {
     /// Claims up to `limit` runnable jobs for `workerID`, leasing them for `lease` seconds —
     /// fewer when their rows hold more than `maxBytes` of text (but always the first). With
     /// `queues`, only from those queues, each at most its limit (nil: `limit`); without, from
-    /// every queue. Paused queues are never claimed from.
+    /// every queue. Paused queues are never claimed from. With `siblings`, also up to 16 queued
+    /// jobs of the chosen jobs' sources enqueued right after them (`SQL.claim`), so that a
+    /// source's variants run as one group.
     public func claim(
         workerID: String, limit: Int, lease: Double, queues: [(name: String, limit: Int?)] = [],
-        maxBytes: Int = JobQueue.maxClaimBytes
+        maxBytes: Int = JobQueue.maxClaimBytes, siblings: Bool = true
     ) async throws -> [Job] {
         guard limit > 0 else { return [] }
         let r = try await connection.execute(
@@ -33,6 +35,7 @@ public struct JobQueue: Sendable {
                 workerID, String(limit), String(lease), String(maxBytes),
                 PGRows.textArrayLiteral(queues.map(\.name)),
                 "{" + queues.map { $0.limit.map(String.init) ?? "NULL" }.joined(separator: ",") + "}",
+                siblings ? "true" : "false",
             ])
         return (0..<r.count).compactMap { i in
             guard let id = r.value(i, "id").flatMap({ Int64($0) }), let source = r.value(i, "source") else { return nil }

@@ -60,12 +60,12 @@ enum SQL {
     /// first is always claimed; $5 the queues to claim from (text[]; empty: every queue) and $6
     /// at most how many from each (int[], null: the batch size). Paused queues are left alone.
     /// Each queue is one scan of `jobs_claim_idx`; the batch is the best of them by priority.
-    /// Then its siblings: queued jobs of the same source and queue among the next
-    /// `claimSiblingReach` ids after a chosen one (a source's variants are enqueued together, so
-    /// their ids are adjacent), at most $2 + `claimSiblingReach` of them, of rows of at most
-    /// `claimSiblingMaxBytes`, in queues without a limit of the worker's
-    /// own — so a source's jobs are claimed together and decoded once, even when only one slot
-    /// was free. One `jobs_pkey` range scan per chosen job.
+    /// Then, when $7 is true, its siblings: queued jobs of the same source and queue among the
+    /// next `claimSiblingReach` ids after a chosen one (a source's variants are enqueued together,
+    /// so their ids are adjacent), at most `claimSiblingReach` of them, of rows of at most
+    /// `claimSiblingMaxBytes`, in queues without a limit of the worker's own — so a source's
+    /// jobs are claimed together and decoded once, even when only one slot was free. One
+    /// `jobs_pkey` range scan per chosen job that ends a run of chosen ids.
     static let claim = """
         WITH wanted AS (
             SELECT q.name, greatest(0, least($2::int, coalesce(w.slots, $2::int))) AS slots, w.slots IS NULL AS open
@@ -99,8 +99,8 @@ enum SQL {
                   AND j.source = c.source AND j.queue = c.queue AND j.state = 'queued' AND j.run_at <= now()
                 FOR UPDATE SKIP LOCKED
             ) s
-            WHERE c.open AND c.size <= \(claimSiblingMaxBytes) AND c.id + 1 <> ALL(ids.chosen)
-            LIMIT $2::int + \(claimSiblingReach)
+            WHERE $7::bool AND c.open AND c.size <= \(claimSiblingMaxBytes) AND c.id + 1 <> ALL(ids.chosen)
+            LIMIT \(claimSiblingReach)
         ), claimed AS (
             UPDATE halcyon.jobs j
             SET state = 'running', attempt = j.attempt + 1, locked_by = $1,

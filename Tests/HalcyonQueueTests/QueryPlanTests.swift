@@ -29,7 +29,7 @@ struct QueryPlanTests {
         try await db.query("ANALYZE halcyon.queues")
         // Every queue, and named queues with limits: each queue one scan of jobs_claim_idx.
         for (queues, slots) in [("{}", "{}"), ("{default,thumbnails}", "{NULL,2}")] {
-            let claim = try await plan(db, SQL.claim, ["w", "10", "30", "67108864", queues, slots])
+            let claim = try await plan(db, SQL.claim, ["w", "10", "30", "67108864", queues, slots, "true"])
             #expect(claim.contains("jobs_claim_idx"), "claim plan:\n\(claim)")
             #expect(!claim.contains("Seq Scan on jobs"), "claim plan:\n\(claim)")
         }

@@ -67,7 +67,8 @@ struct StoreStageTests {
             #expect(largest > 4, "largest claim \(largest): claims stayed at concurrency + fetch-concurrency")
             #expect(largest <= batch)
         } else {
-            #expect(largest <= 4, "largest claim \(largest) with the larger claims off")
+            // concurrency + fetch-concurrency, and a claim's siblings (the same source, enqueued after).
+            #expect(largest <= 4 + 16, "largest claim \(largest) with the larger claims off")
         }
     }
 

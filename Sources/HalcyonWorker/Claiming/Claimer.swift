@@ -33,7 +33,9 @@ struct Claimer: Service {
     private func claimLoop(_ group: inout DiscardingTaskGroup) async {
         let stopping = { state.stopRequests > 0 }
         while !stopping() {
-            let limit = state.recentHits >= WorkerConfiguration.hitClaimRatio ? configuration.maxInFlightForHits : configuration.maxInFlight
+            // Mostly store hits: large claims, and no siblings (a hit decodes nothing to share).
+            let hits = state.recentHits >= WorkerConfiguration.hitClaimRatio
+            let limit = hits ? configuration.maxInFlightForHits : configuration.maxInFlight
             let free = limit - state.withHeld { $0.occupyingSlots }
             let queues = queueLimits()
             var claimed: [Job] = []
@@ -44,7 +46,8 @@ struct Claimer: Service {
                         "claim", logger: logger, giveUpWhen: stopping, retryIf: { _ in true },
                         wait: { await state.wake.wait(timeout: $0) }
                     ) {
-                        try await queue.claim(workerID: configuration.workerID, limit: free, lease: configuration.lease.seconds, queues: queues)
+                        try await queue.claim(
+                            workerID: configuration.workerID, limit: free, lease: configuration.lease.seconds, queues: queues, siblings: !hits)
                     }
                 } catch {
                     return  // stopping
