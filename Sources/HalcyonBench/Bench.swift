@@ -250,7 +250,10 @@ package struct Bench: AsyncParsableCommand {
         try Data(json.prettyText.utf8).write(to: outURL)
         print("results: \(outURL.path)")
         let chartURL = outURL.deletingPathExtension().appendingPathExtension("png")
-        try BenchChart.make(w1: results, w2: w2Results, hits: hitRuns, corpus: corpus, concurrency: concurrency, repeats: repeats).write(to: chartURL)
+        try BenchChart.make(
+            w1: results, w2: w2Results, w3: w3Results, hits: hitRuns, pgqueuer: pgqueuerRuns, corpus: corpus, concurrency: concurrency,
+            repeats: repeats
+        ).write(to: chartURL)
         print("chart: \(chartURL.path)")
         if let verdict, !verdict.passed {
             throw CommandFailure("quality guard failed: Halcyon's outputs are more than \(BenchQuality.tolerance) dB below ImageMagick's")
