@@ -13,7 +13,7 @@ package struct Bench: AsyncParsableCommand {
     package init() {}
 
     package static let configuration = CommandConfiguration(
-        abstract: "Measure W1, W2, H, L and S end to end through the queue, beside Pillow, vipsthumbnail and convert on the same files.",
+        abstract: "Measure W1, W2, W3, H, L, S and E end to end through the queue, beside Pillow, vipsthumbnail, convert and pgqueuer.",
         discussion: """
             W1: every corpus image → resize(320x320, mode=fill) |> format(jpeg, quality=82). The \
             corpus is generated (seeded, photo-like) under $HALCYON_HOME/bench/corpus: by default \
@@ -29,7 +29,14 @@ package struct Bench: AsyncParsableCommand {
             W2: every source → three variants (the W1 chain, a 1024 fit WebP q80, a 64 fill PNG), \
             beside Pillow and tuned convert decoding once per source.
 
-            H: the W1 jobs again, copied to about 5,000, on the store W1 filled: store-hit jobs/s.
+            W3: every source → two effect chains (blur, rounded corners, overlay → PNG; sharpen, \
+            colour controls → WebP), beside Pillow and tuned convert.
+
+            W1 and W2 have a decode-floor row: the corpus only decoded, in-process, at the scale \
+            Halcyon decodes it (scripts/bench-peers-setup installs the peers).
+
+            H: the W1 jobs again, copied to about 5,000, on the store W1 filled: store-hit jobs/s, \
+            beside pgqueuer draining as many no-op jobs (batch 10 and 250) on the same PostgreSQL.
 
             L: an idle worker; 40 small jobs enqueued 50 ms apart; enqueue→start p50/p95/p99.
 
@@ -49,8 +56,10 @@ package struct Bench: AsyncParsableCommand {
     var scale: Double = 1
     @Option(name: .customLong("repeat"), help: "Runs per tool; medians are reported.")
     var repeats: Int = 3
-    @Option(help: "Processing slots for Halcyon and parallel processes for the peers. Default: cores.")
+    @Option(help: "Parallel processes for the peers, threads for the decode floor. Default: cores.")
     var concurrency: Int = ProcessInfo.processInfo.activeProcessorCount
+    @Option(help: "Processing slots for Halcyon's worker. Default: the worker's own (cores + 1).")
+    var workerConcurrency: Int?
     @Flag(help: "Skip the peers (Pillow, vipsthumbnail, convert).")
     var noPeers = false
     @Flag(help: "Skip S (claim+complete cost with 10k against 1M rows in the table; inserting them takes a minute).")
@@ -88,6 +97,7 @@ package struct Bench: AsyncParsableCommand {
         guard scale > 0, scale <= 10 else { throw ValidationError("--scale must be in (0, 10]") }
         guard (1...20).contains(repeats) else { throw ValidationError("--repeat must be 1…20") }
         guard (1...256).contains(concurrency) else { throw ValidationError("--concurrency must be 1…256") }
+        if let w = workerConcurrency, !(1...256).contains(w) { throw ValidationError("--worker-concurrency must be 1…256") }
     }
 
     package func run() async throws {

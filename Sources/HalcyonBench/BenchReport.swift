@@ -137,7 +137,8 @@ struct BenchResult {
 
     /// `unit` names what one item is (image for W1, source for W2).
     static func table(_ title: String, _ results: [BenchResult], unit: String, count: Int, concurrency: Int, repeats: Int) -> String {
-        var out = "\n\(title)\n\(count) \(unit)s, \(concurrency) at a time, median of \(repeats) runs (min–max)\n"
+        var out =
+            "\n\(title)\n\(count) \(unit)s, peers \(concurrency) at a time (Halcyon: its worker's processing slots), median of \(repeats) runs (min–max)\n"
         out += "tool            \(unit)s/s           ms/\(unit) p50/p95   CPU ms/\(unit)   CPU use   peak RSS/process   PSNR       Halcyon is\n"
         let halcyon = results.first { $0.tool == "halcyon" }?.rate
         for r in results {

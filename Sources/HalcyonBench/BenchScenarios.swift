@@ -162,9 +162,9 @@ extension Bench {
             CommandLine.arguments[0],
             [
                 "work", "--drain", "--database-url", conninfo, "--store", store.path, "--file-root", corpus.directory.path,
-                "--concurrency", String(concurrency), "--log-level", "warning", "--worker-id", "halcyon-bench-\(getpid())", "--no-progress",
+                "--log-level", "warning", "--worker-id", "halcyon-bench-\(getpid())", "--no-progress",
                 "--sweep-interval", "0s",
-            ], outputPath: log)
+            ] + (workerConcurrency.map { ["--concurrency", String($0)] } ?? []), outputPath: log)
         let usage = try await Blocking.run { Subprocess.waitWithUsage(pid) }
         guard usage.status == 0 else { throw CommandFailure("the worker exited \(usage.status); see \(log)") }
         return usage

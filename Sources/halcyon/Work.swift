@@ -31,7 +31,7 @@ struct Work: AsyncParsableCommand {
     @OptionGroup var logging: LoggingOptions
     @OptionGroup var sizeLimit: StoreSizeLimitOption
 
-    @Option(help: "Processing slots (concurrent decode/process/encode). Default: number of cores.")
+    @Option(help: "Processing slots (concurrent decode/process/encode). Default: number of cores + 1.")
     var concurrency: Int?
     @Option(help: "Concurrent downloads, separate from processing slots.")
     var fetchConcurrency: Int = 8
