@@ -81,7 +81,10 @@ struct DatabaseFaultTests {
         // A 6 s lease (renewed every 2 s): room for a loaded machine, the whole suite on 2 cores.
         let args = ["work", "--store", store.path, "--allow-network", "127.0.0.1/32", "--lease", "6s", "--log-level", "info"]
         let holder = try HalcyonProcess(args + ["--concurrency", "2", "--fetch-concurrency", "4"], conninfo: db.conninfo)
-        #expect(try await waitUntil(30) { try await count(db, "state = 'running'") == 4 })
+        // 60 s: the worker starts while the rest of the suite keeps both cores busy.
+        let allRunning = try await waitUntil(60) { try await count(db, "state = 'running'") == 4 }
+        let running = try await count(db, "state = 'running'")
+        try #require(allRunning, "\(running) running; worker: \(holder.output.suffix(2000))")
         // A second worker, the would-be rescuer (nothing is left for it to claim).
         let peer = try HalcyonProcess(args, conninfo: db.conninfo)
         let operatorSession = try await db.connect()
