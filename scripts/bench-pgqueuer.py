@@ -1,10 +1,9 @@
 #!/usr/bin/env python3
 """pgqueuer's no-op throughput, the peer of `halcyon bench`'s H (store hits).
 
-Usage: bench-pgqueuer.py CONNINFO JOBS BATCH
+Usage: bench-pgqueuer.py HOST PORT USER DATABASE JOBS BATCH
 
-CONNINFO is a libpq keyword string (host=… port=… dbname=… user=…). Installs pgqueuer's schema
-in that database (dropping a previous one), enqueues JOBS no-op jobs, and drains them with one
+HOST may be a socket directory. Installs pgqueuer's schema in DATABASE (dropping a previous one), enqueues JOBS no-op jobs, and drains them with one
 QueueManager dequeuing BATCH jobs at a time (mode=drain). Prints one JSON line: jobs, seconds
 (the drain only), cpu_seconds (this process). Then removes the schema.
 """
@@ -21,45 +20,8 @@ from pgqueuer.qm import QueueManager
 from pgqueuer.queries import Queries
 
 
-def parse_conninfo(conninfo):
-    """libpq's key=value syntax: values may be single-quoted, with \\ and \\' escapes."""
-    keys, i, n = {}, 0, len(conninfo)
-    while i < n:
-        while i < n and conninfo[i].isspace():
-            i += 1
-        start = i
-        while i < n and conninfo[i] not in "= ":
-            i += 1
-        key = conninfo[start:i].strip()
-        while i < n and conninfo[i] in " =":
-            i += 1
-        value = ""
-        if i < n and conninfo[i] == "'":
-            i += 1
-            while i < n and conninfo[i] != "'":
-                if conninfo[i] == "\\" and i + 1 < n:
-                    i += 1
-                value += conninfo[i]
-                i += 1
-            i += 1
-        else:
-            while i < n and not conninfo[i].isspace():
-                if conninfo[i] == "\\" and i + 1 < n:
-                    i += 1
-                value += conninfo[i]
-                i += 1
-        if key:
-            keys[key] = value
-    return keys
-
-
-def connect_arguments(conninfo):
-    keys = parse_conninfo(conninfo)
-    return {"host": keys.get("host"), "port": int(keys.get("port", 5432)), "user": keys.get("user"), "database": keys.get("dbname")}
-
-
-async def main(conninfo, jobs, batch):
-    connection = await asyncpg.connect(**connect_arguments(conninfo))
+async def main(host, port, user, database, jobs, batch):
+    connection = await asyncpg.connect(host=host, port=port, user=user, database=database)
     driver = AsyncpgDriver(connection)
     queries = Queries(driver)
     try:
@@ -89,4 +51,5 @@ async def main(conninfo, jobs, batch):
 
 
 if __name__ == "__main__":
-    asyncio.run(main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3])))
+    host, port, user, database, jobs, batch = sys.argv[1:7]
+    asyncio.run(main(host, int(port), user, database, int(jobs), int(batch)))

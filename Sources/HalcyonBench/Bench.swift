@@ -116,49 +116,45 @@ package struct Bench: AsyncParsableCommand {
         }
 
         let conninfo = try await benchDatabase()
-        var w1: [String: [BenchRun]] = [:], w2: [String: [BenchRun]] = [:], w3: [String: [BenchRun]] = [:]
+        var measured: [BenchPeers.Scenario: [String: [BenchRun]]] = [:]  // scenario → tool → runs
         var hitRuns: [HitRun] = []
         var pgqueuerRuns: [Int: [HitRun]] = [:]
         let pgqueuer = noPeers ? nil : BenchPeers.pgqueuerScript()
         if !noPeers, pgqueuer == nil { print("peer skipped: no pgqueuer/asyncpg for python3 (run scripts/bench-peers-setup)") }
         var latencyRuns: [LatencyRun] = []
         for round in 1...repeats {
-            func report(_ scenario: String, _ tool: String, _ run: BenchRun) {
-                print(
-                    "round \(round): \(scenario) \(tool) \(scenario == "W1" ? run.line : run.line.replacingOccurrences(of: "image", with: "source"))")
+            func record(_ scenario: BenchPeers.Scenario, _ tool: String, _ run: BenchRun) {
+                measured[scenario, default: [:]][tool, default: []].append(run)
+                let line = scenario == .w1 ? run.line : run.line.replacingOccurrences(of: "image", with: "source")
+                print("round \(round): \(scenario.label) \(tool) \(line)")
             }
             if runs(.w1) {
                 let (h, hits) = try await runHalcyon(corpus, conninfo: conninfo, scratch: scratch, quality: quality)
-                w1["halcyon", default: []].append(h)
+                record(.w1, "halcyon", h)
                 hitRuns.append(hits)
-                report("W1", "halcyon", h)
                 print("round \(round): H \(hits.line)")
                 if let pgqueuer, let peerDatabase = try await pgqueuerDatabase() {
                     for batch in [10, HitRun.halcyonBatch] {
                         let r = try await BenchPeers.pgqueuer(
-                            pgqueuer, conninfo: peerDatabase, jobs: hits.jobs, batch: batch, log: scratch.appendingPathComponent("pgqueuer.log"))
+                            pgqueuer, database: peerDatabase, jobs: hits.jobs, batch: batch, log: scratch.appendingPathComponent("pgqueuer.log"))
                         pgqueuerRuns[batch, default: []].append(r)
                         print("round \(round): H pgqueuer batch \(batch): \(r.line)")
                     }
                 }
-                let floor = try await BenchFloor.run(corpus, chains: [Self.chain], concurrency: concurrency)
-                w1[BenchFloor.tool, default: []].append(floor)
-                report("W1", BenchFloor.tool, floor)
+                record(.w1, BenchFloor.tool, try await BenchFloor.run(corpus, chains: [Self.chain], concurrency: concurrency))
             }
             if runs(.w2) {
-                let hw2 = try await runVariants(
-                    corpus, chains: Self.variants, label: "W2", expected: Self.w2Expected, conninfo: conninfo, scratch: scratch)
-                w2["halcyon", default: []].append(hw2)
-                report("W2", "halcyon", hw2)
-                let floor = try await BenchFloor.run(corpus, chains: Self.variants, concurrency: concurrency)
-                w2[BenchFloor.tool, default: []].append(floor)
-                report("W2", BenchFloor.tool, floor)
+                record(
+                    .w2, "halcyon",
+                    try await runVariants(
+                        corpus, chains: Self.variants, label: "W2", expected: Self.w2Expected, conninfo: conninfo, scratch: scratch))
+                record(.w2, BenchFloor.tool, try await BenchFloor.run(corpus, chains: Self.variants, concurrency: concurrency))
             }
             if runs(.w3) {
-                let hw3 = try await runVariants(
-                    corpus, chains: Self.effectChains, label: "W3", expected: Self.w3Expected, conninfo: conninfo, scratch: scratch)
-                w3["halcyon", default: []].append(hw3)
-                report("W3", "halcyon", hw3)
+                record(
+                    .w3, "halcyon",
+                    try await runVariants(
+                        corpus, chains: Self.effectChains, label: "W3", expected: Self.w3Expected, conninfo: conninfo, scratch: scratch))
             }
             if runs(.l) {
                 let latency = try await runLatency(corpus, conninfo: conninfo, scratch: scratch)
@@ -167,37 +163,24 @@ package struct Bench: AsyncParsableCommand {
             }
             if let pillow {
                 for scenario in BenchPeers.Scenario.allCases where runs(scenario.benchScenario) {
-                    let r = try await peers.pillow(pillow, scenario)
-                    switch scenario {
-                    case .w1: w1["pillow draft", default: []].append(r)
-                    case .w2: w2["pillow draft", default: []].append(r)
-                    case .w3: w3["pillow", default: []].append(r)
-                    }
-                    report(scenario.label, scenario == .w3 ? "pillow" : "pillow draft", r)
+                    // W3 has no draft(): its outputs are as large as a draft would decode.
+                    record(scenario, scenario == .w3 ? "pillow" : "pillow draft", try await peers.pillow(pillow, scenario))
                 }
             }
             if let vips, runs(.w1) {
-                let r = try await peers.vips(vips)
-                w1["vipsthumbnail", default: []].append(r)
-                report("W1", "vipsthumbnail", r)
+                record(.w1, "vipsthumbnail", try await peers.vips(vips))
             }
             if let convert {
                 for (tuned, scenario) in [(true, BenchPeers.Scenario.w1), (false, .w1), (true, .w2), (true, .w3)] where runs(scenario.benchScenario) {
-                    let tool = tuned ? "convert tuned" : "convert naive"
-                    let r = try await peers.convert(convert, tuned: tuned, scenario)
-                    switch scenario {
-                    case .w1: w1[tool, default: []].append(r)
-                    case .w2: w2[tool, default: []].append(r)
-                    case .w3: w3[tool, default: []].append(r)
-                    }
-                    report(scenario.label, tool, r)
+                    record(scenario, tuned ? "convert tuned" : "convert naive", try await peers.convert(convert, tuned: tuned, scenario))
                 }
             }
         }
-        let order = ["halcyon", BenchFloor.tool, "pillow draft", "vipsthumbnail", "convert tuned", "convert naive"]
-        let results = order.compactMap { t in w1[t].map { BenchResult(tool: t, runs: $0) } }
-        let w2Results = order.compactMap { t in w2[t].map { BenchResult(tool: t, runs: $0) } }
-        let w3Results = ["halcyon", "pillow", "convert tuned"].compactMap { t in w3[t].map { BenchResult(tool: t, runs: $0) } }
+        let order = ["halcyon", BenchFloor.tool, "pillow draft", "pillow", "vipsthumbnail", "convert tuned", "convert naive"]
+        func summarised(_ scenario: BenchPeers.Scenario) -> [BenchResult] {
+            order.compactMap { t in measured[scenario]?[t].map { BenchResult(tool: t, runs: $0) } }
+        }
+        let results = summarised(.w1), w2Results = summarised(.w2), w3Results = summarised(.w3)
         let scaleRuns = runs(.s) ? try await runScale(conninfo: conninfo, scratch: scratch) : []
         let effects: (size: ImageSize, rows: [EffectBench.Row]) = runs(.e) ? try await runEffects(corpus) : (ImageSize(width: 0, height: 0), [])
         if !results.isEmpty {
@@ -272,7 +255,7 @@ package struct Bench: AsyncParsableCommand {
 
     /// pgqueuer's database beside the bench's on the embedded cluster (pgqueuer installs its own
     /// tables); nil, with a note, on a database given with --database-url.
-    private func pgqueuerDatabase() async throws -> String? {
+    private func pgqueuerDatabase() async throws -> BenchPeers.PeerDatabase? {
         guard case .embedded(let cluster) = database.target else {
             print("peer skipped: pgqueuer runs only beside the embedded database (it installs tables of its own)")
             return nil
@@ -282,7 +265,8 @@ package struct Bench: AsyncParsableCommand {
             try await admin.execute("CREATE DATABASE halcyon_bench_pgqueuer")
         }
         await admin.close()
-        return cluster.conninfo.replacingOccurrences(of: "dbname=postgres", with: "dbname=halcyon_bench_pgqueuer")
+        return BenchPeers.PeerDatabase(
+            host: cluster.socketDirectory.path, port: cluster.port, user: "postgres", database: "halcyon_bench_pgqueuer")
     }
 
     /// The embedded cluster gets a database of its own; an explicit database is used as given.

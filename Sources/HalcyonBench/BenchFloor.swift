@@ -28,9 +28,7 @@ enum BenchFloor {
                         let i = next.wrappingAdd(1, ordering: .relaxed).oldValue
                         guard i < files.count else { return }
                         let format: ImageFormat = files[i].hasSuffix(".png") ? .png : .jpeg
-                        guard let data = FileManager.default.contents(atPath: files[i]),
-                            ImagePipeline.decodeOnly(data, format: format, chains: parsed) != nil
-                        else {
+                        guard let data = FileManager.default.contents(atPath: files[i]), decode(data, format, for: parsed) else {
                             failed.add(1, ordering: .relaxed)
                             continue
                         }
@@ -43,6 +41,13 @@ enum BenchFloor {
             guard failures == 0 else { throw CommandFailure("decode floor: \(failures) corpus files are not decodable by the direct lane") }
             return BenchRun(seconds: seconds, cpuSeconds: processCPUSeconds() - cpuBefore, peakRSS: 0, images: files.count)
         }
+    }
+
+    /// The decode `ImagePipeline.run` makes of this source for `chains` in the direct lane, and
+    /// nothing else; false when the direct lane would not take it.
+    static func decode(_ data: Data, _ format: ImageFormat, for chains: [ProcessorChain]) -> Bool {
+        guard chains.allSatisfy(DirectLane.accepts), let source = DirectLane.source(data, format: format) else { return false }
+        return DirectLane.decode(data, source, hint: ImagePipeline.shrinkHint(chains, source.header)) != nil
     }
 
     /// This process's user + system CPU seconds so far.

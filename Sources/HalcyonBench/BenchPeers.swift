@@ -48,27 +48,30 @@ struct BenchPeers {
     }
 
     /// `scripts/bench-pillow.py`, when python3 has Pillow.
-    static func pillowScript() -> String? {
-        guard let dir = ResourceLocator.find("scripts", marker: "bench-pillow.py", environment: "HALCYON_SCRIPTS").found else { return nil }
-        let out = FileManager.default.temporaryDirectory.appendingPathComponent("pillow-check-\(getpid())").path
-        defer { try? FileManager.default.removeItem(atPath: out) }
-        guard (try? Subprocess.run("/usr/bin/env", ["python3", "-c", "import PIL"], outputPath: out)) == 0 else { return nil }
-        return dir.appendingPathComponent("bench-pillow.py").path
-    }
+    static func pillowScript() -> String? { pythonScript("bench-pillow.py", importing: "PIL") }
 
     /// `scripts/bench-pgqueuer.py`, when python3 has pgqueuer and asyncpg.
-    static func pgqueuerScript() -> String? {
-        guard let dir = ResourceLocator.find("scripts", marker: "bench-pgqueuer.py", environment: "HALCYON_SCRIPTS").found else { return nil }
-        let out = FileManager.default.temporaryDirectory.appendingPathComponent("pgqueuer-check-\(getpid())").path
+    static func pgqueuerScript() -> String? { pythonScript("bench-pgqueuer.py", importing: "pgqueuer, asyncpg") }
+
+    /// `scripts/<name>`, when it is found and python3 can import `modules`.
+    private static func pythonScript(_ name: String, importing modules: String) -> String? {
+        guard let dir = ResourceLocator.find("scripts", marker: name, environment: "HALCYON_SCRIPTS").found else { return nil }
+        let out = FileManager.default.temporaryDirectory.appendingPathComponent("\(name)-check-\(getpid())").path
         defer { try? FileManager.default.removeItem(atPath: out) }
-        guard (try? Subprocess.run("/usr/bin/env", ["python3", "-c", "import pgqueuer, asyncpg"], outputPath: out)) == 0 else { return nil }
-        return dir.appendingPathComponent("bench-pgqueuer.py").path
+        guard (try? Subprocess.run("/usr/bin/env", ["python3", "-c", "import \(modules)"], outputPath: out)) == 0 else { return nil }
+        return dir.appendingPathComponent(name).path
     }
 
-    /// pgqueuer draining `jobs` no-op jobs with one QueueManager, `batch` at a time, in the
-    /// database `conninfo` names (its own: pgqueuer installs its tables there and drops them).
-    static func pgqueuer(_ script: String, conninfo: String, jobs: Int, batch: Int, log: URL) async throws -> HitRun {
-        let pid = try Subprocess.spawn("/usr/bin/env", ["python3", script, conninfo, String(jobs), String(batch)], outputPath: log.path)
+    /// Where pgqueuer connects: a socket directory (or host), a port and a database.
+    struct PeerDatabase { var host: String, port: Int, user: String, database: String }
+
+    /// pgqueuer draining `jobs` no-op jobs with one QueueManager, `batch` at a time, in
+    /// `database` (its own: pgqueuer installs its tables there and drops them).
+    static func pgqueuer(_ script: String, database: PeerDatabase, jobs: Int, batch: Int, log: URL) async throws -> HitRun {
+        let pid = try Subprocess.spawn(
+            "/usr/bin/env",
+            ["python3", script, database.host, String(database.port), database.user, database.database, String(jobs), String(batch)],
+            outputPath: log.path)
         let usage = try await Blocking.run { Subprocess.waitWithUsage(pid) }
         let text = (try? String(contentsOf: log, encoding: .utf8)) ?? ""
         guard usage.status == 0, let line = text.split(separator: "\n").last(where: { $0.hasPrefix("{") }),

@@ -31,7 +31,7 @@ package enum DirectLane {
         /// JPEG made from a JPEG with the source's sampling, so this lane does too.
         var sampling: (h: Int, v: Int)? = nil
 
-        var header: MagickImage.Header {
+        package var header: MagickImage.Header {
             MagickImage.Header(width: width, height: height, frames: 1, swapsAxes: false)
         }
 
@@ -53,7 +53,7 @@ package enum DirectLane {
     }
 
     /// Whether every step of `chain` is one this lane runs.
-    static func accepts(_ chain: ProcessorChain) -> Bool {
+    package static func accepts(_ chain: ProcessorChain) -> Bool {
         chain.processors.allSatisfy {
             $0 is ResizeProcessor || $0 is DownsampleProcessor || $0 is FormatProcessor || $0 is StripProcessor
                 || $0 is AutoOrientProcessor

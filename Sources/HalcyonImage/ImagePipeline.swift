@@ -145,19 +145,10 @@ public enum ImagePipeline {
 
     /// The size a decode must cover for all of `chains`: the largest any of them needs, nil
     /// (a full decode) when one needs everything.
-    static func shrinkHint(_ chains: [ProcessorChain], _ header: MagickImage.Header) -> (width: Int, height: Int)? {
+    package static func shrinkHint(_ chains: [ProcessorChain], _ header: MagickImage.Header) -> (width: Int, height: Int)? {
         let hints = chains.map { $0.shrinkHint(for: header) }
         guard !hints.isEmpty, !hints.contains(where: { $0 == nil }) else { return nil }
         return (hints.map { $0!.width }.max()!, hints.map { $0!.height }.max()!)
-    }
-
-    /// The decode `run` makes of this source for `chains` in the direct lane, and nothing else:
-    /// the bench's floor. The decoded size, or nil when the direct lane would not take it.
-    package static func decodeOnly(_ data: Data, format: ImageFormat, chains: [ProcessorChain]) -> ImageSize? {
-        guard chains.allSatisfy(DirectLane.accepts), let source = DirectLane.source(data, format: format),
-            let pixels = DirectLane.decode(data, source, hint: shrinkHint(chains, source.header))
-        else { return nil }
-        return pixels.size
     }
 
     /// Runs several chains on one source, decoding it once: at the largest shrink-on-load size
