@@ -239,11 +239,12 @@ struct WorkerTests {
         #expect(try await waitUntil(60) { try await count(db, "state = 'running'") == 4 })
         let stopAt = Date()
         w.signal(SIGTERM)
-        #expect(await w.wait(timeout: 25) == 0, "\(w.output)")
-        // Grace 1 s against 30 s downloads: a worker that waited for them would take 30 s. The bound
-        // leaves room for process exit on a machine the rest of the suite keeps busy (7.9 s seen).
+        #expect(await w.wait(timeout: 40) == 0, "\(w.output)")
+        // Grace 1 s against 30 s downloads. Under the full suite on 2 cores the exit has taken
+        // 3.6–18 s (7.9 and 15.3 s in CI runs); the proof that nothing waited for the downloads
+        // is the state below (queued, attempt 0), not this bound.
         let exitAfter = Date().timeIntervalSince(stopAt)
-        #expect(exitAfter < 15, "exited \(exitAfter) s after SIGTERM")
+        #expect(exitAfter < 25, "exited \(exitAfter) s after SIGTERM")
         #expect(try await count(db, "state = 'queued' AND attempt = 0 AND locked_by IS NULL AND errors = '[]'") == 4)
         #expect(w.output.contains("released"))
         let worker = try await db.query("SELECT stopped_at IS NOT NULL AS stopped FROM halcyon.workers")
