@@ -14,6 +14,12 @@ public struct JobOptions: Sendable, Equatable {
     public var retry: RetryOptions?
     /// Where the worker POSTs the job's outcome once it is finished (a webhook), nil for none.
     public var callbackURL: String?
+    /// The placeholders to compute from the result (`placeholders`, `blurhash_components`);
+    /// nil for none.
+    public var placeholders: PlaceholderRequest?
+    /// Record the source's GPS position in `source_meta` (`keep_gps`). Default false: only
+    /// whether it had one.
+    public var keepGPS = false
 
     public init() {}
 
@@ -38,7 +44,10 @@ public struct JobOptions: Sendable, Equatable {
         }
     }
 
-    public static let knownKeys: Set<String> = ["force_refresh", "only_from_cache", "expiration", "extend", "headers", "retry", "callback_url"]
+    public static let knownKeys: Set<String> = [
+        "force_refresh", "only_from_cache", "expiration", "extend", "headers", "retry", "callback_url", "placeholders", "blurhash_components",
+        "keep_gps",
+    ]
 
     /// Longest `callback_url` (also a constraint on the row).
     public static let maxCallbackURLBytes = 4096
@@ -124,6 +133,40 @@ public struct JobOptions: Sendable, Equatable {
             }
             options.callbackURL = url
         }
+        options.keepGPS = try bool("keep_gps") ?? false
+        options.placeholders = try placeholders(dict)
         return options
+    }
+
+    /// `placeholders: ["blurhash", "thumbhash", "dominant_color"]` and `blurhash_components: [X, Y]`.
+    private static func placeholders(_ dict: [String: JSONValue]) throws(HalcyonError) -> PlaceholderRequest? {
+        let known = PlaceholderKind.allCases.map(\.rawValue).joined(separator: ", ")
+        guard let value = dict["placeholders"] else {
+            if dict["blurhash_components"] != nil {
+                throw HalcyonError(.invalidOptions, "option 'blurhash_components' needs \"blurhash\" in 'placeholders'")
+            }
+            return nil
+        }
+        guard let list = value.arrayValue, list.count <= PlaceholderKind.allCases.count * 2 else {
+            throw HalcyonError(.invalidOptions, "option 'placeholders' must be an array of \(known)")
+        }
+        var kinds: Set<PlaceholderKind> = []
+        for item in list {
+            guard let name = item.stringValue, let kind = PlaceholderKind(rawValue: name) else {
+                throw HalcyonError(.invalidOptions, "unknown placeholder \(item.jsonText.prefix(64)) (known: \(known))")
+            }
+            kinds.insert(kind)
+        }
+        var request = PlaceholderRequest(kinds: kinds)
+        if let c = dict["blurhash_components"] {
+            guard kinds.contains(.blurhash), let xy = c.arrayValue, xy.count == 2, let x = xy[0].numberValue, let y = xy[1].numberValue,
+                x == x.rounded(), y == y.rounded(), (1...9).contains(x), (1...9).contains(y)
+            else {
+                throw HalcyonError(
+                    .invalidOptions, "option 'blurhash_components' must be [X, Y], integers from 1 to 9, with \"blurhash\" in 'placeholders'")
+            }
+            (request.blurhashX, request.blurhashY) = (Int(x), Int(y))
+        }
+        return kinds.isEmpty ? nil : request
     }
 }

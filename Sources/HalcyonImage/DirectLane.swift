@@ -104,7 +104,7 @@ package enum DirectLane {
     /// Runs one accepted chain on the shared decoded pixels.
     static func run(
         _ chain: ProcessorChain, on base: PixelBuffer, source: Source, limits: ImageLimits,
-        cancel: CancellationFlag?, decode: (wall: Double, cpu: Double)
+        cancel: CancellationFlag?, decode: (wall: Double, cpu: Double), placeholders request: PlaceholderRequest? = nil
     ) throws(HalcyonError) -> ProcessedImage {
         var clock = StageClock()
         var image = base
@@ -124,6 +124,7 @@ package enum DirectLane {
                 break  // strip and auto_orient: nothing to do on these pixels
             }
         }
+        let placeholders = try request.map { request throws(HalcyonError) in try Thumbnail(image).placeholders(request) }
         try cancel?.check()
         let process = clock.lap()
         let data: Data
@@ -137,9 +138,11 @@ package enum DirectLane {
             magick.progressive = output.progressive
             data = try magick.encode()
         }
-        return ProcessedImage(
+        var result = ProcessedImage(
             data: data, format: output.format, width: image.width, height: image.height,
             decode: decode, process: process, encode: clock.lap())
+        result.placeholders = placeholders
+        return result
     }
 }
 

@@ -102,6 +102,10 @@ public struct ProcessedImage: Sendable {
     public var decodeCPUSeconds: Double = 0
     public var processCPUSeconds: Double = 0
     public var encodeCPUSeconds: Double = 0
+    /// What the decode learned about the source (shared by the chains of one source).
+    public var source: SourceFacts?
+    /// The placeholders asked for, from this chain's output pixels.
+    public var placeholders: Placeholders?
 
     /// Wall and CPU seconds of the shared decode, then of this chain's steps, then its encode.
     init(
@@ -161,8 +165,10 @@ public enum ImagePipeline {
     /// on, unless `HALCYON_DIRECT_CODECS=0`).
     public static func run(
         _ data: Data, format: ImageFormat, chains: [ProcessorChain],
-        limits: ImageLimits = ImageLimits(), cancel: CancellationFlag? = nil, directLane: Bool? = nil
+        limits: ImageLimits = ImageLimits(), cancel: CancellationFlag? = nil, directLane: Bool? = nil,
+        placeholders: [PlaceholderRequest?] = []
     ) throws(HalcyonError) -> [Result<ProcessedImage, HalcyonError>] {
+        func placeholderRequest(_ i: Int) -> PlaceholderRequest? { i < placeholders.count ? placeholders[i] : nil }
         var decodeClock = StageClock()
         if let declared = DeclaredSize.of(data, format: format) {
             try limits.check(ImageSize(width: declared.width, height: declared.height), frames: 1, what: "the image")
@@ -198,10 +204,14 @@ public enum ImagePipeline {
         if let direct, let pixels = DirectLane.decode(data, direct, hint: hint) {
             decodeCount.add(1, ordering: .relaxed)
             observer?.add()
+            let facts = SourceFacts.read(data, format: format, header: header, hasAlpha: direct.channels == 4, profile: nil)
             let decode = decodeClock.lap()
             for i in planned {
                 results[i] = Result { () throws(HalcyonError) -> ProcessedImage in
-                    try DirectLane.run(chains[i], on: pixels, source: direct, limits: limits, cancel: cancel, decode: decode)
+                    var image = try DirectLane.run(
+                        chains[i], on: pixels, source: direct, limits: limits, cancel: cancel, decode: decode, placeholders: placeholderRequest(i))
+                    image.source = facts
+                    return image
                 }
             }
             return results.map { $0! }
@@ -211,6 +221,9 @@ public enum ImagePipeline {
         decodeCount.add(1, ordering: .relaxed)
         observer?.add()
         try cancel?.check()
+        let facts = SourceFacts.read(
+            data, format: format, header: header, hasAlpha: base.hasAlpha,
+            profile: base.embeddedProfile().flatMap(ICCProfile.description(of:)), exif: base.exifProfile)
         try base.autoOrient()
         try base.toSRGB()
         let decode = decodeClock.lap()
@@ -233,12 +246,16 @@ public enum ImagePipeline {
                         throw error
                     }
                 }
+                let placeholders = try placeholderRequest(i).map { request throws(HalcyonError) in try Thumbnail(image).placeholders(request) }
                 try cancel?.check()
                 let process = clock.lap()
                 let encoded = try image.encode()
-                return ProcessedImage(
+                var result = ProcessedImage(
                     data: encoded, format: image.outputFormat, width: image.width, height: image.height,
                     decode: decode, process: process, encode: clock.lap())
+                result.source = facts
+                result.placeholders = placeholders
+                return result
             }
         }
         return results.map { $0! }

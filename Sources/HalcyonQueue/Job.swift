@@ -70,10 +70,16 @@ public struct JobResult: Sendable, Equatable {
     public var cacheHit: Bool
     /// The source that produced it (nil for a cache hit).
     public var source: String?
+    /// What the decode learned about the source (from the store's key file on a hit, when it
+    /// recorded them); written to `source_*` as they are (the caller drops a GPS position the
+    /// job did not ask to keep).
+    public var facts: SourceFacts?
+    /// The placeholders the job asked for.
+    public var placeholders: Placeholders?
 
     public init(
         key: String, digest: String, path: String, bytes: Int, width: Int, height: Int,
-        format: String, cacheHit: Bool, source: String?
+        format: String, cacheHit: Bool, source: String?, facts: SourceFacts? = nil, placeholders: Placeholders? = nil
     ) {
         self.key = key
         self.digest = digest
@@ -84,5 +90,7 @@ public struct JobResult: Sendable, Equatable {
         self.format = format
         self.cacheHit = cacheHit
         self.source = source
+        self.facts = facts
+        self.placeholders = placeholders
     }
 }

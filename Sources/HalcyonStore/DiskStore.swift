@@ -19,11 +19,17 @@ public struct ResultInfo: Sendable, Equatable {
     public var format: String
     public var width: Int
     public var height: Int
+    /// The source's facts (never its GPS position) and the result's placeholders, when the
+    /// job that stored it had them: a hit reports them without decoding anything.
+    public var source: SourceFacts?
+    public var placeholders: Placeholders?
 
-    public init(format: String, width: Int, height: Int) {
+    public init(format: String, width: Int, height: Int, source: SourceFacts? = nil, placeholders: Placeholders? = nil) {
         self.format = format
         self.width = width
         self.height = height
+        self.source = source?.withoutPosition
+        self.placeholders = placeholders
     }
 }
 
@@ -179,7 +185,12 @@ public struct DiskStore: Sendable {
 ///     object objects/ab/cd/<sha256>.jpg
 ///     bytes 18234
 ///     image jpeg 320x320
+///     source {"bytes":482113,"format":"jpeg","frames":1,"has_alpha":false,"height":1080,…}
+///     placeholders {"blurhash":"LEHV6nWB2yk8pyo0adR*.7kCMdnj"}
 ///     key https://example.com/cat.jpg@resize(320x320,mode=fill)
+///
+/// `source` and `placeholders` are there when the job that stored the key had them (records
+/// written before they existed simply lack them).
 struct KeyRecord: Equatable {
     var object: String
     var bytes: Int
@@ -188,7 +199,10 @@ struct KeyRecord: Equatable {
 
     var text: String {
         let escaped = key.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\n", with: "\\n")
-        return "halcyon-key 1\nobject \(object)\nbytes \(bytes)\nimage \(info.format) \(info.width)x\(info.height)\nkey \(escaped)\n"
+        var text = "halcyon-key 1\nobject \(object)\nbytes \(bytes)\nimage \(info.format) \(info.width)x\(info.height)\n"
+        if let source = info.source { text += "source \(source.json.jsonText)\n" }
+        if let placeholders = info.placeholders { text += "placeholders \(placeholders.json.jsonText)\n" }
+        return text + "key \(escaped)\n"
     }
 
     init(object: String, bytes: Int, info: ResultInfo, key: String) {
@@ -213,7 +227,10 @@ struct KeyRecord: Equatable {
         else { return nil }
         self.object = String(object)
         self.bytes = bytes
-        self.info = ResultInfo(format: String(image[0]), width: width, height: height)
+        self.info = ResultInfo(
+            format: String(image[0]), width: width, height: height,
+            source: fields["source"].flatMap { JSONValue.parse(String($0)) }.flatMap(SourceFacts.init(json:)),
+            placeholders: fields["placeholders"].flatMap { JSONValue.parse(String($0)) }.flatMap(Placeholders.init(json:)))
         var unescaped = "", escaping = false
         for c in key {
             if escaping { unescaped.append(c == "n" ? "\n" : c); escaping = false } else if c == "\\" { escaping = true } else { unescaped.append(c) }

@@ -17,6 +17,7 @@ struct Show: AsyncParsableCommand {
 
     static let numericColumns: Set<String> = [
         "id", "priority", "attempt", "max_attempts", "result_bytes", "result_width", "result_height", "callback_attempts",
+        "source_width", "source_height", "source_bytes",
     ]
 
     func run() async throws {
@@ -28,7 +29,7 @@ struct Show: AsyncParsableCommand {
         for (key, value) in row {
             guard let value else { object[key] = .null; continue }
             switch key {
-            case "options", "errors", "timings": object[key] = JSONValue.parse(value) ?? .string(value)
+            case "options", "errors", "timings", "source_meta", "placeholders": object[key] = JSONValue.parse(value) ?? .string(value)
             case "fallback_sources", "tags": object[key] = .array(PGRows.parseTextArray(value).map { .string($0) })
             case "cache_hit": object[key] = .bool(value == "t")
             case _ where Self.numericColumns.contains(key): object[key] = Double(value).map { .number($0) } ?? .string(value)
@@ -55,8 +56,9 @@ struct Show: AsyncParsableCommand {
         let order = [
             "id", "state", "queue", "tags", "unique_key", "source", "fallback_sources", "processors", "cache_key", "options", "priority",
             "attempt", "max_attempts", "run_at", "locked_by", "locked_until", "created_at", "started_at", "finished_at",
-            "result_key", "result_source", "result_format", "result_width", "result_height", "result_bytes",
-            "result_digest", "result_path", "result_file", "result_expires", "result_last_access", "cache_hit", "last_error",
+            "source_format", "source_width", "source_height", "source_bytes", "source_meta", "result_key", "result_source", "result_format",
+            "result_width", "result_height", "result_bytes",
+            "result_digest", "result_path", "result_file", "result_expires", "result_last_access", "cache_hit", "placeholders", "last_error",
             "callback_status", "callback_attempts", "callback_at", "callback_error",
         ]
         for key in order {

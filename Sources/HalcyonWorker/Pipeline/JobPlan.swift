@@ -64,6 +64,7 @@ extension JobResult {
     init(key: String, object: StoredObject, info: ResultInfo, cacheHit: Bool, source: String?) {
         self.init(
             key: key, digest: object.digest, path: object.path, bytes: object.bytes,
-            width: info.width, height: info.height, format: info.format, cacheHit: cacheHit, source: source)
+            width: info.width, height: info.height, format: info.format, cacheHit: cacheHit, source: source,
+            facts: info.source, placeholders: info.placeholders)
     }
 }

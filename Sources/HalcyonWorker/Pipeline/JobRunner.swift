@@ -57,8 +57,13 @@ struct JobRunner: Sendable {
         let hits = await lookUp(valid.map(\.plan))
         var misses: [(index: Int, plan: JobPlan.Valid)] = []
         for (index, plan) in valid {
-            if let hit = hits.found[plan.resultKey], !plan.options.forceRefresh {
-                results[index] = .success(JobResult(key: plan.resultKey, object: hit.object, info: hit.info, cacheHit: true, source: nil))
+            // A stored result serves a job only with every placeholder the job asks for.
+            if let hit = hits.found[plan.resultKey], !plan.options.forceRefresh,
+                plan.options.placeholders?.isSatisfied(by: hit.info.placeholders) ?? true
+            {
+                var result = JobResult(key: plan.resultKey, object: hit.object, info: hit.info, cacheHit: true, source: nil)
+                result.placeholders = plan.options.placeholders?.select(from: hit.info.placeholders)
+                results[index] = .success(result)
                 timings[index].store = hits.secondsPerLookup
                 metrics.cacheHit()
             } else if plan.options.onlyFromCache {
@@ -123,10 +128,11 @@ struct JobRunner: Sendable {
         let limits = self.limits
         let processed: [Result<ProcessedImage, HalcyonError>]
         do {
-            let chains = plans.map(\.chain)
+            let chains = plans.map(\.chain), placeholders = plans.map(\.options.placeholders)
             processed = try await processSlots.withPermit(cancel: cancel) {
                 try await Blocking.run(.processing) {
-                    try ImagePipeline.run(fetched.data, format: fetched.format, chains: chains, limits: limits, cancel: cancel)
+                    try ImagePipeline.run(
+                        fetched.data, format: fetched.format, chains: chains, limits: limits, cancel: cancel, placeholders: placeholders)
                 }
             }
             metrics.decoded()
@@ -157,7 +163,8 @@ struct JobRunner: Sendable {
     ) async -> Result<JobResult, HalcyonError> {
         guard !cancel.isCancelled else { return .failure(.abandoned) }
         let store = self.store
-        let info = ResultInfo(format: image.format.rawValue, width: image.width, height: image.height)
+        let info = ResultInfo(
+            format: image.format.rawValue, width: image.width, height: image.height, source: image.source, placeholders: image.placeholders)
         let started = ContinuousClock.now
         defer { timing.store = (ContinuousClock.now - started).seconds }
         do {
@@ -169,7 +176,9 @@ struct JobRunner: Sendable {
             }
             timing.storeCPU = cpu
             if !object.existed { metrics.stored(bytes: object.bytes) }
-            return .success(JobResult(key: plan.resultKey, object: object, info: info, cacheHit: false, source: source))
+            var result = JobResult(key: plan.resultKey, object: object, info: info, cacheHit: false, source: source)
+            result.facts = plan.options.keepGPS ? image.source : image.source?.withoutPosition
+            return .success(result)
         } catch {
             return .failure(HalcyonError.wrap(error))
         }

@@ -1,0 +1,77 @@
+internal import CMagickWand
+import Foundation
+import HalcyonCore
+
+/// A small 8-bit RGBA copy of a result (at most `maxSide` a side, aspect kept), the input of
+/// every placeholder encoder.
+struct Thumbnail: Sendable {
+    /// ThumbHash's own limit; enough detail for BlurHash and the dominant colour too.
+    static let maxSide = 100
+
+    var width: Int
+    var height: Int
+    /// Rows of RGBA, not premultiplied.
+    var rgba: [UInt8]
+
+    static func size(fitting width: Int, _ height: Int) -> ImageSize {
+        let k = min(1, Double(maxSide) / Double(max(width, height)))
+        return ImageSize(width: max(1, Int((Double(width) * k).rounded())), height: max(1, Int((Double(height) * k).rounded())))
+    }
+
+    /// From the first frame of an ImageMagick image, box-averaged down (the image is not changed).
+    init(_ image: MagickImage) throws(HalcyonError) {
+        let s = Self.size(fitting: image.width, image.height)
+        guard let copy = CloneMagickWand(image.wand) else { throw HalcyonError(.processingFailed, "placeholders: clone") }
+        defer { DestroyMagickWand(copy) }
+        MagickSetFirstIterator(copy)
+        if s.width != image.width || s.height != image.height {
+            guard MagickScaleImage(copy, s.width, s.height) == MagickTrue else {
+                throw MagickImage.error(copy, .processingFailed, "placeholders: scale")
+            }
+        }
+        // Without an alpha channel an image's opacity samples are not kept up (a resize leaves
+        // them unset): only RGB is read then, and every pixel is opaque.
+        let alpha = MagickGetImageAlphaChannel(copy) == MagickTrue
+        var pixels = [UInt8](repeating: 255, count: s.width * s.height * (alpha ? 4 : 3))
+        let ok = pixels.withUnsafeMutableBytes {
+            MagickExportImagePixels(copy, 0, 0, s.width, s.height, alpha ? "RGBA" : "RGB", CharPixel, $0.baseAddress)
+        }
+        guard ok == MagickTrue else { throw MagickImage.error(copy, .processingFailed, "placeholders: export pixels") }
+        self.init(width: s.width, height: s.height, rgba: alpha ? pixels : Self.opaque(pixels))
+    }
+
+    /// RGBA from RGB rows, every pixel opaque.
+    private static func opaque(_ rgb: [UInt8]) -> [UInt8] {
+        var rgba = [UInt8](repeating: 255, count: rgb.count / 3 * 4)
+        for i in 0..<(rgb.count / 3) {
+            rgba[i * 4] = rgb[i * 3]
+            rgba[i * 4 + 1] = rgb[i * 3 + 1]
+            rgba[i * 4 + 2] = rgb[i * 3 + 2]
+        }
+        return rgba
+    }
+
+    /// From the direct lane's pixels.
+    init(_ pixels: PixelBuffer) throws(HalcyonError) {
+        let s = Self.size(fitting: pixels.width, pixels.height)
+        let small = try pixels.resized(to: s, window: nil)
+        let packed = Array(UnsafeBufferPointer(start: small.bytes, count: s.width * s.height * small.channels))
+        self.init(width: s.width, height: s.height, rgba: small.channels == 4 ? packed : Self.opaque(packed))
+    }
+
+    init(width: Int, height: Int, rgba: [UInt8]) {
+        precondition(rgba.count == width * height * 4)
+        self.width = width
+        self.height = height
+        self.rgba = rgba
+    }
+
+    /// The placeholders `request` asks for.
+    func placeholders(_ request: PlaceholderRequest) -> Placeholders {
+        var p = Placeholders()
+        if request.kinds.contains(.blurhash) { p.blurhash = BlurHash.encode(self, x: request.blurhashX, y: request.blurhashY) }
+        if request.kinds.contains(.thumbhash) { p.thumbhash = Data(ThumbHash.encode(self)).base64EncodedString() }
+        if request.kinds.contains(.dominant_color) { p.dominantColor = DominantColor.of(self) }
+        return p
+    }
+}

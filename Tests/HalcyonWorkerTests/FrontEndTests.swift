@@ -1,0 +1,116 @@
+import Foundation
+import HalcyonCore
+import HalcyonQueue
+import HalcyonSamples
+import HalcyonStore
+import HalcyonTestSupport
+import Testing
+
+/// What a front-end needs on the row (#18), end to end through a `halcyon work` process: the
+/// source's facts, placeholders, and results that keep them when served from the store.
+@Suite(.enabled(if: TestEnvironment.available, "needs scripts/test (PostgreSQL, origin, binary)"))
+struct FrontEndTests {
+    static let camera: Data = SampleEXIF().inserted(into: try! SampleImages.photo(width: 640, height: 480, seed: 4))
+
+    func worker(_ db: TestDatabase, store: URL, _ extra: [String] = []) throws -> HalcyonProcess {
+        try HalcyonProcess(
+            ["work", "--store", store.path, "--log-level", "info", "--allow-network", "127.0.0.1/32", "--drain"] + extra, conninfo: db.conninfo)
+    }
+
+    func drain(_ db: TestDatabase, _ store: URL) async throws {
+        let w = try worker(db, store: store)
+        #expect(await w.wait(timeout: 180) == 0, "\(w.output.suffix(3000))")
+    }
+
+    func row(_ db: TestDatabase, _ id: String) async throws -> [String: String?] {
+        let r = try await db.query(
+            """
+            SELECT state::text, cache_hit, source_width, source_height, source_format, source_bytes, source_meta::text AS meta,
+                   placeholders::text AS placeholders, last_error
+            FROM halcyon.jobs WHERE id = $1::bigint
+            """, [id])
+        return try #require(r.dictionaries.first)
+    }
+
+    /// A JSON column of `row`, which must be there.
+    func json(_ row: [String: String?], _ column: String) throws -> JSONValue {
+        let text = try #require(row[column] ?? nil, "\(column) is NULL")
+        return try #require(JSONValue.parse(text))
+    }
+
+    func enqueue(_ db: TestDatabase, _ source: String, _ chain: String, _ options: String) async throws -> String {
+        try #require(
+            try await db.query("SELECT halcyon.enqueue($1, processors => $2, options => $3::jsonb) AS id", [source, chain, options]).value(0, "id"))
+    }
+
+    @Test func factsAndPlaceholdersAreRecordedAndServedFromTheStore() async throws {
+        try Origin.publish("camera.jpg", Self.camera)
+        let db = try await TestDatabase.create()
+        let store = try TestEnvironment.temporaryDirectory("store")
+        let url = "\(TestEnvironment.origin)/files/camera.jpg?t=\(db.name)"
+        let all = #"{"placeholders": ["blurhash", "thumbhash", "dominant_color"], "blurhash_components": [5, 4]}"#
+        let first = try await enqueue(db, url, "resize(320x320, mode=fill)", all)
+        let kept = try await enqueue(db, url, "resize(100x100)", #"{"keep_gps": true}"#)
+        try await drain(db, store)
+
+        let r = try await row(db, first)
+        #expect(r["state"] == "succeeded")
+        #expect(r["source_width"] == "640" && r["source_height"] == "480" && r["source_format"] == "jpeg")
+        #expect(r["source_bytes"] == String(Self.camera.count))
+        let meta = try json(r, "meta")
+        #expect(meta["camera_make"] == "Halcyon Camera Co." && meta["camera_model"] == "HX-1")
+        #expect(meta["captured_at"] == "2024-05-01T12:30:45")
+        #expect(meta["has_gps"] == .bool(true) && meta["gps"] == nil, "the position only with keep_gps")
+        #expect(meta["orientation"] == 1 && meta["has_alpha"] == .bool(false) && meta["frames"] == 1)
+        let placeholders = try json(r, "placeholders")
+        let blurhash = try #require(placeholders["blurhash"]?.stringValue)
+        #expect(Placeholders.blurhashComponents(blurhash).map { [$0.0, $0.1] } == [5, 4])
+        #expect(Data(base64Encoded: placeholders["thumbhash"]?.stringValue ?? "") != nil)
+        #expect(placeholders["dominant_color"]?.stringValue?.hasPrefix("#") == true)
+        let k = try await row(db, kept)
+        let keptMeta = try json(k, "meta")
+        #expect(keptMeta["gps"]?["latitude"]?.numberValue.map { abs($0 - 48.856667) < 1e-4 } == true)
+        #expect(k["placeholders"] == .some(nil))
+
+        // A hit reports the same facts and placeholders without a download…
+        let hit = try await enqueue(db, url, "resize(320x320, mode=fill)", #"{"placeholders": ["thumbhash"]}"#)
+        // …but a stored result without a placeholder a job asks for is made again.
+        let again = try await enqueue(db, url, "resize(100x100)", #"{"placeholders": ["dominant_color"]}"#)
+        try await drain(db, store)
+        let h = try await row(db, hit)
+        #expect(h["cache_hit"] == "t")
+        #expect(h["source_width"] == "640" && h["source_bytes"] == String(Self.camera.count))
+        let hitPlaceholders = try json(h, "placeholders")
+        #expect(hitPlaceholders == ["thumbhash": placeholders["thumbhash"]!], "only what the job asked for")
+        let hitMeta = try json(h, "meta")
+        #expect(hitMeta["camera_model"] == "HX-1" && hitMeta["gps"] == nil)
+        let a = try await row(db, again)
+        #expect(a["cache_hit"] == "f" && a["state"] == "succeeded")
+        #expect(JSONValue.parse(a["placeholders"]! ?? "")?["dominant_color"] != nil)
+
+        // `show` prints them.
+        let show = try HalcyonProcess(["show", first], conninfo: db.conninfo)
+        #expect(await show.wait(timeout: 60) == 0)
+        #expect(show.output.contains("source_meta") && show.output.contains(blurhash))
+    }
+
+    @Test(arguments: [
+        (#"{"placeholders": ["blurhash", "sparkle"]}"#, "unknown placeholder"),
+        (#"{"placeholders": "blurhash"}"#, "must be an array"),
+        (#"{"placeholders": ["blurhash"], "blurhash_components": [10, 3]}"#, "from 1 to 9"),
+        (#"{"blurhash_components": [4, 3]}"#, "needs \"blurhash\""),
+        (#"{"keep_gps": "yes"}"#, "true or false"),
+    ])
+    func badPlaceholderOptionsFailBeforeAnyDownload(options: String, message: String) async throws {
+        let db = try await TestDatabase.create()
+        let store = try TestEnvironment.temporaryDirectory("store")
+        let url = "\(TestEnvironment.origin)/files/camera.jpg?t=\(db.name)-bad"
+        let id = try await enqueue(db, url, "", options)
+        try await drain(db, store)
+        let r = try await db.query("SELECT state::text, errors -> -1 ->> 'code' AS code, last_error FROM halcyon.jobs WHERE id = $1::bigint", [id])
+        #expect(r.value(0, "state") == "failed")
+        #expect(r.value(0, "code") == "job.invalid_options")
+        #expect(r.value(0, "last_error")?.contains(message) == true, "\(r.value(0, "last_error") ?? "")")
+        #expect(try Origin.counts().keys.allSatisfy { !$0.contains("t=\(db.name)-bad") }, "nothing downloaded")
+    }
+}
