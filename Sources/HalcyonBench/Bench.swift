@@ -24,7 +24,9 @@ package struct Bench: AsyncParsableCommand {
             note: Pillow with draft() in --concurrency long-lived processes \
             (scripts/bench-pillow.py); vipsthumbnail in --concurrency batches; convert naive \
             (-resize WxH^ -gravity center -extent WxH) and tuned (-define jpeg:size as the shrink \
-            allows, one thread), one process per image, --concurrency at a time.
+            allows, one thread), one process per image, --concurrency at a time. W1 also runs \
+            as "halcyon +placeholders": the same jobs with a BlurHash, a ThumbHash and the \
+            dominant colour asked for.
 
             W2: every source → three variants (the W1 chain, a 1024 fit WebP q80, a 64 fill PNG), \
             beside Pillow and tuned convert decoding once per source.
@@ -39,6 +41,10 @@ package struct Bench: AsyncParsableCommand {
             beside pgqueuer draining as many no-op jobs (batch 10 and 250) on the same PostgreSQL.
 
             L: an idle worker; 40 small jobs enqueued 50 ms apart; enqueue→start p50/p95/p99.
+
+            E: blur and sharpen against ImageMagick's 2-D kernels, and the front-end steps' CPU per \
+            image (a fill with gravity entropy and attention against the centre, W1 with \
+            placeholders), in-process, one thread.
 
             S: 2,000 store-hit jobs drained with 10k and then 1M finished rows in the table (both \
             × --scale): the cost per job of the large table against the small one. \
@@ -93,6 +99,10 @@ package struct Bench: AsyncParsableCommand {
         "resize(640x640, mode=fill) |> sharpen(1) |> color_controls(contrast=1.2, saturation=1.3) |> format(webp, quality=80)",
     ]
 
+    /// W1's second Halcyon row: the same jobs with every placeholder.
+    static let placeholdersTool = "halcyon +placeholders"
+    static let placeholderOptions = #"{"placeholders": ["blurhash", "thumbhash", "dominant_color"]}"#
+
     package func validate() throws {
         guard scale > 0, scale <= 10 else { throw ValidationError("--scale must be in (0, 10]") }
         guard (1...20).contains(repeats) else { throw ValidationError("--repeat must be 1…20") }
@@ -129,9 +139,14 @@ package struct Bench: AsyncParsableCommand {
                 print("round \(round): \(scenario.label) \(tool) \(line)")
             }
             if runs(.w1) {
-                let (h, hits) = try await runHalcyon(corpus, conninfo: conninfo, scratch: scratch, quality: quality)
+                let (h, measuredHits) = try await runHalcyon(corpus, conninfo: conninfo, scratch: scratch, quality: quality)
+                guard let hits = measuredHits else { throw CommandFailure("H was not measured") }
                 record(.w1, "halcyon", h)
                 hitRuns.append(hits)
+                // The same W1 with every placeholder asked for (#18: within 10 % of W1 without).
+                record(
+                    .w1, Self.placeholdersTool,
+                    try await runHalcyon(corpus, conninfo: conninfo, scratch: scratch, quality: quality, options: Self.placeholderOptions, hits: false).w1)
                 print("round \(round): H \(hits.line)")
                 if let pgqueuer, let peerDatabase = try await pgqueuerDatabase() {
                     for batch in [10, HitRun.halcyonBatch] {
@@ -176,13 +191,14 @@ package struct Bench: AsyncParsableCommand {
                 }
             }
         }
-        let order = ["halcyon", BenchFloor.tool, "pillow draft", "pillow", "vipsthumbnail", "convert tuned", "convert naive"]
+        let order = ["halcyon", Self.placeholdersTool, BenchFloor.tool, "pillow draft", "pillow", "vipsthumbnail", "convert tuned", "convert naive"]
         func summarised(_ scenario: BenchPeers.Scenario) -> [BenchResult] {
             order.compactMap { t in measured[scenario]?[t].map { BenchResult(tool: t, runs: $0) } }
         }
         let results = summarised(.w1), w2Results = summarised(.w2), w3Results = summarised(.w3)
         let scaleRuns = runs(.s) ? try await runScale(conninfo: conninfo, scratch: scratch) : []
         let effects: (size: ImageSize, rows: [EffectBench.Row]) = runs(.e) ? try await runEffects(corpus) : (ImageSize(width: 0, height: 0), [])
+        let frontEnd = runs(.e) ? try await runFrontEnd(corpus) : []
         if !results.isEmpty {
             print(
                 BenchResult.table("W1 — \(Self.chain)", results, unit: "image", count: corpus.files.count, concurrency: concurrency, repeats: repeats)
@@ -209,6 +225,7 @@ package struct Bench: AsyncParsableCommand {
         if !latencyRuns.isEmpty { print(LatencyRun.summary(latencyRuns)) }
         if !scaleRuns.isEmpty { print(ScaleRun.summary(scaleRuns)) }
         if !effects.rows.isEmpty { print(Self.effectsTable(effects)) }
+        if !frontEnd.isEmpty { print(Self.frontEndTable(frontEnd)) }
 
         var json = BenchResult.json(
             results, corpus: corpus, concurrency: concurrency, chain: Self.chain,
@@ -237,6 +254,7 @@ package struct Bench: AsyncParsableCommand {
                         "psnr_db": .number(($0.psnr * 100).rounded() / 100),
                     ]
                 })
+            o["E_front_end"] = .array(frontEnd.map { ["what": .string($0.what), "cpu_ms": .number(($0.cpuMs * 10).rounded() / 10)] })
             json = .object(o)
         }
         let outURL = URL(fileURLWithPath: out ?? home.appendingPathComponent("results.json").path)

@@ -14,7 +14,10 @@ import Synchronization
 /// The scenarios `halcyon bench` runs: W1 and H, W2, L, S and E.
 extension Bench {
     /// W1, then H on the store W1 just filled.
-    func runHalcyon(_ corpus: BenchCorpus, conninfo: String, scratch: URL, quality: BenchQuality) async throws -> (w1: BenchRun, hits: HitRun) {
+    /// `options` go on every W1 job; `hits: false` skips H.
+    func runHalcyon(
+        _ corpus: BenchCorpus, conninfo: String, scratch: URL, quality: BenchQuality, options: String = "{}", hits measureHits: Bool = true
+    ) async throws -> (w1: BenchRun, hits: HitRun?) {
         let c = try await PGConnection.connect(conninfo)
         // The bench's worker drains whatever is queued, so it only runs on a database that
         // holds nothing but its own jobs, and it deletes only those.
@@ -29,6 +32,7 @@ extension Bench {
             batch: corpus.files.map { f in
                 var j = JobQueue.NewJob(source: "file://" + f.path)
                 j.processors = Self.chain
+                j.options = options
                 j.cacheKey = "halcyon-bench:" + URL(fileURLWithPath: f.path).lastPathComponent
                 return j
             })
@@ -61,6 +65,10 @@ extension Bench {
             psnr: quality.score { paths[URL(fileURLWithPath: corpus.files[$0].path).lastPathComponent] },
             stages: try await Self.stageMeans(c, perSource: false))
 
+        guard measureHits else {
+            await c.close()
+            return (w1, nil)
+        }
         // H: the same jobs again, copied to about 5,000, on the store W1 filled — every one a hit.
         let copies = max(1, 5000 / corpus.files.count)
         try await c.execute(
@@ -262,6 +270,26 @@ extension Bench {
         else { return (ImageSize(width: 0, height: 0), []) }
         let repeats = self.repeats, maxWidth = scale < 0.5 ? 480 : 1920
         return try await Blocking.run { try EffectBench.measure(data, format: .jpeg, maxWidth: maxWidth, repeats: repeats) }
+    }
+
+    /// E, second part: smart crops and placeholders per image (`FrontEndBench`), on up to 20
+    /// of the corpus's 1920×1080 JPEGs.
+    func runFrontEnd(_ corpus: BenchCorpus) async throws -> [FrontEndBench.Row] {
+        let sources = corpus.files.filter { $0.width == 1920 && $0.path.hasSuffix(".jpg") }.prefix(20).compactMap {
+            FileManager.default.contents(atPath: $0.path)
+        }
+        guard !sources.isEmpty else { return [] }
+        return try await Blocking.run { try FrontEndBench.measure(Array(sources)) }
+    }
+
+    static func frontEndTable(_ rows: [FrontEndBench.Row]) -> String {
+        guard let base = rows.first?.cpuMs, let w1 = rows.first(where: { $0.what == "W1 chain" })?.cpuMs else { return "" }
+        var out = "E — front-end steps on 1920×1080 JPEGs, one thread, CPU ms per image (decode to encode)\n"
+        for r in rows {
+            let against = r.what.hasPrefix("W1") ? w1 : base
+            out += "  " + r.what.padding(toLength: 50, withPad: " ", startingAt: 0) + String(format: " %7.1f ms  %+6.1f ms\n", r.cpuMs, r.cpuMs - against)
+        }
+        return out
     }
 
     static func effectsTable(_ effects: (size: ImageSize, rows: [EffectBench.Row])) -> String {

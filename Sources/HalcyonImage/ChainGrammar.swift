@@ -6,6 +6,8 @@ public enum ChainValue: Sendable, Equatable, CustomStringConvertible {
     case number(Double)
     case color(String)
     case word(String)
+    /// A word with numbers in parentheses, such as `fp(0.3, 0.7)`.
+    case call(String, [Double])
 
     public var description: String {
         switch self {
@@ -13,6 +15,7 @@ public enum ChainValue: Sendable, Equatable, CustomStringConvertible {
         case .number(let n): formatNumber(n)
         case .color(let c): c
         case .word(let w): w
+        case .call(let name, let numbers): "\(name)(\(numbers.map(formatNumber).joined(separator: ",")))"
         }
     }
 }
@@ -100,17 +103,45 @@ public enum ChainGrammar {
                 key = w
                 token = try lexer.next()
             } else {
-                return (ChainArgument(key: nil, value: .word(w), position: start, valuePosition: start), next)
+                let (value, after) = try callArguments(w, start: start, next: next, lexer: &lexer)
+                return (ChainArgument(key: nil, value: value, position: start, valuePosition: start), after)
             }
         }
         let value: ChainValue
+        let after: Token
         switch token.kind {
-        case .value(let v): value = v
-        case .word(let w): value = .word(w)
+        case .value(let v): (value, after) = (v, try lexer.next())
+        case .word(let w): (value, after) = try callArguments(w, start: token.position, next: try lexer.next(), lexer: &lexer)
         default:
             throw ChainError(position: token.position, found: token.kind.description, expected: key == nil ? "an argument" : "a value for '\(key!)'")
         }
-        return (ChainArgument(key: key, value: value, position: start, valuePosition: token.position), try lexer.next())
+        return (ChainArgument(key: key, value: value, position: start, valuePosition: token.position), after)
+    }
+
+    /// Most numbers in a value like `fp(0.3, 0.7)`.
+    static let maxCallArguments = 8
+
+    /// A word, or — when `(` follows it — a call of numbers such as `fp(0.3, 0.7)`; returns it
+    /// with the token after it.
+    private static func callArguments(_ word: String, start: Int, next: Token, lexer: inout Lexer) throws(ChainError) -> (ChainValue, Token) {
+        guard case .open = next.kind else { return (.word(word), next) }
+        var numbers: [Double] = []
+        while true {
+            let token = try lexer.next()
+            guard case .value(.number(let n)) = token.kind else {
+                throw ChainError(position: token.position, found: token.kind.description, expected: "a number in '\(word)(…)'")
+            }
+            numbers.append(n)
+            guard numbers.count <= maxCallArguments else {
+                throw ChainError(position: token.position, found: "argument \(numbers.count)", expected: "at most \(maxCallArguments) in '\(word)(…)'")
+            }
+            let after = try lexer.next()
+            switch after.kind {
+            case .comma: continue
+            case .close: return (.call(word, numbers), try lexer.next())
+            default: throw ChainError(position: after.position, found: after.kind.description, expected: "',' or ')' in '\(word)(…)'")
+            }
+        }
     }
 }
 

@@ -55,7 +55,7 @@ package enum DirectLane {
     /// Whether every step of `chain` is one this lane runs.
     package static func accepts(_ chain: ProcessorChain) -> Bool {
         chain.processors.allSatisfy {
-            $0 is ResizeProcessor || $0 is DownsampleProcessor || $0 is FormatProcessor || $0 is StripProcessor
+            ($0 as? ResizeProcessor).map { !$0.gravity.readsPixels } ?? false || $0 is DownsampleProcessor || $0 is FormatProcessor || $0 is StripProcessor
                 || $0 is AutoOrientProcessor
         } && chain.outputFormat != .gif
     }

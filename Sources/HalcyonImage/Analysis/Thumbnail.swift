@@ -13,14 +13,14 @@ struct Thumbnail: Sendable {
     /// Rows of RGBA, not premultiplied.
     var rgba: [UInt8]
 
-    static func size(fitting width: Int, _ height: Int) -> ImageSize {
+    static func size(fitting width: Int, _ height: Int, maxSide: Int = maxSide) -> ImageSize {
         let k = min(1, Double(maxSide) / Double(max(width, height)))
         return ImageSize(width: max(1, Int((Double(width) * k).rounded())), height: max(1, Int((Double(height) * k).rounded())))
     }
 
     /// From the first frame of an ImageMagick image, box-averaged down (the image is not changed).
-    init(_ image: MagickImage) throws(HalcyonError) {
-        let s = Self.size(fitting: image.width, image.height)
+    init(_ image: MagickImage, maxSide: Int = maxSide) throws(HalcyonError) {
+        let s = Self.size(fitting: image.width, image.height, maxSide: maxSide)
         guard let copy = CloneMagickWand(image.wand) else { throw HalcyonError(.processingFailed, "placeholders: clone") }
         defer { DestroyMagickWand(copy) }
         MagickSetFirstIterator(copy)
