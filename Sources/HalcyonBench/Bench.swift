@@ -146,7 +146,9 @@ package struct Bench: AsyncParsableCommand {
                 // The same W1 with every placeholder asked for (#18: within 10 % of W1 without).
                 record(
                     .w1, Self.placeholdersTool,
-                    try await runHalcyon(corpus, conninfo: conninfo, scratch: scratch, quality: quality, options: Self.placeholderOptions, hits: false).w1)
+                    try await runHalcyon(
+                        corpus, conninfo: conninfo, scratch: scratch, quality: quality, options: Self.placeholderOptions, hits: false
+                    ).w1)
                 print("round \(round): H \(hits.line)")
                 if let pgqueuer, let peerDatabase = try await pgqueuerDatabase() {
                     for batch in [10, HitRun.halcyonBatch] {

@@ -287,7 +287,9 @@ extension Bench {
         var out = "E — front-end steps on 1920×1080 JPEGs, one thread, CPU ms per image (decode to encode)\n"
         for r in rows {
             let against = r.what.hasPrefix("W1") ? w1 : base
-            out += "  " + r.what.padding(toLength: 50, withPad: " ", startingAt: 0) + String(format: " %7.1f ms  %+6.1f ms\n", r.cpuMs, r.cpuMs - against)
+            out +=
+                "  " + r.what.padding(toLength: 50, withPad: " ", startingAt: 0)
+                + String(format: " %7.1f ms  %+6.1f ms\n", r.cpuMs, r.cpuMs - against)
         }
         return out
     }

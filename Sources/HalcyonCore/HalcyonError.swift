@@ -20,7 +20,7 @@ public struct ErrorCode: Hashable, Sendable, CustomStringConvertible {
         switch self {
         case .invalidChain, .invalidSource, .invalidOptions,
             .httpStatus, .tooLarge, .tooManyRedirects, .blockedAddress, .notImage,
-            .decodeFailed, .unsupportedFormat, .imageTooLarge, .processingFailed,
+            .decodeFailed, .unsupportedFormat, .imageTooLarge, .processingFailed, .overMaxBytes,
             .notCached, .fileNotFound:
             return true
         default:
@@ -51,6 +51,8 @@ public struct ErrorCode: Hashable, Sendable, CustomStringConvertible {
     public static let unsupportedFormat = ErrorCode("image", "unsupported_format")
     public static let imageTooLarge = ErrorCode("image", "too_large")
     public static let processingFailed = ErrorCode("image", "processing_failed")
+    /// `format(…, max_bytes=N)`: even the lowest quality allowed encodes to more than N bytes.
+    public static let overMaxBytes = ErrorCode("image", "over_max_bytes")
     /// ImageMagick's process-wide resource limits (memory, map, disk) were exhausted while the
     /// image itself was within the limits: other jobs of the worker held them. Transient.
     public static let resourcesExhausted = ErrorCode("image", "resources_exhausted")

@@ -12,6 +12,9 @@ public enum ImageFormat: String, Sendable, CaseIterable {
         }
     }
 
+    /// Whether an output in this format keeps every frame of an animation.
+    public var animates: Bool { self == .gif || self == .webp }
+
     /// ImageMagick's coder name.
     public var magickName: String { rawValue.uppercased() }
 

@@ -8,6 +8,8 @@ public enum ChainValue: Sendable, Equatable, CustomStringConvertible {
     case word(String)
     /// A word with numbers in parentheses, such as `fp(0.3, 0.7)`.
     case call(String, [Double])
+    /// A number followed by `%`, such as `25%`.
+    case percent(Double)
 
     public var description: String {
         switch self {
@@ -16,6 +18,7 @@ public enum ChainValue: Sendable, Equatable, CustomStringConvertible {
         case .color(let c): c
         case .word(let w): w
         case .call(let name, let numbers): "\(name)(\(numbers.map(formatNumber).joined(separator: ",")))"
+        case .percent(let n): "\(formatNumber(n))%"
         }
     }
 }
@@ -133,7 +136,8 @@ public enum ChainGrammar {
             }
             numbers.append(n)
             guard numbers.count <= maxCallArguments else {
-                throw ChainError(position: token.position, found: "argument \(numbers.count)", expected: "at most \(maxCallArguments) in '\(word)(…)'")
+                throw ChainError(
+                    position: token.position, found: "argument \(numbers.count)", expected: "at most \(maxCallArguments) in '\(word)(…)'")
             }
             let after = try lexer.next()
             switch after.kind {
@@ -197,7 +201,12 @@ struct Lexer {
             }
             if c.isASCII && (c.isNumber || c == "-" || c == "+" || c == ".") {
                 let text = take { $0.isASCII && ($0.isNumber || "+-.xXeE".contains($0)) }
-                return Token(kind: .value(try Self.number(text, position: start)), position: start)
+                let value = try Self.number(text, position: start)
+                if peek(0) == "%", case .number(let n) = value {
+                    index += 1
+                    return Token(kind: .value(.percent(n)), position: start)
+                }
+                return Token(kind: .value(value), position: start)
             }
             throw ChainError(position: start, found: "'\(c)'", expected: "a step, an argument or '|>'")
         }

@@ -55,7 +55,8 @@ package enum DirectLane {
     /// Whether every step of `chain` is one this lane runs.
     package static func accepts(_ chain: ProcessorChain) -> Bool {
         chain.processors.allSatisfy {
-            ($0 as? ResizeProcessor).map { !$0.gravity.readsPixels } ?? false || $0 is DownsampleProcessor || $0 is FormatProcessor || $0 is StripProcessor
+            ($0 as? ResizeProcessor).map { !$0.gravity.readsPixels } ?? false || $0 is DownsampleProcessor || $0 is FormatProcessor
+                || $0 is StripProcessor
                 || $0 is AutoOrientProcessor
         } && chain.outputFormat != .gif
     }
@@ -127,16 +128,18 @@ package enum DirectLane {
         let placeholders = try request.map { request throws(HalcyonError) in try Thumbnail(image).placeholders(request) }
         try cancel?.check()
         let process = clock.lap()
-        let data: Data
-        if output.format == .jpeg {
-            // ImageMagick's rule: the source JPEG's sampling, else 4:4:4 from quality 90, 4:2:0 below.
-            let sampling = source.sampling ?? (output.quality >= 90 ? (1, 1) : (2, 2))
-            data = try image.encodeJPEG(quality: output.quality, progressive: output.progressive, sampling: sampling)
-        } else {
-            let magick = try image.magickImage(format: output.format)
-            magick.outputQuality = output.quality
+        let magick = output.format == .jpeg ? nil : try image.magickImage(format: output.format)
+        let format = chain.formatStep
+        let data = try FormatProcessor.encode(fitting: format?.maxBytes, quality: output.quality, minQuality: format?.minQuality ?? 1) {
+            quality throws(HalcyonError) in
+            guard let magick else {
+                // ImageMagick's rule: the source JPEG's sampling, else 4:4:4 from quality 90, 4:2:0 below.
+                let sampling = source.sampling ?? (quality >= 90 ? (1, 1) : (2, 2))
+                return try image.encodeJPEG(quality: quality, progressive: output.progressive, sampling: sampling)
+            }
+            magick.outputQuality = quality
             magick.progressive = output.progressive
-            data = try magick.encode()
+            return try magick.encode()
         }
         var result = ProcessedImage(
             data: data, format: output.format, width: image.width, height: image.height,

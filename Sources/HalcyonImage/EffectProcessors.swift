@@ -82,32 +82,35 @@ public struct BlackWhiteProcessor: PlainProcessor {
 
 /// `round_corner(R, corners=all, background=none)` — Kingfisher's `RoundCornerImageProcessor`:
 /// cuts the chosen corners (`all`, `top`, `bottom`, `left`, `right`, `top_left`, `top_right`,
-/// `bottom_left`, `bottom_right`) to radius R px; outside is transparent, or `background`.
+/// `bottom_left`, `bottom_right`) to radius R px — or, written `R%`, R per cent of the image's
+/// width (Kingfisher's `widthFraction`); outside is transparent, or `background`.
 public struct RoundCornerProcessor: ImageProcessor {
     public enum Corners: String, Sendable, CaseIterable {
         case all, top, bottom, left, right, top_left, top_right, bottom_left, bottom_right
     }
     public static let name = "round_corner"
     public var radius: Double
+    /// `radius` is a percentage of the width.
+    public var radiusIsPercent = false
     public var corners: Corners
     public var background: Color?
 
     public init(step: ChainStep) throws(ChainError) {
         var a = try StepArguments(step, keys: ["radius", "corners", "background"])
-        radius = try a.number("radius", range: 0...16384)
+        (radius, radiusIsPercent) = try a.length("radius", pixels: 0...16384, percent: 0...100)
         corners = try a.choice("corners", default: Corners.all)
         background = try a.optionalColor("background")
         try a.finish()
     }
 
     public var identifier: String {
-        "round_corner(\(formatNumber(radius)),corners=\(corners.rawValue),background=\(background.map(\.description) ?? "none"))"
+        "round_corner(\(formatNumber(radius))\(radiusIsPercent ? "%" : ""),corners=\(corners.rawValue),background=\(background.map(\.description) ?? "none"))"
     }
 
     public func process(_ image: MagickImage) throws(HalcyonError) {
         let c = corners
         try image.roundCorners(
-            radius: radius,
+            radius: radiusIsPercent ? radius / 100 * Double(image.width) : radius,
             topLeft: [.all, .top, .left, .top_left].contains(c), topRight: [.all, .top, .right, .top_right].contains(c),
             bottomLeft: [.all, .bottom, .left, .bottom_left].contains(c), bottomRight: [.all, .bottom, .right, .bottom_right].contains(c))
         if let background { try image.blend(OverCompositeOp, alpha: 1, background: background) }

@@ -21,7 +21,8 @@ public struct ResizeProcessor: ShrinkingProcessor {
         if let g = try a.gravity("gravity") {
             guard mode == .fill else {
                 let at = step.arguments.first { $0.key == "gravity" }?.position ?? step.position
-                throw ChainError(position: at, found: "gravity with mode=\(mode.rawValue)", expected: "gravity only with mode=fill (nothing is cropped otherwise)")
+                throw ChainError(
+                    position: at, found: "gravity with mode=\(mode.rawValue)", expected: "gravity only with mode=fill (nothing is cropped otherwise)")
             }
             gravity = g
         }

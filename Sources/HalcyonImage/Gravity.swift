@@ -51,7 +51,8 @@ public enum Gravity: Sendable, Equatable, CustomStringConvertible {
         case .call("fp", let n):
             guard n.count == 2, (0...1).contains(n[0]), (0...1).contains(n[1]) else {
                 throw ChainError(
-                    position: argument.valuePosition, found: "'\(argument.value)'", expected: "fp(x,y) with x and y from 0 to 1 (a fraction of the image)")
+                    position: argument.valuePosition, found: "'\(argument.value)'",
+                    expected: "fp(x,y) with x and y from 0 to 1 (a fraction of the image)")
             }
             self = .focalPoint(x: n[0], y: n[1])
         default:

@@ -249,7 +249,13 @@ public enum ImagePipeline {
                 let placeholders = try placeholderRequest(i).map { request throws(HalcyonError) in try Thumbnail(image).placeholders(request) }
                 try cancel?.check()
                 let process = clock.lap()
-                let encoded = try image.encode()
+                let format = chain.formatStep
+                let encoded = try FormatProcessor.encode(
+                    fitting: format?.maxBytes, quality: image.outputQuality, minQuality: format?.minQuality ?? 1
+                ) { quality throws(HalcyonError) in
+                    image.outputQuality = quality
+                    return try image.encode()
+                }
                 var result = ProcessedImage(
                     data: encoded, format: image.outputFormat, width: image.width, height: image.height,
                     decode: decode, process: process, encode: clock.lap())

@@ -274,7 +274,7 @@ public final class MagickImage {
     /// Encodes in `outputFormat`, stripped of metadata. Transparent areas of an image going to
     /// JPEG are flattened onto white.
     public func encode() throws(HalcyonError) -> Data {
-        if outputFormat != .gif { keepFirstFrame() }
+        if !outputFormat.animates { keepFirstFrame() }
         try forEachFrame("strip") { MagickStripImage(wand) }
         if outputFormat == .jpeg, hasAlpha {
             let white = NewPixelWand()
@@ -301,7 +301,7 @@ public final class MagickImage {
         }
         var length = 0
         // Animations are written whole; everything else is one image.
-        let blob = outputFormat == .gif && MagickGetNumberImages(wand) > 1 ? MagickGetImagesBlob(wand, &length) : MagickGetImageBlob(wand, &length)
+        let blob = outputFormat.animates && MagickGetNumberImages(wand) > 1 ? MagickGetImagesBlob(wand, &length) : MagickGetImageBlob(wand, &length)
         guard let blob else {
             throw Self.error(wand, .processingFailed, "encode \(outputFormat.rawValue)")
         }

@@ -1,9 +1,11 @@
+import Foundation
 import HalcyonCore
 
-/// `format(jpeg|png|webp|gif|avif, quality=85, progressive=false)` — the output encoding
-/// (Kingfisher's `FormatIndicatedCacheSerializer`). `quality` (1–100) applies to jpeg, webp and
-/// avif; `progressive` to jpeg (progressive scan) and png (Adam7 interlace). Parameters that
-/// mean nothing for a format are left out of its identifier.
+/// `format(jpeg|png|webp|gif|avif, quality=85, progressive=false, max_bytes=none, min_quality=10)`
+/// — the output encoding (Kingfisher's `FormatIndicatedCacheSerializer`). `quality` (1–100)
+/// applies to jpeg, webp and avif; `progressive` to jpeg (progressive scan) and png (Adam7
+/// interlace); `max_bytes` (with `min_quality`) to the formats with a quality. Parameters that
+/// mean nothing for a format, and an absent `max_bytes`, are left out of its identifier.
 public struct FormatProcessor: ImageProcessor {
     public enum Format: String, Sendable, CaseIterable {
         case jpeg, png, webp, gif, avif
@@ -24,12 +26,27 @@ public struct FormatProcessor: ImageProcessor {
     public var format: Format
     public var quality: Int
     public var progressive: Bool
+    /// The most bytes the output may have: the quality is lowered (a binary search, down to
+    /// `minQuality`) until it fits, else `image.over_max_bytes`. Nil: no limit.
+    public var maxBytes: Int?
+    /// The lowest quality the search may use. Default 10.
+    public var minQuality = 10
 
     public init(step: ChainStep) throws(ChainError) {
-        var a = try StepArguments(step, keys: ["format", "quality", "progressive"])
+        var a = try StepArguments(step, keys: ["format", "quality", "progressive", "max_bytes", "min_quality"])
         format = try a.choice("format")
         quality = Int(try a.number("quality", default: 85, range: 1...100).rounded())
         progressive = try a.bool("progressive", default: false)
+        let hasLimit = step.arguments.contains { $0.key == "max_bytes" }, hasFloor = step.arguments.contains { $0.key == "min_quality" }
+        if hasLimit || hasFloor {
+            guard format.hasQuality, hasLimit else {
+                throw ChainError(
+                    position: step.position, found: "'\(step.name)(\(format.rawValue))' with \(hasLimit ? "max_bytes" : "min_quality")",
+                    expected: hasLimit ? "max_bytes only with a format that has a quality (jpeg, webp, avif)" : "min_quality only with max_bytes")
+            }
+            maxBytes = Int(try a.number("max_bytes", range: 100...100_000_000).rounded())
+            minQuality = Int(try a.number("min_quality", default: 10, range: 1...Double(quality)).rounded())
+        }
         try a.finish()
     }
 
@@ -37,7 +54,34 @@ public struct FormatProcessor: ImageProcessor {
         var parts = [format.rawValue]
         if format.hasQuality { parts.append("quality=\(quality)") }
         if format.canBeProgressive { parts.append("progressive=\(progressive)") }
+        if let maxBytes { parts += ["max_bytes=\(maxBytes)", "min_quality=\(minQuality)"] }
         return "format(\(parts.joined(separator: ",")))"
+    }
+
+    /// The output of `encode(quality)` at the highest quality from `minQuality` to `quality`
+    /// that fits in `maxBytes` (a binary search: at most 8 encodes); `encode(quality)` itself
+    /// without a limit. Larger than `maxBytes` even at `minQuality`: `image.over_max_bytes`.
+    static func encode(
+        fitting maxBytes: Int?, quality: Int, minQuality: Int, _ encode: (Int) throws(HalcyonError) -> Data
+    ) throws(HalcyonError) -> Data {
+        let first = try encode(quality)
+        guard let maxBytes, first.count > maxBytes else { return first }
+        var best = try encode(minQuality)
+        guard best.count <= maxBytes else {
+            throw HalcyonError(
+                .overMaxBytes, "\(best.count) bytes at quality \(minQuality), the lowest allowed, is over max_bytes=\(maxBytes)")
+        }
+        var (low, high) = (minQuality + 1, quality - 1)
+        while low <= high {
+            let mid = (low + high) / 2
+            let data = try encode(mid)
+            if data.count <= maxBytes {
+                (best, low) = (data, mid + 1)
+            } else {
+                high = mid - 1
+            }
+        }
+        return best
     }
 
     public func process(_ image: MagickImage) throws(HalcyonError) {

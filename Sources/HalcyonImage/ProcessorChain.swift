@@ -9,7 +9,8 @@ public struct ProcessorChain: Sendable {
             BlurProcessor.self, SharpenProcessor.self, OverlayProcessor.self, TintProcessor.self,
             ColorControlsProcessor.self, BlackWhiteProcessor.self, BlendProcessor.self, RotateProcessor.self,
             FlipProcessor.self, FlopProcessor.self, AutoOrientProcessor.self, StripProcessor.self, FormatProcessor.self,
-        ] as [any ImageProcessor.Type]).map { ($0.name, $0) })
+            TrimProcessor.self, PadProcessor.self, BorderProcessor.self,
+        ] as [any ImageProcessor.Type]).map { ($0.name, $0) } + [("extend", PadProcessor.self)])
 
     public var processors: [any ImageProcessor]
 
@@ -45,14 +46,15 @@ public struct ProcessorChain: Sendable {
     }
 
     /// The output encoding chosen by the last `format` step, if any.
-    public var outputFormat: ImageFormat? {
-        processors.compactMap { ($0 as? FormatProcessor)?.format.imageFormat }.last
-    }
+    public var outputFormat: ImageFormat? { formatStep?.format.imageFormat }
 
-    /// Whether the output keeps every frame of an animation: only GIF output animates (a
-    /// `format(gif)`, or no `format` on a GIF source); any other output is the first frame, and
-    /// the other frames are dropped before the first step.
-    func keepsFrames(of source: ImageFormat) -> Bool { (outputFormat ?? source) == .gif }
+    /// The last `format` step, whose settings the encoder uses.
+    var formatStep: FormatProcessor? { processors.compactMap { $0 as? FormatProcessor }.last }
+
+    /// Whether the output keeps every frame of an animation: GIF and WebP outputs animate (a
+    /// `format(gif)` or `format(webp)`, or no `format` on such a source); any other output is
+    /// the first frame, and the other frames are dropped before the first step.
+    func keepsFrames(of source: ImageFormat) -> Bool { (outputFormat ?? source).animates }
 
     /// The shrink-on-load hint for a source of `header`: when the first pixel-changing step
     /// shrinks, the smallest decode size (in the file's stored orientation) that still gives

@@ -55,6 +55,25 @@ struct StepArguments {
         return n
     }
 
+    /// A length in pixels, or with `%` a percentage (of whatever the step says).
+    mutating func length(
+        _ key: String, pixels: ClosedRange<Double>, percent: ClosedRange<Double>
+    ) throws(ChainError) -> (value: Double, isPercent: Bool) {
+        guard let a = take(key) else { throw missing(key, "a number of pixels or a percentage") }
+        switch a.value {
+        case .number(let n) where pixels.contains(n): return (n, false)
+        case .percent(let p) where percent.contains(p): return (p, true)
+        case .number, .percent:
+            throw ChainError(
+                position: a.valuePosition, found: "'\(a.value)'",
+                expected:
+                    "'\(key)' from \(formatNumber(pixels.lowerBound)) to \(formatNumber(pixels.upperBound)) px or \(formatNumber(percent.lowerBound))% to \(formatNumber(percent.upperBound))%"
+            )
+        default:
+            throw ChainError(position: a.valuePosition, found: "'\(a.value)'", expected: "a number of pixels or a percentage for '\(key)'")
+        }
+    }
+
     mutating func choice<T: RawRepresentable<String> & CaseIterable>(_ key: String, default value: T? = nil) throws(ChainError) -> T {
         let options = T.allCases.map(\.rawValue).joined(separator: "|")
         guard let a = take(key) else {

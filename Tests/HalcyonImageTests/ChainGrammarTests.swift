@@ -50,7 +50,7 @@ import Testing
         ("format(jpeg, quality=0)", 22, "from 1 to 100"),
         ("format(jpeg, quality=NaN)", 22, "a number"),
         ("format(gifv)", 8, "jpeg|png|webp"),
-        ("resize(320x320, colour=red)", 17, "one of mode, size"),
+        ("resize(320x320, colour=red)", 17, "one of gravity, mode, size"),
         ("resize(320x320, 1x1)", 17, "fit|fill|stretch"),
         ("resize(320x320) |> ✨", 20, "a step"),
         ("format(jpeg, quality=90, quality=91)", 26, "each argument once"),

@@ -94,6 +94,49 @@ struct FrontEndTests {
         #expect(show.output.contains("source_meta") && show.output.contains(blurhash))
     }
 
+    /// Smart crops and the new output steps through a worker, with the bad inputs each failing
+    /// with its own code before (or without) wasted work.
+    @Test func smartCropsAndOutputStepsRunThroughAWorker() async throws {
+        try Origin.publish("camera.jpg", Self.camera)
+        try Origin.publish("anim.gif", try SampleImages.animatedGIF(frames: 4))
+        let db = try await TestDatabase.create()
+        let store = try TestEnvironment.temporaryDirectory("store")
+        let photo = "\(TestEnvironment.origin)/files/camera.jpg?t=\(db.name)", gif = "\(TestEnvironment.origin)/files/anim.gif?t=\(db.name)"
+        let cases: [(source: String, chain: String, expect: String)] = [
+            (photo, "resize(200x300, mode=fill, gravity=attention) |> format(png)", "png 200x300"),
+            (photo, "crop(300x200, gravity=fp(0.8,0.2)) |> border(4, color=white) |> pad(320x320) |> format(png)", "png 320x320"),
+            (photo, "trim |> round_corner(10%) |> format(webp, quality=90, max_bytes=9000)", "webp 640x480"),
+            (gif, "resize(30x20) |> format(webp)", "webp 30x20"),
+            (photo, "resize(100x100, mode=fill, gravity=middle)", "job.invalid_chain"),
+            (photo, "crop(10x10, gravity=fp(2,0))", "job.invalid_chain"),
+            (photo, "format(jpeg, quality=20, max_bytes=150)", "image.over_max_bytes"),
+        ]
+        var ids: [String] = []
+        for c in cases { ids.append(try await enqueue(db, c.source, c.chain, "{}")) }
+        try await drain(db, store)
+        for (id, c) in zip(ids, cases) {
+            let r = try await db.query(
+                """
+                SELECT state::text, result_format || ' ' || result_width || 'x' || result_height AS got, result_bytes,
+                       errors -> -1 ->> 'code' AS code
+                FROM halcyon.jobs WHERE id = $1::bigint
+                """, [id])
+            if c.expect.contains(".") {
+                #expect(r.value(0, "state") == "failed" && r.value(0, "code") == c.expect, "\(c.chain): \(r.dictionaries)")
+            } else {
+                #expect(r.value(0, "state") == "succeeded" && r.value(0, "got") == c.expect, "\(c.chain): \(r.dictionaries)")
+            }
+        }
+        let webp = try await db.query("SELECT result_bytes FROM halcyon.jobs WHERE id = $1::bigint", [ids[2]])
+        #expect(Int(webp.value(0, "result_bytes") ?? "") ?? .max <= 9000)
+        let animated = try await db.query("SELECT result_path FROM halcyon.jobs WHERE id = $1::bigint", [ids[3]])
+        let bytes = try #require(FileManager.default.contents(atPath: store.appendingPathComponent(animated.value(0, "result_path") ?? "").path))
+        #expect(bytes.range(of: Data("ANMF".utf8)) != nil, "an animated WebP has ANMF frames")
+        // The invalid chains failed before any download: only the good jobs fetched, once each source.
+        let counts = try Origin.counts().filter { $0.key.contains("t=\(db.name)") }
+        #expect(counts.values.allSatisfy { $0 == 1 }, "\(counts)")
+    }
+
     @Test(arguments: [
         (#"{"placeholders": ["blurhash", "sparkle"]}"#, "unknown placeholder"),
         (#"{"placeholders": "blurhash"}"#, "must be an array"),

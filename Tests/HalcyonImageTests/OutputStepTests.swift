@@ -1,0 +1,113 @@
+import Foundation
+import HalcyonCore
+import HalcyonSamples
+import HalcyonTestSupport
+import Testing
+
+@testable import HalcyonImage
+
+/// The output steps of #18: animated WebP, `max_bytes`, `trim`, `pad`/`extend`, `border` and
+/// `round_corner(R%)`.
+@Suite(.cpuHeavy) struct OutputStepTests {
+    static let photo: Data = try! SampleImages.photo(width: 640, height: 360, seed: 8)
+
+    @Test func webpKeepsAnAnimationLikeGIF() throws {
+        let gif = try SampleImages.animatedGIF(frames: 6)
+        let (webp, back) = try Fixture.run(gif, "resize(30x20) |> format(webp, quality=80)")
+        #expect(webp.format == .webp && back.frameCount == 6)
+        #expect((back.width, back.height) == (30, 20))
+        // The first and last frames are still blue and red.
+        #expect(back.pixel(x: 15, y: 10).blue > 0.8)
+        let (_, png) = try Fixture.run(gif, "format(png)")
+        #expect(png.frameCount == 1)
+    }
+
+    /// The highest quality that fits: under the limit, and more bytes than the lowest quality.
+    @Test(arguments: [true, false])
+    func maxBytesSearchesTheQualityDown(direct: Bool) throws {
+        let chain = try ProcessorChain.parse("resize(400x400) |> format(jpeg, quality=95, max_bytes=12000)")
+        let out = try ImagePipeline.run(Self.photo, format: .jpeg, chains: [chain], directLane: direct)[0].get()
+        #expect(out.data.count <= 12000)
+        let floor = try ImagePipeline.run(
+            Self.photo, format: .jpeg, chains: [try ProcessorChain.parse("resize(400x400) |> format(jpeg, quality=10)")], directLane: direct)[0].get()
+        let unlimited = try ImagePipeline.run(
+            Self.photo, format: .jpeg, chains: [try ProcessorChain.parse("resize(400x400) |> format(jpeg, quality=95)")], directLane: direct)[0].get()
+        #expect(unlimited.data.count > 12000, "the limit must bind for this test to mean anything")
+        #expect(out.data.count > floor.data.count)
+        let webp = try Fixture.run(Self.photo, "resize(400x400) |> format(webp, quality=90, max_bytes=6000, min_quality=5)").0
+        #expect(webp.data.count <= 6000 && webp.format == .webp)
+    }
+
+    @Test func aLimitNoQualityMeetsFailsWithItsOwnCode() throws {
+        #expect {
+            try Fixture.run(Self.photo, "resize(400x400) |> format(jpeg, max_bytes=200)")
+        } throws: { error in
+            (error as? HalcyonError)?.code == .overMaxBytes && (error as? HalcyonError)?.permanent == true
+        }
+    }
+
+    @Test func trimRemovesAUniformBorder() throws {
+        var pixels = [UInt8](repeating: 255, count: 100 * 80 * 3)
+        for y in 20..<60 { for x in 20..<80 { pixels[(y * 100 + x) * 3 + 1] = 0 } }  // a magenta 60×40 box
+        let png = try SampleImages.encode(pixels: pixels, width: 100, height: 80, alpha: false, format: .png, quality: 95)
+        let (out, image) = try Fixture.run(png, "trim |> format(png)")
+        #expect((out.width, out.height) == (60, 40))
+        #expect(image.pixel(x: 0, y: 0).green < 0.1)
+        // One colour: nothing to keep apart from the border, so nothing is trimmed.
+        let flat = try Fixture.solid(50, 30, [10, 200, 30])
+        #expect(try Fixture.run(flat, "trim(fuzz=0.1)").0.width == 50)
+    }
+
+    @Test func padGrowsTheCanvasAndPlacesTheImage() throws {
+        let red = try Fixture.solid(100, 50, [250, 0, 0])
+        let (out, image) = try Fixture.run(red, "pad(200x200, color=blue) |> format(png)")
+        #expect((out.width, out.height) == (200, 200))
+        #expect(image.pixel(x: 100, y: 100).red > 0.9 && image.pixel(x: 5, y: 5).blue > 0.9)
+        let (_, north) = try Fixture.run(red, "extend(200x200, color=blue, gravity=north) |> format(png)")
+        #expect(north.pixel(x: 100, y: 10).red > 0.9 && north.pixel(x: 100, y: 190).blue > 0.9)
+        let (_, clear) = try Fixture.run(red, "pad(120x120) |> format(png)")
+        #expect(clear.pixel(x: 2, y: 2).alpha < 0.1 && clear.pixel(x: 60, y: 60).alpha > 0.9)
+        // Never crops: a larger image keeps its size on that axis.
+        #expect(try Fixture.run(red, "pad(60x60)").0.width == 100)
+        #expect(try ProcessorChain.parse("extend(10x10)").identifier == "pad(10x10,color=#00000000,gravity=center)")
+    }
+
+    @Test func borderPaintsTheEdgesAndKeepsTheSize() throws {
+        let green = try Fixture.solid(80, 60, [0, 200, 0])
+        let (out, image) = try Fixture.run(green, "border(5, color=blue) |> format(png)")
+        #expect((out.width, out.height) == (80, 60))
+        for (x, y) in [(2, 30), (77, 30), (40, 2), (40, 57)] { #expect(image.pixel(x: x, y: y).blue > 0.9, "(\(x), \(y))") }
+        #expect(image.pixel(x: 40, y: 30).green > 0.7 && image.pixel(x: 6, y: 6).green > 0.7)
+    }
+
+    @Test func roundCornerTakesAPercentageOfTheWidth() throws {
+        let photo = try Fixture.solid(200, 100, [200, 100, 0])
+        let (_, image) = try Fixture.run(photo, "round_corner(25%) |> format(png)")
+        // 25 % of 200 = 50 px: a point 10 px in from the corner is outside the arc.
+        #expect(image.pixel(x: 10, y: 10).alpha < 0.1)
+        #expect(image.pixel(x: 100, y: 50).alpha > 0.9)
+        #expect(try ProcessorChain.parse("round_corner(25.0%)").identifier == "round_corner(25%,corners=all,background=none)")
+    }
+
+    @Test(arguments: [
+        ("format(png, max_bytes=5000)", "max_bytes only with a format that has a quality"),
+        ("format(jpeg, min_quality=20)", "min_quality only with max_bytes"),
+        ("format(jpeg, quality=50, max_bytes=5000, min_quality=60)", "from 1 to 50"),
+        ("format(jpeg, max_bytes=10)", "from 100"),
+        ("round_corner(120%)", "0% to 100%"),
+        ("pad(10x10, gravity=entropy)", "center|north"),
+        ("border(0)", "from 1"),
+        ("trim(fuzz=2)", "from 0 to 1"),
+    ])
+    func badOutputArgumentsAreChainErrors(chain: String, expected: String) {
+        #expect(Fixture.chainError(chain)?.contains(expected) == true, "\(Fixture.chainError(chain) ?? "no error")")
+    }
+
+    @Test func identifiersNameTheLimitOnlyWhenSet() throws {
+        #expect(try ProcessorChain.parse("format(jpeg)").identifier == "format(jpeg,quality=85,progressive=false)")
+        #expect(
+            try ProcessorChain.parse("format(webp, max_bytes=50000)").identifier == "format(webp,quality=85,max_bytes=50000,min_quality=10)")
+        #expect(try ProcessorChain.parse("trim").identifier == "trim(fuzz=0)")
+        #expect(try ProcessorChain.parse("border(3)").identifier == "border(3,color=#000000ff)")
+    }
+}
