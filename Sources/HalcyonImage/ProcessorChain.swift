@@ -17,26 +17,79 @@ public struct ProcessorChain: Sendable {
     /// The steps' identifiers joined by `|>`; empty for an empty chain.
     public var identifier: String { processors.map(\.identifier).joined(separator: "|>") }
 
-    /// Parses chain text; `job.invalid_chain` naming the column on any error.
-    public static func parse(_ text: String) throws(HalcyonError) -> ProcessorChain {
+    /// Parses chain text; `job.invalid_chain` naming the column on any error. A `preset(NAME)`
+    /// step is replaced by the steps of `presets[NAME]` (chain text without presets of its own),
+    /// so the identifier — and the result key — is the expanded chain's.
+    public static func parse(_ text: String, presets: [String: String] = [:]) throws(HalcyonError) -> ProcessorChain {
         do {
-            return try parseOrThrow(text)
+            return try parseOrThrow(text, presets: presets)
         } catch {
             throw error.halcyonError
         }
     }
 
-    static func parseOrThrow(_ text: String) throws(ChainError) -> ProcessorChain {
+    /// The step that names a preset.
+    public static let presetStep = "preset"
+
+    static func parseOrThrow(_ text: String, presets: [String: String] = [:]) throws(ChainError) -> ProcessorChain {
         var processors: [any ImageProcessor] = []
         for step in try ChainGrammar.parse(text) {
-            guard let type = registry[step.name] else {
-                throw ChainError(
-                    position: step.position, found: "unknown step '\(step.name)'",
-                    expected: "one of \(registry.keys.sorted().joined(separator: ", "))")
+            if step.name == presetStep {
+                let name = try presetName(step)
+                guard let chain = presets[name] else {
+                    throw ChainError(position: step.position, found: "unknown preset '\(name)'", expected: "a preset (halcyon preset list)")
+                }
+                let expanded: [ChainStep]
+                do {
+                    expanded = try ChainGrammar.parse(chain)
+                } catch {
+                    throw ChainError(position: step.position, found: "preset '\(name)': \(error)", expected: "a preset whose chain parses")
+                }
+                for inner in expanded {
+                    guard inner.name != presetStep else {
+                        throw ChainError(position: step.position, found: "preset '\(name)' naming another preset", expected: "presets of plain steps")
+                    }
+                    do {
+                        processors.append(try processor(inner))
+                    } catch {
+                        throw ChainError(position: step.position, found: "preset '\(name)': \(error)", expected: "a preset whose chain parses")
+                    }
+                }
+            } else {
+                processors.append(try processor(step))
             }
-            processors.append(try type.init(step: step))
+            if processors.count > ChainGrammar.maxSteps {
+                throw ChainError(
+                    position: step.position, found: "step \(processors.count)", expected: "at most \(ChainGrammar.maxSteps) steps, presets expanded")
+            }
         }
         return ProcessorChain(processors: processors)
+    }
+
+    private static func processor(_ step: ChainStep) throws(ChainError) -> any ImageProcessor {
+        guard let type = registry[step.name] else {
+            throw ChainError(
+                position: step.position, found: "unknown step '\(step.name)'",
+                expected: "one of \((registry.keys + [presetStep]).sorted().joined(separator: ", "))")
+        }
+        return try type.init(step: step)
+    }
+
+    /// The name in `preset(NAME)` (or `preset(name=NAME)`).
+    private static func presetName(_ step: ChainStep) throws(ChainError) -> String {
+        var a = try StepArguments(step, keys: ["name"])
+        guard let argument = a.take("name"), case .word(let name) = argument.value else {
+            throw ChainError(position: step.position, found: "'\(step.name)' without a name", expected: "preset(NAME)")
+        }
+        try a.finish()
+        return name
+    }
+
+    /// The preset names `text` uses, in order (empty when it does not parse: the parse itself
+    /// reports that).
+    public static func presetNames(inOrder text: String) -> [String] {
+        guard let steps = try? ChainGrammar.parse(text) else { return [] }
+        return steps.filter { $0.name == presetStep }.compactMap { try? presetName($0) }
     }
 
     /// The result key: `cacheKey@identifier`, or just `cacheKey` for an empty chain.

@@ -18,11 +18,13 @@ public struct Job: Sendable, Identifiable {
     public var queueWait: Double
     /// The named queue it was claimed from.
     public var queue: String
+    /// The presets its chain names (`preset(NAME)`), as they were when it was claimed.
+    public var presets: [String: Preset]
 
     public init(
         id: Int64, source: String, fallbackSources: [String] = [], processors: String = "",
         cacheKey: String? = nil, options: String = "{}", priority: Int = 0, attempt: Int = 1,
-        maxAttempts: Int = 5, queueWait: Double = 0, queue: String = QueueName.default
+        maxAttempts: Int = 5, queueWait: Double = 0, queue: String = QueueName.default, presets: [String: Preset] = [:]
     ) {
         self.id = id
         self.source = source
@@ -35,6 +37,7 @@ public struct Job: Sendable, Identifiable {
         self.maxAttempts = maxAttempts
         self.queueWait = queueWait
         self.queue = queue
+        self.presets = presets
     }
 }
 

@@ -49,7 +49,8 @@ public struct JobQueue: Sendable {
                 attempt: r.value(i, "attempt").flatMap { Int($0) } ?? 1,
                 maxAttempts: r.value(i, "max_attempts").flatMap { Int($0) } ?? 5,
                 queueWait: max(0, r.value(i, "queue_wait").flatMap { Double($0) } ?? 0),
-                queue: r.value(i, "queue") ?? QueueName.default)
+                queue: r.value(i, "queue") ?? QueueName.default,
+                presets: r.value(i, "presets").map(Preset.parse(map:)) ?? [:])
         }
     }
 

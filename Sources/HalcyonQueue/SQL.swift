@@ -112,9 +112,27 @@ enum SQL {
                       j.priority, j.attempt, j.max_attempts, j.queue, j.run_at,
                       extract(epoch FROM (now() - j.run_at))::float8 AS queue_wait
         )
-        SELECT id, source, fallback_sources, processors, cache_key, options, priority, attempt, max_attempts, queue, queue_wait
+        SELECT id, source, fallback_sources, processors, cache_key, options, priority, attempt, max_attempts, queue, queue_wait,
+               -- The presets a chain names, read in the claim's snapshot (a chain without the
+               -- word pays one strpos).
+               CASE WHEN strpos(lower(processors), 'preset') > 0 THEN (
+                   SELECT jsonb_object_agg(p.name, jsonb_build_object('processors', p.processors, 'options', p.options))::text
+                   FROM halcyon.presets p WHERE p.name = ANY(halcyon.chain_preset_names(claimed.processors))
+               ) END AS presets
         FROM claimed ORDER BY priority DESC, run_at, id
         """
+
+    /// $1 name, $2 processors, $3 options (jsonb). Inserts or replaces; returns whether it was new.
+    static let setPreset = """
+        INSERT INTO halcyon.presets AS p (name, processors, options) VALUES ($1, $2, $3::jsonb)
+        ON CONFLICT (name) DO UPDATE SET processors = excluded.processors, options = excluded.options, updated_at = now()
+        RETURNING (xmax = 0) AS created
+        """
+    static let listPresets = """
+        SELECT name, processors, options::text AS options, created_at, updated_at FROM halcyon.presets ORDER BY name
+        """
+    /// $1 name. Returns the deleted name.
+    static let deletePreset = "DELETE FROM halcyon.presets WHERE name = $1 RETURNING name"
 
     /// How far past a chosen job's id the claim looks for queued jobs of the same source.
     static let claimSiblingReach = 16

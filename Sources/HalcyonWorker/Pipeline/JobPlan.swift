@@ -25,8 +25,8 @@ struct JobPlan: Sendable {
     init(_ job: Job, maxDataBytes: Int) {
         self.job = job
         validated = Result { () throws(HalcyonError) -> Valid in
-            let options = try JobOptions.parse(json: job.options)
-            let chain = try ProcessorChain.parse(job.processors)
+            let options = try Self.options(job)
+            let chain = try ProcessorChain.parse(job.processors, presets: job.presets.mapValues(\.processors))
             let fetch = try FetchRequest(
                 sources: [job.source] + job.fallbackSources, headers: options.headers,
                 retry: options.retry.map { DelayRetryStrategy($0) }, maxDataBytes: maxDataBytes)
@@ -34,6 +34,21 @@ struct JobPlan: Sendable {
                 options: options, chain: chain, fetch: fetch,
                 resultKey: chain.resultKey(cacheKey: cacheKey(source: job.source, explicit: job.cacheKey)))
         }
+    }
+
+    /// The job's options over those of the presets its chain names (in chain order; the job's
+    /// own keys win).
+    static func options(_ job: Job) throws(HalcyonError) -> JobOptions {
+        guard !job.presets.isEmpty else { return try JobOptions.parse(json: job.options) }
+        guard case .object(let own)? = JSONValue.parse(job.options) else {
+            throw HalcyonError(.invalidOptions, "options must be a JSON object")
+        }
+        var merged: [String: JSONValue] = [:]
+        for name in ProcessorChain.presetNames(inOrder: job.processors) {
+            for (key, value) in job.presets[name]?.options ?? [:] { merged[key] = value }
+        }
+        merged.merge(own) { _, mine in mine }
+        return try JobOptions.parse(merged)
     }
 
     /// What must match for jobs to share a download and a decode (the fetch request's sharing

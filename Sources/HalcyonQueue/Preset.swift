@@ -1,0 +1,63 @@
+import Foundation
+import HalcyonCore
+
+/// A row of `halcyon.presets`: a named chain, and job options it brings.
+public struct Preset: Sendable, Equatable {
+    public var name: String
+    public var processors: String
+    /// A JSON object; a job's own options win key by key.
+    public var options: [String: JSONValue]
+
+    public init(name: String, processors: String, options: [String: JSONValue] = [:]) {
+        self.name = name
+        self.processors = processors
+        self.options = options
+    }
+
+    /// A preset name: a letter or `_`, then letters, digits or `_`, 64 at most (also a
+    /// constraint on the table).
+    public static func isValidName(_ name: String) -> Bool {
+        let chars = Array(name.utf8)
+        guard (1...64).contains(chars.count), let first = chars.first, first == UInt8(ascii: "_") || (0x61...0x7A).contains(first) else {
+            return false
+        }
+        return chars.allSatisfy { $0 == UInt8(ascii: "_") || (0x61...0x7A).contains($0) || (0x30...0x39).contains($0) }
+    }
+
+    /// The claim's `presets` column: `{name: {processors, options}}`.
+    static func parse(map text: String) -> [String: Preset] {
+        guard case .object(let all)? = JSONValue.parse(text) else { return [:] }
+        var presets: [String: Preset] = [:]
+        for (name, value) in all {
+            guard let processors = value["processors"]?.stringValue else { continue }
+            var options: [String: JSONValue] = [:]
+            if case .object(let o)? = value["options"] { options = o }
+            presets[name] = Preset(name: name, processors: processors, options: options)
+        }
+        return presets
+    }
+}
+
+extension JobQueue {
+    /// Adds or replaces a preset (the caller has validated its chain and options); true when new.
+    @discardableResult
+    public func setPreset(_ preset: Preset) async throws -> Bool {
+        let r = try await connection.execute(SQL.setPreset, [preset.name, preset.processors, JSONValue.object(preset.options).jsonText])
+        return r.value(0, "created") == "t"
+    }
+
+    public func presets() async throws -> [Preset] {
+        let r = try await connection.execute(SQL.listPresets)
+        return (0..<r.count).compactMap { i in
+            guard let name = r.value(i, "name"), let processors = r.value(i, "processors") else { return nil }
+            var options: [String: JSONValue] = [:]
+            if case .object(let o)? = r.value(i, "options").flatMap(JSONValue.parse) { options = o }
+            return Preset(name: name, processors: processors, options: options)
+        }
+    }
+
+    /// Deletes a preset; false when there was none by that name.
+    public func deletePreset(named name: String) async throws -> Bool {
+        try await connection.execute(SQL.deletePreset, [name]).count == 1
+    }
+}
