@@ -20,7 +20,7 @@ public struct ErrorCode: Hashable, Sendable, CustomStringConvertible {
         switch self {
         case .invalidChain, .invalidSource, .invalidOptions,
             .httpStatus, .tooLarge, .tooManyRedirects, .blockedAddress, .notImage,
-            .decodeFailed, .unsupportedFormat, .imageTooLarge, .processingFailed, .overMaxBytes,
+            .decodeFailed, .unsupportedFormat, .imageTooLarge, .processingFailed, .overMaxBytes, .watermarkTooLarge,
             .notCached, .fileNotFound:
             return true
         default:
@@ -53,6 +53,8 @@ public struct ErrorCode: Hashable, Sendable, CustomStringConvertible {
     public static let processingFailed = ErrorCode("image", "processing_failed")
     /// `format(…, max_bytes=N)`: even the lowest quality allowed encodes to more than N bytes.
     public static let overMaxBytes = ErrorCode("image", "over_max_bytes")
+    /// `watermark(…)`: scaled to the image, with its margins, the watermark does not fit in it.
+    public static let watermarkTooLarge = ErrorCode("image", "watermark_too_large")
     /// ImageMagick's process-wide resource limits (memory, map, disk) were exhausted while the
     /// image itself was within the limits: other jobs of the worker held them. Transient.
     public static let resourcesExhausted = ErrorCode("image", "resources_exhausted")

@@ -10,6 +10,8 @@ public enum ChainValue: Sendable, Equatable, CustomStringConvertible {
     case call(String, [Double])
     /// A number followed by `%`, such as `25%`.
     case percent(Double)
+    /// A double-quoted string (`\"` and `\\` escape a quote and a backslash).
+    case string(String)
 
     public var description: String {
         switch self {
@@ -19,6 +21,7 @@ public enum ChainValue: Sendable, Equatable, CustomStringConvertible {
         case .word(let w): w
         case .call(let name, let numbers): "\(name)(\(numbers.map(formatNumber).joined(separator: ",")))"
         case .percent(let n): "\(formatNumber(n))%"
+        case .string(let text): "\"" + text.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"") + "\""
         }
     }
 }
@@ -187,6 +190,8 @@ struct Lexer {
         case "=": index += 1; return Token(kind: .equals, position: start)
         case "|" where peek(1) == ">", ">" where peek(1) == ">":
             index += 2; return Token(kind: .pipe, position: start)
+        case "\"":
+            return Token(kind: .value(.string(try quoted(start: start))), position: start)
         case "#":
             index += 1
             let hex = take { $0.isHexDigit }
@@ -210,6 +215,35 @@ struct Lexer {
             }
             throw ChainError(position: start, found: "'\(c)'", expected: "a step, an argument or '|>'")
         }
+    }
+
+    /// Longest quoted string, in characters.
+    static let maxStringLength = 32768
+
+    /// A quoted string from the opening quote at `index`; the lexer ends after the closing one.
+    private mutating func quoted(start: Int) throws(ChainError) -> String {
+        index += 1
+        var text = ""
+        while index < chars.count {
+            let c = chars[index]
+            index += 1
+            switch c {
+            case "\"": return text
+            case "\\":
+                guard index < chars.count, chars[index] == "\"" || chars[index] == "\\" else {
+                    throw ChainError(
+                        position: index, found: "'\\\(index < chars.count ? String(chars[index]) : "")'", expected: "\\\" or \\\\ in a string")
+                }
+                text.append(chars[index])
+                index += 1
+            default:
+                text.append(c)
+            }
+            guard text.count <= Self.maxStringLength else {
+                throw ChainError(position: start, found: "a string over \(Self.maxStringLength) characters", expected: "a shorter string")
+            }
+        }
+        throw ChainError(position: start, found: "a string without its closing quote", expected: "'\"'")
     }
 
     private static func number(_ text: String, position: Int) throws(ChainError) -> ChainValue {

@@ -166,7 +166,7 @@ public enum ImagePipeline {
     public static func run(
         _ data: Data, format: ImageFormat, chains: [ProcessorChain],
         limits: ImageLimits = ImageLimits(), cancel: CancellationFlag? = nil, directLane: Bool? = nil,
-        placeholders: [PlaceholderRequest?] = []
+        placeholders: [PlaceholderRequest?] = [], watermarks: [String: DecodedWatermark] = [:]
     ) throws(HalcyonError) -> [Result<ProcessedImage, HalcyonError>] {
         func placeholderRequest(_ i: Int) -> PlaceholderRequest? { i < placeholders.count ? placeholders[i] : nil }
         var decodeClock = StageClock()
@@ -218,6 +218,7 @@ public enum ImagePipeline {
         }
         let base = try MagickImage.decode(data, format: format, shrinkHint: hint)
         base.cancellation = cancel
+        base.watermarks = watermarks
         decodeCount.add(1, ordering: .relaxed)
         observer?.add()
         try cancel?.check()

@@ -13,6 +13,8 @@ public final class MagickImage {
     /// Raised when the job is abandoned: Halcyon's own loops (each frame, each band of a
     /// resize) stop at their next check; an ImageMagick call runs to its end.
     var cancellation: CancellationFlag?
+    /// The decoded watermarks `watermark` steps draw, by source.
+    var watermarks: [String: DecodedWatermark] = [:]
 
     package static var genesisToken: Void { genesis }
 
@@ -138,6 +140,7 @@ public final class MagickImage {
         copy.outputQuality = outputQuality
         copy.progressive = progressive
         copy.cancellation = cancellation
+        copy.watermarks = watermarks
         return copy
     }
 

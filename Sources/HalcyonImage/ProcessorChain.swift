@@ -9,7 +9,7 @@ public struct ProcessorChain: Sendable {
             BlurProcessor.self, SharpenProcessor.self, OverlayProcessor.self, TintProcessor.self,
             ColorControlsProcessor.self, BlackWhiteProcessor.self, BlendProcessor.self, RotateProcessor.self,
             FlipProcessor.self, FlopProcessor.self, AutoOrientProcessor.self, StripProcessor.self, FormatProcessor.self,
-            TrimProcessor.self, PadProcessor.self, BorderProcessor.self,
+            TrimProcessor.self, PadProcessor.self, BorderProcessor.self, WatermarkProcessor.self,
         ] as [any ImageProcessor.Type]).map { ($0.name, $0) } + [("extend", PadProcessor.self)])
 
     public var processors: [any ImageProcessor]
@@ -96,6 +96,12 @@ public struct ProcessorChain: Sendable {
     public func resultKey(cacheKey: String) -> String {
         let id = identifier
         return id.isEmpty ? cacheKey : "\(cacheKey)@\(id)"
+    }
+
+    /// The sources of its `watermark` steps, each once, in order.
+    public var watermarkSources: [String] {
+        var seen: Set<String> = []
+        return processors.compactMap { ($0 as? WatermarkProcessor)?.source }.filter { seen.insert($0).inserted }
     }
 
     /// The output encoding chosen by the last `format` step, if any.

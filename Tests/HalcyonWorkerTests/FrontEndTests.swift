@@ -1,5 +1,6 @@
 import Foundation
 import HalcyonCore
+import HalcyonImage
 import HalcyonQueue
 import HalcyonSamples
 import HalcyonStore
@@ -135,6 +136,43 @@ struct FrontEndTests {
         // The invalid chains failed before any download: only the good jobs fetched, once each source.
         let counts = try Origin.counts().filter { $0.key.contains("t=\(db.name)") }
         #expect(counts.values.allSatisfy { $0 == 1 }, "\(counts)")
+    }
+
+    /// Watermarks come through the worker's fetcher (one download for many jobs, decoded once);
+    /// a watermark that cannot be had fails its job with its own fetch code.
+    @Test func watermarksAreFetchedOnceAndTheirFailuresAreTheJobs() async throws {
+        try Origin.publish("wm-photo.jpg", try SampleImages.photo(width: 400, height: 300, seed: 21))
+        try Origin.publish("wm.png", try SampleImages.solid(width: 100, height: 50, red: 0, green: 0, blue: 250))
+        let db = try await TestDatabase.create()
+        let store = try TestEnvironment.temporaryDirectory("store")
+        let mark = "\(TestEnvironment.origin)/files/wm.png?t=\(db.name)"
+        let chain = "watermark(\"\(mark)\", scale=0.25, opacity=1) |> format(png)"
+        var good: [String] = []
+        for i in 0..<3 { good.append(try await enqueue(db, "\(TestEnvironment.origin)/files/wm-photo.jpg?t=\(db.name)&i=\(i)", chain, "{}")) }
+        let photo = "\(TestEnvironment.origin)/files/wm-photo.jpg?t=\(db.name)&bad"
+        let missing = try await enqueue(db, photo, #"watermark("\#(TestEnvironment.origin)/status/404") |> format(png)"#, "{}")
+        let blocked = try await enqueue(db, photo, #"watermark("http://169.254.169.254/latest/meta-data") |> format(png)"#, "{}")
+        let invalid = try await enqueue(db, photo, #"watermark("ftp://example.com/mark.png") |> format(png)"#, "{}")
+        let tooLarge = try await enqueue(db, photo, "watermark(\"\(mark)\", scale=1) |> format(png)", "{}")
+        try await drain(db, store)
+
+        for id in good {
+            let r = try await db.query("SELECT state::text, result_path FROM halcyon.jobs WHERE id = $1::bigint", [id])
+            #expect(r.value(0, "state") == "succeeded")
+            let bytes = try #require(FileManager.default.contents(atPath: store.appendingPathComponent(r.value(0, "result_path") ?? "").path))
+            let image = try MagickImage.decode(bytes, format: .png)
+            #expect(image.pixel(x: 334, y: 259).blue > 0.95, "the watermark at the south-east corner")
+        }
+        let downloads = try Origin.counts().filter { $0.key.contains("wm.png?t=\(db.name)") }
+        #expect(downloads.values.reduce(0, +) == 1, "one download of the watermark: \(downloads)")
+        for (id, code) in [
+            (missing, "fetch.http_status"), (blocked, "fetch.blocked_address"), (invalid, "job.invalid_source"),
+            (tooLarge, "image.watermark_too_large"),
+        ] {
+            let r = try await db.query(
+                "SELECT state::text, errors -> -1 ->> 'code' AS code, last_error FROM halcyon.jobs WHERE id = $1::bigint", [id])
+            #expect(r.value(0, "state") == "failed" && r.value(0, "code") == code, "\(r.dictionaries)")
+        }
     }
 
     @Test(arguments: [

@@ -27,6 +27,13 @@ struct JobPlan: Sendable {
         validated = Result { () throws(HalcyonError) -> Valid in
             let options = try Self.options(job)
             let chain = try ProcessorChain.parse(job.processors, presets: job.presets.mapValues(\.processors))
+            for mark in chain.watermarkSources {
+                do throws(HalcyonError) {
+                    _ = try SourceReference(mark, maxDataBytes: maxDataBytes)
+                } catch {
+                    throw HalcyonError(error.code, "watermark: \(error.message)", source: mark)
+                }
+            }
             let fetch = try FetchRequest(
                 sources: [job.source] + job.fallbackSources, headers: options.headers,
                 retry: options.retry.map { DelayRetryStrategy($0) }, maxDataBytes: maxDataBytes)

@@ -16,6 +16,7 @@ struct JobRunner: Sendable {
     let processSlots: AsyncSemaphore
     let pendingBytes: PendingBytes
     let metrics: Metrics
+    let watermarks: Watermarks
 
     /// One job's outcome and where its time went.
     struct Outcome: Sendable {
@@ -34,6 +35,7 @@ struct JobRunner: Sendable {
         store = DiskStore(root: configuration.storeRoot)
         limits = configuration.limits
         processSlots = AsyncSemaphore(configuration.concurrency)
+        watermarks = Watermarks(fetcher: fetcher, limits: configuration.limits, maxDataBytes: configuration.fetch.maxDataBytes)
     }
 
     /// Runs a group of planned jobs with the same source; the outcomes are in the order of
@@ -126,23 +128,30 @@ struct JobRunner: Sendable {
         pendingBytes.hold(held)
         defer { pendingBytes.release(held) }
         let limits = self.limits
-        let processed: [Result<ProcessedImage, HalcyonError>]
-        do {
-            let chains = plans.map(\.chain), placeholders = plans.map(\.options.placeholders)
-            processed = try await processSlots.withPermit(cancel: cancel) {
-                try await Blocking.run(.processing) {
-                    try ImagePipeline.run(
-                        fetched.data, format: fetched.format, chains: chains, limits: limits, cancel: cancel, placeholders: placeholders)
+        // The watermarks the chains draw; a job whose watermark cannot be had fails with its error.
+        let (marks, markFailures) = await loadWatermarks(plans, cancel: cancel)
+        let runnable = plans.indices.filter { markFailures[$0] == nil }
+        var processed = plans.indices.map { i in markFailures[i].map { Result<ProcessedImage, HalcyonError>.failure($0) } }
+        if !runnable.isEmpty {
+            do {
+                let chains = runnable.map { plans[$0].chain }, placeholders = runnable.map { plans[$0].options.placeholders }
+                let results = try await processSlots.withPermit(cancel: cancel) {
+                    try await Blocking.run(.processing) {
+                        try ImagePipeline.run(
+                            fetched.data, format: fetched.format, chains: chains, limits: limits, cancel: cancel, placeholders: placeholders,
+                            watermarks: marks)
+                    }
                 }
+                for (i, result) in zip(runnable, results) { processed[i] = result }
+                metrics.decoded()
+            } catch {
+                return all(HalcyonError.wrap(error))
             }
-            metrics.decoded()
-        } catch {
-            return all(HalcyonError.wrap(error))
         }
         var out: [Attempt] = []
         for (plan, result) in zip(plans, processed) {
             var timing = timings
-            switch result {
+            switch result ?? .failure(.abandoned) {
             case .failure(let error): out.append((.failure(error), timing))
             case .success(let image):
                 timing.decode = image.decodeSeconds
@@ -154,6 +163,27 @@ struct JobRunner: Sendable {
             }
         }
         return out
+    }
+
+    /// The decoded watermarks `plans` draw, and for each plan (by index) whose watermark could
+    /// not be fetched or decoded, that error — its own code, the message naming the watermark.
+    private func loadWatermarks(_ plans: [JobPlan.Valid], cancel: CancellationFlag) async -> ([String: DecodedWatermark], [Int: HalcyonError]) {
+        let sources = plans.flatMap(\.chain.watermarkSources)
+        guard !sources.isEmpty else { return ([:], [:]) }
+        var marks: [String: DecodedWatermark] = [:], failed: [String: HalcyonError] = [:]
+        for (source, result) in await watermarks.load(sources, cancel: cancel) {
+            switch result {
+            case .success(let mark): marks[source] = mark
+            case .failure(let e):
+                failed[source] = HalcyonError(
+                    e.code, "watermark \(source.prefix(200)): \(e.message)", permanent: e.permanent, source: source, sources: e.sources)
+            }
+        }
+        var failures: [Int: HalcyonError] = [:]
+        for (i, plan) in plans.enumerated() {
+            if let error = plan.chain.watermarkSources.lazy.compactMap({ failed[$0] }).first { failures[i] = error }
+        }
+        return (marks, failures)
     }
 
     /// Stores one job's output under its result key.
