@@ -12,9 +12,10 @@ public struct PGRows: Sendable {
 
     public var count: Int { rows.count }
 
-    /// The value of `column` in row `row`, nil for SQL NULL or an unknown column.
+    /// The value of `column` in row `row`, nil for SQL NULL, an unknown column or a row that
+    /// is not there.
     public func value(_ row: Int, _ column: String) -> String? {
-        guard let c = columns.firstIndex(of: column) else { return nil }
+        guard rows.indices.contains(row), let c = columns.firstIndex(of: column) else { return nil }
         return rows[row][c]
     }
 

@@ -43,7 +43,9 @@ struct HostPolitenessTests {
         let started = ContinuousClock.now
         _ = try await fetcher.fetch("\(TestEnvironment.origin)/files/polite.png?other=\(key)", cancel: CancellationFlag())
         #expect(ContinuousClock.now >= until)
-        #expect(ContinuousClock.now - started >= .seconds(1))
+        // It waited out what was left of the pause (under the full suite's load the 429's
+        // round trip alone has taken 2.4 of the 3 s, so the wait itself can be short).
+        #expect(ContinuousClock.now - started >= min(.seconds(1), until - started))
         // …and a download whose job is cancelled meanwhile leaves the line at once.
         let flag = CancellationFlag()
         fetcher.hosts.pause("127.0.0.1", for: .seconds(30))
