@@ -124,7 +124,10 @@ struct Enqueue: AsyncParsableCommand {
     private func check(_ job: JobQueue.NewJob, where context: String) throws {
         do {
             for s in [job.source] + job.fallbackSources { _ = try Source.parse(s) }
-            _ = try ProcessorChain.parse(job.processors)
+            // Presets are the worker's to expand (it reads them with the claim): here they only
+            // have to be well-formed.
+            let presets = ProcessorChain.presetNames(inOrder: job.processors).map { ($0, "") }
+            _ = try ProcessorChain.parse(job.processors, presets: Dictionary(presets, uniquingKeysWith: { a, _ in a }))
             _ = try JobOptions.parse(json: job.options)
             guard (1...Int(Int32.max)).contains(job.maxAttempts) else {
                 throw HalcyonError(.invalidOptions, "max_attempts must be from 1 to \(Int32.max)")

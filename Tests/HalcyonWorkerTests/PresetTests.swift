@@ -63,10 +63,12 @@ struct PresetTests {
 
         // A changed preset never serves the old result.
         #expect(try await halcyon(db, ["preset", "set", "thumb", "resize(32x32, mode=fill) |> format(png)"]).output.contains("replaced"))
-        let again = try await db.query("SELECT halcyon.enqueue($1, processors => 'preset(thumb)') AS id", [url])
+        // (The CLI enqueues preset chains too.)
+        let again = try await halcyon(db, ["enqueue", url, "--processors", "preset(thumb)"])
+        #expect(again.status == 0, "\(again.output)")
         try await drain(db, store)
         let r = try await db.query(
-            "SELECT cache_hit, result_width FROM halcyon.jobs WHERE id = $1::bigint", [again.value(0, "id")])
+            "SELECT cache_hit, result_width FROM halcyon.jobs WHERE id = $1::bigint", [again.output.trimmingCharacters(in: .whitespacesAndNewlines)])
         #expect(r.value(0, "cache_hit") == "f" && r.value(0, "result_width") == "32")
     }
 
