@@ -65,6 +65,11 @@ public struct Placeholders: Sendable, Equatable {
         return .object(m)
     }
 
+    public init?(jsonText: String) {
+        guard let value = JSONValue.parse(jsonText) else { return nil }
+        self.init(json: value)
+    }
+
     public init?(json: JSONValue) {
         guard case .object = json else { return nil }
         blurhash = json["blurhash"]?.stringValue

@@ -62,32 +62,28 @@ public struct SourceFacts: Sendable, Equatable {
         return .object(m)
     }
 
-    /// Everything, as the store's key files keep it (`meta` plus size, format and bytes).
-    public var json: JSONValue {
-        guard case .object(var m) = meta else { return meta }
-        m["width"] = .number(Double(width))
-        m["height"] = .number(Double(height))
-        m["format"] = .string(format.rawValue)
-        m["bytes"] = .number(Double(bytes))
-        return .object(m)
+}
+
+/// What a row records about its source (`source_*` columns), in the form the store's key files
+/// keep for hits: the size, format and bytes, and `source_meta` as JSON text that a hit relays
+/// without reading it.
+public struct SourceRecord: Sendable, Equatable {
+    public var width: Int
+    public var height: Int
+    public var format: String
+    public var bytes: Int
+    /// The `source_meta` object, JSON text.
+    public var metaJSON: String
+
+    public init(width: Int, height: Int, format: String, bytes: Int, metaJSON: String) {
+        self.width = width
+        self.height = height
+        self.format = format
+        self.bytes = bytes
+        self.metaJSON = metaJSON
     }
 
-    /// Reads `json` back; nil when a required field is missing.
-    public init?(json: JSONValue) {
-        guard let w = json["width"]?.numberValue, let h = json["height"]?.numberValue, let f = json["format"]?.stringValue,
-            let format = ImageFormat(rawValue: f), let b = json["bytes"]?.numberValue
-        else { return nil }
-        self.init(width: Int(w), height: Int(h), format: format, bytes: Int(b))
-        orientation = json["orientation"]?.numberValue.map(Int.init) ?? 1
-        hasAlpha = json["has_alpha"]?.boolValue ?? false
-        frames = json["frames"]?.numberValue.map(Int.init) ?? 1
-        profile = json["profile"]?.stringValue
-        cameraMake = json["camera_make"]?.stringValue
-        cameraModel = json["camera_model"]?.stringValue
-        capturedAt = json["captured_at"]?.stringValue
-        hasGPS = json["has_gps"]?.boolValue ?? false
-        if let lat = json["gps"]?["latitude"]?.numberValue, let lon = json["gps"]?["longitude"]?.numberValue {
-            position = GPSPosition(latitude: lat, longitude: lon)
-        }
+    public init(_ facts: SourceFacts) {
+        self.init(width: facts.width, height: facts.height, format: facts.format.rawValue, bytes: facts.bytes, metaJSON: facts.meta.jsonText)
     }
 }

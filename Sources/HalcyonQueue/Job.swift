@@ -74,15 +74,15 @@ public struct JobResult: Sendable, Equatable {
     /// The source that produced it (nil for a cache hit).
     public var source: String?
     /// What the decode learned about the source (from the store's key file on a hit, when it
-    /// recorded them); written to `source_*` as they are (the caller drops a GPS position the
+    /// recorded them), written to `source_*` as it is (the caller has dropped a GPS position the
     /// job did not ask to keep).
-    public var facts: SourceFacts?
-    /// The placeholders the job asked for.
-    public var placeholders: Placeholders?
+    public var facts: SourceRecord?
+    /// The placeholders the job asked for, a JSON object's text.
+    public var placeholdersJSON: String?
 
     public init(
         key: String, digest: String, path: String, bytes: Int, width: Int, height: Int,
-        format: String, cacheHit: Bool, source: String?, facts: SourceFacts? = nil, placeholders: Placeholders? = nil
+        format: String, cacheHit: Bool, source: String?, facts: SourceRecord? = nil, placeholdersJSON: String? = nil
     ) {
         self.key = key
         self.digest = digest
@@ -94,6 +94,6 @@ public struct JobResult: Sendable, Equatable {
         self.cacheHit = cacheHit
         self.source = source
         self.facts = facts
-        self.placeholders = placeholders
+        self.placeholdersJSON = placeholdersJSON
     }
 }

@@ -101,9 +101,10 @@ public struct JobQueue: Sendable {
                 "result_source": r.source.map { .string($0) } ?? .null, "timings": b.timings.json,
                 "source_width": r.facts.map { .number(Double($0.width)) } ?? .null,
                 "source_height": r.facts.map { .number(Double($0.height)) } ?? .null,
-                "source_format": r.facts.map { .string($0.format.rawValue) } ?? .null,
+                "source_format": r.facts.map { .string($0.format) } ?? .null,
                 "source_bytes": r.facts.map { .number(Double($0.bytes)) } ?? .null,
-                "source_meta": r.facts?.meta ?? .null, "placeholders": r.placeholders?.json ?? .null,
+                // JSON text, relayed: the statement casts it.
+                "source_meta": r.facts.map { .string($0.metaJSON) } ?? .null, "placeholders": r.placeholdersJSON.map { .string($0) } ?? .null,
             ]
         }
         let r = try await connection.execute(SQL.complete, [workerID, JSONValue.array(rows).jsonText])

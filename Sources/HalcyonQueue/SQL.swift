@@ -167,7 +167,8 @@ enum SQL {
     /// Records many successes in one statement (group commit). $1 worker id, $2 a JSON array of
     /// {id, attempt, result_key, result_digest, result_path, result_bytes, result_width,
     /// result_height, result_format, cache_hit, result_source, timings, source_width,
-    /// source_height, source_format, source_bytes, source_meta, placeholders}. Returns the ids still
+    /// source_height, source_format, source_bytes, source_meta and placeholders (JSON text)}.
+    /// Returns the ids still
     /// ours (this worker, this attempt), now succeeded. Like the `jobs_finished` trigger does for
     /// failures, it sends each one's `halcyon_job_finished` and makes its webhook due — in the
     /// statement itself, which costs a third of a trigger call per row.
@@ -179,7 +180,7 @@ enum SQL {
                 result_bytes = r.result_bytes, result_width = r.result_width, result_height = r.result_height,
                 result_format = r.result_format, cache_hit = r.cache_hit, result_source = r.result_source, timings = r.timings,
                 source_width = r.source_width, source_height = r.source_height, source_format = r.source_format,
-                source_bytes = r.source_bytes, source_meta = r.source_meta, placeholders = r.placeholders,
+                source_bytes = r.source_bytes, source_meta = r.source_meta::jsonb, placeholders = r.placeholders::jsonb,
                 callback_status = CASE WHEN j.options ? 'callback_url' THEN 'pending' END,
                 callback_at = CASE WHEN j.options ? 'callback_url' THEN now() END,
                 callback_attempts = CASE WHEN j.options ? 'callback_url' THEN 0 ELSE j.callback_attempts END,
@@ -187,7 +188,7 @@ enum SQL {
             FROM jsonb_to_recordset($2::jsonb) AS r(id bigint, attempt int, result_key text, result_digest text, result_path text,
                  result_bytes bigint, result_width int, result_height int, result_format text, cache_hit boolean,
                  result_source text, timings jsonb, source_width int, source_height int, source_format text,
-                 source_bytes bigint, source_meta jsonb, placeholders jsonb)
+                 source_bytes bigint, source_meta text, placeholders text)
             WHERE j.id = r.id AND j.attempt = r.attempt AND j.state = 'running' AND j.locked_by = $1
             RETURNING j.id, j.state, j.queue, j.cache_hit, j.result_key, j.result_path
         )

@@ -19,17 +19,24 @@ public struct ResultInfo: Sendable, Equatable {
     public var format: String
     public var width: Int
     public var height: Int
-    /// The source's facts (never its GPS position) and the result's placeholders, when the
-    /// job that stored it had them: a hit reports them without decoding anything.
-    public var source: SourceFacts?
-    public var placeholders: Placeholders?
+    /// The source's facts (never its GPS position) and the result's placeholders (a JSON
+    /// object's text), when the job that stored it had them: a hit relays them as they are.
+    public var source: SourceRecord?
+    public var placeholdersJSON: String?
 
-    public init(format: String, width: Int, height: Int, source: SourceFacts? = nil, placeholders: Placeholders? = nil) {
+    public init(format: String, width: Int, height: Int, source: SourceRecord? = nil, placeholdersJSON: String? = nil) {
         self.format = format
         self.width = width
         self.height = height
-        self.source = source?.withoutPosition
-        self.placeholders = placeholders
+        self.source = source
+        self.placeholdersJSON = placeholdersJSON
+    }
+
+    /// A new result's info: `source` is kept without its GPS position.
+    public init(format: String, width: Int, height: Int, facts: SourceFacts?, placeholders: Placeholders?) {
+        self.init(
+            format: format, width: width, height: height, source: facts.map { SourceRecord($0.withoutPosition) },
+            placeholdersJSON: placeholders?.json.jsonText)
     }
 }
 
@@ -185,12 +192,13 @@ public struct DiskStore: Sendable {
 ///     object objects/ab/cd/<sha256>.jpg
 ///     bytes 18234
 ///     image jpeg 320x320
-///     source {"bytes":482113,"format":"jpeg","frames":1,"has_alpha":false,"height":1080,…}
+///     source jpeg 1920x1080 482113 {"frames":1,"has_alpha":false,"orientation":1}
 ///     placeholders {"blurhash":"LEHV6nWB2yk8pyo0adR*.7kCMdnj"}
 ///     key https://example.com/cat.jpg@resize(320x320,mode=fill)
 ///
-/// `source` and `placeholders` are there when the job that stored the key had them (records
-/// written before they existed simply lack them).
+/// `source` (format, size, bytes, then `source_meta`'s JSON) and `placeholders` are there when
+/// the job that stored the key had them (records written before they existed lack them). Their
+/// JSON is relayed to the row, never decoded on a hit: a hit stays a file read and a few splits.
 struct KeyRecord: Equatable {
     var object: String
     var bytes: Int
@@ -200,8 +208,8 @@ struct KeyRecord: Equatable {
     var text: String {
         let escaped = key.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\n", with: "\\n")
         var text = "halcyon-key 1\nobject \(object)\nbytes \(bytes)\nimage \(info.format) \(info.width)x\(info.height)\n"
-        if let source = info.source { text += "source \(source.json.jsonText)\n" }
-        if let placeholders = info.placeholders { text += "placeholders \(placeholders.json.jsonText)\n" }
+        if let s = info.source { text += "source \(s.format) \(s.width)x\(s.height) \(s.bytes) \(s.metaJSON)\n" }
+        if let placeholders = info.placeholdersJSON { text += "placeholders \(placeholders)\n" }
         return text + "key \(escaped)\n"
     }
 
@@ -210,6 +218,15 @@ struct KeyRecord: Equatable {
         self.bytes = bytes
         self.info = info
         self.key = key
+    }
+
+    /// `jpeg 1920x1080 482113 {…}`; nil when malformed (the hit then has no facts).
+    static func source(_ line: Substring) -> SourceRecord? {
+        let parts = line.split(separator: " ", maxSplits: 3)
+        guard parts.count == 4, let x = parts[1].firstIndex(of: "x"), let width = Int(parts[1][..<x]),
+            let height = Int(parts[1][parts[1].index(after: x)...]), let bytes = Int(parts[2]), parts[3].hasPrefix("{"), parts[3].hasSuffix("}")
+        else { return nil }
+        return SourceRecord(width: width, height: height, format: String(parts[0]), bytes: bytes, metaJSON: String(parts[3]))
     }
 
     /// Nil for anything but a complete record.
@@ -228,9 +245,8 @@ struct KeyRecord: Equatable {
         self.object = String(object)
         self.bytes = bytes
         self.info = ResultInfo(
-            format: String(image[0]), width: width, height: height,
-            source: fields["source"].flatMap { JSONValue.parse(String($0)) }.flatMap(SourceFacts.init(json:)),
-            placeholders: fields["placeholders"].flatMap { JSONValue.parse(String($0)) }.flatMap(Placeholders.init(json:)))
+            format: String(image[0]), width: width, height: height, source: fields["source"].flatMap(Self.source),
+            placeholdersJSON: fields["placeholders"].flatMap { $0.hasPrefix("{") && $0.hasSuffix("}") ? String($0) : nil })
         var unescaped = "", escaping = false
         for c in key {
             if escaping { unescaped.append(c == "n" ? "\n" : c); escaping = false } else if c == "\\" { escaping = true } else { unescaped.append(c) }

@@ -10,6 +10,35 @@ import Testing
         return dir
     }
 
+    /// A key keeps the source's facts (never a GPS position) and the placeholders for hits,
+    /// relayed as written; a mangled facts line costs the hit its facts, not the hit.
+    @Test func keysKeepFactsAndPlaceholdersForHits() throws {
+        let root = try makeRoot()
+        defer { try? FileManager.default.removeItem(at: root) }
+        let store = DiskStore(root: root)
+        var facts = SourceFacts(width: 4032, height: 3024, format: .jpeg, bytes: 482_113)
+        facts.cameraModel = "HX 1"
+        facts.hasGPS = true
+        facts.position = SourceFacts.GPSPosition(latitude: 48.8, longitude: 2.3)
+        let placeholders = Placeholders(blurhash: "LEHV6nWB2yk8pyo0adR*.7kCMdnj", dominantColor: "#102030")
+        let info = ResultInfo(format: "webp", width: 320, height: 240, facts: facts, placeholders: placeholders)
+        _ = try store.store(Data([9, 9, 9]), ext: "webp", info: info, key: "k@resize", expiration: .days(1))
+        let hit = try #require(store.lookup("k@resize", extend: .none))
+        let source = try #require(hit.info.source)
+        #expect((source.width, source.height, source.format, source.bytes) == (4032, 3024, "jpeg", 482_113))
+        let meta = try #require(JSONValue.parse(source.metaJSON))
+        #expect(meta["camera_model"] == "HX 1" && meta["has_gps"] == .bool(true) && meta["gps"] == nil)
+        #expect(hit.info.placeholdersJSON.flatMap(Placeholders.init(jsonText:)) == placeholders)
+
+        let keyFile = root.appendingPathComponent(DiskStore.keyPath(for: "k@resize"))
+        let text = try String(contentsOf: keyFile, encoding: .utf8)
+        try text.replacingOccurrences(of: "source jpeg 4032x3024", with: "source jpeg 4032by3024").write(
+            to: keyFile, atomically: false, encoding: .utf8)
+        FileTimes(accessed: Date(), expires: Date().addingTimeInterval(3600)).write(to: keyFile.path)
+        let mangled = try #require(store.lookup("k@resize", extend: .none))
+        #expect(mangled.info.source == nil && mangled.info.placeholdersJSON != nil)
+    }
+
     @Test func sha256MatchesKnownVectors() {
         #expect(Digest.sha256Hex("") == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855")
         #expect(Digest.sha256Hex("abc") == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")

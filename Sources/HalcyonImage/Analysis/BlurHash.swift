@@ -23,12 +23,16 @@ enum BlurHash {
                 // The reference's order of operations, so that the same pixels give the same string.
                 let norm = i == 0 && j == 0 ? 1.0 : 2.0
                 var r = 0.0, g = 0.0, b = 0.0
-                for y in 0..<h {
-                    for x in 0..<w {
-                        let basis = norm * fx[x] * fy[y], p = (y * w + x) * 3
-                        r += basis * pixels[p]
-                        g += basis * pixels[p + 1]
-                        b += basis * pixels[p + 2]
+                pixels.withUnsafeBufferPointer { px in
+                    fx.withUnsafeBufferPointer { fx in
+                        for y in 0..<h {
+                            for x in 0..<w {
+                                let basis = norm * fx[x] * fy[y], p = (y * w + x) * 3
+                                r += basis * px[p]
+                                g += basis * px[p + 1]
+                                b += basis * px[p + 2]
+                            }
+                        }
                     }
                 }
                 let n = Double(w * h)

@@ -43,9 +43,13 @@ enum ThumbHash {
                 while cx * ny < nx * (ny - cy) {
                     var f = 0.0
                     for x in 0..<w { fx[x] = cos(Double.pi / Double(w) * Double(cx) * (Double(x) + 0.5)) }
-                    for y in 0..<h {
-                        let fy = cos(Double.pi / Double(h) * Double(cy) * (Double(y) + 0.5))
-                        for x in 0..<w { f += c[x + y * w] * fx[x] * fy }
+                    c.withUnsafeBufferPointer { c in
+                        fx.withUnsafeBufferPointer { fx in
+                            for y in 0..<h {
+                                let fy = cos(Double.pi / Double(h) * Double(cy) * (Double(y) + 0.5))
+                                for x in 0..<w { f += c[x + y * w] * fx[x] * fy }
+                            }
+                        }
                     }
                     f /= Double(n)
                     if cx > 0 || cy > 0 {

@@ -87,6 +87,6 @@ extension JobResult {
         self.init(
             key: key, digest: object.digest, path: object.path, bytes: object.bytes,
             width: info.width, height: info.height, format: info.format, cacheHit: cacheHit, source: source,
-            facts: info.source, placeholders: info.placeholders)
+            facts: info.source, placeholdersJSON: info.placeholdersJSON)
     }
 }

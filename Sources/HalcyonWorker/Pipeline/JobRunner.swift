@@ -59,12 +59,13 @@ struct JobRunner: Sendable {
         let hits = await lookUp(valid.map(\.plan))
         var misses: [(index: Int, plan: JobPlan.Valid)] = []
         for (index, plan) in valid {
-            // A stored result serves a job only with every placeholder the job asks for.
-            if let hit = hits.found[plan.resultKey], !plan.options.forceRefresh,
-                plan.options.placeholders?.isSatisfied(by: hit.info.placeholders) ?? true
-            {
+            // A stored result serves a job only with every placeholder the job asks for (the
+            // stored ones are read only for a job that asks for some).
+            let stored =
+                plan.options.placeholders == nil ? nil : hits.found[plan.resultKey]?.info.placeholdersJSON.flatMap(Placeholders.init(jsonText:))
+            if let hit = hits.found[plan.resultKey], !plan.options.forceRefresh, plan.options.placeholders?.isSatisfied(by: stored) ?? true {
                 var result = JobResult(key: plan.resultKey, object: hit.object, info: hit.info, cacheHit: true, source: nil)
-                result.placeholders = plan.options.placeholders?.select(from: hit.info.placeholders)
+                result.placeholdersJSON = plan.options.placeholders?.select(from: stored)?.json.jsonText
                 results[index] = .success(result)
                 timings[index].store = hits.secondsPerLookup
                 metrics.cacheHit()
@@ -194,7 +195,7 @@ struct JobRunner: Sendable {
         guard !cancel.isCancelled else { return .failure(.abandoned) }
         let store = self.store
         let info = ResultInfo(
-            format: image.format.rawValue, width: image.width, height: image.height, source: image.source, placeholders: image.placeholders)
+            format: image.format.rawValue, width: image.width, height: image.height, facts: image.source, placeholders: image.placeholders)
         let started = ContinuousClock.now
         defer { timing.store = (ContinuousClock.now - started).seconds }
         do {
@@ -207,7 +208,7 @@ struct JobRunner: Sendable {
             timing.storeCPU = cpu
             if !object.existed { metrics.stored(bytes: object.bytes) }
             var result = JobResult(key: plan.resultKey, object: object, info: info, cacheHit: false, source: source)
-            result.facts = plan.options.keepGPS ? image.source : image.source?.withoutPosition
+            if plan.options.keepGPS { result.facts = image.source.map(SourceRecord.init) }  // the store's copy has no position
             return .success(result)
         } catch {
             return .failure(HalcyonError.wrap(error))

@@ -75,7 +75,7 @@ import Testing
         #expect(f.meta["gps"]?["latitude"] != nil)
         #expect(f.withoutPosition.meta["gps"] == nil)
         #expect(f.withoutPosition.meta["has_gps"] == .bool(true))
-        #expect(SourceFacts(json: f.json) == f)
+        #expect(JSONValue.parse(SourceRecord(f).metaJSON) == f.meta)
     }
 
     @Test func unsetOrJunkDatesAreLeftOut() {
