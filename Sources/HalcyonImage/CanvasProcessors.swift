@@ -73,8 +73,8 @@ extension MagickImage {
         _ = MagickGetQuantumRange(&range)
         try forEachFrame("trim") {
             let (w, h) = (MagickGetImageWidth(wand), MagickGetImageHeight(wand))
-            // A copy first: ImageMagick trims a uniform frame to nothing (1×1 transparent).
-            guard let probe = CloneMagickWand(wand) else { return MagickFalse }
+            // A copy of this frame first: ImageMagick trims a uniform frame to nothing (1×1 transparent).
+            guard let probe = MagickGetImage(wand) else { return MagickFalse }
             defer { DestroyMagickWand(probe) }
             guard MagickTrimImage(probe, fuzz * Double(range)) == MagickTrue else { return MagickFalse }
             var pw = 0, ph = 0, x = 0, y = 0

@@ -22,6 +22,17 @@ import Testing
         #expect(png.frameCount == 1)
     }
 
+    /// Steps that copy a frame to look at it (trim, placeholders, smart crops) copy one frame,
+    /// and the animation keeps all of its frames.
+    @Test func frameCopiesLeaveAnimationsWhole() throws {
+        let gif = try SampleImages.animatedGIF(frames: 5, width: 60, height: 40)
+        let chain = try ProcessorChain.parse("trim |> resize(30x30, mode=fill, gravity=attention) |> format(gif)")
+        let out = try ImagePipeline.run(gif, format: .gif, chains: [chain], placeholders: [PlaceholderRequest(kinds: [.dominant_color])])[0].get()
+        #expect(try MagickImage.decode(out.data, format: .gif).frameCount == 5)
+        #expect((out.width, out.height) == (30, 30))
+        #expect(out.placeholders?.dominantColor?.count == 7)
+    }
+
     /// The highest quality that fits: under the limit, and more bytes than the lowest quality.
     @Test(arguments: [true, false])
     func maxBytesSearchesTheQualityDown(direct: Bool) throws {

@@ -151,21 +151,23 @@ enum ExifLocator {
         }
     }
 
+    /// The markers before the first scan (where metadata lives), read in place.
     private static func jpeg(_ data: Data) -> Data? {
-        let b = [UInt8](data.prefix(1 << 20))  // metadata comes before the image data
-        var i = 2
-        while i + 4 <= b.count, b[i] == 0xFF {
-            let marker = b[i + 1]
-            if marker == 0xD8 || (0xD0...0xD7).contains(marker) || marker == 0x01 || marker == 0xFF { i += marker == 0xFF ? 1 : 2; continue }
-            if marker == 0xDA || marker == 0xD9 { return nil }  // start of scan / end: no EXIF before it
-            let length = Int(b[i + 2]) << 8 | Int(b[i + 3])
-            guard length >= 2, i + 2 + length <= b.count else { return nil }
-            if marker == 0xE1, length >= 8, b[(i + 4)..<(i + 10)].elementsEqual("Exif\0\0".utf8) {
-                return Data(b[(i + 4)..<(i + 2 + length)])
+        data.withUnsafeBytes { (b: UnsafeRawBufferPointer) -> Data? in
+            var i = 2
+            while i + 4 <= b.count, b[i] == 0xFF {
+                let marker = b[i + 1]
+                if marker == 0xD8 || (0xD0...0xD7).contains(marker) || marker == 0x01 || marker == 0xFF { i += marker == 0xFF ? 1 : 2; continue }
+                if marker == 0xDA || marker == 0xD9 { return nil }  // start of scan / end: no EXIF before it
+                let length = Int(b[i + 2]) << 8 | Int(b[i + 3])
+                guard length >= 2, i + 2 + length <= b.count else { return nil }
+                if marker == 0xE1, length >= 8, b[(i + 4)..<(i + 10)].elementsEqual("Exif\0\0".utf8) {
+                    return Data(b[(i + 4)..<(i + 2 + length)])
+                }
+                i += 2 + length
             }
-            i += 2 + length
+            return nil
         }
-        return nil
     }
 
     /// PNG chunks are length (big-endian), type, data, CRC; RIFF chunks are type, length

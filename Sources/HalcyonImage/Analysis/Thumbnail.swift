@@ -23,9 +23,10 @@ struct Thumbnail: Sendable {
     /// From the first frame of an ImageMagick image, box-averaged down (the image is not changed).
     init(_ image: MagickImage, maxSide: Int = maxSide) throws(HalcyonError) {
         let s = Self.size(fitting: image.width, image.height, maxSide: maxSide)
-        guard let copy = CloneMagickWand(image.wand) else { throw HalcyonError(.processingFailed, "placeholders: clone") }
+        // The current (first) frame alone: a copy of a whole animation could double its memory.
+        MagickSetFirstIterator(image.wand)
+        guard let copy = MagickGetImage(image.wand) else { throw HalcyonError(.processingFailed, "placeholders: copy the first frame") }
         defer { DestroyMagickWand(copy) }
-        MagickSetFirstIterator(copy)
         if s.width != image.width || s.height != image.height {
             guard MagickScaleImage(copy, s.width, s.height) == MagickTrue else {
                 throw MagickImage.error(copy, .processingFailed, "placeholders: scale")
