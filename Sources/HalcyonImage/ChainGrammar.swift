@@ -223,7 +223,7 @@ struct Lexer {
     /// A quoted string from the opening quote at `index`; the lexer ends after the closing one.
     private mutating func quoted(start: Int) throws(ChainError) -> String {
         index += 1
-        var text = ""
+        var text = "", length = 0  // counted here: `text.count` walks the string each time
         while index < chars.count {
             let c = chars[index]
             index += 1
@@ -239,7 +239,8 @@ struct Lexer {
             default:
                 text.append(c)
             }
-            guard text.count <= Self.maxStringLength else {
+            length += 1
+            guard length <= Self.maxStringLength else {
                 throw ChainError(position: start, found: "a string over \(Self.maxStringLength) characters", expected: "a shorter string")
             }
         }

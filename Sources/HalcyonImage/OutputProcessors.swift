@@ -59,7 +59,7 @@ public struct FormatProcessor: ImageProcessor {
     }
 
     /// The output of `encode(quality)` at the highest quality from `minQuality` to `quality`
-    /// that fits in `maxBytes` (a binary search: at most 8 encodes); `encode(quality)` itself
+    /// that fits in `maxBytes` (a binary search: at most 9 encodes); `encode(quality)` itself
     /// without a limit. Larger than `maxBytes` even at `minQuality`: `image.over_max_bytes`.
     static func encode(
         fitting maxBytes: Int?, quality: Int, minQuality: Int, _ encode: (Int) throws(HalcyonError) -> Data

@@ -49,6 +49,21 @@ import Testing
         #expect(webp.data.count <= 6000 && webp.format == .webp)
     }
 
+    /// The search finds the highest quality that fits, in at most 9 encodes, whatever the limit.
+    @Test func theSearchIsBoundedAndExact() throws {
+        for limit in [0, 1, 37, 500, 999, 1000, 5000] {
+            var calls = 0
+            // Bytes grow with quality: 10 per step.
+            let data = try? FormatProcessor.encode(fitting: limit, quality: 100, minQuality: 1) { q throws(HalcyonError) in
+                calls += 1
+                return Data(count: q * 10)
+            }
+            #expect(calls <= 9, "\(calls) encodes for \(limit)")
+            let best = min(100, limit / 10)
+            #expect(data?.count == (best >= 1 ? best * 10 : nil), "limit \(limit)")
+        }
+    }
+
     @Test func aLimitNoQualityMeetsFailsWithItsOwnCode() throws {
         #expect {
             try Fixture.run(Self.photo, "resize(400x400) |> format(jpeg, max_bytes=200)")

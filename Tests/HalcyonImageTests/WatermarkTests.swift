@@ -27,6 +27,16 @@ import Testing
         #expect(chain.watermarkSources == [#"https://cdn.test/a "b" \c.png"#])
     }
 
+    /// The longest string parses at once; a longer one is refused at its limit (the length is
+    /// counted as the string is read, not re-walked per character).
+    @Test func stringsAreBoundedCheaply() throws {
+        let long = String(repeating: "a", count: 32768)
+        let started = ContinuousClock.now
+        #expect(try ProcessorChain.parse("watermark(\"data:\(long.dropFirst(5))\")").watermarkSources.first?.count == 32768)
+        #expect(Fixture.chainError("watermark(\"\(long)b\")")?.contains("a string over 32768 characters") == true)
+        #expect(ContinuousClock.now - started < .seconds(2))
+    }
+
     @Test(arguments: [
         (#"watermark("https://x/y.png)"#, "closing quote"),
         (#"watermark("a\nb")"#, #"\" or \\ in a string"#),
