@@ -275,7 +275,8 @@ struct ChaosTests {
         let second = Date()
         w.signal(SIGTERM)
         #expect(await w.wait(timeout: 15) == 0, "\(w.output.suffix(1500))")
-        #expect(Date().timeIntervalSince(second) < 5, "the second signal should not wait for the 60 s grace")
+        // Well under the 60 s grace; under the full suite on 2 cores the exit has taken 5.5 s.
+        #expect(Date().timeIntervalSince(second) < 20, "the second signal should not wait for the 60 s grace")
         #expect(try await count(db, "state = 'running'") == 0)
         #expect(try await count(db, "state = 'queued' AND attempt = 0 AND errors = '[]'") == 40)
     }
