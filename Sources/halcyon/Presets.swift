@@ -16,11 +16,12 @@ struct Presets: AsyncParsableCommand {
             serves a stale result. halcyon.enqueue_variants(source, ARRAY['a','b','c']) enqueues \
             one job per preset in one statement, decoded once.
             """,
-        subcommands: [Set.self, List.self, Delete.self])
+        subcommands: [SetPreset.self, ListPresets.self, DeletePreset.self])
 
-    struct Set: AsyncParsableCommand {
+    // Not `Set`/`List`: a nested `Set` would hide Swift's own in this namespace.
+    struct SetPreset: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Add or replace a preset.",
+            commandName: "set", abstract: "Add or replace a preset.",
             discussion: """
                 NAME: a letter or _, then letters, digits or _ (64 at most; the chain grammar \
                 lowercases it). CHAIN: steps as in any job, but no preset(…) of its own. \
@@ -62,8 +63,8 @@ struct Presets: AsyncParsableCommand {
         }
     }
 
-    struct List: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "List the presets with their chains' identifiers.")
+    struct ListPresets: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(commandName: "list", abstract: "List the presets with their chains' identifiers.")
         @OptionGroup var database: DatabaseOptions
         @Flag(help: "Print JSON.")
         var json = false
@@ -91,9 +92,10 @@ struct Presets: AsyncParsableCommand {
         }
     }
 
-    struct Delete: AsyncParsableCommand {
+    struct DeletePreset: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Delete a preset.", discussion: "Jobs that name it and are not yet claimed then fail with job.invalid_chain.")
+            commandName: "delete", abstract: "Delete a preset.",
+            discussion: "Jobs that name it and are not yet claimed then fail with job.invalid_chain.")
         @OptionGroup var database: DatabaseOptions
         @Argument(help: "The preset's name.")
         var name: String

@@ -60,17 +60,17 @@ enum SmartCrop {
             for x in 0..<w {
                 let i = y * w + x
                 let l = Double(luma[i])
-                let around = [(x - 1, y), (x + 1, y), (x, y - 1), (x, y + 1)].map { (px, py) in
-                    Double(luma[min(h - 1, max(0, py)) * w + min(w - 1, max(0, px))])
-                }
-                let edge = min(255, abs(4 * l - around.reduce(0, +)))
+                // Neighbours clamped at the edges; no allocation per pixel.
+                let left = Double(luma[i - (x > 0 ? 1 : 0)]), right = Double(luma[i + (x < w - 1 ? 1 : 0)])
+                let up = Double(luma[i - (y > 0 ? w : 0)]), down = Double(luma[i + (y < h - 1 ? w : 0)])
+                let edge = min(255, abs(4 * l - left - right - up - down))
                 let r = Double(thumb.rgba[i * 4]), g = Double(thumb.rgba[i * 4 + 1]), b = Double(thumb.rgba[i * 4 + 2])
                 let alpha = Double(thumb.rgba[i * 4 + 3]) / 255
                 let sum = r + g + b, hi = max(r, g, b), lo = min(r, g, b)
                 // Skin: chromaticity near (r, g) = (0.44, 0.31), not too dark.
                 let skin = sum > 120 ? max(0, 1 - hypot(r / sum - 0.44, g / sum - 0.31) / 0.06) * 255 : 0
                 // Saturation weighted by brightness (HSV's S·V): vivid colour, not dark noise.
-                let saturation = hi > 0 ? (hi - lo) / hi * hi : 0
+                let saturation = hi - lo  // S·V = (hi − lo)/hi · hi
                 score[i] = (edge + skin + (saturation > 90 ? saturation : 0)) * alpha
             }
         }
