@@ -81,17 +81,22 @@ struct DatabaseFaultTests {
         // A 6 s lease (renewed every 2 s): room for a loaded machine, the whole suite on 2 cores.
         let args = ["work", "--store", store.path, "--allow-network", "127.0.0.1/32", "--lease", "6s", "--log-level", "info"]
         let holder = try HalcyonProcess(args + ["--concurrency", "2", "--fetch-concurrency", "4"], conninfo: db.conninfo)
-        // 60 s: the worker starts while the rest of the suite keeps both cores busy.
-        let allRunning = try await waitUntil(60) { try await count(db, "state = 'running'") == 4 }
-        let running = try await count(db, "state = 'running'")
-        try #require(allRunning, "\(running) running; worker: \(holder.output.suffix(2000))")
-        // A second worker, the would-be rescuer (nothing is left for it to claim).
-        let peer = try HalcyonProcess(args, conninfo: db.conninfo)
+        // One session polls and then locks: a connection per poll has starved the test under the
+        // full suite until the 12 s downloads were nearly over, with nothing left to lock.
         let operatorSession = try await db.connect()
+        func running() async throws -> Int {
+            Int(try await operatorSession.execute("SELECT count(*) AS n FROM halcyon.jobs WHERE state = 'running'").value(0, "n") ?? "") ?? -1
+        }
+        // 60 s: the worker starts while the rest of the suite keeps both cores busy.
+        let allRunning = try await waitUntil(60) { try await running() == 4 }
+        let seen = try await running()
+        try #require(allRunning, "\(seen) running; worker: \(holder.output.suffix(2000))")
         try await operatorSession.execute("BEGIN")
         let locked = try #require(
             try await operatorSession.execute("SELECT id FROM halcyon.jobs WHERE state = 'running' ORDER BY id LIMIT 1 FOR UPDATE").value(0, "id"),
             "no running row left to lock: \(holder.output.suffix(2000))")
+        // A second worker, the would-be rescuer (nothing is left for it to claim).
+        let peer = try HalcyonProcess(args, conninfo: db.conninfo)
         try await Task.sleep(for: .seconds(10))  // longer than a lease, shorter than the downloads
         try await operatorSession.execute("COMMIT")
         await operatorSession.close()
