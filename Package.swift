@@ -61,6 +61,13 @@ let package = Package(
                 .product(name: "Prometheus", package: "swift-prometheus"),
             ]),
 
+        // The operators' web dashboard (`halcyon dashboard`): pages and JSON over the queue and the store.
+        .target(
+            name: "HalcyonDashboard",
+            dependencies: [
+                "HalcyonCore", "HalcyonQueue", "HalcyonImage", "HalcyonStore", .product(name: "Logging", package: "swift-log"),
+            ]),
+
         // Not what a worker runs: the embedded PostgreSQL cluster (the CLI's default database,
         // and the demo's, the bench's and the tests'), sample images, the CLI's shared options,
         // and the bench and demo commands.
@@ -75,7 +82,8 @@ let package = Package(
         .target(
             name: "HalcyonBench",
             dependencies: [
-                "HalcyonCLI", "HalcyonCore", "HalcyonQueue", "HalcyonImage", "HalcyonStore", "HalcyonEmbedded", "HalcyonSamples", "CMagickWand",
+                "HalcyonCLI", "HalcyonCore", "HalcyonQueue", "HalcyonImage", "HalcyonStore", "HalcyonEmbedded", "HalcyonSamples", "HalcyonDashboard",
+                "CMagickWand",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ], swiftSettings: magickIncludes),
@@ -91,7 +99,7 @@ let package = Package(
             name: "halcyon",
             dependencies: [
                 "HalcyonCore", "HalcyonQueue", "HalcyonFetch", "HalcyonImage", "HalcyonStore", "HalcyonWorker",
-                "HalcyonCLI", "HalcyonEmbedded", "HalcyonBench", "HalcyonDemo",
+                "HalcyonCLI", "HalcyonEmbedded", "HalcyonBench", "HalcyonDemo", "HalcyonDashboard",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Metrics", package: "swift-metrics"),
@@ -116,6 +124,12 @@ let package = Package(
         .testTarget(name: "HalcyonEmbeddedTests", dependencies: ["HalcyonEmbedded", "HalcyonQueue", "HalcyonCore", "HalcyonTestSupport"]),
         .testTarget(
             name: "HalcyonBenchTests", dependencies: ["HalcyonBench", "HalcyonImage", "HalcyonCore", "HalcyonSamples", "HalcyonTestSupport"]),
+        .testTarget(
+            name: "HalcyonDashboardTests",
+            dependencies: [
+                "HalcyonDashboard", "HalcyonQueue", "HalcyonCore", "HalcyonStore", "HalcyonImage", "HalcyonSamples", "HalcyonTestSupport",
+                .product(name: "Logging", package: "swift-log"),
+            ]),
         .testTarget(
             name: "HalcyonWorkerTests",
             dependencies: [

@@ -323,9 +323,17 @@ struct ScaleRun {
     var rows: Int
     var jobs: Int
     var seconds: Double
+    /// The dashboard's overview page (`GET /`, in-process), milliseconds per render, sorted.
+    var overviewMs: [Double] = []
 
     var jobsPerSecond: Double { Double(jobs) / seconds }
-    var line: String { String(format: "%d rows in the table: %d jobs in %.2f s = %.0f jobs/s", rows, jobs, seconds, jobsPerSecond) }
+    var overviewMedian: Double { overviewMs.isEmpty ? 0 : overviewMs[overviewMs.count / 2] }
+    var line: String {
+        String(
+            format: "%d rows in the table: %d jobs in %.2f s = %.0f jobs/s; dashboard overview %.0f ms (max %.0f)", rows, jobs, seconds,
+            jobsPerSecond,
+            overviewMedian, overviewMs.last ?? 0)
+    }
 
     /// The largest table's cost per job against the smallest's (1.0: no slower).
     static func costRatio(_ runs: [ScaleRun]) -> Double {
@@ -336,6 +344,9 @@ struct ScaleRun {
     static func summary(_ runs: [ScaleRun]) -> String {
         "S — claim+complete: " + runs.map { String(format: "%.0f jobs/s with %d rows", $0.jobsPerSecond, $0.rows) }.joined(separator: ", ")
             + String(format: "; the large table costs %.2f× the small one per job\n", costRatio(runs))
+            + "S — dashboard overview (GET /, median of \(runs.first?.overviewMs.count ?? 0)): "
+            + runs.map { String(format: "%.0f ms (max %.0f) with %d rows", $0.overviewMedian, $0.overviewMs.last ?? 0, $0.rows) }.joined(
+                separator: ", ") + "\n"
     }
 
     static func json(_ runs: [ScaleRun]) -> JSONValue {
@@ -343,7 +354,10 @@ struct ScaleRun {
             "cost_ratio": .number((costRatio(runs) * 100).rounded() / 100),
             "runs": .array(
                 runs.map {
-                    ["rows": .number(Double($0.rows)), "jobs": .number(Double($0.jobs)), "seconds": .number(($0.seconds * 1000).rounded() / 1000)]
+                    [
+                        "rows": .number(Double($0.rows)), "jobs": .number(Double($0.jobs)), "seconds": .number(($0.seconds * 1000).rounded() / 1000),
+                        "overview_ms": .array($0.overviewMs.map { .number(($0 * 10).rounded() / 10) }),
+                    ]
                 }),
         ]
     }

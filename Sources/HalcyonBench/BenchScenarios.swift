@@ -3,6 +3,7 @@ import Dispatch
 import Foundation
 import HalcyonCLI
 import HalcyonCore
+import HalcyonDashboard
 import HalcyonEmbedded
 import HalcyonImage
 import HalcyonQueue
@@ -246,6 +247,7 @@ extension Bench {
                 SELECT 'file://' || $1, 'resize(8x8)', 'halcyon-bench:scale' FROM generate_series(1, $2::int)
                 """, [tiny.path, String(jobs)])
             try await c.execute("ANALYZE halcyon.jobs")
+            let overviewMs = try await timeOverview(conninfo: conninfo)
             let started = Date()
             _ = try await drainWorker(conninfo: conninfo, store: store, corpus: corpus, scratch: scratch)
             let seconds = Date().timeIntervalSince(started)
@@ -253,12 +255,32 @@ extension Bench {
                 try await c.execute("SELECT count(*) AS n FROM halcyon.jobs WHERE cache_key = 'halcyon-bench:scale' AND cache_hit")
                 .value(0, "n").flatMap { Int($0) } ?? 0
             guard done == jobs else { throw CommandFailure("S: only \(done) of \(jobs) jobs were store hits") }
-            let run = ScaleRun(rows: rows, jobs: jobs, seconds: seconds)
+            let run = ScaleRun(rows: rows, jobs: jobs, seconds: seconds, overviewMs: overviewMs)
             print("S: \(run.line)")
             out.append(run)
         }
         try await c.execute("DELETE FROM halcyon.jobs WHERE cache_key LIKE 'halcyon-bench:%'")
         return out
+    }
+
+    /// The dashboard's overview page, rendered in-process as `GET /` would (one warm-up, then
+    /// five timed), with the table as S left it.
+    func timeOverview(conninfo: String) async throws -> [Double] {
+        var configuration = DashboardConfiguration()
+        configuration.port = 0
+        var logger = Logger(label: "bench.dashboard")
+        logger.logLevel = .error
+        let server = try await DashboardServer(configuration: configuration, conninfo: conninfo, logger: logger)
+        defer { server.stop() }
+        let request = HTTPServer.Request(method: "GET", target: "/", headers: ["host": "127.0.0.1:\(server.port)"])
+        var times: [Double] = []
+        for i in 0..<6 {
+            let started = ContinuousClock.now
+            let response = try await Blocking.run { server.respond(request) }
+            guard response.status == 200 else { throw CommandFailure("the dashboard's overview answered \(response.status)") }
+            if i > 0 { times.append((ContinuousClock.now - started).seconds * 1000) }
+        }
+        return times.sorted()
     }
 
     /// E: `blur` and `sharpen` on the first 1920×1080 corpus JPEG (scaled to 480 px wide below

@@ -1,8 +1,10 @@
 import Foundation
 import Synchronization
 
-/// A minimal HTTP/1.1 server for GET requests: the worker's `/metrics` endpoint and the demo's
-/// local origin. One request per connection (`Connection: close`); the accept loop runs on a
+/// A minimal HTTP/1.1 server: the worker's `/metrics` endpoint, the demo's local origin and the
+/// operators' dashboard. Requests carry their headers and, up to `maxBodyBytes`, a
+/// `Content-Length` body (a form post); chunked bodies are refused. One request per
+/// connection (`Connection: close`); the accept loop runs on a
 /// thread of its own and each connection on a thread of its own (at most
 /// `maxConnections` at once; more are closed unanswered), never the cooperative pool.
 ///
@@ -13,6 +15,54 @@ import Synchronization
 public final class HTTPServer: Sendable {
     /// Connections served at once; each one's reads and writes time out after 5 s.
     public static let maxConnections = 64
+    /// The request line and headers, at most (431 beyond).
+    public static let maxHeadBytes = 16_384
+    /// A request body, at most (413 beyond, unread).
+    public static let maxBodyBytes = 65_536
+
+    /// A request as a handler sees it.
+    public struct Request: Sendable {
+        public var method: String
+        /// Path and query as sent.
+        public var target: String
+        /// Header values by lower-cased name (a repeated header's values joined by ", ").
+        public var headers: [String: String]
+        public var body: Data
+
+        public init(method: String, target: String, headers: [String: String] = [:], body: Data = Data()) {
+            self.method = method
+            self.target = target
+            self.headers = headers
+            self.body = body
+        }
+
+        /// The target's path, percent-decoded (nil when it does not decode).
+        public var path: String? { String(target.prefix { $0 != "?" && $0 != "#" }).removingPercentEncoding }
+
+        /// The query's fields, in order (`application/x-www-form-urlencoded` rules).
+        public var query: [(name: String, value: String)] {
+            guard let q = target.firstIndex(of: "?") else { return [] }
+            return Self.formFields(String(target[target.index(after: q)...].prefix { $0 != "#" }))
+        }
+
+        /// A form post's fields (empty unless the body is `application/x-www-form-urlencoded`).
+        public var form: [(name: String, value: String)] {
+            guard header("content-type")?.lowercased().hasPrefix("application/x-www-form-urlencoded") == true else { return [] }
+            return Self.formFields(String(decoding: body, as: UTF8.self))
+        }
+
+        public func header(_ name: String) -> String? { headers[name.lowercased()] }
+
+        /// `a=1&b=two+words` → [("a", "1"), ("b", "two words")]; undecodable fields are dropped.
+        public static func formFields(_ text: String) -> [(name: String, value: String)] {
+            text.split(separator: "&").compactMap { pair in
+                let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+                func decode(_ s: Substring) -> String? { s.replacingOccurrences(of: "+", with: " ").removingPercentEncoding }
+                guard let name = decode(parts[0]), !name.isEmpty, let value = decode(parts.count > 1 ? parts[1] : "") else { return nil }
+                return (name, value)
+            }
+        }
+    }
 
     public struct Response: Sendable {
         public var status: Int
@@ -34,6 +84,9 @@ public final class HTTPServer: Sendable {
 
     /// Answers a request: method (`GET`, `HEAD`, …) and target (path and query).
     public typealias Handler = @Sendable (_ method: String, _ target: String) -> Response
+    /// Answers a request with its headers and body. Runs on the connection's own thread, so it
+    /// may block (a database query) without holding up other connections.
+    public typealias RequestHandler = @Sendable (_ request: Request) -> Response
 
     /// The port listened on (the one the system chose when asked for 0).
     public let port: Int
@@ -45,7 +98,12 @@ public final class HTTPServer: Sendable {
     private final class ActiveConnections: Sendable { let count = Atomic<Int>(0) }
 
     /// Listens on `host` (an IPv4 address; default loopback) and `port` (0: any free port).
-    public init(host: String = "127.0.0.1", port: Int = 0, handler: @escaping Handler) throws {
+    public convenience init(host: String = "127.0.0.1", port: Int = 0, handler: @escaping Handler) throws {
+        try self.init(host: host, port: port, requestHandler: { handler($0.method, $0.target) })
+    }
+
+    /// Listens on `host` and `port`, answering with the whole request in hand.
+    public init(host: String = "127.0.0.1", port: Int = 0, requestHandler handler: @escaping RequestHandler) throws {
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_port = in_port_t(UInt16(port).bigEndian)
@@ -113,37 +171,19 @@ public final class HTTPServer: Sendable {
 
     deinit { stop() }
 
-    private static func serve(_ client: Int32, _ handler: Handler) {
+    private static func serve(_ client: Int32, _ handler: RequestHandler) {
         defer { close(client) }
         var timeout = timeval(tv_sec: 5, tv_usec: 0)
         setsockopt(client, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
         setsockopt(client, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-        // The request head, up to its blank line (16 KiB at most); a body is not read.
-        var head = [UInt8]()
-        var chunk = [UInt8](repeating: 0, count: 4096)
-        while head.count < 16_384 {
-            let n = chunk.withUnsafeMutableBytes { recv(client, $0.baseAddress, $0.count, 0) }
-            if n <= 0 { break }
-            head += chunk[0..<n]
-            let end = head.count - 4
-            if end >= 0, (max(0, end - n)...end).contains(where: { head[$0] == 13 && head[$0 + 1] == 10 && head[$0 + 2] == 13 && head[$0 + 3] == 10 })
-            {
-                break
-            }
-        }
-        let line = String(decoding: head.prefix { $0 != 13 && $0 != 10 }, as: UTF8.self).split(separator: " ")
-        let response: Response
-        if line.count >= 2 {
-            response = handler(String(line[0]), String(line[1]))
-        } else {
-            response = .text(400, "bad request\n")
-        }
+        let (request, refusal) = read(client)
+        let response = refusal ?? request.map(handler) ?? .text(400, "bad request\n")
         var text = "HTTP/1.1 \(response.status) \(reason(response.status))\r\nContent-Type: \(response.contentType)\r\n"
         text += "Content-Length: \(response.body.count)\r\nConnection: close\r\n"
         for (name, value) in response.headers.sorted(by: { $0.key < $1.key }) { text += "\(name): \(value)\r\n" }
         text += "\r\n"
         var bytes = Data(text.utf8)
-        if line.first != "HEAD" { bytes.append(response.body) }
+        if request?.method != "HEAD" { bytes.append(response.body) }
         bytes.withUnsafeBytes { raw in
             var sent = 0
             while sent < raw.count {
@@ -154,13 +194,60 @@ public final class HTTPServer: Sendable {
         }
     }
 
+    /// Reads one request: its head up to the blank line, then a `Content-Length` body. Nil with
+    /// a refusal for what is over a limit or malformed.
+    private static func read(_ client: Int32) -> (Request?, Response?) {
+        var buffer = [UInt8]()
+        var chunk = [UInt8](repeating: 0, count: 4096)
+        var headEnd: Int?
+        while headEnd == nil {
+            let n = chunk.withUnsafeMutableBytes { recv(client, $0.baseAddress, $0.count, 0) }
+            if n <= 0 { return (nil, nil) }
+            let from = max(0, buffer.count - 3)
+            buffer += chunk[0..<n]
+            headEnd = (from..<max(from, buffer.count - 3)).first {
+                buffer[$0] == 13 && buffer[$0 + 1] == 10 && buffer[$0 + 2] == 13 && buffer[$0 + 3] == 10
+            }
+            if headEnd == nil && buffer.count > maxHeadBytes { return (nil, .text(431, "request header fields too large\n")) }
+        }
+        let head = String(decoding: buffer[0..<headEnd!], as: UTF8.self).split(separator: "\r\n", omittingEmptySubsequences: false)
+        let line = head.first?.split(separator: " ") ?? []
+        guard headEnd! <= maxHeadBytes else { return (nil, .text(431, "request header fields too large\n")) }
+        guard line.count >= 2 else { return (nil, .text(400, "bad request\n")) }
+        var headers: [String: String] = [:]
+        for field in head.dropFirst() {
+            guard let colon = field.firstIndex(of: ":") else { continue }
+            let name = field[..<colon].lowercased(), value = field[field.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+            headers[name] = headers[name].map { $0 + ", " + value } ?? value
+        }
+        var request = Request(method: String(line[0]), target: String(line[1]), headers: headers)
+        if headers["transfer-encoding"] != nil { return (request, .text(411, "a body needs Content-Length\n")) }
+        let length = headers["content-length"].map { Int($0) } ?? 0
+        guard let length, length >= 0 else { return (request, .text(400, "bad Content-Length\n")) }
+        guard length <= maxBodyBytes else { return (request, .text(413, "request body over \(maxBodyBytes) bytes\n")) }
+        var body = Array(buffer[(headEnd! + 4)...].prefix(length))
+        while body.count < length {
+            let n = chunk.withUnsafeMutableBytes { recv(client, $0.baseAddress, min($0.count, length - body.count), 0) }
+            if n <= 0 { return (nil, nil) }
+            body += chunk[0..<n]
+        }
+        request.body = Data(body)
+        return (request, nil)
+    }
+
     private static func reason(_ status: Int) -> String {
         switch status {
         case 200: "OK"
+        case 303: "See Other"
         case 304: "Not Modified"
         case 400: "Bad Request"
+        case 401: "Unauthorized"
+        case 403: "Forbidden"
         case 404: "Not Found"
         case 405: "Method Not Allowed"
+        case 411: "Length Required"
+        case 413: "Content Too Large"
+        case 431: "Request Header Fields Too Large"
         case 500: "Internal Server Error"
         case 503: "Service Unavailable"
         default: "Status"

@@ -137,6 +137,11 @@ package struct Demo: AsyncParsableCommand {
         print("           \(me) status --watch")
         guard mismatches.isEmpty else { throw CommandFailure("outcomes differ from what was staged: \(mismatches.joined(separator: ", "))") }
         print("\ndemo: all \(staged.count) outcomes as staged")
+        // The same database and store, seen in a browser.
+        var again: [String] = []
+        if let url = database.databaseURL { again += ["--database-url", "'\(url)'"] }
+        if let store = storeOptions.store { again += ["--store", "'\(store)'"] }
+        print("\ndashboard: \(([me, "dashboard"] + again).joined(separator: " "))   then open http://127.0.0.1:8080/ (Ctrl-C stops it)")
     }
 
     /// Sample images, generated once (deterministic) and reused.

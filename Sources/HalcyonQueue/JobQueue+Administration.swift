@@ -95,17 +95,29 @@ extension JobQueue {
         public var since: Duration?
         public var queue: String?
         public var tag: String?
+        /// A substring of the source URL, matched literally, case-insensitively.
+        public var sourceContains: String?
 
-        public init(states: [JobState], code: String? = nil, since: Duration? = nil, queue: String? = nil, tag: String? = nil) {
+        public init(
+            states: [JobState], code: String? = nil, since: Duration? = nil, queue: String? = nil, tag: String? = nil,
+            sourceContains: String? = nil
+        ) {
             self.states = states
             self.code = code
             self.since = since
             self.queue = queue
             self.tag = tag
+            self.sourceContains = sourceContains
         }
 
         var parameters: [String?] {
-            [PGRows.textArrayLiteral(states.map(\.rawValue)), code, since.map { String($0.seconds) }, queue, tag]
+            [code, since.map { String($0.seconds) }, queue, tag, sourceContains]
+        }
+
+        /// `sql` with the states written in as literals (a closed set: no quoting to get wrong).
+        func bind(_ sql: String) -> String {
+            let states = states.isEmpty ? "NULL" : Set(states).map { "'\($0.rawValue)'" }.sorted().joined(separator: ", ")
+            return sql.replacingOccurrences(of: SQL.filterStates, with: states)
         }
     }
 
@@ -114,7 +126,7 @@ extension JobQueue {
 
     /// How many jobs match `filter`.
     public func count(_ filter: JobFilter) async throws -> Int {
-        try await connection.execute(SQL.countFiltered, filter.parameters).value(0, "n").flatMap { Int($0) } ?? 0
+        try await connection.execute(filter.bind(SQL.countFiltered), filter.parameters).value(0, "n").flatMap { Int($0) } ?? 0
     }
 
     /// Requeues the failed or cancelled jobs matching `filter`, a batch at a time; returns how many.
@@ -130,7 +142,7 @@ extension JobQueue {
     private func inBatches(_ sql: String, _ filter: JobFilter) async throws -> Int {
         var total = 0
         while true {
-            let n = try await connection.execute(sql, filter.parameters + [String(Self.bulkBatch)]).count
+            let n = try await connection.execute(filter.bind(sql), filter.parameters + [String(Self.bulkBatch)]).count
             total += n
             if n < Self.bulkBatch { return total }
         }

@@ -46,6 +46,16 @@ public struct QueueStatus: Sendable {
         public var sweptBy: String
         /// Seconds since that sweep.
         public var age: Double
+
+        /// The store as the latest sweep recorded it; nil when none has.
+        static func latest(_ connection: PGConnection) async throws -> StoreState? {
+            let sweep = try await connection.execute(SQL.latestSweep)
+            guard sweep.count > 0 else { return nil }
+            return StoreState(
+                root: sweep.value(0, "store_root") ?? "", files: sweep.value(0, "kept_files").flatMap { Int64($0) } ?? 0,
+                bytes: sweep.value(0, "kept_bytes").flatMap { Int64($0) } ?? 0, sizeLimit: sweep.value(0, "size_limit").flatMap { Int64($0) },
+                sweptBy: sweep.value(0, "swept_by") ?? "", age: sweep.value(0, "age").flatMap { Double($0) } ?? 0)
+        }
     }
 
     /// A worker without a heartbeat for this many seconds counts as dead.
@@ -81,14 +91,7 @@ public struct QueueStatus: Sendable {
         let windows = try await connection.execute(SQL.throughputWindows)
         let failures = try await connection.execute(SQL.recentFailures)
         let workers = try await connection.execute(SQL.workerList, [String(deadAfter)])
-        let sweep = try await connection.execute(SQL.latestSweep)
-        let store =
-            sweep.count == 0
-            ? nil
-            : StoreState(
-                root: sweep.value(0, "store_root") ?? "", files: sweep.value(0, "kept_files").flatMap { Int64($0) } ?? 0,
-                bytes: sweep.value(0, "kept_bytes").flatMap { Int64($0) } ?? 0, sizeLimit: sweep.value(0, "size_limit").flatMap { Int64($0) },
-                sweptBy: sweep.value(0, "swept_by") ?? "", age: sweep.value(0, "age").flatMap { Double($0) } ?? 0)
+        let store = try await StoreState.latest(connection)
         func int(_ r: PGRows, _ c: String) -> Int { r.value(0, c).flatMap { Int($0) } ?? 0 }
         return QueueStatus(
             counts: counts,

@@ -36,6 +36,28 @@ struct QueryPlanTests {
         let rescue = try await plan(db, SQL.rescue, ["100", "{}"])
         #expect(rescue.contains("jobs_lease_idx"), "rescue plan:\n\(rescue)")
         #expect(!rescue.contains("Seq Scan"), "rescue plan:\n\(rescue)")
+
+        // The dashboard's overview: every statement on an index, none scanning the succeeded rows.
+        try await db.query(
+            """
+            UPDATE halcyon.jobs SET state = (CASE WHEN id % 2 = 0 THEN 'failed' ELSE 'cancelled' END)::halcyon.job_state,
+                   errors = '[{"code":"fetch.http_status","message":"404"}]'
+            WHERE id % 1000 = 500
+            """)
+        try await db.query("ANALYZE halcyon.jobs")
+        for (name, sql, params) in [
+            ("counts", SQL.overviewCounts, ["100001"]), ("failures", SQL.failuresByCode, ["100000"]),
+            ("throughput", SQL.throughputByMinute, ["200000"]),
+        ] {
+            let p = try await plan(db, sql, params)
+            #expect(!p.contains("Seq Scan on jobs"), "\(name) plan:\n\(p)")
+        }
+        let counts = try await plan(db, SQL.overviewCounts, ["100001"])
+        #expect(counts.contains("jobs_unsuccessful_idx") && counts.contains("jobs_claim_idx"), "counts plan:\n\(counts)")
+        // The list's state filter is written in as literals, so a failed-only page reads failed rows.
+        let failed = JobQueue.JobFilter(states: [.failed])
+        let list = try await plan(db, failed.bind(SQL.countFilteredCapped), failed.parameters + ["10001"])
+        #expect(list.contains("jobs_unsuccessful_idx"), "failed-jobs count plan:\n\(list)")
     }
 
     /// The text plan of `sql` with its parameters bound (generic plans see them as unknowns, so

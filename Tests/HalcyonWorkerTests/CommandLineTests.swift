@@ -55,7 +55,7 @@ struct CommandLineTests {
     @Test(
         arguments: [
             [], ["work"], ["enqueue"], ["bench"], ["demo"], ["sweep"], ["verify"], ["status"], ["prune"], ["show"], ["wait"], ["retry"],
-            ["cancel"], ["pause"],
+            ["cancel"], ["pause"], ["dashboard"],
         ])
     func helpTextIsWrappedByArgumentParserNotByHand(command: [String]) async throws {
         let p = try HalcyonProcess(command + ["--help"], conninfo: nil)

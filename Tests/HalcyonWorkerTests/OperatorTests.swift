@@ -18,6 +18,8 @@ struct OperatorTests {
                 environment: ["HALCYON_HOME": home.path])
             #expect(await demo.wait(timeout: 240) == 0, "\(demo.output.suffix(3000))")
             #expect(demo.output.contains("demo: all 13 outcomes as staged"), "\(demo.output.suffix(3000))")
+            #expect(
+                demo.output.contains(" dashboard --database-url '\(db.conninfo)' --store '\(home.path)/store'   then open http://127.0.0.1:8080/"))
             for line in ["fallback served it", "attempt 2 succeeded", "served from the store, no download", "failed at once, permanently"] {
                 #expect(demo.output.contains(line), "run \(run): \(line)")
             }
@@ -34,6 +36,16 @@ struct OperatorTests {
         // Both workers of each run did some of the work.
         let workers = try await db.query("SELECT count(*) AS n FROM halcyon.workers WHERE jobs_done + jobs_failed > 0")
         #expect(Int(workers.value(0, "n") ?? "") ?? 0 >= 2)
+
+        // The dashboard the demo points to (on a free port here) shows the demo's jobs.
+        let dashboard = try HalcyonProcess(["dashboard", "--port", "0", "--store", home.appendingPathComponent("store").path], conninfo: db.conninfo)
+        defer { dashboard.signal(SIGTERM) }
+        #expect(try await waitUntil(30) { dashboard.output.contains("dashboard: http://127.0.0.1:") }, "\(dashboard.output)")
+        let url = try #require(dashboard.output.split(separator: "\n").first { $0.hasPrefix("dashboard: ") }?.dropFirst(11))
+        let overview = try #require(JSONValue.parse(try Origin.get(url + "api/overview")))
+        #expect(overview["counts"]?["succeeded"]?["value"]?.numberValue == 24 && overview["counts"]?["failed"]?["value"]?.numberValue == 2)
+        dashboard.signal(SIGTERM)
+        #expect(await dashboard.wait(timeout: 30) == 0, "SIGTERM stops the dashboard cleanly: \(dashboard.output)")
     }
 
     /// Parses Prometheus' text format strictly enough to catch a malformed line: returns

@@ -1,0 +1,126 @@
+import Foundation
+import HalcyonCore
+import HalcyonStore
+
+/// Who may see the dashboard and change jobs through it.
+///
+/// - Without a token (loopback only): any local client, but only with a `Host` header naming
+///   the loopback address or `localhost` — a page on another site that rebinds its DNS name to
+///   127.0.0.1 is refused, so it cannot read job data or the form token.
+/// - With a token: an `Authorization: Bearer TOKEN` header, or the session cookie that
+///   `POST /login` sets (HttpOnly, SameSite=Strict; its value is an HMAC of the token, so the
+///   token itself is never stored in the browser).
+/// - Every state-changing request is a POST carrying the form token (`csrf` field or
+///   `X-CSRF-Token` header), except one authorized by a Bearer header (which a browser never
+///   sends on its own). A POST whose `Origin` is another site is refused either way.
+struct DashboardSecurity: Sendable {
+    let token: String?
+    let port: Int
+    /// The form token: random per process (a restarted dashboard asks for a reload).
+    let csrf: String
+    let sessionValue: String?
+
+    static let sessionCookie = "halcyon_session"
+
+    init(token: String?, port: Int) {
+        self.token = token
+        self.port = port
+        var random = SystemRandomNumberGenerator()
+        let secret = (0..<32).map { _ in UInt8.random(in: 0...255, using: &random) }
+        csrf = Digest.sha256Hex(secret)
+        sessionValue = token.map { Digest.hmacSHA256Hex(key: Array($0.utf8), message: Array("halcyon-dashboard-session".utf8)) }
+    }
+
+    enum Access: Equatable {
+        /// Allowed; `bearer` when by the Authorization header (no form token needed).
+        case allowed(bearer: Bool)
+        /// Not signed in: a browser is sent to `/login`, an API client gets 401.
+        case signIn
+        /// A Host this dashboard does not answer to (DNS rebinding).
+        case wrongHost
+    }
+
+    func access(_ request: HTTPServer.Request) -> Access {
+        guard let token, let sessionValue else {
+            return Self.isLocalHost(request.header("host"), port: port) ? .allowed(bearer: false) : .wrongHost
+        }
+        if let auth = request.header("authorization"), auth.lowercased().hasPrefix("bearer "),
+            Self.constantTimeEqual(String(auth.dropFirst(7)).trimmingCharacters(in: .whitespaces), token)
+        {
+            return .allowed(bearer: true)
+        }
+        if let cookie = Self.cookie(Self.sessionCookie, in: request.header("cookie")), Self.constantTimeEqual(cookie, sessionValue) {
+            return .allowed(bearer: false)
+        }
+        return .signIn
+    }
+
+    /// Whether a POST may change state: a Bearer request, or the form token from this process,
+    /// and never from another site's page.
+    func mayChange(_ request: HTTPServer.Request, access: Access) -> Bool {
+        if let origin = request.header("origin"), origin != "null", let host = request.header("host"),
+            origin.lowercased() != "http://\(host.lowercased())" && origin.lowercased() != "https://\(host.lowercased())"
+        {
+            return false
+        }
+        if request.header("sec-fetch-site")?.lowercased() == "cross-site" { return false }
+        if access == .allowed(bearer: true) { return true }
+        let sent = request.header("x-csrf-token") ?? request.form.last(where: { $0.name == "csrf" })?.value
+        return sent.map { Self.constantTimeEqual($0, csrf) } ?? false
+    }
+
+    func signIn(with candidate: String) -> Bool {
+        guard let token else { return false }
+        return Self.constantTimeEqual(candidate, token)
+    }
+
+    var sessionCookieHeader: String? {
+        sessionValue.map { "\(Self.sessionCookie)=\($0); Path=/; HttpOnly; SameSite=Strict" }
+    }
+
+    /// Headers on every response: no framing, no sniffing, no referrer, scripts and styles from
+    /// this origin only (the pages have no inline script or style).
+    static let headers: [String: String] = [
+        "Content-Security-Policy":
+            "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+        "X-Content-Type-Options": "nosniff",
+        "X-Frame-Options": "DENY",
+        "Referrer-Policy": "no-referrer",
+    ]
+
+    static func isLocalHost(_ host: String?, port: Int) -> Bool {
+        guard let host = host?.lowercased() else { return false }
+        let name: Substring, hostPort: Substring?
+        if host.hasPrefix("[") {
+            guard let close = host.firstIndex(of: "]") else { return false }
+            name = host[host.index(after: host.startIndex)..<close]
+            let rest = host[host.index(after: close)...]
+            hostPort = rest.hasPrefix(":") ? rest.dropFirst() : (rest.isEmpty ? nil : "x")
+        } else {
+            let parts = host.split(separator: ":", maxSplits: 1, omittingEmptySubsequences: false)
+            name = parts[0]
+            hostPort = parts.count > 1 ? parts[1] : nil
+        }
+        guard hostPort == nil || hostPort.flatMap({ Int($0) }) == port else { return false }
+        if name == "localhost" || name == "::1" { return true }
+        var a = in_addr()
+        return inet_pton(AF_INET, String(name), &a) == 1 && (UInt32(bigEndian: a.s_addr) >> 24) == 127
+    }
+
+    static func cookie(_ name: String, in header: String?) -> String? {
+        guard let header else { return nil }
+        for part in header.split(separator: ";") {
+            let kv = part.split(separator: "=", maxSplits: 1)
+            if kv.count == 2, kv[0].trimmingCharacters(in: .whitespaces) == name { return kv[1].trimmingCharacters(in: .whitespaces) }
+        }
+        return nil
+    }
+
+    /// Compares without stopping at the first difference (timing reveals nothing of the secret).
+    static func constantTimeEqual(_ a: String, _ b: String) -> Bool {
+        let x = Array(a.utf8), y = Array(b.utf8)
+        var diff = UInt8(x.count == y.count ? 0 : 1)
+        for i in 0..<max(x.count, y.count) { diff |= (i < x.count ? x[i] : 0) ^ (i < y.count ? y[i] : 0) }
+        return diff == 0
+    }
+}

@@ -1,0 +1,63 @@
+/// The dashboard's statements: each reads a bounded number of rows however large the table is.
+extension SQL {
+    /// Queued, running, failed and cancelled rows by state and queue, at most $1 rows of each
+    /// state (each branch reads one partial index: the claim, lease and unsuccessful indexes).
+    static let overviewCounts = """
+        SELECT state::text AS state, queue, count(*) AS count FROM (
+            (SELECT state, queue FROM halcyon.jobs WHERE state = 'queued' LIMIT $1::int)
+            UNION ALL (SELECT state, queue FROM halcyon.jobs WHERE state = 'running' LIMIT $1::int)
+            UNION ALL (SELECT state, queue FROM halcyon.jobs WHERE state = 'failed' LIMIT $1::int)
+            UNION ALL (SELECT state, queue FROM halcyon.jobs WHERE state = 'cancelled' LIMIT $1::int)
+        ) s GROUP BY 1, 2
+        """
+
+    /// The table's size in bytes and its row density as of its last ANALYZE (-1: never).
+    static let tableEstimate = """
+        SELECT pg_relation_size(c.oid) AS bytes, c.reltuples::float8 AS tuples, c.relpages AS pages,
+               current_setting('block_size')::int AS block
+        FROM pg_class c WHERE c.oid = 'halcyon.jobs'::regclass
+        """
+
+    static let succeededCount = "SELECT count(*) AS n FROM halcyon.jobs WHERE state = 'succeeded'"
+
+    static let queueList = """
+        SELECT name, paused, extract(epoch FROM now() - paused_at)::float8 AS paused_for FROM halcyon.queues ORDER BY name LIMIT $1::int
+        """
+
+    /// Jobs finished per minute over the last hour, from the latest $1 of them.
+    static let throughputByMinute = """
+        SELECT extract(epoch FROM date_trunc('minute', finished_at))::bigint AS minute,
+               count(*) FILTER (WHERE state = 'succeeded') AS succeeded,
+               count(*) FILTER (WHERE state = 'failed') AS failed,
+               count(*) FILTER (WHERE state = 'cancelled') AS cancelled,
+               count(*) AS finished
+        FROM (SELECT finished_at, state FROM halcyon.jobs
+              WHERE finished_at > now() - interval '1 hour' ORDER BY finished_at DESC LIMIT $1::int) f
+        GROUP BY 1 ORDER BY 1
+        """
+
+    /// Jobs that failed in the last 24 hours, by their last error's code, from the latest $1.
+    static let failuresByCode = """
+        SELECT coalesce(code, '?') AS code, count(*) AS count,
+               (array_agg(message ORDER BY finished_at DESC))[1] AS latest_message,
+               max(finished_at) AS last_seen, (array_agg(id ORDER BY finished_at DESC))[1] AS latest_id
+        FROM (SELECT id, errors -> -1 ->> 'code' AS code, coalesce(errors -> -1 ->> 'message', last_error) AS message, finished_at
+              FROM halcyon.jobs WHERE state = 'failed' AND finished_at > now() - interval '24 hours'
+              ORDER BY finished_at DESC LIMIT $1::int) f
+        GROUP BY 1 ORDER BY 2 DESC, 1 LIMIT 20
+        """
+
+    /// A page of jobs matching `filter` ($1–$5), newest first, below id $6 (null: from the
+    /// newest), $7 rows at most.
+    static let listJobs = """
+        SELECT j.id, j.state::text AS state, j.queue, j.source, j.processors, j.attempt, j.max_attempts,
+               j.created_at, j.finished_at, j.errors -> -1 ->> 'code' AS code, j.last_error, j.result_digest,
+               j.result_format, j.result_width, j.result_height, j.result_bytes, j.cache_hit, j.tags
+        FROM halcyon.jobs j
+        WHERE \(filter) AND ($6::bigint IS NULL OR j.id < $6::bigint)
+        ORDER BY j.id DESC LIMIT $7::int
+        """
+
+    /// How many rows match `filter` ($1–$5), counting at most $6.
+    static let countFilteredCapped = "SELECT count(*) AS n FROM (SELECT 1 FROM halcyon.jobs j WHERE \(filter) LIMIT $6::int) s"
+}

@@ -1,0 +1,80 @@
+import ArgumentParser
+import Foundation
+import HalcyonCLI
+import HalcyonCore
+import HalcyonDashboard
+import Synchronization
+
+struct Dashboard: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Serve the operators' web dashboard: the queue, the failures and the images themselves.",
+        discussion: """
+            Pages: / (overview), /jobs (filterable list, bulk retry/cancel), /jobs/ID (one job), \
+            /results/SHA256 (a stored result by its digest); the same data as JSON under /api/.
+
+            Security: bound to 127.0.0.1 by default, where requests must name 127.0.0.1 or \
+            localhost as their Host. Any other --address needs --auth-token (or \
+            HALCYON_DASHBOARD_TOKEN, at least 16 characters): then every request carries it as \
+            'Authorization: Bearer TOKEN' or signs in at /login for a session cookie. Retry and \
+            cancel are POSTs with a per-process form token. Serve it over TLS through a reverse \
+            proxy when it leaves the machine.
+
+            Run it as the store's owner (or root): results are then read without moving their \
+            access time, which the store's expiry is computed from.
+            """)
+
+    @OptionGroup var database: DatabaseOptions
+    @OptionGroup var storeOptions: StoreOptions
+    @OptionGroup var logging: LoggingOptions
+
+    @Option(help: "IPv4 address to listen on; other than loopback requires --auth-token.")
+    var address = "127.0.0.1"
+    @Option(help: "TCP port (0: any free port, printed at start).")
+    var port = 8080
+    @Option(help: "Shared secret of at least 16 characters (default: HALCYON_DASHBOARD_TOKEN).")
+    var authToken: String?
+    @Option(help: "How often open pages refresh their live parts, 0s (never)–1h.")
+    var refresh = TimeSpanArgument(.seconds(5))
+    @Option(help: "Jobs per page of the list, 1–500.")
+    var pageSize = 50
+    @Option(help: "Deadline of every dashboard statement, 1s–10m.")
+    var statementTimeout = TimeSpanArgument(.seconds(10))
+
+    func validate() throws {
+        try refresh.check("--refresh", 0...3600)
+        try statementTimeout.check("--statement-timeout", 1...600)
+        if let problem = makeConfiguration().problem { throw ValidationError(problem) }
+    }
+
+    func makeConfiguration() -> DashboardConfiguration {
+        var c = DashboardConfiguration()
+        c.address = address
+        c.port = port
+        let environment = ProcessInfo.processInfo.environment["HALCYON_DASHBOARD_TOKEN"]
+        c.authToken = authToken ?? (environment?.isEmpty == false ? environment : nil)
+        c.storeRoot = storeOptions.root()
+        c.liveInterval = .seconds(refresh.seconds)
+        c.pageSize = pageSize
+        c.statementTimeout = .seconds(statementTimeout.seconds)
+        return c
+    }
+
+    func run() async throws {
+        let logger = logging.makeLogger("halcyon.dashboard")
+        let (_, conninfo) = try await database.connect()
+        let server = try await DashboardServer(configuration: makeConfiguration(), conninfo: conninfo, logger: logger)
+        print("dashboard: \(server.url)\(server.configuration.authToken == nil ? "" : "  (token required)")")
+        fflush(nil)
+        logger.info("dashboard listening", metadata: ["url": "\(server.url)", "store": "\(storeOptions.root().path)"])
+        let stopped = Mutex<CheckedContinuation<Void, Never>?>(nil)
+        let signals = SignalForwarder(signals: [SIGTERM, SIGINT]) {
+            stopped.withLock {
+                $0?.resume(); $0 = nil
+            }
+        }
+        defer { signals.cancel() }
+        await withCheckedContinuation { continuation in stopped.withLock { $0 = continuation } }
+        server.stop()
+        logger.info("dashboard stopped")
+    }
+}

@@ -1,0 +1,165 @@
+import Foundation
+import HalcyonCore
+import HalcyonDashboard
+import HalcyonQueue
+import HalcyonStore
+import HalcyonTestSupport
+import Testing
+
+/// The pages and the API over HTTP, against the real PostgreSQL and a store a real worker wrote.
+@Suite(.enabled(if: TestEnvironment.available, "needs scripts/test (PostgreSQL, origin, binary)"))
+struct DashboardPageTests {
+    @Test func overviewCountsWhatTheTableHolds() async throws {
+        let f = try await DashboardFixture.shared.value
+        let server = try await f.server()
+        defer { server.stop() }
+        let page = try await HTTP.get(server, "/")
+        #expect(page.status == 200)
+        #expect(page.headers["content-security-policy"]?.contains("script-src 'self'") == true)
+        let failed = try #require(try await f.value("SELECT count(*)::text AS v FROM halcyon.jobs WHERE state = 'failed'"))
+        let succeeded = try #require(try await f.value("SELECT count(*)::text AS v FROM halcyon.jobs WHERE state = 'succeeded'"))
+        #expect(page.text.contains("data-state=\"failed\">\(failed)<"))
+        #expect(page.text.contains("data-state=\"succeeded\">\(succeeded)<"))
+        #expect(page.text.contains("fetch.http_status"), "failures by code")
+        #expect(page.text.contains("<svg class=\"chart\""), "the throughput chart")
+        #expect(page.text.contains("badge stopped"), "the drained worker is listed as stopped")
+        #expect(page.text.contains(" in 2 files of 65.5 KB</p><svg"), "the store against its limit, as the sweep left it")
+
+        let api = try await HTTP.get(server, "/api/overview")
+        #expect(api.status == 200 && api.headers["content-type"] == "application/json")
+        let json = try #require(JSONValue.parse(api.text))
+        #expect(json["counts"]?["failed"]?["value"]?.numberValue == Double(failed))
+        #expect(json["counts"]?["succeeded"]?["kind"]?.stringValue == "exact")
+        #expect(json["failures_24h"]?.arrayValue?.first?["code"]?.stringValue == "fetch.http_status")
+    }
+
+    @Test func countsStopAtTheCapAndSaySo() async throws {
+        let f = try await DashboardFixture.shared.value
+        let server = try await f.server { $0.countCap = 1 }
+        defer { server.stop() }
+        let json = try #require(JSONValue.parse(try await HTTP.get(server, "/api/overview").text))
+        #expect(json["counts"]?["failed"]?["value"]?.numberValue == 1 && json["counts"]?["failed"]?["kind"]?.stringValue == "at_least")
+        #expect(json["counts"]?["queued"]?["kind"]?.stringValue == "exact")
+        let page = try await HTTP.get(server, "/").text
+        #expect(page.contains("data-state=\"failed\">1+<"))
+        let list = try await HTTP.get(server, "/jobs?state=failed").text
+        #expect(list.contains("<strong>1+</strong> jobs match"))
+    }
+
+    @Test func jobListFiltersPagesAndShowsThumbnails() async throws {
+        let f = try await DashboardFixture.shared.value
+        let server = try await f.server { $0.pageSize = 1 }
+        defer { server.stop() }
+        let succeeded = try await HTTP.get(server, "/jobs?state=succeeded")
+        #expect(succeeded.status == 200)
+        #expect(succeeded.text.contains("<strong>2</strong> jobs match"))
+        #expect(!succeeded.text.contains("action=\"/jobs/retry\"") && !succeeded.text.contains("action=\"/jobs/cancel\""), "nothing to act on")
+        let failed = try await HTTP.get(server, "/jobs?state=failed").text
+        #expect(failed.contains("action=\"/jobs/retry\"") && !failed.contains("action=\"/jobs/cancel\""))
+        #expect(failed.contains("<input type=\"hidden\" name=\"state\" value=\"failed\">"), "the bulk form carries the filter")
+        let digest = try #require(try await f.value("SELECT result_digest AS v FROM halcyon.jobs WHERE id = $1::bigint", [String(f.photo)]))
+        #expect(succeeded.text.contains("src=\"/results/\(digest)\""), "the newest succeeded job's thumbnail")
+        // One per page: the next page is the older job, and it is the last.
+        let older = try #require(succeeded.text.range(of: "before=\(f.photo)\">older"), "a link to the older page")
+        _ = older
+        let second = try await HTTP.get(server, "/jobs?state=succeeded&before=\(f.photo)")
+        #expect(second.text.contains("/jobs/\(f.magenta)\"") && !second.text.contains("older »"))
+
+        let bySource = try await HTTP.get(server, "/api/jobs?source=DASHBOARD-MAGENTA")
+        let jobs = try #require(JSONValue.parse(bySource.text)?["jobs"]?.arrayValue)
+        #expect(jobs.count == 1 && jobs.first?["id"]?.numberValue == Double(f.magenta), "source substring, case-insensitive")
+        let byCode = try #require(JSONValue.parse(try await HTTP.get(server, "/api/jobs?code=fetch.http_status").text))
+        #expect(byCode["matching"]?.numberValue == 2)
+
+        #expect(try await HTTP.get(server, "/jobs?state=exploded").status == 400)
+        #expect(try await HTTP.get(server, "/jobs?since=5y").status == 400)
+        #expect(try await HTTP.get(server, "/jobs?before=-3").status == 400)
+        #expect(try await HTTP.get(server, "/jobs?queue=" + String(repeating: "q", count: 2000)).status == 400)
+    }
+
+    @Test func jobPageShowsInputsResultFactsTimingsAndErrors() async throws {
+        let f = try await DashboardFixture.shared.value
+        let server = try await f.server()
+        defer { server.stop() }
+        let page = try await HTTP.get(server, "/jobs/\(f.photo)")
+        #expect(page.status == 200)
+        let text = page.text
+        #expect(text.contains("resize(320x320,mode=fill)"), "the canonical identifier: \(text.prefix(400))")
+        let digest = try #require(try await f.value("SELECT result_digest AS v FROM halcyon.jobs WHERE id = $1::bigint", [String(f.photo)]))
+        #expect(text.contains("<img class=\"result\" src=\"/results/\(digest)\""))
+        #expect(text.contains("jpeg 640×480"), "the source's facts")
+        #expect(text.contains("aria-label=\"stage timings\""))
+        #expect(text.contains("expires</dt><dd>20"), "the result's expiry from the store")
+        #expect(!text.contains("action=\"/jobs/\(f.photo)/retry\""), "a succeeded job has no retry")
+
+        let failed = try await HTTP.get(server, "/jobs/\(f.missing)").text
+        #expect(failed.contains("fetch.http_status") && failed.contains("action=\"/jobs/\(f.missing)/retry\""))
+
+        let api = try #require(JSONValue.parse(try await HTTP.get(server, "/api/jobs/\(f.photo)").text))
+        #expect(api["result_digest"]?.stringValue == digest && api["result_width"]?.numberValue == 320)
+        #expect(api["timings"]?["total_ms"]?.numberValue != nil && api["tags"]?.arrayValue == [])
+
+        #expect(try await HTTP.get(server, "/jobs/99999999").status == 404)
+        #expect(try await HTTP.get(server, "/jobs/abc").status == 404)
+        #expect(try await HTTP.get(server, "/api/jobs/0").status == 404)
+    }
+
+    @Test func markupInJobFieldsRendersAsText() async throws {
+        let f = try await DashboardFixture.shared.value
+        let server = try await f.server()
+        defer { server.stop() }
+        for target in ["/jobs/\(f.hostile)", "/jobs", "/jobs?state=failed", "/", "/jobs?tag=\(HTMLPercent.encode(f.markup))"] {
+            let page = try await HTTP.get(server, target)
+            #expect(page.status == 200, "\(target)")
+            #expect(!page.text.contains("<script>alert"), "\(target) holds live markup")
+        }
+        let job = try await HTTP.get(server, "/jobs/\(f.hostile)").text
+        #expect(job.contains("&lt;script&gt;alert(&#39;halcyon&#39;)&lt;/script&gt;"), "the source, tag, cache key and error as text")
+        // The API carries the bytes as they are, as JSON strings.
+        let api = try #require(JSONValue.parse(try await HTTP.get(server, "/api/jobs/\(f.hostile)").text))
+        #expect(api["cache_key"]?.stringValue == f.markup)
+    }
+
+    @Test func resultsAreServedByDigestFromInsideTheStoreOnly() async throws {
+        let f = try await DashboardFixture.shared.value
+        let server = try await f.server()
+        defer { server.stop() }
+        let digest = try #require(try await f.value("SELECT result_digest AS v FROM halcyon.jobs WHERE id = $1::bigint", [String(f.magenta)]))
+        let image = try await HTTP.get(server, "/results/\(digest)")
+        #expect(image.status == 200 && image.headers["content-type"] == "image/png")
+        #expect(Digest.sha256Hex(image.body) == digest, "the bytes are the stored object's")
+        #expect(image.headers["cache-control"]?.hasPrefix("private, max-age=") == true)
+        let before = try #require(FileTimes.read(f.store.appendingPathComponent(DiskStore.objectPath(digest: digest, ext: "png")).path))
+        _ = try await HTTP.get(server, "/results/\(digest)")
+        let after = try #require(FileTimes.read(f.store.appendingPathComponent(DiskStore.objectPath(digest: digest, ext: "png")).path))
+        #expect(before == after, "serving does not move the access time the expiry is computed from")
+
+        // A symlink planted where an object would be is not followed.
+        let fake = String(repeating: "ab", count: 32)
+        let dir = f.store.appendingPathComponent("objects/ab/ab")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        try? FileManager.default.removeItem(at: dir.appendingPathComponent("\(fake).jpg"))
+        try FileManager.default.createSymbolicLink(atPath: dir.appendingPathComponent("\(fake).jpg").path, withDestinationPath: "/etc/passwd")
+        for target in [
+            "/results/\(fake)", "/results/../../../../etc/passwd", "/results/..%2f..%2f..%2fetc%2fpasswd", "/results/%2e%2e/%2e%2e/etc/passwd",
+            "/results/\(digest.uppercased())", "/results/\(digest)/../\(digest)", "/results/\(String(digest.dropLast()))", "/results/",
+            "/results/\(String(repeating: "0", count: 64))",
+        ] {
+            let r = try await HTTP.get(server, target)
+            #expect(r.status == 404, "\(target): \(r.status)")
+            #expect(!r.text.contains("root:"), "\(target) leaked a file")
+        }
+        // Without a store, nothing is served.
+        let storeless = try await f.server { $0.storeRoot = nil }
+        defer { storeless.stop() }
+        #expect(try await HTTP.get(storeless, "/results/\(digest)").status == 404)
+    }
+}
+
+enum HTMLPercent {
+    static func encode(_ s: String) -> String {
+        var allowed = CharacterSet.alphanumerics
+        allowed.insert(charactersIn: "-._~")
+        return s.addingPercentEncoding(withAllowedCharacters: allowed)!
+    }
+}
