@@ -97,10 +97,14 @@ extension JobQueue {
         public var tag: String?
         /// A substring of the source URL, matched literally, case-insensitively.
         public var sourceContains: String?
+        /// Finished (unfinished: created) at or after this instant.
+        public var from: Date?
+        /// Finished (unfinished: created) before this instant.
+        public var to: Date?
 
         public init(
             states: [JobState], code: String? = nil, since: Duration? = nil, queue: String? = nil, tag: String? = nil,
-            sourceContains: String? = nil
+            sourceContains: String? = nil, from: Date? = nil, to: Date? = nil
         ) {
             self.states = states
             self.code = code
@@ -108,10 +112,12 @@ extension JobQueue {
             self.queue = queue
             self.tag = tag
             self.sourceContains = sourceContains
+            self.from = from
+            self.to = to
         }
 
         var parameters: [String?] {
-            [code, since.map { String($0.seconds) }, queue, tag, sourceContains]
+            [code, since.map { String($0.seconds) }, queue, tag, sourceContains, from.map(ISO8601.format), to.map(ISO8601.format)]
         }
 
         /// `sql` with the states written in as literals (a closed set: no quoting to get wrong).

@@ -47,17 +47,17 @@ extension SQL {
         GROUP BY 1 ORDER BY 2 DESC, 1 LIMIT 20
         """
 
-    /// A page of jobs matching `filter` ($1–$5), newest first, below id $6 (null: from the
-    /// newest), $7 rows at most.
+    /// A page of jobs matching `filter` ($1–$7), newest first, below id $8 (null: from the
+    /// newest), $9 rows at most.
     static let listJobs = """
         SELECT j.id, j.state::text AS state, j.queue, j.source, j.processors, j.attempt, j.max_attempts,
                j.created_at, j.finished_at, j.errors -> -1 ->> 'code' AS code, j.last_error, j.result_digest,
                j.result_format, j.result_width, j.result_height, j.result_bytes, j.cache_hit, j.tags
         FROM halcyon.jobs j
-        WHERE \(filter) AND ($6::bigint IS NULL OR j.id < $6::bigint)
-        ORDER BY j.id DESC LIMIT $7::int
+        WHERE \(filter) AND ($8::bigint IS NULL OR j.id < $8::bigint)
+        ORDER BY j.id DESC LIMIT $9::int
         """
 
-    /// How many rows match `filter` ($1–$5), counting at most $6.
-    static let countFilteredCapped = "SELECT count(*) AS n FROM (SELECT 1 FROM halcyon.jobs j WHERE \(filter) LIMIT $6::int) s"
+    /// How many rows match `filter` ($1–$7), counting at most $8.
+    static let countFilteredCapped = "SELECT count(*) AS n FROM (SELECT 1 FROM halcyon.jobs j WHERE \(filter) LIMIT $8::int) s"
 }

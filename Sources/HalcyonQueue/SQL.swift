@@ -381,7 +381,8 @@ enum SQL {
     /// Rows matching a bulk operation's filter: states in `filterStates`, $1 the last error's
     /// code (null: any), $2 seconds: finished (or, unfinished, created) within them (null: any
     /// time), $3 queue (null: any), $4 tag (null: any), $5 a substring of the source, matched
-    /// literally and case-insensitively (null: any).
+    /// literally and case-insensitively (null: any), $6 and $7 a time range [from, to) of the same
+    /// instant (null: open).
     static let filter = """
         j.state IN (\(filterStates))
         AND ($1::text IS NULL OR j.errors -> -1 ->> 'code' = $1::text)
@@ -389,25 +390,27 @@ enum SQL {
         AND ($3::text IS NULL OR j.queue = $3::text)
         AND ($4::text IS NULL OR j.tags @> ARRAY[$4::text])
         AND ($5::text IS NULL OR strpos(lower(j.source), lower($5::text)) > 0)
+        AND ($6::timestamptz IS NULL OR coalesce(j.finished_at, j.created_at) >= $6::timestamptz)
+        AND ($7::timestamptz IS NULL OR coalesce(j.finished_at, j.created_at) < $7::timestamptz)
         """
 
-    /// How many rows match the filter ($1–$5 as `filter`).
+    /// How many rows match the filter ($1–$7 as `filter`).
     static let countFiltered = "SELECT count(*) AS n FROM halcyon.jobs j WHERE \(filter)"
 
-    /// Requeues up to $6 failed or cancelled rows matching the filter ($1–$5); called until it
+    /// Requeues up to $8 failed or cancelled rows matching the filter ($1–$7); called until it
     /// returns fewer, so no statement holds many row locks for long.
     static let retryFiltered = """
         UPDATE halcyon.jobs j
         \(requeueSet)
-        WHERE j.id IN (SELECT j.id FROM halcyon.jobs j WHERE \(filter) AND \(requeueable) LIMIT $6::int FOR UPDATE)
+        WHERE j.id IN (SELECT j.id FROM halcyon.jobs j WHERE \(filter) AND \(requeueable) LIMIT $8::int FOR UPDATE)
         RETURNING j.id
         """
 
-    /// Cancels up to $6 queued or running rows matching the filter ($1–$5).
+    /// Cancels up to $8 queued or running rows matching the filter ($1–$7).
     static let cancelFiltered = """
         UPDATE halcyon.jobs j
         SET state = 'cancelled', finished_at = now(), locked_by = NULL, locked_until = NULL
-        WHERE j.id IN (SELECT j.id FROM halcyon.jobs j WHERE \(filter) AND j.state IN ('queued', 'running') LIMIT $6::int FOR UPDATE)
+        WHERE j.id IN (SELECT j.id FROM halcyon.jobs j WHERE \(filter) AND j.state IN ('queued', 'running') LIMIT $8::int FOR UPDATE)
         RETURNING j.id
         """
 

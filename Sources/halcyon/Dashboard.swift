@@ -31,7 +31,8 @@ struct Dashboard: AsyncParsableCommand {
     var address = "127.0.0.1"
     @Option(help: "TCP port (0: any free port, printed at start).")
     var port = 8080
-    @Option(help: "Shared secret of at least 16 characters (default: HALCYON_DASHBOARD_TOKEN).")
+    @Option(
+        help: "Shared secret of at least 16 characters (default: HALCYON_DASHBOARD_TOKEN, better: an argument is visible to others in ps).")
     var authToken: String?
     @Option(help: "How often open pages refresh their live parts, 0s (never)–1h.")
     var refresh = TimeSpanArgument(.seconds(5))

@@ -71,6 +71,16 @@ struct DashboardPageTests {
         let byCode = try #require(JSONValue.parse(try await HTTP.get(server, "/api/jobs?code=fetch.http_status").text))
         #expect(byCode["matching"]?.numberValue == 2)
 
+        // A time range of when jobs finished: all of them before a minute from now, none after.
+        let soon = ISO8601.format(Date().addingTimeInterval(60))
+        let before = try #require(JSONValue.parse(try await HTTP.get(server, "/api/jobs?to=\(HTMLPercent.encode(soon))").text))
+        #expect(before["matching"]?.numberValue == 4)
+        let after = try #require(JSONValue.parse(try await HTTP.get(server, "/api/jobs?from=\(HTMLPercent.encode(soon))").text))
+        #expect(after["matching"]?.numberValue == 0)
+        let local = try #require(JSONValue.parse(try await HTTP.get(server, "/api/jobs?from=2000-01-01T00:00&to=2100-01-01T00:00").text))
+        #expect(local["matching"]?.numberValue == 4, "datetime-local values, read as UTC")
+        #expect(try await HTTP.get(server, "/jobs?from=yesterday").status == 400)
+
         #expect(try await HTTP.get(server, "/jobs?state=exploded").status == 400)
         #expect(try await HTTP.get(server, "/jobs?since=5y").status == 400)
         #expect(try await HTTP.get(server, "/jobs?before=-3").status == 400)

@@ -1,4 +1,5 @@
 import Foundation
+import HalcyonCore
 import HalcyonQueue
 
 /// What the jobs list is filtered by: the query of `/jobs` and the fields of its bulk forms.
@@ -9,6 +10,9 @@ struct JobsFilter: Sendable, Equatable {
     var tag: String?
     var source: String?
     var since: Since?
+    /// A time range [from, to) of when jobs finished (unfinished: were created), UTC.
+    var from: Date?
+    var to: Date?
 
     enum Since: String, CaseIterable, Sendable {
         case m15 = "15m", h1 = "1h", h24 = "24h", d7 = "7d", d30 = "30d"
@@ -45,6 +49,37 @@ struct JobsFilter: Sendable, Equatable {
         code = try value("code")
         tag = try value("tag")
         source = try value("source")
+        for (name, bound) in [("from", \JobsFilter.from), ("to", \JobsFilter.to)] as [(String, WritableKeyPath<JobsFilter, Date?>)] {
+            guard let text = try value(name) else { continue }
+            guard let date = Self.instant(text) else {
+                throw DashboardRefusal(400, "\(name) must be a date and time like 2026-11-23T14:30 (UTC) or an ISO-8601 instant")
+            }
+            self[keyPath: bound] = date
+        }
+    }
+
+    /// `2026-11-23T14:30` (what a datetime-local input sends; read as UTC), with seconds, a
+    /// bare date, or an ISO-8601 instant with its offset.
+    static func instant(_ text: String) -> Date? {
+        if let d = ISO8601.parse(text) { return d }
+        let f = DateFormatter()
+        f.locale = Locale(identifier: "en_US_POSIX")
+        f.timeZone = TimeZone(identifier: "UTC")
+        for format in ["yyyy-MM-dd'T'HH:mm", "yyyy-MM-dd'T'HH:mm:ss", "yyyy-MM-dd HH:mm", "yyyy-MM-dd HH:mm:ss", "yyyy-MM-dd"] {
+            f.dateFormat = format
+            if let d = f.date(from: text) { return d }
+        }
+        return nil
+    }
+
+    /// How a datetime-local input shows `date` (UTC, to the second).
+    static func local(_ date: Date?) -> String {
+        guard let date else { return "" }
+        let f = DateFormatter()
+        f.locale = Locale(identifier: "en_US_POSIX")
+        f.timeZone = TimeZone(identifier: "UTC")
+        f.dateFormat = "yyyy-MM-dd'T'HH:mm:ss"
+        return f.string(from: date)
     }
 
     init() {}
@@ -52,13 +87,14 @@ struct JobsFilter: Sendable, Equatable {
     /// The queue's filter: a chosen state, or all of them.
     var jobFilter: JobQueue.JobFilter {
         JobQueue.JobFilter(
-            states: state.map { [$0] } ?? JobState.allCases, code: code, since: since?.duration, queue: queue, tag: tag, sourceContains: source)
+            states: state.map { [$0] } ?? JobState.allCases, code: code, since: since?.duration, queue: queue, tag: tag, sourceContains: source,
+            from: from, to: to)
     }
 
     var fields: [(String, String)] {
         [
             ("state", state?.rawValue ?? ""), ("queue", queue ?? ""), ("code", code ?? ""), ("tag", tag ?? ""), ("source", source ?? ""),
-            ("since", since?.rawValue ?? ""),
+            ("since", since?.rawValue ?? ""), ("from", Self.local(from)), ("to", Self.local(to)),
         ]
     }
 
@@ -88,7 +124,10 @@ enum JobsPage {
         }
         html += "<label>finished within<select name=\"since\"><option value=\"\">any time</option>"
         for s in JobsFilter.Since.allCases { html += "<option\(filter.since == s ? " selected" : "")>\(s.rawValue)</option>" }
-        html += "</select></label><button type=\"submit\">Filter</button> <a href=\"/jobs\">clear</a></form>"
+        html += "</select></label>"
+        html += "<label>from (UTC)<input type=\"datetime-local\" step=\"1\" name=\"from\" value=\"\(JobsFilter.local(filter.from))\"></label>"
+        html += "<label>to (UTC)<input type=\"datetime-local\" step=\"1\" name=\"to\" value=\"\(JobsFilter.local(filter.to))\"></label>"
+        html += "<button type=\"submit\">Filter</button> <a href=\"/jobs\">clear</a></form>"
 
         let over = matching > cap
         let n = over ? HTML.grouped(cap) + "+" : HTML.grouped(matching)
