@@ -33,6 +33,8 @@ let package = Package(
         // .pc carries; the shim header defines what matters and `magickIncludes` adds the paths.
         .systemLibrary(name: "CMagickWand", providers: [.apt(["libmagickwand-dev"])]),
         .systemLibrary(name: "CCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
+        // glibc's <malloc.h> (mallopt), which the Glibc module leaves out.
+        .systemLibrary(name: "CMalloc"),
         // libjpeg-turbo and libpng called directly (the direct lane and the bench's decode floor):
         // a few C wrappers, since libjpeg reports errors by longjmp.
         .target(name: "CImageCodecs", linkerSettings: [.linkedLibrary("jpeg"), .linkedLibrary("png16")]),
@@ -41,7 +43,7 @@ let package = Package(
         .target(
             name: "HalcyonCore",
             dependencies: [
-                .product(name: "Logging", package: "swift-log")
+                "CMalloc", .product(name: "Logging", package: "swift-log"),
             ]),
         // PostgreSQL: connection, migrations, the job queue (claim, lease, complete, rescue).
         .target(name: "HalcyonQueue", dependencies: ["HalcyonCore", "CLibPQ"]),

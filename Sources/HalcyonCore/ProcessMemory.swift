@@ -1,3 +1,4 @@
+internal import CMalloc
 import Foundation
 
 /// Memory figures of a live process, read from `/proc`.
@@ -9,5 +10,17 @@ public enum ProcessMemory {
             let kb = Int(line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "")
         else { return nil }
         return kb * 1024
+    }
+
+    /// glibc's `M_MMAP_THRESHOLD`: sets a fixed threshold (which also stops glibc raising it by
+    /// itself). False when glibc refuses the value.
+    @discardableResult
+    public static func setMmapThreshold(_ bytes: Int) -> Bool {
+        mallopt(M_MMAP_THRESHOLD, Int32(clamping: bytes)) == 1
+    }
+
+    /// Whether the environment's `GLIBC_TUNABLES` sets the mmap threshold itself.
+    public static var tunablesSetMmapThreshold: Bool {
+        ProcessInfo.processInfo.environment["GLIBC_TUNABLES"]?.contains("malloc.mmap_threshold") == true
     }
 }

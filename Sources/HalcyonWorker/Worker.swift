@@ -116,8 +116,21 @@ public final class Worker: Service, Sendable {
         return services
     }
 
+    /// The allocator's mmap threshold, as `configuration.mmapThreshold` asks (the environment's
+    /// tunable wins); what is in force, for the start line.
+    private func applyMmapThreshold() -> String {
+        if ProcessMemory.tunablesSetMmapThreshold { return "GLIBC_TUNABLES" }
+        guard configuration.mmapThreshold > 0 else { return "glibc-dynamic" }
+        guard ProcessMemory.setMmapThreshold(configuration.mmapThreshold) else {
+            logger.warning("glibc refused the mmap threshold; its dynamic one stays", metadata: ["bytes": "\(configuration.mmapThreshold)"])
+            return "glibc-dynamic"
+        }
+        return "\(configuration.mmapThreshold)"
+    }
+
     private func logStart() {
         let configuration = configuration
+        let mmapThreshold = applyMmapThreshold()
         logger.info(
             "worker started",
             metadata: [
@@ -125,6 +138,7 @@ public final class Worker: Service, Sendable {
                 "lease": "\(TimeSpan.format(configuration.lease))", "mode": "\(configuration.pollOnly ? "poll" : "listen")",
                 "store": "\(configuration.storeRoot.path)", "statement_timeout": "\(TimeSpan.format(configuration.statementTimeout))",
                 "max_pixels": "\(configuration.limits.maxPixels)", "magick_policy": "\(MagickImage.policyDirectory ?? "system")",
+                "mmap_threshold": "\(mmapThreshold)",
             ])
         if MagickImage.policyDirectory == nil {
             logger.warning("Halcyon's hardened ImageMagick policy.xml was not found (set HALCYON_POLICY_DIR); running under the system policy only")

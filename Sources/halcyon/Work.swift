@@ -91,6 +91,11 @@ struct Work: AsyncParsableCommand {
     var maxPendingBytes = ByteSizeArgument(256 << 20)
     @Option(
         help:
+            "Allocations this large or larger are mapped and returned to the system when freed (glibc's M_MMAP_THRESHOLD), 0 (glibc's dynamic threshold) or 4KiB–32MiB; GLIBC_TUNABLES wins."
+    )
+    var mmapThreshold = ByteSizeArgument(4 << 20)
+    @Option(
+        help:
             "Pixel budget: most pixels any image a job holds may have, all frames together — the decoded source and every step's output (e.g. 25MP), 1–268MP. A job uses up to about 20 bytes per budgeted pixel."
     )
     var maxPixels = PixelCountArgument(100_000_000)
@@ -149,6 +154,7 @@ struct Work: AsyncParsableCommand {
         if sweepInterval.duration != .zero { try sweepInterval.check("--sweep-interval", 1...30 * 86_400) }
         try maxDownloadSize.check("--max-download-size", 1...(16 << 30))
         try maxPendingBytes.check("--max-pending-bytes", (1 << 20)...(1 << 40))
+        if mmapThreshold.bytes != 0 { try mmapThreshold.check("--mmap-threshold", 4096...(32 << 20)) }
         try maxPixels.check("--max-pixels", 1...(16384 * 16384))
         if let c = concurrency, !(1...256).contains(c) { throw ValidationError("--concurrency must be 1…256") }
         guard (1...1024).contains(fetchConcurrency) else { throw ValidationError("--fetch-concurrency must be 1…1024") }
@@ -242,6 +248,7 @@ struct Work: AsyncParsableCommand {
         configuration.backoff.base = retryBase.seconds
         configuration.statementTimeout = statementTimeout.duration
         configuration.maxPendingBytes = maxPendingBytes.bytes
+        configuration.mmapThreshold = mmapThreshold.bytes
         configuration.limits.maxPixels = maxPixels.pixels
         configuration.sweepInterval = sweepInterval.duration
         configuration.storeSizeLimit = sizeLimit.bytes

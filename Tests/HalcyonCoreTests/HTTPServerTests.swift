@@ -19,10 +19,10 @@ import Testing
     }
 
     /// Sends a GET for `path` and reads the whole response (the server closes the connection).
-    func get(_ port: Int, _ path: String) throws -> String {
+    func get(_ port: Int, _ path: String, extraHeaders: String = "") throws -> String {
         let fd = try connect(port)
         defer { close(fd) }
-        let request = Array("GET \(path) HTTP/1.1\r\nHost: x\r\n\r\n".utf8)
+        let request = Array("GET \(path) HTTP/1.1\r\nHost: x\r\n\(extraHeaders)\r\n".utf8)
         _ = request.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, 0) }
         var response = [UInt8](), chunk = [UInt8](repeating: 0, count: 4096)
         while true {
@@ -31,6 +31,40 @@ import Testing
             response += chunk[0..<n]
         }
         return String(decoding: response, as: UTF8.self)
+    }
+
+    /// A request's headers (names case-insensitive, repeats joined), its query and a form body
+    /// that arrives in a second packet; over-limit bodies and heads are refused unread.
+    @Test func requestsCarryHeadersQueryAndAFormBody() throws {
+        let server = try HTTPServer(requestHandler: { r in
+            let form = r.form.map { "\($0.name)=\($0.value)" }.joined(separator: "|")
+            let query = r.query.map { "\($0.name)=\($0.value)" }.joined(separator: "|")
+            return .text(200, "\(r.method) \(r.path ?? "?") [\(query)] [\(form)] \(r.header("X-Twice") ?? "-")\n")
+        })
+        defer { server.stop() }
+        let fd = try connect(server.port)
+        defer { close(fd) }
+        let body = "a=1&b=two+words&c=%3Cx%3E"
+        let head =
+            "POST /p%20q?x=%2F&y HTTP/1.1\r\nHost: x\r\nx-twice: 1\r\nX-Twice: 2\r\n"
+            + "Content-Type: application/x-www-form-urlencoded\r\nContent-Length: \(body.utf8.count)\r\n\r\n"
+        _ = Array(head.utf8).withUnsafeBytes { send(fd, $0.baseAddress, $0.count, 0) }
+        usleep(50_000)
+        _ = Array(body.utf8).withUnsafeBytes { send(fd, $0.baseAddress, $0.count, 0) }
+        var response = [UInt8](), chunk = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            if n <= 0 { break }
+            response += chunk[0..<n]
+        }
+        let text = String(decoding: response, as: UTF8.self)
+        #expect(text.hasSuffix("POST /p q [x=/|y=] [a=1|b=two words|c=<x>] 1, 2\n"), "\(text)")
+
+        let big = try get(server.port, "/", extraHeaders: "Content-Length: \(HTTPServer.maxBodyBytes + 1)\r\n")
+        #expect(big.hasPrefix("HTTP/1.1 413 "))
+        let longHead = try get(server.port, "/", extraHeaders: "X-Filler: \(String(repeating: "f", count: HTTPServer.maxHeadBytes))\r\n")
+        #expect(longHead.hasPrefix("HTTP/1.1 431 "))
+        #expect(try get(server.port, "/", extraHeaders: "Content-Length: -4\r\n").hasPrefix("HTTP/1.1 400 "))
     }
 
     @Test func answersWithStatusHeadersAndBody() throws {

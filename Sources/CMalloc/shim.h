@@ -1,0 +1,2 @@
+// glibc's allocator controls (mallopt), for the worker's mmap threshold.
+#include <malloc.h>
