@@ -92,6 +92,8 @@ struct BenchRun {
     /// Halcyon's mean CPU milliseconds per item in each stage (decode, process, encode, store),
     /// from the jobs' `timings`: CPU time on the thread that ran the stage.
     var stages: [(name: String, ms: Double)] = []
+    /// How the whole machine's cores spent the run (Halcyon's runs): busy with anything, idle, stolen.
+    var machine: MachineShare? = nil
 
     /// The share of the machine's cores the tool kept busy: CPU time over wall time × cores.
     var cpuUse: Double { cpuSeconds / (seconds * Double(ProcessInfo.processInfo.activeProcessorCount)) }
@@ -127,6 +129,17 @@ struct BenchResult {
             + String(
                 format: "; the other %.1f of its %.1f — reading sources, the queue, the runtime, the kernel's work off those threads",
                 max(0, cpuMs - ms.reduce(0, +)), cpuMs)
+            + (machineLine.map { "\n" + $0 } ?? "")
+    }
+
+    /// `the machine's cores meanwhile: 91 % busy (halcyon's own 82 %; …), 6 % idle, 3 % stolen`.
+    var machineLine: String? {
+        let shares = runs.compactMap(\.machine)
+        guard !shares.isEmpty else { return nil }
+        return String(
+            format:
+                "the machine's cores meanwhile: %.0f %% busy (%@'s own %.0f %%; the rest PostgreSQL, the kernel's I/O, the bench), %.0f %% idle, %.0f %% stolen",
+            median(shares.map(\.busy)) * 100, tool, cpuUse * 100, median(shares.map(\.idle)) * 100, median(shares.map(\.steal)) * 100)
     }
     var peakMB: Double { Double(runs.map(\.peakRSS).max() ?? 0) / 1e6 }
     /// Median over runs of each run's per-image p50 / p95 (nil when the tool has no per-image times).
@@ -177,6 +190,12 @@ struct BenchResult {
         ]
         if let p50, let p95 { o["ms_per_\(unit)_p50"] = .number(p50.rounded()); o["ms_per_\(unit)_p95"] = .number(p95.rounded()) }
         if let psnr { o["psnr_db"] = .number((psnr * 100).rounded() / 100) }
+        let shares = runs.compactMap(\.machine)
+        if !shares.isEmpty {
+            o["machine_busy"] = .number((median(shares.map(\.busy)) * 1000).rounded() / 1000)
+            o["machine_idle"] = .number((median(shares.map(\.idle)) * 1000).rounded() / 1000)
+            o["machine_steal"] = .number((median(shares.map(\.steal)) * 1000).rounded() / 1000)
+        }
         if let names = runs.first?.stages.map(\.name), !names.isEmpty {
             o["stage_cpu_ms_per_\(unit)"] = .object(
                 Dictionary(

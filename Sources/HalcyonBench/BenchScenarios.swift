@@ -43,8 +43,10 @@ extension Bench {
         try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
         let started = Date()
         let progress = ProgressReporter(conninfo: conninfo, label: "images", expected: corpus.files.count, since: started)
+        let cpuBefore = MachineCPU.now()
         let usage = try await drainWorker(conninfo: conninfo, store: store, corpus: corpus, scratch: scratch)
-        let seconds = Date().timeIntervalSince(started)  // before the reporter's last tick (up to 0.5 s)
+        let seconds = Date().timeIntervalSince(started)  // before the reporter's last tick
+        let machine = MachineCPU.now().flatMap { cpuBefore?.shares(until: $0) }
         await progress.finish()
         let ok =
             try await c.execute(
@@ -64,7 +66,7 @@ extension Bench {
         let w1 = BenchRun(
             seconds: seconds, cpuSeconds: usage.cpuSeconds, peakRSS: usage.peakRSS, images: corpus.files.count, perImageMs: ms,
             psnr: quality.score { paths[URL(fileURLWithPath: corpus.files[$0].path).lastPathComponent] },
-            stages: try await Self.stageMeans(c, perSource: false))
+            stages: try await Self.stageMeans(c, perSource: false), machine: machine)
 
         guard measureHits else {
             await c.close()
@@ -114,8 +116,10 @@ extension Bench {
         try? FileManager.default.removeItem(at: store)
         defer { try? FileManager.default.removeItem(at: store) }
         let started = Date()
+        let cpuBefore = MachineCPU.now()
         let usage = try await drainWorker(conninfo: conninfo, store: store, corpus: corpus, scratch: scratch)
         let seconds = Date().timeIntervalSince(started)
+        let machine = MachineCPU.now().flatMap { cpuBefore?.shares(until: $0) }
         let ok =
             try await c.execute(
                 "SELECT count(*) FILTER (WHERE state = 'succeeded' AND (\(expected))) AS ok FROM halcyon.jobs WHERE cache_key LIKE $1",
@@ -132,7 +136,7 @@ extension Bench {
         ).rows.compactMap { $0[0].flatMap { Double($0) } }
         return BenchRun(
             seconds: seconds, cpuSeconds: usage.cpuSeconds, peakRSS: usage.peakRSS, images: corpus.files.count, perImageMs: ms,
-            stages: try await Self.stageMeans(c, perSource: true))
+            stages: try await Self.stageMeans(c, perSource: true), machine: machine)
     }
 
     /// W2's checks: a 320×320 JPEG, a WebP fitted to 1024, a 64×64 PNG.

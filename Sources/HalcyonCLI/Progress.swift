@@ -10,12 +10,15 @@ import HalcyonQueue
 package final class ProgressReporter: Sendable {
     private let task: Task<Void, Never>
     private let done = CancellationFlag()
+    /// Cuts the wait between redraws short when `finish` is called (the command would
+    /// otherwise exit up to half a second late).
+    private let redraw = WakeSignal()
 
     /// `label`: what is counted (e.g. "jobs"). `expected`: the total when known (the demo and the
     /// bench know what they enqueued); otherwise done + runnable + running.
     package init(conninfo: String, label: String = "jobs", expected: Int? = nil, since: Date = Date()) {
         let tty = isatty(STDERR_FILENO) == 1
-        let done = self.done
+        let done = self.done, redraw = self.redraw
         task = Task.detached {
             guard let connection = try? await PGConnection.connect(conninfo, label: "progress") else { return }
             let queue = JobQueue(connection: connection)
@@ -35,7 +38,7 @@ package final class ProgressReporter: Sendable {
                     }
                 }
                 if finishing { break }
-                try? await Task.sleep(for: .milliseconds(500))
+                await redraw.wait(timeout: .milliseconds(500))
             }
             await connection.close()
         }
@@ -44,6 +47,7 @@ package final class ProgressReporter: Sendable {
     /// Draws the final line and stops.
     package func finish() async {
         done.cancel()
+        redraw.wake()
         await task.value
     }
 
