@@ -2,20 +2,13 @@ import Foundation
 import HalcyonCore
 import Testing
 
-/// The worker's allocator setting (`--mmap-threshold`) takes effect: with a fixed 4 MiB
-/// threshold, a larger block is a mapping of its own (glibc marks such a chunk IS_MMAPPED, bit
-/// 1 of the size word before the pointer) and a smaller one is not.
+/// The allocator setting behind `halcyon work --mmap-threshold`. Whether a given block then
+/// comes from a mapping depends on what the heap already has free (glibc serves a request from
+/// the heap's top or its bins when it can), so this only checks that glibc takes the value; its
+/// effect is the bench's to measure (W1's peak RSS), and `WorkerTests` checks the worker sets it.
 @Suite struct ProcessMemoryTests {
-    func isMapped(_ bytes: Int) -> Bool {
-        let p = malloc(bytes)!
-        defer { free(p) }
-        return p.load(fromByteOffset: -MemoryLayout<UInt>.size, as: UInt.self) & 2 != 0
-    }
-
-    @Test func aFixedMmapThresholdDecidesWhichBlocksAreMapped() {
+    @Test func glibcTakesAnMmapThreshold() {
         #expect(ProcessMemory.setMmapThreshold(4 << 20))
-        #expect(isMapped(8 << 20))
-        #expect(!isMapped(1 << 20))
     }
 
     @Test func peakRSSIsReadForThisProcess() {

@@ -73,6 +73,24 @@ struct WorkerTests {
         #expect(perWorker.rows.compactMap { Int($0[0] ?? "") }.reduce(0, +) == n)
     }
 
+    /// The allocator's mmap threshold: 4 MiB by default, glibc's own with 0, and an operator's
+    /// GLIBC_TUNABLES setting is left alone; the start line says which.
+    @Test func theWorkerSetsItsMmapThreshold() async throws {
+        let db = try await TestDatabase.create()
+        let store = try TestEnvironment.temporaryDirectory("mmap-store")
+        for (extra, environment, expected) in [
+            ([String](), [String: String](), "mmap_threshold=4194304"), (["--mmap-threshold", "0"], [:], "mmap_threshold=glibc-dynamic"),
+            (["--mmap-threshold", "1MiB"], [:], "mmap_threshold=1048576"),
+            ([], ["GLIBC_TUNABLES": "glibc.malloc.mmap_threshold=2097152"], "mmap_threshold=GLIBC_TUNABLES"),
+        ] {
+            let w = try HalcyonProcess(
+                ["work", "--drain", "--no-progress", "--store", store.path, "--log-level", "info"] + extra, conninfo: db.conninfo,
+                environment: environment)
+            #expect(await w.wait(timeout: 60) == 0, "\(w.output)")
+            #expect(w.output.contains(expected), "\(extra) \(environment): \(w.output)")
+        }
+    }
+
     @Test func resultsAreStoredAndRecorded() async throws {
         _ = try Self.published()
         let db = try await TestDatabase.create()
