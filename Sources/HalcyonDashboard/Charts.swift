@@ -73,10 +73,10 @@ enum Charts {
         v == v.rounded() ? String(Int(v)) : String(format: "%.1f", v)
     }
 
+    /// `14:05 UTC` for a Unix time.
     private static func clock(_ unix: Int64) -> String {
-        let f = DateFormatter()
-        f.dateFormat = "HH:mm"
-        f.timeZone = TimeZone(identifier: "UTC")
-        return f.string(from: Date(timeIntervalSince1970: Double(unix))) + " UTC"
+        let minutes = (unix % 86400 + 86400) % 86400 / 60
+        func two(_ n: Int64) -> String { n < 10 ? "0\(n)" : "\(n)" }
+        return "\(two(minutes / 60)):\(two(minutes % 60)) UTC"
     }
 }

@@ -34,9 +34,12 @@ public struct DashboardConfiguration: Sendable {
     public init() {}
 
     /// Whether `address` is a loopback address (127.0.0.0/8).
-    public var isLoopback: Bool {
+    public var isLoopback: Bool { Self.isLoopback(address) }
+
+    /// Whether `text` is an IPv4 address in 127.0.0.0/8.
+    static func isLoopback(_ text: some StringProtocol) -> Bool {
         var a = in_addr()
-        return inet_pton(AF_INET, address, &a) == 1 && (UInt32(bigEndian: a.s_addr) >> 24) == 127
+        return inet_pton(AF_INET, String(text), &a) == 1 && (UInt32(bigEndian: a.s_addr) >> 24) == 127
     }
 
     /// What would be unsafe or cannot work, or nil: a non-loopback address without a token, a

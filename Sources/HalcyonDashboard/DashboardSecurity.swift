@@ -102,9 +102,7 @@ struct DashboardSecurity: Sendable {
             hostPort = parts.count > 1 ? parts[1] : nil
         }
         guard hostPort == nil || hostPort.flatMap({ Int($0) }) == port else { return false }
-        if name == "localhost" || name == "::1" { return true }
-        var a = in_addr()
-        return inet_pton(AF_INET, String(name), &a) == 1 && (UInt32(bigEndian: a.s_addr) >> 24) == 127
+        return name == "localhost" || name == "::1" || DashboardConfiguration.isLoopback(name)
     }
 
     static func cookie(_ name: String, in header: String?) -> String? {

@@ -206,8 +206,9 @@ public final class DashboardServer: Sendable {
         }
         var expires: Date?
         var inStore = false
-        if let digest = row["result_digest"] ?? nil, let store, let object = store.object(digest: digest, maxBytes: configuration.maxResultBytes) {
-            expires = object.expires
+        // The expiry from the object's inode; the image itself is fetched by the page's <img>.
+        if let digest = row["result_digest"] ?? nil, let info = store?.objectInfo(digest: digest), info.bytes <= configuration.maxResultBytes {
+            expires = info.expires
             inStore = true
         }
         let model = JobPage.Model(row: row, identifier: identifier, resultExpires: expires, resultInStore: inStore)

@@ -129,7 +129,8 @@ public struct QueueOverview: Sendable {
 
         return QueueOverview(
             counts: counts, queues: queues, throughput: minutes, throughputCapped: finished >= chartCap, failures: failures,
-            failuresCapped: failures.reduce(0) { $0 + $1.count } >= cap, workers: workers, store: store, cap: cap)
+            failuresCapped: (failureRows.first?["read_rows"] ?? nil).flatMap { Int($0) }.map { $0 >= cap } ?? false, workers: workers, store: store,
+            cap: cap)
     }
 
     /// Succeeded rows: counted when the table is small, else the table's estimated row count

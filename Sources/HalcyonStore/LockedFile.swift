@@ -58,8 +58,8 @@ func readWhole(_ fd: Int32, limit: Int = .max) -> Data? {
 }
 
 /// Opens `path` read-only with `O_NOATIME` where allowed (the file's owner, or root), else
-/// plainly; -1 with errno on failure.
-func openForReading(_ path: String) -> Int32 {
-    let fd = open(path, O_RDONLY | O_CLOEXEC | O_NOATIME)
-    return fd < 0 && errno == EPERM ? open(path, O_RDONLY | O_CLOEXEC) : fd
+/// plainly; -1 with errno on failure. `flags` adds to `O_RDONLY | O_CLOEXEC` (e.g. `O_NOFOLLOW`).
+func openForReading(_ path: String, flags: Int32 = 0) -> Int32 {
+    let fd = open(path, O_RDONLY | O_CLOEXEC | O_NOATIME | flags)
+    return fd < 0 && errno == EPERM ? open(path, O_RDONLY | O_CLOEXEC | flags) : fd
 }

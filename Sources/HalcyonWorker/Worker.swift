@@ -68,7 +68,7 @@ public final class Worker: Service, Sendable {
                 id: configuration.workerID, host: ProcessInfo.processInfo.hostName,
                 pid: getpid(), concurrency: configuration.concurrency)
         }
-        logStart()
+        logStart(mmapThreshold: applyMmapThreshold())
 
         let listener = configuration.pollOnly ? nil : JobListener(conninfo: conninfo, logger: logger) { [wake = state.wake] in wake.wake() }
         listener?.start()
@@ -128,9 +128,8 @@ public final class Worker: Service, Sendable {
         return "\(configuration.mmapThreshold)"
     }
 
-    private func logStart() {
+    private func logStart(mmapThreshold: String) {
         let configuration = configuration
-        let mmapThreshold = applyMmapThreshold()
         logger.info(
             "worker started",
             metadata: [

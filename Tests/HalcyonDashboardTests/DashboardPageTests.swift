@@ -40,6 +40,7 @@ struct DashboardPageTests {
         let json = try #require(JSONValue.parse(try await HTTP.get(server, "/api/overview").text))
         #expect(json["counts"]?["failed"]?["value"]?.numberValue == 1 && json["counts"]?["failed"]?["kind"]?.stringValue == "at_least")
         #expect(json["counts"]?["queued"]?["kind"]?.stringValue == "exact")
+        #expect(json["failures_capped"]?.boolValue == true, "two failures read, a cap of one")
         let page = try await HTTP.get(server, "/").text
         #expect(page.contains("data-state=\"failed\">1+<"))
         let list = try await HTTP.get(server, "/jobs?state=failed").text

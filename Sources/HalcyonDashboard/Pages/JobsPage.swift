@@ -3,7 +3,7 @@ import HalcyonCore
 import HalcyonQueue
 
 /// What the jobs list is filtered by: the query of `/jobs` and the fields of its bulk forms.
-struct JobsFilter: Sendable, Equatable {
+struct JobsFilter: Sendable {
     var state: JobState?
     var queue: String?
     var code: String?
@@ -97,8 +97,6 @@ struct JobsFilter: Sendable, Equatable {
             ("since", since?.rawValue ?? ""), ("from", Self.local(from)), ("to", Self.local(to)),
         ]
     }
-
-    static func == (a: JobsFilter, b: JobsFilter) -> Bool { a.fields.map { $0.1 } == b.fields.map { $0.1 } }
 }
 
 /// `/jobs`: the filter form, bulk retry and cancel for the filter, and a page of jobs with a
