@@ -230,10 +230,15 @@ struct BenchResult {
 /// H: store-hit throughput (the W1 jobs again, copied to about 5,000, on the filled store).
 struct HitRun {
     var jobs: Int
+    /// The drain, as each tool's own clock sees it: pgqueuer's `QueueManager.run` (after its
+    /// process started, connected and installed its schema); Halcyon's first claim to its last
+    /// recorded completion (the database's clock), so that neither counts starting a process.
     var seconds: Double
     var cpuSeconds: Double
     /// Jobs per claim (pgqueuer's batch size); nil for Halcyon (its hit claims, up to 250).
     var batch: Int? = nil
+    /// Halcyon's whole `work --drain` process, start to exit.
+    var processSeconds: Double? = nil
 
     var jobsPerSecond: Double { Double(jobs) / seconds }
     var line: String {
@@ -249,6 +254,12 @@ struct HitRun {
             format: "H — store hits: %.0f jobs/s (%.0f–%.0f), %.2f CPU ms/job, one worker process, %d jobs per run, hit claims of up to %d\n",
             median(rates), rates.min() ?? 0, rates.max() ?? 0, median(runs.map { $0.cpuSeconds * 1000 / Double($0.jobs) }),
             runs.first?.jobs ?? 0, halcyonBatch)
+        let whole = runs.compactMap { run in run.processSeconds.map { Double(run.jobs) / $0 } }
+        if !whole.isEmpty {
+            out += String(
+                format: "    (first claim to last completion; the whole process, start to exit: %.0f jobs/s (%.0f–%.0f))\n", median(whole),
+                whole.min() ?? 0, whole.max() ?? 0)
+        }
         for (batch, peer) in peers.sorted(by: { $0.key < $1.key }) {
             let p = peer.map(\.jobsPerSecond)
             out += String(
@@ -265,6 +276,7 @@ struct HitRun {
                     [
                         "jobs": .number(Double($0.jobs)), "seconds": .number(($0.seconds * 1000).rounded() / 1000),
                         "cpu_seconds": .number(($0.cpuSeconds * 1000).rounded() / 1000),
+                        "process_seconds": $0.processSeconds.map { .number(($0 * 1000).rounded() / 1000) } ?? .null,
                     ]
                 })
         }

@@ -85,12 +85,18 @@ extension Bench {
         let hitStarted = Date()
         let hitUsage = try await drainWorker(conninfo: conninfo, store: store, corpus: corpus, scratch: scratch)
         let hitSeconds = Date().timeIntervalSince(hitStarted)
-        let hits =
-            try await c.execute("SELECT count(*) FILTER (WHERE state = 'succeeded' AND cache_hit) AS n FROM halcyon.jobs")
-            .value(0, "n").flatMap { Int($0) } ?? 0
+        let r = try await c.execute(
+            """
+            SELECT count(*) FILTER (WHERE state = 'succeeded' AND cache_hit) AS n,
+                   extract(epoch FROM max(finished_at) - min(started_at))::float8 AS drain
+            FROM halcyon.jobs
+            """)
         await c.close()
-        guard hits == hitJobs else { throw CommandFailure("H: only \(hits) of \(hitJobs) jobs were store hits") }
-        return (w1, HitRun(jobs: hitJobs, seconds: hitSeconds, cpuSeconds: hitUsage.cpuSeconds))
+        let hits = r.value(0, "n").flatMap { Int($0) } ?? 0
+        guard hits == hitJobs, let drain = r.value(0, "drain").flatMap({ Double($0) }), drain > 0 else {
+            throw CommandFailure("H: only \(hits) of \(hitJobs) jobs were store hits")
+        }
+        return (w1, HitRun(jobs: hitJobs, seconds: drain, cpuSeconds: hitUsage.cpuSeconds, processSeconds: hitSeconds))
     }
 
     /// W2 (and W3): every source → each of `chains`, enqueued together so a claim holds a

@@ -40,16 +40,18 @@ public enum JSONValue: Sendable, Equatable, Codable {
         }
     }
 
-    /// Parses JSON text; nil when it is not valid JSON.
+    /// Parses JSON text; nil when it is not valid JSON (or nests deeper than 512).
     public static func parse(_ text: String) -> JSONValue? {
-        try? JSONDecoder().decode(JSONValue.self, from: Data(text.utf8))
+        JSONText.parse(text)
     }
 
-    /// Compact JSON text with sorted keys.
+    /// Compact JSON text with sorted keys (as `JSONEncoder` writes it with `.sortedKeys` and
+    /// `.withoutEscapingSlashes`; a NaN or infinite number is written `null`).
     public var jsonText: String {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        return (try? String(decoding: encoder.encode(self), as: UTF8.self)) ?? "null"
+        var out: [UInt8] = []
+        out.reserveCapacity(256)
+        JSONText.write(self, to: &out)
+        return String(decoding: out, as: UTF8.self)
     }
 
     /// Indented JSON text with sorted keys, for people.

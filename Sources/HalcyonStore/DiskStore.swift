@@ -64,9 +64,12 @@ public struct CachedResult: Sendable, Equatable {
 /// Blocking: call from a Dispatch thread, not the cooperative pool.
 public struct DiskStore: Sendable {
     public let root: URL
+    /// `root`'s path, kept: a hit joins paths for two files, and `URL` would parse each.
+    let rootPath: String
 
     public init(root: URL) {
         self.root = root.standardizedFileURL
+        rootPath = self.root.path
     }
 
     /// The relative path of an object.
@@ -83,6 +86,11 @@ public struct DiskStore: Sendable {
 
     public func url(forRelativePath path: String) -> URL {
         root.appendingPathComponent(path)
+    }
+
+    /// The file system path of a path relative to the root.
+    func path(forRelativePath path: String) -> String {
+        rootPath.hasSuffix("/") ? rootPath + path : rootPath + "/" + path
     }
 
     var tmpDirectory: URL { root.appendingPathComponent("tmp") }
@@ -154,13 +162,13 @@ public struct DiskStore: Sendable {
     /// the object the later of its expiry and the key's. Nil on a miss, or on any error (a
     /// broken store file is a miss, not a failure).
     public func lookup(_ key: String, extend: ExpirationExtending, now: Date = Date()) -> CachedResult? {
-        let path = url(forRelativePath: Self.keyPath(for: key)).path
-        let found = try? withLockedFile(path) { fd, st throws(HalcyonError) -> CachedResult? in
+        let keyPath = self.path(forRelativePath: Self.keyPath(for: key))
+        let found = try? withLockedFile(keyPath) { fd, st throws(HalcyonError) -> CachedResult? in
             let keyTimes = FileTimes(st)
             guard keyTimes.expires > now else { return nil }
             guard let text = Self.readSmall(fd), let record = KeyRecord(text), record.key == key else { return nil }
             let extended = extend.extended(accessed: keyTimes.accessed, expires: keyTimes.expires, now: now)
-            let objectPath = url(forRelativePath: record.object).path
+            let objectPath = self.path(forRelativePath: record.object)
             let objectAlive =
                 try withLockedFile(objectPath) { ofd, ost -> Bool in
                     let objectTimes = FileTimes(ost)
@@ -229,28 +237,49 @@ struct KeyRecord: Equatable {
         return SourceRecord(width: width, height: height, format: String(parts[0]), bytes: bytes, metaJSON: String(parts[3]))
     }
 
-    /// Nil for anything but a complete record.
+    /// Nil for anything but a complete record. Read as bytes: a store hit parses one per job.
     init?(_ text: String) {
-        var fields: [Substring: Substring] = [:]
-        for line in text.split(separator: "\n") {
-            guard let space = line.firstIndex(of: " ") else { return nil }
-            fields[line[..<space]] = line[line.index(after: space)...]
+        var version, object, bytesField, image, source, placeholders, key: Substring?
+        for line in text.utf8.split(separator: UInt8(ascii: "\n")) {
+            guard let space = line.firstIndex(of: UInt8(ascii: " ")) else { return nil }
+            let value = Substring(line[line.index(after: space)...])
+            switch Substring(line[..<space]) {
+            case "halcyon-key": version = value
+            case "object": object = value
+            case "bytes": bytesField = value
+            case "image": image = value
+            case "source": source = value
+            case "placeholders": placeholders = value
+            case "key": key = value
+            default: continue
+            }
         }
-        guard fields["halcyon-key"] == "1", let object = fields["object"], object.hasPrefix("objects/"), !object.contains(".."),
-            let bytes = fields["bytes"].flatMap({ Int($0) }),
-            let image = fields["image"]?.split(separator: " "), image.count == 2,
+        guard version == "1", let object, object.hasPrefix("objects/"), !object.contains(".."),
+            let bytes = bytesField.flatMap({ Int($0) }),
+            let image = image?.split(separator: " "), image.count == 2,
             let size = Optional(image[1].split(separator: "x")), size.count == 2,
-            let width = Int(size[0]), let height = Int(size[1]), let key = fields["key"]
+            let width = Int(size[0]), let height = Int(size[1]), let key
         else { return nil }
         self.object = String(object)
         self.bytes = bytes
         self.info = ResultInfo(
-            format: String(image[0]), width: width, height: height, source: fields["source"].flatMap(Self.source),
-            placeholdersJSON: fields["placeholders"].flatMap { $0.hasPrefix("{") && $0.hasSuffix("}") ? String($0) : nil })
-        var unescaped = "", escaping = false
-        for c in key {
-            if escaping { unescaped.append(c == "n" ? "\n" : c); escaping = false } else if c == "\\" { escaping = true } else { unescaped.append(c) }
+            format: String(image[0]), width: width, height: height, source: source.flatMap(Self.source),
+            placeholdersJSON: placeholders.flatMap { $0.hasPrefix("{") && $0.hasSuffix("}") ? String($0) : nil })
+        guard key.utf8.contains(UInt8(ascii: "\\")) else {
+            self.key = String(key)
+            return
         }
-        self.key = unescaped
+        var unescaped: [UInt8] = [], escaping = false
+        for b in key.utf8 {
+            if escaping {
+                unescaped.append(b == UInt8(ascii: "n") ? UInt8(ascii: "\n") : b)
+                escaping = false
+            } else if b == UInt8(ascii: "\\") {
+                escaping = true
+            } else {
+                unescaped.append(b)
+            }
+        }
+        self.key = String(decoding: unescaped, as: UTF8.self)
     }
 }

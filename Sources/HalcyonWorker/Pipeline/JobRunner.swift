@@ -38,9 +38,17 @@ struct JobRunner: Sendable {
         watermarks = Watermarks(fetcher: fetcher, limits: configuration.limits, maxDataBytes: configuration.fetch.maxDataBytes)
     }
 
+    /// What the store held for a claim's jobs, looked up together (one hand-off to an I/O
+    /// thread per claim, not one per group: a claim of store hits is mostly groups of one).
+    struct StoreHits: Sendable {
+        var found: [String: CachedResult] = [:]
+        var secondsPerLookup: Double = 0
+    }
+
     /// Runs a group of planned jobs with the same source; the outcomes are in the order of
-    /// `plans`. `cancels` are the jobs' flags: the shared download stops only when every job is gone.
-    func run(_ plans: [JobPlan], cancels: [CancellationFlag]) async -> [Outcome] {
+    /// `plans`. `cancels` are the jobs' flags: the shared download stops only when every job is
+    /// gone. `hits` holds what `lookUp` found for them.
+    func run(_ plans: [JobPlan], cancels: [CancellationFlag], hits: StoreHits) async -> [Outcome] {
         var results = [Result<JobResult, HalcyonError>?](repeating: nil, count: plans.count)
         var timings = plans.map { plan -> StageTimings in
             var timing = StageTimings()
@@ -56,7 +64,6 @@ struct JobRunner: Sendable {
             }
         }
         // Store hits complete without touching the network.
-        let hits = await lookUp(valid.map(\.plan))
         var misses: [(index: Int, plan: JobPlan.Valid)] = []
         for (index, plan) in valid {
             // A stored result serves a job only with every placeholder the job asks for (the
@@ -87,12 +94,13 @@ struct JobRunner: Sendable {
         return zip(results, timings).map { Outcome(result: $0 ?? .failure(.abandoned), timings: $1) }
     }
 
-    /// Looks up the stored results of the plans that may use one, off the cooperative pool.
-    private func lookUp(_ plans: [JobPlan.Valid]) async -> (found: [String: CachedResult], secondsPerLookup: Double) {
-        let lookups: [(key: String, extend: ExpirationExtending)] = plans.filter { !$0.options.forceRefresh }.map {
-            ($0.resultKey, $0.options.extend)
+    /// Looks up the stored results of the valid plans that may use one, off the cooperative pool.
+    func lookUp(_ plans: [JobPlan]) async -> StoreHits {
+        let lookups: [(key: String, extend: ExpirationExtending)] = plans.compactMap { plan in
+            guard case .success(let valid) = plan.validated, !valid.options.forceRefresh else { return nil }
+            return (valid.resultKey, valid.options.extend)
         }
-        guard !lookups.isEmpty else { return ([:], 0) }
+        guard !lookups.isEmpty else { return StoreHits() }
         let store = self.store
         let started = ContinuousClock.now
         let found =
@@ -101,7 +109,7 @@ struct JobRunner: Sendable {
                 for (key, extend) in lookups where found[key] == nil { found[key] = store.lookup(key, extend: extend) }
                 return found
             }) ?? [:]
-        return (found, (ContinuousClock.now - started).seconds / Double(lookups.count))
+        return StoreHits(found: found, secondsPerLookup: (ContinuousClock.now - started).seconds / Double(lookups.count))
     }
 
     /// A miss's outcome and its stage timings (all but the queue wait).
