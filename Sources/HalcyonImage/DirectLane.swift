@@ -109,7 +109,7 @@ package enum DirectLane {
     ) throws(HalcyonError) -> ProcessedImage {
         var clock = StageClock()
         var image = base
-        var output = (format: source.format, quality: 85, progressive: false)
+        var output = (format: source.format, quality: 85, progressive: false, compression: FormatProcessor.defaultCompression)
         for (n, processor) in chain.processors.enumerated() {
             try cancel?.check()
             try limits.check(step: n, processor, from: image.size, frames: 1)
@@ -120,7 +120,7 @@ package enum DirectLane {
             case let downsample as DownsampleProcessor:
                 image = try image.resized(to: downsample.outputSize(from: image.size), window: nil)
             case let format as FormatProcessor:
-                output = (format.format.imageFormat, format.quality, format.progressive && format.format.canBeProgressive)
+                output = (format.format.imageFormat, format.quality, format.progressive && format.format.canBeProgressive, format.compression)
             default:
                 break  // strip and auto_orient: nothing to do on these pixels
             }
@@ -139,6 +139,7 @@ package enum DirectLane {
             }
             magick.outputQuality = quality
             magick.progressive = output.progressive
+            magick.pngCompression = output.compression
             return try magick.encode()
         }
         var result = ProcessedImage(

@@ -10,6 +10,8 @@ public final class MagickImage {
     public var outputFormat: ImageFormat
     /// JPEG/WebP quality, 1–100.
     public var outputQuality: Int = 85
+    /// PNG's zlib level, 0–9 (`format(png, compression=…)`; ImageMagick's own default is 7).
+    public var pngCompression = FormatProcessor.defaultCompression
     /// Raised when the job is abandoned: Halcyon's own loops (each frame, each band of a
     /// resize) stop at their next check; an ImageMagick call runs to its end.
     var cancellation: CancellationFlag?
@@ -297,6 +299,9 @@ public final class MagickImage {
         try check(MagickSetImageFormat(wand, outputFormat.magickName), "set format")
         if [.jpeg, .webp, .avif].contains(outputFormat) {
             MagickSetImageCompressionQuality(wand, outputQuality)
+        }
+        if outputFormat == .png {
+            MagickSetOption(wand, "png:compression-level", String(pngCompression))
         }
         if progressive {
             MagickSetInterlaceScheme(wand, PlaneInterlace)

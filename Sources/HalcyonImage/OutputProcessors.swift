@@ -1,11 +1,12 @@
 import Foundation
 import HalcyonCore
 
-/// `format(jpeg|png|webp|gif|avif, quality=85, progressive=false, max_bytes=none, min_quality=10)`
-/// — the output encoding (Kingfisher's `FormatIndicatedCacheSerializer`). `quality` (1–100)
-/// applies to jpeg, webp and avif; `progressive` to jpeg (progressive scan) and png (Adam7
-/// interlace); `max_bytes` (with `min_quality`) to the formats with a quality. Parameters that
-/// mean nothing for a format, and an absent `max_bytes`, are left out of its identifier.
+/// `format(jpeg|png|webp|gif|avif, quality=85, progressive=false, max_bytes=none, min_quality=10,
+/// compression=6)` — the output encoding (Kingfisher's `FormatIndicatedCacheSerializer`).
+/// `quality` (1–100) applies to jpeg, webp and avif; `progressive` to jpeg (progressive scan) and
+/// png (Adam7 interlace); `max_bytes` (with `min_quality`) to the formats with a quality;
+/// `compression` (zlib's level, 0–9) to png. Parameters that mean nothing for a format, an
+/// absent `max_bytes` and the default `compression` are left out of its identifier.
 public struct FormatProcessor: ImageProcessor {
     public enum Format: String, Sendable, CaseIterable {
         case jpeg, png, webp, gif, avif
@@ -31,12 +32,25 @@ public struct FormatProcessor: ImageProcessor {
     public var maxBytes: Int?
     /// The lowest quality the search may use. Default 10.
     public var minQuality = 10
+    /// PNG's zlib level: 0 (stored) to 9 (smallest, slowest). The pixels are the same at every
+    /// level; 6 is zlib's, libpng's and Pillow's default, and on photographs about 2–3 % larger
+    /// than ImageMagick's 7 for a fifth less CPU per image.
+    public var compression = FormatProcessor.defaultCompression
+    public static let defaultCompression = 6
 
     public init(step: ChainStep) throws(ChainError) {
-        var a = try StepArguments(step, keys: ["format", "quality", "progressive", "max_bytes", "min_quality"])
+        var a = try StepArguments(step, keys: ["format", "quality", "progressive", "max_bytes", "min_quality", "compression"])
         format = try a.choice("format")
         quality = Int(try a.number("quality", default: 85, range: 1...100).rounded())
         progressive = try a.bool("progressive", default: false)
+        if step.arguments.contains(where: { $0.key == "compression" }) {
+            guard format == .png else {
+                throw ChainError(
+                    position: step.position, found: "'\(step.name)(\(format.rawValue))' with compression",
+                    expected: "compression only with png")
+            }
+            compression = Int(try a.number("compression", range: 0...9).rounded())
+        }
         let hasLimit = step.arguments.contains { $0.key == "max_bytes" }, hasFloor = step.arguments.contains { $0.key == "min_quality" }
         if hasLimit || hasFloor {
             guard format.hasQuality, hasLimit else {
@@ -54,6 +68,7 @@ public struct FormatProcessor: ImageProcessor {
         var parts = [format.rawValue]
         if format.hasQuality { parts.append("quality=\(quality)") }
         if format.canBeProgressive { parts.append("progressive=\(progressive)") }
+        if compression != Self.defaultCompression { parts.append("compression=\(compression)") }
         if let maxBytes { parts += ["max_bytes=\(maxBytes)", "min_quality=\(minQuality)"] }
         return "format(\(parts.joined(separator: ",")))"
     }
@@ -88,5 +103,6 @@ public struct FormatProcessor: ImageProcessor {
         image.outputFormat = format.imageFormat
         image.outputQuality = quality
         image.progressive = progressive && format.canBeProgressive
+        image.pngCompression = compression
     }
 }

@@ -124,6 +124,8 @@ import Testing
         ("pad(10x10, gravity=entropy)", "center|north"),
         ("border(0)", "from 1"),
         ("trim(fuzz=2)", "from 0 to 1"),
+        ("format(jpeg, compression=9)", "compression only with png"),
+        ("format(png, compression=10)", "from 0 to 9"),
     ])
     func badOutputArgumentsAreChainErrors(chain: String, expected: String) {
         #expect(Fixture.chainError(chain)?.contains(expected) == true, "\(Fixture.chainError(chain) ?? "no error")")
@@ -133,7 +135,43 @@ import Testing
         #expect(try ProcessorChain.parse("format(jpeg)").identifier == "format(jpeg,quality=85,progressive=false)")
         #expect(
             try ProcessorChain.parse("format(webp, max_bytes=50000)").identifier == "format(webp,quality=85,max_bytes=50000,min_quality=10)")
+        #expect(try ProcessorChain.parse("format(png)").identifier == "format(png,progressive=false)")
+        #expect(try ProcessorChain.parse("format(png, compression=6)").identifier == "format(png,progressive=false)")
+        #expect(try ProcessorChain.parse("format(png, compression=9)").identifier == "format(png,progressive=false,compression=9)")
         #expect(try ProcessorChain.parse("trim").identifier == "trim(fuzz=0)")
         #expect(try ProcessorChain.parse("border(3)").identifier == "border(3,color=#000000ff)")
+    }
+
+    /// zlib's FLEVEL (the level's class: 0 for 0–1, 1 for 2–5, 2 for 6, 3 for 7–9) from the
+    /// first IDAT chunk's stream header.
+    static func zlibLevelClass(_ png: Data) throws -> Int {
+        let bytes = [UInt8](png)
+        var at = 8
+        while at + 8 <= bytes.count {
+            let length = bytes[at..<at + 4].reduce(0) { $0 << 8 | Int($1) }
+            if String(decoding: bytes[at + 4..<at + 8], as: UTF8.self) == "IDAT" { return Int(bytes[at + 9] >> 6) }
+            at += 12 + length
+        }
+        throw HalcyonError(.processingFailed, "no IDAT")
+    }
+
+    /// `compression` changes the bytes and never the pixels, in both lanes.
+    @Test(arguments: [true, false])
+    func pngCompressionKeepsThePixels(direct: Bool) throws {
+        func run(_ step: String) throws -> (data: Data, image: MagickImage) {
+            let chain = try ProcessorChain.parse("resize(120x120) |> " + step)
+            let out = try ImagePipeline.run(Self.photo, format: .jpeg, chains: [chain], directLane: direct)[0].get()
+            return (out.data, try MagickImage.decode(out.data, format: .png))
+        }
+        let fast = try run("format(png, compression=1)"), standard = try run("format(png)"), small = try run("format(png, compression=9)")
+        #expect(try [fast, standard, small].map { try Self.zlibLevelClass($0.data) } == [0, 2, 3])
+        #expect(fast.data.count > standard.data.count && fast.data.count > small.data.count)
+        #expect((standard.image.width, standard.image.height) == (120, 68))
+        for y in 0..<standard.image.height {
+            for x in 0..<standard.image.width {
+                let p = standard.image.pixel(x: x, y: y)
+                #expect(fast.image.pixel(x: x, y: y) == p && small.image.pixel(x: x, y: y) == p, "at \(x),\(y)")
+            }
+        }
     }
 }
