@@ -15,7 +15,8 @@ public enum Source: Sendable, Equatable {
     /// `maxDataBytes` caps decoded `data:` URLs.
     public static func parse(_ text: String, maxDataBytes: Int = Source.maxDataBytes) throws(HalcyonError) -> Source {
         let trimmed = text.trimmingCharacters(in: .whitespaces)
-        let lower = trimmed.lowercased()
+        // Only the scheme is compared: a data: URL may be megabytes long.
+        let lower = trimmed.prefix(8).lowercased()
         if lower.hasPrefix("http://") || lower.hasPrefix("https://") {
             guard let url = URL(string: trimmed), let host = url.host, !host.isEmpty,
                 ["http", "https"].contains(url.scheme?.lowercased() ?? "")
