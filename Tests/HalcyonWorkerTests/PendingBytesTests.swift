@@ -70,4 +70,58 @@ struct PendingBytesTests {
         w.signal(SIGTERM)
         #expect(await w.wait(timeout: 30) == 0)
     }
+
+    /// Local files are read only a little ahead of the processing slots (two per slot), not
+    /// one per download slot: the worker below may claim 9 jobs (1 slot + 8 downloads), and
+    /// used to read all 9 sources at once. A read moves the file's atime (set two days back, so
+    /// relatime moves it on the first read; the worker reads sources without O_NOATIME).
+    @Test func localFilesAreReadOnlyALittleAheadOfTheSlots() async throws {
+        let db = try await TestDatabase.create()
+        let root = try TestEnvironment.temporaryDirectory("local-ahead")
+        let jpeg = try Self.paddedJPEG(megabytes: 1)
+        let old = Date().addingTimeInterval(-2 * 86_400)
+        let paths = (0..<12).map { root.appendingPathComponent("source-\($0).jpg").path }
+        for (i, path) in paths.enumerated() {
+            try jpeg.write(to: URL(fileURLWithPath: path))
+            let then = timespec(tv_sec: Int(old.timeIntervalSince1970), tv_nsec: 0)
+            var times = [then, then]
+            #expect(utimensat(AT_FDCWD, path, &times, 0) == 0)
+            _ = try await db.query(
+                "SELECT halcyon.enqueue($1, processors => 'blur(6) |> format(png)', cache_key => $2)", ["file://" + path, "local-ahead-\(i)"])
+        }
+        func readCount() -> Int {
+            paths.filter { path in
+                var st = stat()
+                return stat(path, &st) == 0 && st.st_atim.tv_sec > Int(old.timeIntervalSince1970) + 3600
+            }.count
+        }
+        #expect(readCount() == 0)
+        let w = try HalcyonProcess(
+            [
+                "work", "--store", try TestEnvironment.temporaryDirectory("store").path, "--file-root", root.path,
+                "--concurrency", "1", "--fetch-concurrency", "8", "--log-level", "info",
+            ],
+            conninfo: db.conninfo)
+        var most = 0, done = 0
+        let deadline = Date().addingTimeInterval(120)
+        while Date() < deadline {
+            // Finished first, then read: a job counted finished was read before.
+            done =
+                Int(
+                    try await db.query("SELECT count(*) AS n FROM halcyon.jobs WHERE state IN ('succeeded', 'failed')").value(0, "n") ?? "0")
+                ?? 0
+            most = max(most, readCount() - done)
+            if done == paths.count { break }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        print("local read-ahead: at most \(most) sources read and not finished (1 slot, 8 download slots)")
+        #expect(done == paths.count)
+        #expect(readCount() == paths.count, "every source's atime moved (a noatime mount would hide the reads)")
+        // Two reads per slot, plus a job between its processing and its recorded outcome.
+        #expect(most <= 4, "\(most) local sources were read ahead")
+        #expect(
+            try await db.query("SELECT count(*) AS n FROM halcyon.jobs WHERE state = 'succeeded'").value(0, "n") == "12")
+        w.signal(SIGTERM)
+        #expect(await w.wait(timeout: 30) == 0)
+    }
 }
