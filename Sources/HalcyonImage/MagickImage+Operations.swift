@@ -13,21 +13,43 @@ extension MagickImage {
     /// Gaussian blur. From `separableFromSigma` up, ImageMagick's `-blur`: two 1-D passes of the
     /// Gaussian (rows, then columns), the same result as the 2-D convolution of
     /// `MagickGaussianBlurImage` (PSNR ≥ 64 dB between them) at a cost that grows with sigma
-    /// instead of its square (1920×1080, sigma 8: 0.6 s against 8 s).
+    /// instead of its square (1920×1080, sigma 8: 0.6 s against 8 s). The passes run on the
+    /// frame's samples (`SeparableGaussian`: within 1/65535 of `MagickBlurImage`, several times
+    /// faster); frames in other colour spaces (CMYK, Lab…) go to ImageMagick.
     public func blur(sigma: Double) throws(HalcyonError) {
         try forEachFrame("blur") {
-            sigma < Self.separableFromSigma ? MagickGaussianBlurImage(wand, 0, sigma) : MagickBlurImage(wand, 0, sigma)
+            guard sigma >= Self.separableFromSigma else { return MagickGaussianBlurImage(wand, 0, sigma) }
+            return onFrameSamples { SeparableGaussian.blur($0, width: $1, height: $2, channels: $3, sigma: sigma) }
+                ?? MagickBlurImage(wand, 0, sigma)
         }
     }
 
     /// Sharpens like `-sharpen 0xσ`. From `separableFromSigma` up, as an unsharp mask over the
     /// separable Gaussian (`-unsharp 0xσ+a+0`) with the amount `-sharpen`'s 2-D kernel applies:
-    /// PSNR ≥ 66 dB against it, at a fraction of its time.
+    /// PSNR ≥ 66 dB against it, at a fraction of its time — on the frame's samples as `blur`.
     public func sharpen(sigma: Double) throws(HalcyonError) {
         let amount = Self.sharpenAmount(sigma: sigma)
         try forEachFrame("sharpen") {
-            sigma < Self.separableFromSigma ? MagickSharpenImage(wand, 0, sigma) : MagickUnsharpMaskImage(wand, 0, sigma, amount, 0)
+            guard sigma >= Self.separableFromSigma else { return MagickSharpenImage(wand, 0, sigma) }
+            return onFrameSamples { SeparableGaussian.unsharp($0, width: $1, height: $2, channels: $3, sigma: sigma, amount: amount) }
+                ?? MagickUnsharpMaskImage(wand, 0, sigma, amount, 0)
         }
+    }
+
+    /// Runs `body` on the current frame's 16-bit RGB or RGBA samples (width, height, channels)
+    /// and writes them back; nil, touching nothing, for a frame in a colour space other than
+    /// RGB or grey. The samples are ImageMagick's own (Q16): nothing is lost either way.
+    private func onFrameSamples(_ body: (UnsafeMutablePointer<UInt16>, Int, Int, Int) -> Void) -> MagickBooleanType? {
+        let space = MagickGetImageColorspace(wand)
+        guard space == sRGBColorspace || space == RGBColorspace || space == GRAYColorspace else { return nil }
+        let width = Int(MagickGetImageWidth(wand)), height = Int(MagickGetImageHeight(wand))
+        let alpha = MagickGetImageAlphaChannel(wand) == MagickTrue
+        let map = alpha ? "RGBA" : "RGB", channels = alpha ? 4 : 3
+        let samples = UnsafeMutablePointer<UInt16>.allocate(capacity: max(width * height * channels, 1))
+        defer { samples.deallocate() }
+        guard MagickExportImagePixels(wand, 0, 0, width, height, map, ShortPixel, samples) == MagickTrue else { return MagickFalse }
+        body(samples, width, height, channels)
+        return MagickImportImagePixels(wand, 0, 0, width, height, map, ShortPixel, samples)
     }
 
     /// The amount of unsharp mask that `-sharpen 0xσ` amounts to: its kernel is 2·δ − G with
