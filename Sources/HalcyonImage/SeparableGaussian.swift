@@ -3,8 +3,9 @@ import Foundation
 /// ImageMagick 6's separable Gaussian (`-blur 0xσ`, `BlurImage`), done on a frame's exported
 /// 16-bit samples: the same kernel (a Gaussian sampled three times finer and summed into
 /// `width(sigma:)` taps, normalised), rows then columns, edge pixels repeated, each pass
-/// rounded to 16 bits as ImageMagick's Q16 build rounds it — in a few flat multiply-add loops
-/// the compiler vectorises, where ImageMagick walks its pixel cache pixel by pixel.
+/// rounded to 16 bits as ImageMagick's Q16 build rounds it, sums in `Double` as ImageMagick's
+/// are — bit for bit its output (tested), in a few flat multiply-add loops the compiler
+/// vectorises, where ImageMagick walks its pixel cache pixel by pixel.
 enum SeparableGaussian {
     /// `GetOptimalKernelWidth1D(0, σ)` for 16-bit samples: the narrowest odd width whose
     /// outermost tap is still perceptible (≥ 1/65535 of the normalised kernel).
@@ -24,7 +25,7 @@ enum SeparableGaussian {
 
     /// The normalised 1-D kernel: a Gaussian of 3σ sampled at every integer of the range three
     /// times as wide, each three samples summed into one tap.
-    static func kernel(sigma: Double) -> [Float] {
+    static func kernel(sigma: Double) -> [Double] {
         let width = width(sigma: sigma), rank = 3
         var taps = [Double](repeating: 0, count: width)
         let v = (width * rank - 1) / 2
@@ -32,7 +33,7 @@ enum SeparableGaussian {
         let alpha = 1 / (2 * s * s), beta = 1 / ((2 * Double.pi).squareRoot() * s)
         for u in -v...v { taps[(u + v) / rank] += exp(-Double(u * u) * alpha) * beta }
         let sum = taps.reduce(0, +)
-        return taps.map { Float($0 / sum) }
+        return taps.map { $0 / sum }
     }
 
     /// Blurs `pixels` (`width`×`height`, `channels` interleaved 16-bit samples: RGB, or RGBA
@@ -47,8 +48,8 @@ enum SeparableGaussian {
         let reach = (kernel.count - 1) / 2
         let rowLength = width * channels
         // Rows: each row widened by `reach` repeated edge pixels on both sides, as floats.
-        let padded = UnsafeMutablePointer<Float>.allocate(capacity: (width + 2 * reach) * channels)
-        let sums = UnsafeMutablePointer<Float>.allocate(capacity: max(rowLength, 1))
+        let padded = UnsafeMutablePointer<Double>.allocate(capacity: (width + 2 * reach) * channels)
+        let sums = UnsafeMutablePointer<Double>.allocate(capacity: max(rowLength, 1))
         defer {
             padded.deallocate()
             sums.deallocate()
@@ -69,7 +70,7 @@ enum SeparableGaussian {
         // repeated), each converted once into a ring of 2 × reach + 1 rows — converted before
         // the output overwrites it.
         let ringRows = 2 * reach + 1
-        let ring = UnsafeMutablePointer<Float>.allocate(capacity: ringRows * rowLength)
+        let ring = UnsafeMutablePointer<Double>.allocate(capacity: ringRows * rowLength)
         defer { ring.deallocate() }
         var converted = -1
         func convert(through last: Int) {
@@ -100,35 +101,35 @@ enum SeparableGaussian {
         defer { blurred.deallocate() }
         blurred.update(from: pixels, count: count)
         blur(blurred, width: width, height: height, channels: channels, sigma: sigma, alphaWeighted: false)
-        let gain = Float(amount)
+        let gain = amount
         for i in 0..<count {
             if channels == 4, i % 4 == 3 { continue }
-            let p = Float(pixels[i])
-            pixels[i] = UInt16(min(max(p + (p - Float(blurred[i])) * gain + 0.5, 0), 65535))
+            let p = Double(pixels[i])
+            pixels[i] = UInt16(min(max(p + (p - Double(blurred[i])) * gain + 0.5, 0), 65535))
         }
     }
 
     /// One pixel as the passes add it up: as it is, or (`weighting`, RGBA) colour × alpha and
     /// alpha (0…1).
     @inline(__always)
-    static func load(_ pixel: UnsafePointer<UInt16>, into out: UnsafeMutablePointer<Float>, channels: Int, weighting: Bool) {
+    static func load(_ pixel: UnsafePointer<UInt16>, into out: UnsafeMutablePointer<Double>, channels: Int, weighting: Bool) {
         if !weighting {
-            for c in 0..<channels { out[c] = Float(pixel[c]) }
+            for c in 0..<channels { out[c] = Double(pixel[c]) }
         } else {
-            let a = Float(pixel[3]) / 65535
-            for c in 0..<3 { out[c] = Float(pixel[c]) * a }
+            let a = Double(pixel[3]) / 65535
+            for c in 0..<3 { out[c] = Double(pixel[c]) * a }
             out[3] = a
         }
     }
 
     /// A row of sums back to 16-bit samples (RGBA: colours divided by their summed alpha),
     /// rounded as ImageMagick's `ClampToQuantum` rounds (half up, clamped).
-    static func store(_ sums: UnsafeMutablePointer<Float>, into row: UnsafeMutablePointer<UInt16>, count: Int, weighting: Bool) {
+    static func store(_ sums: UnsafeMutablePointer<Double>, into row: UnsafeMutablePointer<UInt16>, count: Int, weighting: Bool) {
         if weighting {
             var i = 0
             while i < count {
                 let a = sums[i + 3]
-                let gamma: Float = a > 1e-12 ? 1 / a : 0
+                let gamma: Double = a > 1e-12 ? 1 / a : 0
                 for c in 0..<3 { sums[i + c] *= gamma }
                 sums[i + 3] = a * 65535
                 i += 4
