@@ -37,7 +37,9 @@ let package = Package(
         .systemLibrary(name: "CMalloc"),
         // libjpeg-turbo and libpng called directly (the direct lane and the bench's decode floor):
         // a few C wrappers, since libjpeg reports errors by longjmp.
-        .target(name: "CImageCodecs", linkerSettings: [.linkedLibrary("jpeg"), .linkedLibrary("png16")]),
+        // Optimised in debug builds too: its Gaussian loops run in every test that blurs.
+        .target(
+            name: "CImageCodecs", cSettings: [.unsafeFlags(["-O2"])], linkerSettings: [.linkedLibrary("jpeg"), .linkedLibrary("png16")]),
 
         // Shared vocabulary: errors with categories, durations, job options, blocking-call offload.
         .target(

@@ -51,4 +51,10 @@ int hc_png_decode(const uint8_t *data, size_t size, int channels, uint8_t *pixel
 
 void hc_free(void *pointer);
 
+/// ImageMagick 6's separable Gaussian on interleaved 16-bit samples (3 or 4 channels), in
+/// place: rows then columns with `taps` weights (odd), edge pixels repeated, sums in double,
+/// each pass rounded half up to 16 bits. With `weighted` (4 channels), colours are weighted
+/// by alpha and alpha is summed plain. Returns 0, or -1 when memory could not be had.
+int hc_gaussian_u16(uint16_t *pixels, int width, int height, int channels, const double *kernel, int taps, int weighted);
+
 #endif
