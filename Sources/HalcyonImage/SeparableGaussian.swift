@@ -62,11 +62,10 @@ enum SeparableGaussian {
         defer { blurred.deallocate() }
         blurred.update(from: pixels, count: count)
         guard blur(blurred, width: width, height: height, channels: channels, sigma: sigma, alphaWeighted: false) else { return false }
-        let gain = amount
         for i in 0..<count {
             if channels == 4, i % 4 == 3 { continue }
             let p = Double(pixels[i])
-            pixels[i] = UInt16(min(max(p + (p - Double(blurred[i])) * gain + 0.5, 0), 65535))
+            pixels[i] = UInt16(min(max(p + (p - Double(blurred[i])) * amount + 0.5, 0), 65535))
         }
         return true
     }
