@@ -3,6 +3,7 @@
 #include <setjmp.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <math.h>
 #include <string.h>
 
 #include <jpeglib.h>
@@ -199,6 +200,100 @@ failed:
     return -1;
 }
 
+typedef struct {
+    uint8_t *data;
+    size_t size, capacity;
+    char *error;
+} png_sink;
+
+int hc_png_prepare(const uint16_t *samples, uint8_t *pixels, size_t count, int channels) {
+    // Distinct colours, up to 257, in a small open-addressed table (0 marks an empty slot, so
+    // colours are stored + 1 in 64 bits).
+    uint64_t seen[1024] = {0};
+    int colors = 0, partial = 0, transparent = 0, grey = 1;
+    for (size_t i = 0; i < count; i++) {
+        const uint16_t *q = samples + i * (size_t)channels;
+        uint8_t *p = pixels + i * (size_t)channels;
+        // Colours as ImageMagick scales a quantum to 8 bits (rounded); alpha as its PNG writer
+        // does (255 − its 8-bit opacity, truncated): ⌈A · 255 / 65535⌉.
+        for (int c = 0; c < 3; c++) p[c] = (uint8_t)(((q[c] + 128u) - ((q[c] + 128u) >> 8)) >> 8);
+        if (channels == 4) p[3] = (uint8_t)(((uint32_t)q[3] * 255u + 65534u) / 65535u);
+        uint8_t a = channels == 4 ? p[3] : 255;
+        if (a == 0) transparent = 1;
+        else if (a != 255) partial = 1;
+        if (p[0] != p[1] || p[1] != p[2]) grey = 0;
+        if (colors <= 256) {
+            uint64_t key = ((uint64_t)p[0] << 24 | (uint64_t)p[1] << 16 | (uint64_t)p[2] << 8 | a) + 1;
+            size_t slot = (size_t)((key * 0x9E3779B97F4A7C15ull) >> 54);
+            while (seen[slot] && seen[slot] != key) slot = (slot + 1) & 1023;
+            if (!seen[slot]) {
+                seen[slot] = key;
+                colors++;
+            }
+        }
+    }
+    return (colors > 256 ? HC_PNG_MANY_COLORS : 0) | (grey ? HC_PNG_GREY : 0) | (partial ? HC_PNG_PARTIAL_ALPHA : 0) |
+           (transparent ? HC_PNG_TRANSPARENT : 0);
+}
+
+static void png_sink_write(png_structp png, png_bytep bytes, size_t length) {
+    png_sink *sink = png_get_io_ptr(png);
+    if (sink->size + length > sink->capacity) {
+        size_t capacity = sink->capacity ? sink->capacity : 65536;
+        while (capacity < sink->size + length) capacity *= 2;
+        uint8_t *grown = realloc(sink->data, capacity);
+        if (!grown) png_error(png, "out of memory for the encoded PNG");
+        sink->data = grown;
+        sink->capacity = capacity;
+    }
+    memcpy(sink->data + sink->size, bytes, length);
+    sink->size += length;
+}
+
+static void png_sink_flush(png_structp png) { (void)png; }
+
+static void png_encode_error(png_structp png, png_const_charp message) {
+    png_sink *sink = png_get_io_ptr(png);
+    if (sink && sink->error) snprintf(sink->error, HC_ERROR_LENGTH, "%s", message);
+    png_longjmp(png, 1);
+}
+
+static void png_encode_warning(png_structp png, png_const_charp message) { (void)png; (void)message; }
+
+int hc_png_encode(const uint8_t *pixels, int width, int height, int channels, int level, uint8_t **out, size_t *out_size,
+                  char error[HC_ERROR_LENGTH]) {
+    png_sink sink = {NULL, 0, 0, error};
+    png_structp png = png_create_write_struct(PNG_LIBPNG_VER_STRING, NULL, png_encode_error, png_encode_warning);
+    png_infop info = png ? png_create_info_struct(png) : NULL;
+    if (!png || !info) {
+        if (error) snprintf(error, HC_ERROR_LENGTH, "libpng could not start");
+        png_destroy_write_struct(&png, &info);
+        return -1;
+    }
+    // Set before anything can fail: the error handler reads the sink for its message.
+    png_set_write_fn(png, &sink, png_sink_write, png_sink_flush);
+    if (setjmp(png_jmpbuf(png))) {
+        png_destroy_write_struct(&png, &info);
+        free(sink.data);
+        return -1;
+    }
+    png_set_IHDR(png, info, (png_uint_32)width, (png_uint_32)height, 8, channels == 4 ? PNG_COLOR_TYPE_RGBA : PNG_COLOR_TYPE_RGB,
+                 PNG_INTERLACE_NONE, PNG_COMPRESSION_TYPE_BASE, PNG_FILTER_TYPE_BASE);
+    // ImageMagick's settings for RGB(A): with the same libpng and zlib, the same bytes.
+    png_set_compression_buffer_size(png, 32768);
+    png_set_compression_mem_level(png, 9);
+    png_set_compression_level(png, level);
+    png_set_filter(png, PNG_FILTER_TYPE_BASE, PNG_ALL_FILTERS);
+    png_write_info(png, info);
+    size_t stride = (size_t)width * (size_t)channels;
+    for (int y = 0; y < height; y++) png_write_row(png, (png_const_bytep)(pixels + (size_t)y * stride));
+    png_write_end(png, NULL);
+    png_destroy_write_struct(&png, &info);
+    *out = sink.data;
+    *out_size = sink.size;
+    return 0;
+}
+
 void hc_free(void *pointer) { free(pointer); }
 
 // MARK: Gaussian (the loops of HalcyonImage's SeparableGaussian; C so that a debug build of
@@ -281,4 +376,112 @@ int hc_gaussian_u16(uint16_t *pixels, int width, int height, int channels, const
     free(sums);
     free(ring);
     return 0;
+}
+
+// Where image coordinate `i` (of `length`) falls in a mask of `mask_length` whose halves hold the
+// two ends: -1 between them.
+static int mask_index(int i, int length, int mask_length) {
+    int head = mask_length / 2;
+    if (i < head) return i;
+    if (i >= length - (mask_length - head)) return i - (length - mask_length);
+    return -1;
+}
+
+static inline uint16_t quantum_half_up(double v) {
+    if (v <= 0) return 0;
+    if (v >= 65535.0) return 65535;
+    return (uint16_t)(v + 0.5);
+}
+
+void hc_mask_alpha_u16(uint16_t *rgba, int width, int height, const uint16_t *mask, int mask_width, int mask_height) {
+    const double scale = 1.0 / 65535.0;
+    for (int y = 0; y < height; y++) {
+        int my = mask_index(y, height, mask_height);
+        uint16_t *p = rgba + (size_t)y * (size_t)width * 4;
+        for (int x = 0; x < width; x++, p += 4) {
+            int mx = my < 0 ? -1 : mask_index(x, width, mask_width);
+            uint16_t m = mx < 0 ? 65535 : mask[(size_t)my * (size_t)mask_width + (size_t)mx];
+            // Sa, Da and gamma as ImageMagick's CompositeIn names them: the image's alpha, the
+            // mask's, their product; each colour is gamma⁻¹ · (Sa · c · Da).
+            double sa = 1.0 - scale * (double)(65535 - p[3]);
+            double da = 1.0 - scale * (double)(65535 - m);
+            double gamma = sa * da;
+            double inverse = gamma > 0 ? 1.0 / gamma : 0;
+            for (int c = 0; c < 3; c++) p[c] = quantum_half_up(inverse * (sa * (double)p[c] * da));
+            p[3] = (uint16_t)(65535 - quantum_half_up(65535.0 * (1.0 - gamma)));
+        }
+    }
+}
+
+// ImageMagick's RGB → HSL and back (gem.c's conversions, as 6.9.11 has them), operation for
+// operation, so the doubles round as its do: saturation and lightness in 0…1, hue in turns.
+static void rgb_to_hsl(uint16_t red, uint16_t green, uint16_t blue, double *hue, double *saturation, double *lightness) {
+    const double scale = 1.0 / 65535.0;
+    double r = scale * (double)red, g = scale * (double)green, b = scale * (double)blue;
+    double max = r > g ? r : g, min = r < g ? r : g;
+    max = max > b ? max : b;
+    min = min < b ? min : b;
+    double c = max - min;
+    *lightness = (max + min) / 2.0;
+    if (c <= 0.0) {
+        *hue = 0.0;
+        *saturation = 0.0;
+        return;
+    }
+    if (max == r) {
+        *hue = (g - b) / c;
+        if (g < b) *hue += 6.0;
+    } else if (max == g) {
+        *hue = 2.0 + (b - r) / c;
+    } else {
+        *hue = 4.0 + (r - g) / c;
+    }
+    *hue *= 60.0 / 360.0;
+    *saturation = *lightness <= 0.5 ? c / (2.0 * *lightness) : c / (2.0 - 2.0 * *lightness);
+}
+
+static void hsl_to_rgb(double hue, double saturation, double lightness, uint16_t *rgb) {
+    double h = hue * 360.0;
+    double c = lightness <= 0.5 ? 2.0 * lightness * saturation : (2.0 - 2.0 * lightness) * saturation;
+    double min = lightness - 0.5 * c;
+    // floor() as a truncation where h is known non-negative (the same value, without a libm call).
+    if (!(h >= 0.0 && h < 360.0)) h -= 360.0 * floor(h / 360.0);
+    h /= 60.0;
+    double x = c * (1.0 - fabs(h - 2.0 * (double)(int)(h / 2.0) - 1.0));
+    double r, g, b;
+    switch ((int)h) {
+    case 1: r = min + x, g = min + c, b = min; break;
+    case 2: r = min, g = min + c, b = min + x; break;
+    case 3: r = min, g = min + x, b = min + c; break;
+    case 4: r = min + x, g = min, b = min + c; break;
+    case 5: r = min + c, g = min, b = min + x; break;
+    default: r = min + c, g = min + x, b = min; break;
+    }
+    rgb[0] = quantum_half_up(65535.0 * r);
+    rgb[1] = quantum_half_up(65535.0 * g);
+    rgb[2] = quantum_half_up(65535.0 * b);
+}
+
+void hc_modulate_hsl_u16(uint16_t *pixels, size_t count, int channels, double percent_lightness,
+                         double percent_saturation, double percent_hue) {
+    double turn = fmod(percent_hue - 100.0, 200.0) / 200.0;
+    double saturation_factor = 0.01 * percent_saturation, lightness_factor = 0.01 * percent_lightness;
+    for (size_t i = 0; i < count; i++) {
+        uint16_t *p = pixels + i * (size_t)channels;
+        double hue, saturation, lightness;
+        rgb_to_hsl(p[0], p[1], p[2], &hue, &saturation, &lightness);
+        hue += turn;
+        saturation *= saturation_factor;
+        lightness *= lightness_factor;
+        hsl_to_rgb(hue, saturation, lightness, p);
+    }
+}
+
+void hc_map_colors_u16(uint16_t *pixels, size_t count, int channels, const uint16_t *table) {
+    for (size_t i = 0; i < count; i++) {
+        uint16_t *p = pixels + i * (size_t)channels;
+        p[0] = table[p[0]];
+        p[1] = table[p[1]];
+        p[2] = table[p[2]];
+    }
 }

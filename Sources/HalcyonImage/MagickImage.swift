@@ -293,6 +293,7 @@ public final class MagickImage {
             MagickAddImage(wand, flat)
             DestroyMagickWand(flat)
         }
+        if outputFormat == .png, !progressive, let png = try encodeDirectPNG() { return png }
         // The wand-level format was set to the input coder for decoding; it would win over the
         // image's own format when writing, so both are set.
         try check(MagickSetFormat(wand, outputFormat.magickName), "set format")

@@ -1,7 +1,10 @@
-// Direct JPEG and PNG codecs for the pipeline's fast lane (HalcyonImage/DirectCodecs.swift) and
-// the bench's decode floor: libjpeg-turbo and libpng, the libraries ImageMagick itself decodes
-// with, called without ImageMagick's 16-bit pixel cache in between. libjpeg reports errors by
-// longjmp, which Swift cannot catch; these wrappers turn them into return codes and a message.
+// Direct JPEG and PNG codecs for the pipeline's fast lane (HalcyonImage/DirectLane.swift),
+// the PNG writer (DirectPNG.swift) and the bench's decode floor: libjpeg-turbo and libpng, the
+// libraries ImageMagick itself uses, called without ImageMagick's 16-bit pixel cache in between.
+// libjpeg and libpng report errors by longjmp, which Swift cannot catch; these wrappers turn them
+// into return codes and a message. Below them, the pixel loops of the steps Halcyon runs on a
+// frame's 16-bit samples (blur, sharpen, rounded corners, colour controls): each computes what
+// ImageMagick computes, in its order of operations, so the samples come out the same.
 #ifndef HALCYON_IMAGE_CODECS_H
 #define HALCYON_IMAGE_CODECS_H
 
@@ -49,6 +52,27 @@ int hc_jpeg_encode_rgb(const uint8_t *pixels, int width, int height, size_t stri
 int hc_png_decode(const uint8_t *data, size_t size, int channels, uint8_t *pixels, int width, int height,
                   char error[HC_ERROR_LENGTH]);
 
+enum {
+    HC_PNG_MANY_COLORS = 1,   ///< more than 256 distinct colours (alpha counted)
+    HC_PNG_GREY = 2,          ///< red = green = blue everywhere
+    HC_PNG_PARTIAL_ALPHA = 4, ///< some alpha strictly between 0 and 255
+    HC_PNG_TRANSPARENT = 8,   ///< some alpha 0
+};
+
+/// Turns `count` pixels of 16-bit `samples` (ImageMagick's, map "RGB" or "RGBA": `channels` 3
+/// or 4) into the 8-bit `pixels` ImageMagick's PNG writer would write — colours rounded, alpha
+/// rounded up — and returns the `HC_PNG_` flags that hold: what that writer looks at to choose
+/// a colour type.
+int hc_png_prepare(const uint16_t *samples, uint8_t *pixels, size_t count, int channels);
+
+/// Encodes 8-bit RGB (`channels` 3) or RGBA (4) rows of `channels` × width bytes as a PNG with
+/// zlib level `level` (0–9) and libpng's adaptive filtering (every filter tried per row), the
+/// settings ImageMagick's PNG writer uses for such images; with a png_struct of its own, so any
+/// number run at once (ImageMagick's writer holds one process-wide lock). On success returns 0
+/// and `*out`/`*out_size` hold a buffer to release with `hc_free`.
+int hc_png_encode(const uint8_t *pixels, int width, int height, int channels, int level, uint8_t **out, size_t *out_size,
+                  char error[HC_ERROR_LENGTH]);
+
 void hc_free(void *pointer);
 
 /// ImageMagick 6's separable Gaussian on interleaved 16-bit samples (3 or 4 channels), in
@@ -56,5 +80,22 @@ void hc_free(void *pointer);
 /// each pass rounded half up to 16 bits. With `weighted` (4 channels), colours are weighted
 /// by alpha and alpha is summed plain. Returns 0, or -1 when memory could not be had.
 int hc_gaussian_u16(uint16_t *pixels, int width, int height, int channels, const double *kernel, int taps, int weighted);
+
+/// ImageMagick 6's DstIn composite of a mask's alpha onto interleaved 16-bit RGBA samples, in
+/// place: alpha becomes alpha × mask, colours stay (black where the result is transparent),
+/// computed in double and rounded half up as the Q16 build does. The mask is `mask_width` ×
+/// `mask_height` alpha samples; when smaller than the image its four quadrants are the image's
+/// four corners and everything between them counts as opaque.
+void hc_mask_alpha_u16(uint16_t *rgba, int width, int height, const uint16_t *mask, int mask_width, int mask_height);
+
+/// ImageMagick 6's `-modulate` in HSL on the colours of `count` interleaved 16-bit pixels of
+/// `channels` (3 or 4; alpha untouched), in place: each pixel to hue, saturation and lightness,
+/// saturation and lightness scaled by their percentages (hue turned by `percent_hue` − 100 as
+/// ImageMagick turns it), and back, in double, rounded half up as the Q16 build rounds.
+void hc_modulate_hsl_u16(uint16_t *pixels, size_t count, int channels, double percent_lightness,
+                         double percent_saturation, double percent_hue);
+
+/// Replaces each colour sample (not alpha) of `count` interleaved pixels by `table[sample]`.
+void hc_map_colors_u16(uint16_t *pixels, size_t count, int channels, const uint16_t *table);
 
 #endif

@@ -1,0 +1,48 @@
+internal import CImageCodecs
+internal import CMagickWand
+import Foundation
+import HalcyonCore
+
+/// PNG encoding without ImageMagick's PNG writer, where the file would be the same.
+///
+/// ImageMagick 6's PNG coder, as Debian builds it, holds one process-wide lock around every PNG
+/// it reads or writes (libpng's setjmp is not trusted to be thread-safe), and its waiters spin:
+/// two jobs encoding PNGs at once take turns and burn a core doing so (7.6 % of the CPU of W3's
+/// PNG chain). For what photos become — 8-bit sRGB, more than 256 colours, not grey, alpha
+/// either absent, or present with some partial values, or opaque throughout — its writer makes
+/// a plain RGB or RGBA file with fixed settings; `hc_png_encode` makes that same file, byte for
+/// byte (the same libpng and zlib, the same settings, ImageMagick's 8-bit rounding; tested),
+/// with a libpng context of its own. Anything else — grey, ≤ 256 colours (a palette), alpha
+/// only on or off (a tRNS colour), 16-bit, other colour spaces or gamma, interlacing — goes to
+/// ImageMagick's writer, whose choices there are its own.
+extension MagickImage {
+    func encodeDirectPNG() throws(HalcyonError) -> Data? {
+        guard MagickGetNumberImages(wand) == 1, MagickGetImageDepth(wand) == 8,
+            MagickGetImageColorspace(wand) == sRGBColorspace,
+            abs(MagickGetImageGamma(wand) - 1 / 2.2) < 1e-5
+        else { return nil }
+        let width = Int(MagickGetImageWidth(wand)), height = Int(MagickGetImageHeight(wand))
+        let alpha = MagickGetImageAlphaChannel(wand) == MagickTrue
+        let channels = alpha ? 4 : 3
+        var samples = [UInt16](repeating: 0, count: width * height * channels)
+        guard MagickExportImagePixels(wand, 0, 0, width, height, alpha ? "RGBA" : "RGB", ShortPixel, &samples) == MagickTrue else {
+            return nil
+        }
+        var pixels = [UInt8](repeating: 0, count: width * height * channels)
+        let survey = hc_png_prepare(samples, &pixels, width * height, Int32(channels))
+        samples = []
+        func has(_ flag: Int) -> Bool { Int(survey) & flag != 0 }
+        guard has(Int(HC_PNG_MANY_COLORS)), !has(Int(HC_PNG_GREY)) else { return nil }
+        // Alpha only on or off may become a tRNS colour.
+        if has(Int(HC_PNG_TRANSPARENT)), !has(Int(HC_PNG_PARTIAL_ALPHA)) { return nil }
+        var out: UnsafeMutablePointer<UInt8>?
+        var length = 0
+        let message = withUnsafeTemporaryAllocation(of: CChar.self, capacity: Int(HC_ERROR_LENGTH)) { error -> String? in
+            hc_png_encode(pixels, Int32(width), Int32(height), Int32(channels), Int32(pngCompression), &out, &length, error.baseAddress) == 0
+                ? nil : String(cString: error.baseAddress!)
+        }
+        guard message == nil, let out else { throw HalcyonError(.processingFailed, "encode png: \(message ?? "no output")") }
+        defer { hc_free(out) }
+        return Data(bytes: out, count: length)
+    }
+}
