@@ -1,5 +1,9 @@
 #include "image_codecs.h"
 
+// The pixel loops below reproduce ImageMagick's arithmetic operation for operation: no fused
+// multiply-adds, which would round differently.
+#pragma STDC FP_CONTRACT OFF
+
 #include <setjmp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -324,6 +328,13 @@ static void gaussian_store(double *sums, uint16_t *row, size_t count, int weight
     }
 }
 
+// Built twice, for AVX2 and for any x86-64, the one run chosen by the CPU at load time: the
+// multiply-add loops then take four doubles at a time (800×533 RGBA: 17.6 → 14.5 ms here). The
+// sums keep their order and nothing is fused (AVX2 has no FMA; contraction is off above), so
+// both builds give the same samples.
+#if defined(__x86_64__) && defined(__clang__)
+__attribute__((target_clones("avx2", "default")))
+#endif
 int hc_gaussian_u16(uint16_t *pixels, int width, int height, int channels, const double *kernel, int taps, int weighted) {
     int reach = (taps - 1) / 2;
     size_t row_length = (size_t)width * (size_t)channels;
