@@ -210,11 +210,9 @@ typedef struct {
     char *error;
 } png_sink;
 
-int hc_png_prepare(const uint16_t *samples, uint8_t *pixels, size_t count, int channels) {
-    // Distinct colours, up to 257, in a small open-addressed table (0 marks an empty slot, so
-    // colours are stored + 1 in 64 bits).
-    uint64_t seen[1024] = {0};
-    int colors = 0, partial = 0, transparent = 0, grey = 1;
+void hc_png_survey_start(hc_png_survey *survey) { memset(survey, 0, sizeof *survey); survey->grey = 1; }
+
+void hc_png_prepare(hc_png_survey *survey, const uint16_t *samples, uint8_t *pixels, size_t count, int channels) {
     for (size_t i = 0; i < count; i++) {
         const uint16_t *q = samples + i * (size_t)channels;
         uint8_t *p = pixels + i * (size_t)channels;
@@ -223,21 +221,25 @@ int hc_png_prepare(const uint16_t *samples, uint8_t *pixels, size_t count, int c
         for (int c = 0; c < 3; c++) p[c] = (uint8_t)(((q[c] + 128u) - ((q[c] + 128u) >> 8)) >> 8);
         if (channels == 4) p[3] = (uint8_t)(((uint32_t)q[3] * 255u + 65534u) / 65535u);
         uint8_t a = channels == 4 ? p[3] : 255;
-        if (a == 0) transparent = 1;
-        else if (a != 255) partial = 1;
-        if (p[0] != p[1] || p[1] != p[2]) grey = 0;
-        if (colors <= 256) {
+        if (a == 0) survey->transparent = 1;
+        else if (a != 255) survey->partial = 1;
+        if (p[0] != p[1] || p[1] != p[2]) survey->grey = 0;
+        if (survey->colors <= 256) {
+            // Open addressing; 0 marks an empty slot, so colours are stored + 1.
             uint64_t key = ((uint64_t)p[0] << 24 | (uint64_t)p[1] << 16 | (uint64_t)p[2] << 8 | a) + 1;
             size_t slot = (size_t)((key * 0x9E3779B97F4A7C15ull) >> 54);
-            while (seen[slot] && seen[slot] != key) slot = (slot + 1) & 1023;
-            if (!seen[slot]) {
-                seen[slot] = key;
-                colors++;
+            while (survey->seen[slot] && survey->seen[slot] != key) slot = (slot + 1) & 1023;
+            if (!survey->seen[slot]) {
+                survey->seen[slot] = key;
+                survey->colors++;
             }
         }
     }
-    return (colors > 256 ? HC_PNG_MANY_COLORS : 0) | (grey ? HC_PNG_GREY : 0) | (partial ? HC_PNG_PARTIAL_ALPHA : 0) |
-           (transparent ? HC_PNG_TRANSPARENT : 0);
+}
+
+int hc_png_survey_flags(const hc_png_survey *survey) {
+    return (survey->colors > 256 ? HC_PNG_MANY_COLORS : 0) | (survey->grey ? HC_PNG_GREY : 0) |
+           (survey->partial ? HC_PNG_PARTIAL_ALPHA : 0) | (survey->transparent ? HC_PNG_TRANSPARENT : 0);
 }
 
 static void png_sink_write(png_structp png, png_bytep bytes, size_t length) {

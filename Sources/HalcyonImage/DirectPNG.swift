@@ -16,6 +16,9 @@ import HalcyonCore
 /// only on or off (a tRNS colour), 16-bit, other colour spaces or gamma, interlacing — goes to
 /// ImageMagick's writer, whose choices there are its own.
 extension MagickImage {
+    /// Rows of 16-bit samples exported at a time.
+    static let pngBandRows = 64
+
     func encodeDirectPNG() throws(HalcyonError) -> Data? {
         guard MagickGetNumberImages(wand) == 1, MagickGetImageDepth(wand) == 8,
             MagickGetImageColorspace(wand) == sRGBColorspace,
@@ -24,13 +27,24 @@ extension MagickImage {
         let width = Int(MagickGetImageWidth(wand)), height = Int(MagickGetImageHeight(wand))
         let alpha = MagickGetImageAlphaChannel(wand) == MagickTrue
         let channels = alpha ? 4 : 3
-        var samples = [UInt16](repeating: 0, count: width * height * channels)
-        guard MagickExportImagePixels(wand, 0, 0, width, height, alpha ? "RGBA" : "RGB", ShortPixel, &samples) == MagickTrue else {
-            return nil
-        }
+        // 8-bit pixels for libpng (half the frame's own 16-bit cache), filled from 16-bit
+        // samples exported a band of rows at a time.
         var pixels = [UInt8](repeating: 0, count: width * height * channels)
-        let survey = hc_png_prepare(samples, &pixels, width * height, Int32(channels))
+        let band = min(height, Self.pngBandRows)
+        var samples = [UInt16](repeating: 0, count: width * band * channels)
+        var state = hc_png_survey()
+        hc_png_survey_start(&state)
+        for top in stride(from: 0, to: height, by: band) {
+            let rows = min(band, height - top)
+            guard MagickExportImagePixels(wand, 0, top, width, rows, alpha ? "RGBA" : "RGB", ShortPixel, &samples) == MagickTrue else {
+                return nil
+            }
+            pixels.withUnsafeMutableBufferPointer {
+                hc_png_prepare(&state, samples, $0.baseAddress! + top * width * channels, width * rows, Int32(channels))
+            }
+        }
         samples = []
+        let survey = hc_png_survey_flags(&state)
         func has(_ flag: Int) -> Bool { Int(survey) & flag != 0 }
         guard has(Int(HC_PNG_MANY_COLORS)), !has(Int(HC_PNG_GREY)) else { return nil }
         // Alpha only on or off may become a tRNS colour.

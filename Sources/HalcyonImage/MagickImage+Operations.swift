@@ -39,13 +39,12 @@ extension MagickImage {
 
     /// Runs `body` on the current frame's 16-bit RGB or RGBA samples (width, height, channels;
     /// RGBA always `withAlpha`) and writes them back (false from `body`: a failure, nothing
-    /// written); nil, touching nothing, for a frame in a colour space other than RGB or grey. The samples are
-    /// ImageMagick's own (Q16): nothing is lost either way.
+    /// written); nil, touching nothing, for a frame in a colour space other than RGB or grey.
+    /// The samples are ImageMagick's own (Q16): nothing is lost either way.
     private func onFrameSamples(
         withAlpha: Bool = false, _ body: (UnsafeMutablePointer<UInt16>, Int, Int, Int) -> Bool
     ) -> MagickBooleanType? {
-        let space = MagickGetImageColorspace(wand)
-        guard space == sRGBColorspace || space == RGBColorspace || space == GRAYColorspace else { return nil }
+        guard frameHasRGBSamples else { return nil }
         let width = Int(MagickGetImageWidth(wand)), height = Int(MagickGetImageHeight(wand))
         let alpha = withAlpha || MagickGetImageAlphaChannel(wand) == MagickTrue
         let map = alpha ? "RGBA" : "RGB", channels = alpha ? 4 : 3
@@ -54,6 +53,12 @@ extension MagickImage {
         guard MagickExportImagePixels(wand, 0, 0, width, height, map, ShortPixel, samples) == MagickTrue else { return MagickFalse }
         guard body(samples, width, height, channels) else { return MagickFalse }
         return MagickImportImagePixels(wand, 0, 0, width, height, map, ShortPixel, samples)
+    }
+
+    /// Whether the current frame is in RGB or grey, whose samples `onFrameSamples` hands out.
+    private var frameHasRGBSamples: Bool {
+        let space = MagickGetImageColorspace(wand)
+        return space == sRGBColorspace || space == RGBColorspace || space == GRAYColorspace
     }
 
     /// The amount of unsharp mask that `-sharpen 0xσ` amounts to: its kernel is 2·δ − G with
@@ -91,8 +96,8 @@ extension MagickImage {
     ///
     /// ImageMagick's `-modulate 100,S` (in HSL) then the polynomial `contrast·v + 0.5 − 0.5·contrast
     /// + brightness` on red, green and blue — computed on the frame's samples in one pass, the
-    /// polynomial as a table of ImageMagick's own values: bit for bit its output (640×640:
-    /// 46 ms → under 10); frames in other colour spaces are left to ImageMagick.
+    /// polynomial as a table of ImageMagick's own values: bit for bit its output (640×640 in
+    /// W3's drain: 46 ms → 32); frames in other colour spaces are left to ImageMagick.
     public func colorControls(brightness: Double, contrast: Double, saturation: Double) throws(HalcyonError) {
         let modulate = saturation != 1, polynomial = brightness != 0 || contrast != 1
         guard modulate || polynomial else { return }
@@ -132,7 +137,7 @@ extension MagickImage {
     /// from opaque only within ⌈r⌉ + 1 px of a corner, so it is drawn on a canvas just large
     /// enough for the four corners and applied to the frame's samples as `DstIn` applies it —
     /// the same pixels as drawing and compositing a full-size mask, which frames in colour
-    /// spaces other than RGB or grey still get (800×533, r 24: 52 ms → under 10).
+    /// spaces other than RGB or grey still get (800×533, r 24: 52 ms → 10).
     public func roundCorners(radius: Double, topLeft: Bool, topRight: Bool, bottomLeft: Bool, bottomRight: Bool) throws(HalcyonError) {
         let corners = (topLeft, topRight, bottomLeft, bottomRight)
         try forEachFrame("round corners") {
@@ -140,17 +145,20 @@ extension MagickImage {
             let r = min(radius, Double(w) / 2, Double(h) / 2)
             let side = 2 * (Int(r.rounded(.up)) + 1) + 2
             let (mw, mh) = side < w && side < h ? (side, side) : (w, h)
-            guard let mask = Self.cornerMask(width: mw, height: mh, radius: r, corners: corners) else { return MagickFalse }
-            defer { DestroyMagickWand(mask) }
             MagickSetImageAlphaChannel(wand, SetAlphaChannel)
-            var alpha = [UInt16](repeating: 0, count: mw * mh)
-            guard MagickExportImagePixels(mask, 0, 0, mw, mh, "A", ShortPixel, &alpha) == MagickTrue else { return MagickFalse }
-            let applied = onFrameSamples(withAlpha: true) { samples, width, height, _ in
-                hc_mask_alpha_u16(samples, Int32(width), Int32(height), alpha, Int32(mw), Int32(mh))
-                return true
+            if frameHasRGBSamples {
+                // The mask's alpha only (2 bytes a pixel); its wand is gone before the samples come.
+                guard let mask = Self.cornerMask(width: mw, height: mh, radius: r, corners: corners) else { return MagickFalse }
+                var alpha = [UInt16](repeating: 0, count: mw * mh)
+                let exported = MagickExportImagePixels(mask, 0, 0, mw, mh, "A", ShortPixel, &alpha)
+                DestroyMagickWand(mask)
+                guard exported == MagickTrue else { return MagickFalse }
+                let applied = onFrameSamples(withAlpha: true) { samples, width, height, _ in
+                    hc_mask_alpha_u16(samples, Int32(width), Int32(height), alpha, Int32(mw), Int32(mh))
+                    return true
+                }
+                if let applied { return applied }
             }
-            if let applied { return applied }
-            guard mw != w || mh != h else { return MagickCompositeImage(wand, mask, DstInCompositeOp, 0, 0) }
             guard let full = Self.cornerMask(width: w, height: h, radius: r, corners: corners) else { return MagickFalse }
             defer { DestroyMagickWand(full) }
             return MagickCompositeImage(wand, full, DstInCompositeOp, 0, 0)

@@ -59,11 +59,21 @@ enum {
     HC_PNG_TRANSPARENT = 8,   ///< some alpha 0
 };
 
+/// What ImageMagick's PNG writer looks at to choose a colour type, gathered band by band.
+typedef struct {
+    uint64_t seen[1024]; ///< distinct colours (alpha counted), up to 257
+    int colors, partial, transparent, grey;
+} hc_png_survey;
+
+void hc_png_survey_start(hc_png_survey *survey);
+
 /// Turns `count` pixels of 16-bit `samples` (ImageMagick's, map "RGB" or "RGBA": `channels` 3
 /// or 4) into the 8-bit `pixels` ImageMagick's PNG writer would write — colours rounded, alpha
-/// rounded up — and returns the `HC_PNG_` flags that hold: what that writer looks at to choose
-/// a colour type.
-int hc_png_prepare(const uint16_t *samples, uint8_t *pixels, size_t count, int channels);
+/// rounded up — and adds them to `survey`.
+void hc_png_prepare(hc_png_survey *survey, const uint16_t *samples, uint8_t *pixels, size_t count, int channels);
+
+/// The `HC_PNG_` flags that hold for every pixel prepared so far.
+int hc_png_survey_flags(const hc_png_survey *survey);
 
 /// Encodes 8-bit RGB (`channels` 3) or RGBA (4) rows of `channels` × width bytes as a PNG with
 /// zlib level `level` (0–9) and libpng's adaptive filtering (every filter tried per row), the
