@@ -35,10 +35,6 @@ import Testing
         let expected = try magickPNG(theirs, level: level)
         // Compared as a Bool: a failing `==` on two Data would be diffed byte by byte for minutes.
         let same = direct == expected
-        if !same {
-            try? direct.write(to: URL(fileURLWithPath: "/tmp/direct-\(direct.count).png"))
-            try? expected.write(to: URL(fileURLWithPath: "/tmp/magick-\(expected.count).png"))
-        }
         #expect(same, "\(direct.count) bytes against ImageMagick's \(expected.count)")
     }
 
