@@ -215,7 +215,8 @@ enum JSONText {
             return nil
         }
 
-        /// After a `\u`: four hex digits; a high surrogate must be followed by a second `\u` escape holding the low one.
+        /// After a `\u`: four hex digits; a high surrogate must be followed by a second `\u`
+        /// escape holding the low one.
         mutating func unicodeEscape() -> Unicode.Scalar? {
             guard let first = hex4() else { return nil }
             switch first {

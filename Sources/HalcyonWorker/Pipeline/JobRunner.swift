@@ -129,14 +129,11 @@ struct JobRunner: Sendable {
     private func runMisses(_ plans: [JobPlan.Valid], cancel: CancellationFlag) async -> [Attempt] {
         var timings = StageTimings()
         func all(_ error: HalcyonError) -> [Attempt] { plans.map { _ in (.failure(error), timings) } }
-        // A local source waits for a read permit, and loads its watermarks before that: a permit
-        // is never held waiting on a network.
+        // The watermarks the chains draw (a job whose watermark cannot be had fails with its
+        // error), loaded first: a local source's read permit is never held waiting on a network.
+        let (marks, markFailures) = await loadWatermarks(plans, cancel: cancel)
         let local = plans[0].fetch.isLocal
-        var watermarks: (marks: [String: DecodedWatermark], failures: [Int: HalcyonError])?
-        if local {
-            watermarks = await loadWatermarks(plans, cancel: cancel)
-            guard await localReads.wait(cancel: cancel) else { return all(.abandoned) }
-        }
+        if local, await !localReads.wait(cancel: cancel) { return all(.abandoned) }
         var holdsLocal = local
         defer { if holdsLocal { localReads.signal() } }
         let fetched: FetchedImage
@@ -154,9 +151,6 @@ struct JobRunner: Sendable {
         pendingBytes.hold(held)
         defer { pendingBytes.release(held) }
         let limits = self.limits
-        // The watermarks the chains draw; a job whose watermark cannot be had fails with its error.
-        if watermarks == nil { watermarks = await loadWatermarks(plans, cancel: cancel) }
-        let (marks, markFailures) = watermarks ?? ([:], [:])
         let runnable = plans.indices.filter { markFailures[$0] == nil }
         var processed = plans.indices.map { i in markFailures[i].map { Result<ProcessedImage, HalcyonError>.failure($0) } }
         if !runnable.isEmpty {
