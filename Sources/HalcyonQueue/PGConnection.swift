@@ -15,6 +15,9 @@ import HalcyonCore
 /// is dropped and the call throws a transient error (SQLSTATE 57014) — a half-open connection
 /// or a statement stuck behind someone's lock cannot hang the caller. Client-side, so it works
 /// behind PgBouncer too.
+///
+/// Every statement that starts a transaction is sent after its `StatementSettings` (`jit = off`)
+/// in one pipeline: the settings hold for that transaction only and cost no round trip.
 public final class PGConnection: @unchecked Sendable {
     /// libpq connection string or URI; empty means the standard `PG*` variables.
     public let conninfo: String
@@ -36,9 +39,16 @@ public final class PGConnection: @unchecked Sendable {
         ("keepalives_interval", "10", nil), ("keepalives_count", "3", nil), ("tcp_user_timeout", "60000", nil),
     ]
 
-    private init(conninfo: String, label: String, statementTimeout: Double?) {
+    /// Applied to every statement this connection sends, transaction-locally and in the same
+    /// round trip (`StatementSettings`).
+    public let settings: StatementSettings
+    private let settingsPrefix: String?
+
+    private init(conninfo: String, label: String, statementTimeout: Double?, settings: StatementSettings) {
         self.conninfo = conninfo
         self.statementTimeout = statementTimeout.flatMap { $0 > 0 && $0.isFinite ? $0 : nil }
+        self.settings = settings
+        self.settingsPrefix = settings.prefix
         self.thread = SerialThread(name: "halcyon.pg.\(label)")
     }
 
@@ -48,15 +58,17 @@ public final class PGConnection: @unchecked Sendable {
     }
 
     /// Opens a connection; `statementTimeout` (seconds) gives every statement a deadline.
-    public static func connect(_ conninfo: String, label: String = "main", statementTimeout: Double? = nil) async throws -> PGConnection {
-        let c = PGConnection(conninfo: conninfo, label: label, statementTimeout: statementTimeout)
+    public static func connect(
+        _ conninfo: String, label: String = "main", statementTimeout: Double? = nil, settings: StatementSettings = .halcyon
+    ) async throws -> PGConnection {
+        let c = PGConnection(conninfo: conninfo, label: label, statementTimeout: statementTimeout, settings: settings)
         try await c.onQueue { try c.ensureConnected() }
         return c
     }
 
     /// Opens a connection from a thread that may block (not the cooperative pool).
     public static func connectBlocking(_ conninfo: String, label: String) throws -> PGConnection {
-        let c = PGConnection(conninfo: conninfo, label: label, statementTimeout: nil)
+        let c = PGConnection(conninfo: conninfo, label: label, statementTimeout: nil, settings: .halcyon)
         try c.sync { try c.ensureConnected() }
         return c
     }
@@ -78,7 +90,10 @@ public final class PGConnection: @unchecked Sendable {
     public func executeScriptLocked(_ sql: String) throws {
         precondition(thread.isCurrent, "a libpq call off its connection's thread")
         try ensureConnected()
-        let result = PQexec(handle, sql)
+        // A multi-statement string runs as one transaction unless it says otherwise: the
+        // settings, first, hold for all of it.
+        let text = startsTransaction && StatementSettings.applies(to: sql) ? settingsPrefix.map { $0 + ";\n" + sql } ?? sql : sql
+        let result = PQexec(handle, text)
         defer { PQclear(result) }
         try check(result)
     }
@@ -94,48 +109,76 @@ public final class PGConnection: @unchecked Sendable {
     public func executeLocked(_ sql: String, _ params: [String?] = [], timeout: Double? = nil) throws -> PGRows {
         precondition(thread.isCurrent, "a libpq call off its connection's thread")
         try ensureConnected()
-        let deadline = timeout ?? statementTimeout
-        guard let deadline, deadline.isFinite, deadline > 0 else {
-            let result = withCStrings(params) { values in
-                PQexecParams(handle, sql, Int32(params.count), nil, values, nil, nil, 0)
-            }
-            defer { PQclear(result) }
-            try check(result)
-            return rows(of: result)
-        }
-        let result = try executeWithin(deadline, sql, params)
+        let seconds = (timeout ?? statementTimeout).flatMap { $0.isFinite && $0 > 0 ? $0 : nil }
+        let result = try run(sql, params, within: seconds)
         defer { PQclear(result) }
         try check(result)
         return rows(of: result)
     }
 
-    /// Sends the statement and waits for its result on the socket, at most `seconds`.
-    private func executeWithin(_ seconds: Double, _ sql: String, _ params: [String?]) throws -> OpaquePointer? {
+    /// Whether the next statement starts a transaction (none is open): only then are the
+    /// settings sent with it. Inside a transaction block they hold from its `BEGIN` on, and
+    /// in a failed block nothing but its `ROLLBACK` may run.
+    private var startsTransaction: Bool {
+        handle.map { PQtransactionStatus($0) == PQTRANS_IDLE } ?? false
+    }
+
+    /// Sends the statement — after the settings, in one pipeline and one transaction, when it
+    /// starts a transaction — and waits for its result on the socket, at most `seconds` (nil:
+    /// no deadline). A failure of the settings is reported as the statement's.
+    private func run(_ sql: String, _ params: [String?], within seconds: Double?) throws -> OpaquePointer? {
         guard let h = handle else { throw DatabaseError(message: "not connected", connectionLost: true) }
-        let end = ContinuousClock.now + .seconds(seconds)
+        let end = seconds.map { ContinuousClock.now + .seconds($0) }
+        let prefix = startsTransaction && StatementSettings.applies(to: sql) ? settingsPrefix : nil
+        if let prefix {
+            guard PQenterPipelineMode(h) == 1, PQsendQueryParams(h, prefix, 0, nil, nil, nil, nil, 0) == 1 else {
+                throw DatabaseError(message: errorMessage(), connectionLost: PQstatus(h) != CONNECTION_OK)
+            }
+        }
         let sent = withCStrings(params) { values in PQsendQueryParams(h, sql, Int32(params.count), nil, values, nil, nil, 0) }
-        guard sent == 1 else { throw DatabaseError(message: errorMessage(), connectionLost: PQstatus(h) != CONNECTION_OK) }
+        guard sent == 1, prefix == nil || PQpipelineSync(h) == 1 else {
+            throw DatabaseError(message: errorMessage(), connectionLost: PQstatus(h) != CONNECTION_OK)
+        }
         while true {
             let f = PQflush(h)
             if f == 0 { break }
             if f < 0 { throw lost() }
-            guard waitForSocket(h, events: Int16(POLLIN | POLLOUT), until: end) else { throw timedOut(after: seconds) }
+            guard waitForSocket(h, events: Int16(POLLIN | POLLOUT), until: end) else { throw timedOut(after: seconds ?? 0) }
             if PQconsumeInput(h) == 0 { throw lost() }
         }
+        guard prefix != nil else { return try collect(h, until: end, seconds) }
+        let applied = try collect(h, until: end, seconds)
+        let result = try collect(h, until: end, seconds)
+        // The pipeline's end: its sync point, after which it may be left.
+        let sync = try nextResult(h, until: end, seconds)
+        let synced = sync.map { PQresultStatus($0) == PGRES_PIPELINE_SYNC } ?? false
+        PQclear(sync)
+        guard synced, PQexitPipelineMode(h) == 1 else {
+            PQclear(applied)
+            PQclear(result)
+            throw lost()
+        }
+        if let applied, PQresultStatus(applied) == PGRES_FATAL_ERROR {
+            PQclear(result)
+            return applied
+        }
+        PQclear(applied)
+        return result
+    }
+
+    /// The results of one statement, up to libpq's end-of-statement marker: the first, or an
+    /// error that came after it.
+    private func collect(_ h: OpaquePointer, until end: ContinuousClock.Instant?, _ seconds: Double?) throws -> OpaquePointer? {
         var result: OpaquePointer?
         while true {
-            while PQisBusy(h) == 1 {
-                guard waitForSocket(h, events: Int16(POLLIN), until: end) else {
-                    PQclear(result)
-                    throw timedOut(after: seconds)
-                }
-                if PQconsumeInput(h) == 0 {
-                    PQclear(result)
-                    throw lost()
-                }
+            let next: OpaquePointer?
+            do {
+                next = try nextResult(h, until: end, seconds)
+            } catch {
+                PQclear(result)
+                throw error
             }
-            guard let next = PQgetResult(h) else { break }
-            // One statement, one result; an error result wins over anything before it.
+            guard let next else { break }
             if result == nil || PQresultStatus(next) == PGRES_FATAL_ERROR {
                 PQclear(result)
                 result = next
@@ -146,10 +189,19 @@ public final class PGConnection: @unchecked Sendable {
         return result
     }
 
-    /// Polls the connection's socket for `events` until `end`; false on timeout.
-    private func waitForSocket(_ h: OpaquePointer, events: Int16, until end: ContinuousClock.Instant) -> Bool {
+    /// `PQgetResult` once the connection is not busy, waiting on the socket until `end`.
+    private func nextResult(_ h: OpaquePointer, until end: ContinuousClock.Instant?, _ seconds: Double?) throws -> OpaquePointer? {
+        while PQisBusy(h) == 1 {
+            guard waitForSocket(h, events: Int16(POLLIN), until: end) else { throw timedOut(after: seconds ?? 0) }
+            if PQconsumeInput(h) == 0 { throw lost() }
+        }
+        return PQgetResult(h)
+    }
+
+    /// Polls the connection's socket for `events` until `end` (nil: for ever); false on timeout.
+    private func waitForSocket(_ h: OpaquePointer, events: Int16, until end: ContinuousClock.Instant?) -> Bool {
         while true {
-            let left = end - ContinuousClock.now
+            let left = end.map { $0 - ContinuousClock.now } ?? .seconds(60)
             guard left > .zero else { return false }
             var pfd = pollfd(fd: PQsocket(h), events: events, revents: 0)
             let ms = Int32(min(left.seconds * 1000, 60_000).rounded(.up))
