@@ -13,7 +13,7 @@ package struct Bench: AsyncParsableCommand {
     package init() {}
 
     package static let configuration = CommandConfiguration(
-        abstract: "Measure W1, W2, W3, H, L, S and E end to end through the queue, beside Pillow, vipsthumbnail, convert and pgqueuer.",
+        abstract: "Measure W1, W2, W3, H, L, S and E end to end through the queue, beside Pillow, vipsthumbnail, convert and pgqueuer; or soak.",
         discussion: """
             W1: every corpus image → resize(320x320, mode=fill) |> format(jpeg, quality=82). The \
             corpus is generated (seeded, photo-like) under $HALCYON_HOME/bench/corpus: by default \
@@ -46,8 +46,19 @@ package struct Bench: AsyncParsableCommand {
             image (a fill with gravity entropy and attention against the centre, W1 with \
             placeholders), in-process, one thread.
 
-            S: 2,000 store-hit jobs drained with 10k and then 1M finished rows in the table (both \
-            × --scale): the cost per job of the large table against the small one. \
+            S: the queue with a backlog of 10k, 100k and 1M queued jobs (× --scale), in a table as \
+            hours of work leave it (history pruned and vacuumed, the backlog's rows scattered \
+            through the heap, claims rescued and released, several queues, priorities, delayed \
+            and retried jobs), on the database's own settings: two `halcyon work` processes work \
+            through it for a while, the table is analyzed, and their throughput over the next \
+            5,000 jobs is measured; then each hot statement's latency alone (p50/p99: claim, \
+            heartbeat, complete, fail, release, rescue, webhook take, the dashboard's overview). \
+            The 1M backlog takes about a minute to write.
+
+            --soak N: N queued jobs (the same backlog, none delayed) drained by two workers, with \
+            throughput and the workers' RSS per tenth of the run: a slowdown or a leak shows as a \
+            column going the wrong way. With --soak, only the soak runs unless --only names more.
+
             Quality guard: two images of each kind are made by full decode + ImageMagick's Lanczos; \
             every tool's W1 output is scored by PSNR against them, and Halcyon must be within \
             0.5 dB of the best convert peer (else the bench fails). \
@@ -68,8 +79,15 @@ package struct Bench: AsyncParsableCommand {
     var workerConcurrency: Int?
     @Flag(help: "Skip the peers (Pillow, vipsthumbnail, convert).")
     var noPeers = false
-    @Flag(help: "Skip S (claim+complete cost with 10k against 1M rows in the table; inserting them takes a minute).")
+    @Flag(help: "Skip S (the queue with 10k, 100k and 1M queued jobs; writing the 1M backlog takes a minute).")
     var noScale = false
+    @Option(help: "Soak: drain this many queued jobs with two workers, reporting throughput and RSS per tenth (1000–10000000).")
+    var soak: Int?
+    @Option(help: "Run the workers from this halcyon executable instead of this one (to compare two builds in one run).")
+    var workerBinary: String?
+
+    /// What the bench's `halcyon work` processes run.
+    var workerExecutable: String { workerBinary ?? CommandLine.arguments[0] }
     @Option(help: "Write the results as JSON here (default $HALCYON_HOME/bench/results.json).")
     var out: String?
     @Option(
@@ -83,10 +101,11 @@ package struct Bench: AsyncParsableCommand {
         init?(argument: String) { self.init(rawValue: argument.uppercased()) }
     }
 
-    /// Whether `scenario` runs (`--only`, and S also needs no `--no-scale`).
+    /// Whether `scenario` runs (`--only`, and S also needs no `--no-scale`; with `--soak`, none
+    /// but those `--only` names).
     func runs(_ scenario: Scenario) -> Bool {
         if scenario == .s, noScale { return false }
-        if only.isEmpty { return true }
+        if only.isEmpty { return soak == nil }
         return only.contains(scenario) || (scenario == .w1 && only.contains(.h))
     }
 
@@ -108,11 +127,20 @@ package struct Bench: AsyncParsableCommand {
         guard (1...20).contains(repeats) else { throw ValidationError("--repeat must be 1…20") }
         guard (1...256).contains(concurrency) else { throw ValidationError("--concurrency must be 1…256") }
         if let w = workerConcurrency, !(1...256).contains(w) { throw ValidationError("--worker-concurrency must be 1…256") }
+        if let n = soak, !(1000...10_000_000).contains(n) { throw ValidationError("--soak must be 1000…10000000 jobs") }
+        if let path = workerBinary, !FileManager.default.isExecutableFile(atPath: path) {
+            throw ValidationError("--worker-binary '\(path)' is not an executable file")
+        }
     }
 
     package func run() async throws {
         let home = EmbeddedCluster.defaultHome().appendingPathComponent("bench")
         let scratch = home.appendingPathComponent("scratch")
+        // S and the soak need no image corpus.
+        guard [Scenario.w1, .w2, .w3, .h, .l, .e].contains(where: runs) else {
+            try await runQueueOnly(home: home, scratch: scratch)
+            return
+        }
         let corpus = try BenchCorpus.ensure(in: home.appendingPathComponent("corpus"), scale: scale)
         print("corpus: \(corpus.summary), fingerprint \(corpus.fingerprint.prefix(16))")
         let quality = try await Blocking.run { try BenchQuality.make(corpus) }  // full decodes of 12 MP images
@@ -199,6 +227,8 @@ package struct Bench: AsyncParsableCommand {
         }
         let results = summarised(.w1), w2Results = summarised(.w2), w3Results = summarised(.w3)
         let scaleRuns = runs(.s) ? try await runScale(conninfo: conninfo, scratch: scratch) : []
+        var soakRun: SoakRun?
+        if let soak { soakRun = try await runSoak(jobs: soak, conninfo: conninfo, scratch: scratch) }
         let effects: (size: ImageSize, rows: [EffectBench.Row]) = runs(.e) ? try await runEffects(corpus) : (ImageSize(width: 0, height: 0), [])
         let frontEnd = runs(.e) ? try await runFrontEnd(corpus) : []
         if !results.isEmpty {
@@ -226,6 +256,7 @@ package struct Bench: AsyncParsableCommand {
         if !hitRuns.isEmpty { print(HitRun.summary(hitRuns, peers: pgqueuerRuns)) }
         if !latencyRuns.isEmpty { print(LatencyRun.summary(latencyRuns)) }
         if !scaleRuns.isEmpty { print(ScaleRun.summary(scaleRuns)) }
+        if let soakRun { print(soakRun.summary) }
         if !effects.rows.isEmpty { print(Self.effectsTable(effects)) }
         if !frontEnd.isEmpty { print(Self.frontEndTable(frontEnd)) }
 
@@ -248,6 +279,7 @@ package struct Bench: AsyncParsableCommand {
                 ]
             }
             if !scaleRuns.isEmpty { o["S"] = ScaleRun.json(scaleRuns) }
+            if let soakRun { o["soak"] = soakRun.json }
             o["E"] = .array(
                 effects.rows.map {
                     [
@@ -271,6 +303,27 @@ package struct Bench: AsyncParsableCommand {
         if let verdict, !verdict.passed {
             throw CommandFailure("quality guard failed: Halcyon's outputs are more than \(BenchQuality.tolerance) dB below ImageMagick's")
         }
+    }
+
+    /// S and the soak alone: their tables, and JSON with keys `S` and `soak`.
+    private func runQueueOnly(home: URL, scratch: URL) async throws {
+        let conninfo = try await benchDatabase()
+        let scaleRuns = runs(.s) ? try await runScale(conninfo: conninfo, scratch: scratch) : []
+        var soakRun: SoakRun?
+        if let soak { soakRun = try await runSoak(jobs: soak, conninfo: conninfo, scratch: scratch) }
+        var json: [String: JSONValue] = [:]
+        if !scaleRuns.isEmpty {
+            print(ScaleRun.summary(scaleRuns))
+            json["S"] = ScaleRun.json(scaleRuns)
+        }
+        if let soakRun {
+            print(soakRun.summary)
+            json["soak"] = soakRun.json
+        }
+        let outURL = URL(fileURLWithPath: out ?? home.appendingPathComponent("results.json").path)
+        try FileManager.default.createDirectory(at: outURL.deletingLastPathComponent(), withIntermediateDirectories: true)
+        try Data(JSONValue.object(json).prettyText.utf8).write(to: outURL)
+        print("results: \(outURL.path)")
     }
 
     /// pgqueuer's database beside the bench's on the embedded cluster (pgqueuer installs its own

@@ -349,45 +349,165 @@ func median(_ values: [Double]) -> Double {
     return s.count % 2 == 1 ? s[s.count / 2] : (s[s.count / 2 - 1] + s[s.count / 2]) / 2
 }
 
-/// S: claim+complete cost with `rows` finished rows already in the table.
-struct ScaleRun {
-    var rows: Int
-    var jobs: Int
-    var seconds: Double
-    /// The dashboard's overview page (`GET /`, in-process), milliseconds per render, sorted.
-    var overviewMs: [Double] = []
+/// One hot statement's latencies, in milliseconds.
+struct StatementTiming {
+    var name: String
+    var milliseconds: [Double]
 
-    var jobsPerSecond: Double { Double(jobs) / seconds }
-    var overviewMedian: Double { overviewMs.isEmpty ? 0 : overviewMs[overviewMs.count / 2] }
+    static let claim = "claim 6"
+    static let serverClaim = "claim 6, server's settings"
+    /// The order they are reported in.
+    static let order = [
+        claim, serverClaim, "heartbeat", "complete (group commit)", "fail (retry)", "claim 250 (store hits)", "release 250", "rescue",
+        "webhook take", "dashboard overview",
+    ]
+
+    var p50: Double { percentile(milliseconds, 50) }
+    var p99: Double { percentile(milliseconds, 99) }
+}
+
+/// S: one backlog size.
+struct ScaleRun {
+    /// Queued jobs in the backlog.
+    var queued: Int
+    /// Rows in the table (history, backlog).
+    var rows: Int
+    /// Two workers' finished jobs per second, after a period of work and an ANALYZE.
+    var jobsPerSecond: Double
+    var statements: [StatementTiming]
+
+    var claim: StatementTiming? { statements.first { $0.name == StatementTiming.claim } }
+
     var line: String {
-        String(
-            format: "%d rows in the table: %d jobs in %.2f s = %.0f jobs/s; dashboard overview %.0f ms (max %.0f)", rows, jobs, seconds,
-            jobsPerSecond,
-            overviewMedian, overviewMs.last ?? 0)
+        String(format: "%d queued (%d rows): two workers %.0f jobs/s", queued, rows, jobsPerSecond)
+            + (claim.map { String(format: "; claim p50 %.1f ms, p99 %.1f ms", $0.p50, $0.p99) } ?? "")
     }
 
-    /// The largest table's cost per job against the smallest's (1.0: no slower).
-    static func costRatio(_ runs: [ScaleRun]) -> Double {
-        guard let small = runs.min(by: { $0.rows < $1.rows }), let large = runs.max(by: { $0.rows < $1.rows }) else { return 0 }
-        return small.jobsPerSecond / large.jobsPerSecond
+    /// The two workers' throughput at the largest backlog against the smallest (1.0: as fast).
+    static func throughputRatio(_ runs: [ScaleRun]) -> Double {
+        guard let small = runs.min(by: { $0.queued < $1.queued }), let large = runs.max(by: { $0.queued < $1.queued }), small.jobsPerSecond > 0
+        else { return 0 }
+        return large.jobsPerSecond / small.jobsPerSecond
     }
 
     static func summary(_ runs: [ScaleRun]) -> String {
-        "S — claim+complete: " + runs.map { String(format: "%.0f jobs/s with %d rows", $0.jobsPerSecond, $0.rows) }.joined(separator: ", ")
-            + String(format: "; the large table costs %.2f× the small one per job\n", costRatio(runs))
-            + "S — dashboard overview (GET /, median of \(runs.first?.overviewMs.count ?? 0)): "
-            + runs.map { String(format: "%.0f ms (max %.0f) with %d rows", $0.overviewMedian, $0.overviewMs.last ?? 0, $0.rows) }.joined(
-                separator: ", ") + "\n"
+        guard let smallest = runs.min(by: { $0.queued < $1.queued }) else { return "" }
+        var out = "S — the queue with a backlog (a table as hours of work leave it; two workers, then each statement alone):\n"
+        out += "  queued      rows        jobs/s   × smallest\n"
+        for r in runs {
+            out += String(
+                format: "  %-10d  %-10d  %7.0f   %.2f×\n", r.queued, r.rows, r.jobsPerSecond, r.jobsPerSecond / max(smallest.jobsPerSecond, 0.001))
+        }
+        out += "  statement latency, ms (p50 / p99)" + runs.map { " | \($0.queued) queued" }.joined() + "\n"
+        for name in StatementTiming.order {
+            let cells = runs.map { r in
+                r.statements.first { $0.name == name }.map { String(format: "%6.2f / %6.2f", $0.p50, $0.p99) } ?? "      –       "
+            }
+            guard cells.contains(where: { !$0.contains("–") }) else { continue }
+            out += "  " + name.padding(toLength: 33, withPad: " ", startingAt: 0) + cells.map { " | " + $0 }.joined() + "\n"
+        }
+        return out
     }
 
     static func json(_ runs: [ScaleRun]) -> JSONValue {
         [
-            "cost_ratio": .number((costRatio(runs) * 100).rounded() / 100),
+            "throughput_ratio": .number((throughputRatio(runs) * 100).rounded() / 100),
             "runs": .array(
-                runs.map {
+                runs.map { r in
                     [
-                        "rows": .number(Double($0.rows)), "jobs": .number(Double($0.jobs)), "seconds": .number(($0.seconds * 1000).rounded() / 1000),
-                        "overview_ms": .array($0.overviewMs.map { .number(($0 * 10).rounded() / 10) }),
+                        "queued": .number(Double(r.queued)), "rows": .number(Double(r.rows)),
+                        "jobs_per_second": .number(r.jobsPerSecond.rounded()),
+                        "statements": .array(
+                            r.statements.map {
+                                [
+                                    "name": .string($0.name), "samples": .number(Double($0.milliseconds.count)),
+                                    "p50_ms": .number(($0.p50 * 100).rounded() / 100), "p99_ms": .number(($0.p99 * 100).rounded() / 100),
+                                ]
+                            }),
+                    ]
+                }),
+        ]
+    }
+}
+
+/// The soak: finished jobs and the workers' RSS over time, reported per tenth of the run.
+struct SoakRun {
+    struct Sample {
+        var seconds: Double
+        var value: Int
+    }
+
+    struct Part {
+        /// 1…10: which tenth of the finished jobs.
+        var tenth: Int
+        var seconds: Double
+        var jobsPerSecond: Double
+        /// The larger worker's largest resident set during this tenth, bytes.
+        var rss: Int
+    }
+
+    var jobs: Int
+    /// Jobs finished since the start (a count of rows, taken now and then).
+    var finished: [Sample] = []
+    /// The larger worker's resident set, every 100 ms.
+    var rss: [Sample] = []
+
+    var total: Int { finished.last?.value ?? 0 }
+    var seconds: Double { finished.last?.seconds ?? 0 }
+
+    /// When the finished count first reached `target` (linear between samples).
+    private func time(reaching target: Double) -> Double {
+        var previous = Sample(seconds: 0, value: 0)
+        for s in finished {
+            if Double(s.value) >= target {
+                let span = Double(s.value - previous.value)
+                return span > 0 ? previous.seconds + (s.seconds - previous.seconds) * (target - Double(previous.value)) / span : s.seconds
+            }
+            previous = s
+        }
+        return seconds
+    }
+
+    var parts: [Part] {
+        let total = Double(self.total)
+        guard total > 0 else { return [] }
+        var out: [Part] = []
+        var start = 0.0
+        for tenth in 1...10 {
+            let end = time(reaching: total * Double(tenth) / 10)
+            // The samples in this tenth, or the one nearest it when it was shorter than a sample.
+            let inside = rss.filter { $0.seconds >= start && $0.seconds <= end }
+            let nearest = rss.min { abs($0.seconds - end) < abs($1.seconds - end) }
+            let peak = (inside.isEmpty ? nearest.map { [$0] } ?? [] : inside).map(\.value).max() ?? 0
+            out.append(Part(tenth: tenth, seconds: end - start, jobsPerSecond: end > start ? total / 10 / (end - start) : 0, rss: peak))
+            start = end
+        }
+        return out
+    }
+
+    var summary: String {
+        let parts = self.parts
+        var out = "Soak — \(jobs) queued jobs (the S backlog, none delayed) drained by two workers: \(total) finished in "
+        out += TimeSpan.format(seconds) + "\n  tenth   seconds   jobs/s   worker RSS (the larger), MB\n"
+        for p in parts {
+            out += String(format: "  %2d      %7.1f   %6.0f   %6.1f\n", p.tenth, p.seconds, p.jobsPerSecond, Double(p.rss) / 1e6)
+        }
+        if let first = parts.first, let last = parts.last, first.jobsPerSecond > 0 {
+            out += String(
+                format: "  last tenth against the first: %.2f× the throughput, RSS %.1f → %.1f MB\n", last.jobsPerSecond / first.jobsPerSecond,
+                Double(first.rss) / 1e6, Double(last.rss) / 1e6)
+        }
+        return out
+    }
+
+    var json: JSONValue {
+        [
+            "jobs": .number(Double(jobs)), "finished": .number(Double(total)), "seconds": .number((seconds * 10).rounded() / 10),
+            "tenths": .array(
+                parts.map {
+                    [
+                        "tenth": .number(Double($0.tenth)), "seconds": .number(($0.seconds * 10).rounded() / 10),
+                        "jobs_per_second": .number($0.jobsPerSecond.rounded()), "worker_rss_bytes": .number(Double($0.rss)),
                     ]
                 }),
         ]

@@ -3,7 +3,6 @@ import Dispatch
 import Foundation
 import HalcyonCLI
 import HalcyonCore
-import HalcyonDashboard
 import HalcyonEmbedded
 import HalcyonImage
 import HalcyonQueue
@@ -20,13 +19,7 @@ extension Bench {
         _ corpus: BenchCorpus, conninfo: String, scratch: URL, quality: BenchQuality, options: String = "{}", hits measureHits: Bool = true
     ) async throws -> (w1: BenchRun, hits: HitRun?) {
         let c = try await PGConnection.connect(conninfo)
-        // The bench's worker drains whatever is queued, so it only runs on a database that
-        // holds nothing but its own jobs, and it deletes only those.
-        let foreign = try await c.execute("SELECT count(*) AS n FROM halcyon.jobs WHERE cache_key IS NULL OR cache_key NOT LIKE 'halcyon-bench:%'")
-        guard foreign.value(0, "n") == "0" else {
-            throw CommandFailure(
-                "this database holds jobs that are not the bench's; run the bench on the embedded default or an empty database of its own")
-        }
+        try await Self.ensureOnlyBenchJobs(c)
         try await c.execute("DELETE FROM halcyon.jobs WHERE cache_key LIKE 'halcyon-bench:%'")
         try await c.execute("DELETE FROM halcyon.workers WHERE id LIKE 'halcyon-bench-%'")
         _ = try await JobQueue(connection: c).enqueue(
@@ -178,7 +171,7 @@ extension Bench {
     func drainWorker(conninfo: String, store: URL, corpus: BenchCorpus, scratch: URL) async throws -> Subprocess.Usage {
         let log = scratch.appendingPathComponent("worker.log").path
         let pid = try Subprocess.spawn(
-            CommandLine.arguments[0],
+            workerExecutable,
             [
                 "work", "--drain", "--database-url", conninfo, "--store", store.path, "--file-root", corpus.directory.path,
                 "--log-level", "warning", "--worker-id", "halcyon-bench-\(getpid())", "--no-progress",
@@ -204,7 +197,7 @@ extension Bench {
         defer { try? FileManager.default.removeItem(at: store) }
         let log = scratch.appendingPathComponent("latency-worker.log").path
         let pid = try Subprocess.spawn(
-            CommandLine.arguments[0],
+            workerExecutable,
             [
                 "work", "--database-url", conninfo, "--store", store.path, "--file-root", scratch.path, "--poll-interval", "1s",
                 "--log-level", "warning", "--worker-id", "halcyon-bench-latency-\(getpid())", "--sweep-interval", "0s",
@@ -217,80 +210,6 @@ extension Bench {
             await Self.stop(pid)
             throw error
         }
-    }
-
-    /// S: what claiming and completing cost as the table grows. For 10k and then 1M rows
-    /// already in the table (99 % succeeded, 1 % failed, finished a day ago; both × --scale),
-    /// 2,000 store-hit jobs (× --scale) are drained by one worker; their jobs/s is compared.
-    func runScale(conninfo: String, scratch: URL) async throws -> [ScaleRun] {
-        let c = try await PGConnection.connect(conninfo)
-        defer { Task { await c.close() } }
-        let tiny = scratch.appendingPathComponent("scale.png")
-        try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
-        try SampleImages.solid(width: 16, height: 16, red: 200, green: 10, blue: 90).write(to: tiny)
-        let store = scratch.appendingPathComponent("store-scale-\(getpid())")
-        defer { try? FileManager.default.removeItem(at: store) }
-        let corpus = BenchCorpus(directory: scratch, files: [], fingerprint: "", summary: "")
-        let jobs = max(100, Int(2000 * scale))
-        var out: [ScaleRun] = []
-        for rows in [10_000, 1_000_000].map({ max(1000, Int(Double($0) * scale)) }) {
-            print("S: \(rows) rows in the table…")
-            try await c.execute("DELETE FROM halcyon.jobs WHERE cache_key LIKE 'halcyon-bench:%'")
-            try await c.execute(
-                """
-                INSERT INTO halcyon.jobs (source, processors, cache_key, state, attempt, finished_at, result_key, errors)
-                SELECT 'file:///bench/bg-' || g || '.jpg', 'resize(64x64)', 'halcyon-bench:bg-' || g,
-                       (CASE WHEN g % 100 = 0 THEN 'failed' ELSE 'succeeded' END)::halcyon.job_state, 1,
-                       now() - interval '1 day' + g * interval '1 ms', 'halcyon-bench:bg-' || g || '@resize(64x64,mode=fit)', '[]'
-                FROM generate_series(1, $1::int) AS g
-                """, [String(rows)])
-            // One job stores the result the timed jobs then hit.
-            var seed = JobQueue.NewJob(source: "file://" + tiny.path)
-            seed.processors = "resize(8x8)"
-            seed.cacheKey = "halcyon-bench:scale"
-            _ = try await JobQueue(connection: c).enqueue(seed)
-            _ = try await drainWorker(conninfo: conninfo, store: store, corpus: corpus, scratch: scratch)
-            try await c.execute("DELETE FROM halcyon.jobs WHERE cache_key = 'halcyon-bench:scale'")
-            try await c.execute(
-                """
-                INSERT INTO halcyon.jobs (source, processors, cache_key)
-                SELECT 'file://' || $1, 'resize(8x8)', 'halcyon-bench:scale' FROM generate_series(1, $2::int)
-                """, [tiny.path, String(jobs)])
-            try await c.execute("ANALYZE halcyon.jobs")
-            let overviewMs = try await timeOverview(conninfo: conninfo)
-            let started = Date()
-            _ = try await drainWorker(conninfo: conninfo, store: store, corpus: corpus, scratch: scratch)
-            let seconds = Date().timeIntervalSince(started)
-            let done =
-                try await c.execute("SELECT count(*) AS n FROM halcyon.jobs WHERE cache_key = 'halcyon-bench:scale' AND cache_hit")
-                .value(0, "n").flatMap { Int($0) } ?? 0
-            guard done == jobs else { throw CommandFailure("S: only \(done) of \(jobs) jobs were store hits") }
-            let run = ScaleRun(rows: rows, jobs: jobs, seconds: seconds, overviewMs: overviewMs)
-            print("S: \(run.line)")
-            out.append(run)
-        }
-        try await c.execute("DELETE FROM halcyon.jobs WHERE cache_key LIKE 'halcyon-bench:%'")
-        return out
-    }
-
-    /// The dashboard's overview page, rendered in-process as `GET /` would (one warm-up, then
-    /// five timed), with the table as S left it.
-    func timeOverview(conninfo: String) async throws -> [Double] {
-        var configuration = DashboardConfiguration()
-        configuration.port = 0
-        var logger = Logger(label: "bench.dashboard")
-        logger.logLevel = .error
-        let server = try await DashboardServer(configuration: configuration, conninfo: conninfo, logger: logger)
-        defer { server.stop() }
-        let request = HTTPServer.Request(method: "GET", target: "/", headers: ["host": "127.0.0.1:\(server.port)"])
-        var times: [Double] = []
-        for i in 0..<6 {
-            let started = ContinuousClock.now
-            let response = try await Blocking.run { server.respond(request) }
-            guard response.status == 200 else { throw CommandFailure("the dashboard's overview answered \(response.status)") }
-            if i > 0 { times.append((ContinuousClock.now - started).seconds * 1000) }
-        }
-        return times.sorted()
     }
 
     /// E: `blur` and `sharpen` on the first 1920×1080 corpus JPEG (scaled to 480 px wide below
@@ -339,6 +258,17 @@ extension Bench {
                 )
         }
         return out
+    }
+
+    /// The bench's workers take whatever is queued, so it only runs on a database that holds
+    /// nothing but its own jobs, and it deletes only those.
+    static func ensureOnlyBenchJobs(_ c: PGConnection) async throws {
+        let foreign = try await c.execute(
+            "SELECT count(*) AS n FROM (SELECT 1 FROM halcyon.jobs WHERE cache_key IS NULL OR cache_key NOT LIKE 'halcyon-bench:%' LIMIT 1) f")
+        guard foreign.value(0, "n") == "0" else {
+            throw CommandFailure(
+                "this database holds jobs that are not the bench's; run the bench on the embedded default or an empty database of its own")
+        }
     }
 
     /// SIGTERM, and the exit waited for off the cooperative pool.

@@ -5,8 +5,17 @@ import Foundation
 public enum ProcessMemory {
     /// `VmHWM` of a live process (its peak resident set since exec), in bytes.
     public static func peakRSS(of pid: pid_t) -> Int? {
+        statusBytes("VmHWM:", of: pid)
+    }
+
+    /// `VmRSS` of a live process (its resident set now), in bytes.
+    public static func residentRSS(of pid: pid_t) -> Int? {
+        statusBytes("VmRSS:", of: pid)
+    }
+
+    private static func statusBytes(_ field: String, of pid: pid_t) -> Int? {
         guard let text = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
-            let line = text.split(separator: "\n").first(where: { $0.hasPrefix("VmHWM:") }),
+            let line = text.split(separator: "\n").first(where: { $0.hasPrefix(field) }),
             let kb = Int(line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "")
         else { return nil }
         return kb * 1024

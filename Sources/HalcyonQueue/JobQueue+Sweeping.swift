@@ -1,32 +1,9 @@
 import Foundation
 import HalcyonCore
 
-/// The store sweep's lock and record, shared by `halcyon sweep` and the workers' sweeps.
+/// The store sweep's record, shared by `halcyon sweep` and the workers' sweeps (one at a time:
+/// `LeaseName.storeSweep`).
 extension JobQueue {
-
-    /// Takes the sweep lock (a session advisory lock) if nobody holds it.
-    public func tryLockSweep() async throws -> Bool {
-        try await connection.execute(SQL.trySweepLock).value(0, "locked") == "t"
-    }
-
-    /// Waits for the sweep lock, as long as the sweep holding it takes.
-    public func lockSweep() async throws {
-        try await connection.execute(SQL.sweepLock, timeout: .infinity)
-    }
-
-    public func unlockSweep() async throws {
-        try await connection.execute(SQL.sweepUnlock)
-    }
-
-    /// Takes the row-retention lock (a session advisory lock) if nobody holds it.
-    public func tryLockRetention() async throws -> Bool {
-        try await connection.execute(SQL.tryRetentionLock).value(0, "locked") == "t"
-    }
-
-    public func unlockRetention() async throws {
-        try await connection.execute(SQL.retentionUnlock)
-    }
-
     /// What a sweep left and removed, for `halcyon status` (the store's size against its limit).
     public struct SweepRecord: Sendable {
         public var sweptBy: String, storeRoot: String

@@ -4,13 +4,18 @@ import Logging
 
 /// Waits for jobs to finish without polling: LISTENs on `halcyon_job_finished`, then reads the
 /// jobs' states once, and again only when a notification names one of them (or the listening
-/// connection was re-established, or every `recheck` as a safety net).
+/// connection was re-established, or every `recheck` as a safety net). With `pollInterval`,
+/// it polls instead (for poolers in transaction mode).
 public struct JobWaiter: Sendable {
     public let conninfo: String
     public let logger: Logger
     /// A state check even without notifications (none are lost while the listener is up;
     /// this bounds the wait should one be). Default 30 s.
     public var recheck: Duration = .seconds(30)
+    /// Set: never LISTEN, read the states this often instead — behind a pooler in transaction
+    /// mode (PgBouncer), where a LISTEN lands on whichever server connection ran it and its
+    /// notifications reach nobody.
+    public var pollInterval: Duration?
 
     public init(conninfo: String, logger: Logger) {
         self.conninfo = conninfo
@@ -34,21 +39,24 @@ public struct JobWaiter: Sendable {
     public func wait(for ids: [Int64], timeout: Duration) async throws -> Outcome {
         let wanted = Set(ids)
         let signal = WakeSignal()
-        let listener = JobListener(conninfo: conninfo, channel: JobListener.finishedChannel, logger: logger) { payloads in
-            // Empty: (re)connected, so check; otherwise only a notification about one of ours.
-            if payloads.isEmpty || payloads.contains(where: { Self.jobID(inPayload: $0).map(wanted.contains) ?? true }) {
-                signal.wake()
+        let listener =
+            pollInterval != nil
+            ? nil
+            : JobListener(conninfo: conninfo, channel: JobListener.finishedChannel, logger: logger) { payloads in
+                // Empty: (re)connected, so check; otherwise only a notification about one of ours.
+                if payloads.isEmpty || payloads.contains(where: { Self.jobID(inPayload: $0).map(wanted.contains) ?? true }) {
+                    signal.wake()
+                }
             }
-        }
-        listener.start()
-        defer { listener.stop() }
+        listener?.start()
+        defer { listener?.stop() }
         let connection = try await PGConnection.connect(conninfo, label: "wait")
         defer { Task { await connection.close() } }
         let queue = JobQueue(connection: connection)
         let deadline = ContinuousClock.now + timeout
         var outcome = Outcome(finished: [:], unfinished: ids, missing: [])
         // The first wake-up comes once the listener listens: nothing can finish unseen after it.
-        await signal.wait(timeout: deadline - .now)
+        if listener != nil { await signal.wait(timeout: deadline - .now) }
         while true {
             let remaining = outcome.unfinished
             let states = try await queue.states(of: remaining)
@@ -61,7 +69,7 @@ public struct JobWaiter: Sendable {
                 }
             }
             if outcome.unfinished.isEmpty || ContinuousClock.now >= deadline { return outcome }
-            await signal.wait(timeout: min(deadline - .now, recheck))
+            await signal.wait(timeout: min(deadline - .now, pollInterval ?? recheck))
         }
     }
 

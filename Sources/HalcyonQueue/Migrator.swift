@@ -8,9 +8,11 @@ public struct Migration: Sendable, Equatable {
     public var sql: String
 }
 
-/// Applies `migrations/NNNN_*.sql` in order, each in its own transaction, under a session
-/// advisory lock so concurrent `halcyon migrate` runs (or workers starting together) wait for
-/// each other and then find nothing left to do.
+/// Applies `migrations/NNNN_*.sql` in order, the pending ones together in one transaction that
+/// first takes a transaction-scoped advisory lock, so concurrent `halcyon migrate` runs (or
+/// workers starting together) wait for each other and then find nothing left to do — also
+/// behind a pooler in transaction mode, where a session lock would stay with one server
+/// connection.
 public enum Migrator {
     /// Where the migration files are: `explicit`, `$HALCYON_MIGRATIONS`, or `migrations/`
     /// found by `ResourceLocator` beside the binary.
@@ -40,28 +42,42 @@ public enum Migrator {
         return migrations
     }
 
-    /// Applies what is pending and returns the names applied (empty when up to date).
+    /// Applies what is pending and returns the names applied (empty when up to date). All of it
+    /// in one transaction: the pending migrations apply together or not at all.
     @discardableResult
     public static func migrate(_ connection: PGConnection, migrations: [Migration]) async throws -> [String] {
         try await connection.withLocked { c in
-            try c.executeLocked("SELECT pg_advisory_lock(\(SQL.migrationLockKey))")
-            defer { _ = try? c.executeLocked("SELECT pg_advisory_unlock(\(SQL.migrationLockKey))") }
-            try c.executeScriptLocked(SQL.migrationBootstrap)
-            let applied = Set(try c.executeLocked(SQL.appliedVersions).rows.compactMap { $0[0].flatMap { Int($0) } })
-            var done: [String] = []
-            for m in migrations where !applied.contains(m.version) {
-                try c.executeLocked("BEGIN")
-                do {
-                    try c.executeScriptLocked(m.sql)
+            try transaction(c) {
+                try c.executeLocked(SQL.migrationLock)
+                try c.executeScriptLocked(SQL.migrationBootstrap)
+                let applied = Set(try c.executeLocked(SQL.appliedVersions).rows.compactMap { $0[0].flatMap { Int($0) } })
+                var done: [String] = []
+                for m in migrations where !applied.contains(m.version) {
+                    do {
+                        try c.executeScriptLocked(m.sql)
+                    } catch {
+                        throw DatabaseError(
+                            message: "migration \(m.name) failed, so none of the pending ones was applied: \(error)", connectionLost: false)
+                    }
                     try c.executeLocked(SQL.recordMigration, [String(m.version), m.name])
-                    try c.executeLocked("COMMIT")
-                } catch {
-                    _ = try? c.executeLocked("ROLLBACK")
-                    throw DatabaseError(message: "migration \(m.name) failed: \(error)", connectionLost: false)
+                    done.append(m.name)
                 }
-                done.append(m.name)
+                return done
             }
-            return done
+        }
+    }
+
+    /// Runs `body` in a transaction on `c` (inside `withLocked`): committed when it returns,
+    /// rolled back when it throws.
+    private static func transaction<T>(_ c: PGConnection, _ body: () throws -> T) throws -> T {
+        try c.executeLocked("BEGIN")
+        do {
+            let value = try body()
+            try c.executeLocked("COMMIT")
+            return value
+        } catch {
+            _ = try? c.executeLocked("ROLLBACK")
+            throw error
         }
     }
 

@@ -1,13 +1,15 @@
 /// The dashboard's statements: each reads a bounded number of rows however large the table is.
 extension SQL {
     /// Queued, running, failed and cancelled rows by state and queue, at most $1 rows of each
-    /// state (each branch reads one partial index: the claim, lease and unsuccessful indexes).
+    /// state. Each branch reads one partial index (the claim, lease and unsuccessful indexes) in
+    /// its order: without the order, a state that holds most of the table is read by a
+    /// sequential scan, which on stale statistics (the state now rare) reads the whole table.
     static let overviewCounts = """
         SELECT state::text AS state, queue, count(*) AS count FROM (
-            (SELECT state, queue FROM halcyon.jobs WHERE state = 'queued' LIMIT $1::int)
-            UNION ALL (SELECT state, queue FROM halcyon.jobs WHERE state = 'running' LIMIT $1::int)
-            UNION ALL (SELECT state, queue FROM halcyon.jobs WHERE state = 'failed' LIMIT $1::int)
-            UNION ALL (SELECT state, queue FROM halcyon.jobs WHERE state = 'cancelled' LIMIT $1::int)
+            (SELECT state, queue FROM halcyon.jobs WHERE state = 'queued' ORDER BY queue, priority DESC, run_at, id LIMIT $1::int)
+            UNION ALL (SELECT state, queue FROM halcyon.jobs WHERE state = 'running' ORDER BY locked_until LIMIT $1::int)
+            UNION ALL (SELECT state, queue FROM halcyon.jobs WHERE state = 'failed' ORDER BY finished_at LIMIT $1::int)
+            UNION ALL (SELECT state, queue FROM halcyon.jobs WHERE state = 'cancelled' ORDER BY finished_at LIMIT $1::int)
         ) s GROUP BY 1, 2
         """
 

@@ -2,11 +2,47 @@
 enum SQL {
     // MARK: Migrations
 
-    /// Advisory lock key held while migrating ("HALC" + 1).
-    static let migrationLockKey = "1212238915001"
+    /// Advisory lock key held while migrating ("HALC" + 1), a transaction at a time (a
+    /// transaction-scoped lock holds behind a pooler in transaction mode too).
+    static let migrationLock = "SELECT pg_advisory_xact_lock(1212238915001)"
 
-    /// Advisory lock key held by whoever sweeps the store ("HALC" + 2): one sweeper at a time.
-    static let sweepLockKey = "1212238915002"
+    static let migrationBootstrap = """
+        CREATE SCHEMA IF NOT EXISTS halcyon;
+        CREATE TABLE IF NOT EXISTS halcyon.schema_migrations (
+            version    int PRIMARY KEY,
+            name       text NOT NULL,
+            applied_at timestamptz NOT NULL DEFAULT now()
+        );
+        """
+    static let appliedVersions = "SELECT version FROM halcyon.schema_migrations ORDER BY version"
+    /// $1 version, $2 name.
+    static let recordMigration = "INSERT INTO halcyon.schema_migrations (version, name) VALUES ($1::int, $2)"
+
+    // MARK: Leases
+
+    /// Takes lease $1 for holder $2 for $3 seconds when nobody holds it, its holder's time ran
+    /// out, or $2 holds it already (then it is renewed). Returns a row when $2 holds it.
+    static let acquireLease = """
+        INSERT INTO halcyon.leases AS l (name, holder, expires_at) VALUES ($1, $2, now() + make_interval(secs => $3::float8))
+        ON CONFLICT (name) DO UPDATE
+        SET holder = excluded.holder, expires_at = excluded.expires_at,
+            acquired_at = CASE WHEN l.holder = excluded.holder THEN l.acquired_at ELSE now() END
+        WHERE l.holder = excluded.holder OR l.expires_at < now()
+        RETURNING holder
+        """
+
+    /// Extends lease $1 of holder $2 by $3 seconds from now; no row when $2 no longer holds it.
+    static let renewLease = """
+        UPDATE halcyon.leases SET expires_at = now() + make_interval(secs => $3::float8)
+        WHERE name = $1 AND holder = $2
+        RETURNING name
+        """
+
+    /// Gives lease $1 up, if holder $2 still holds it.
+    static let releaseLease = "DELETE FROM halcyon.leases WHERE name = $1 AND holder = $2"
+
+    // MARK: Store sweeps
+
     /// Records a sweep and keeps 30 days of them. $1 swept_by, $2 store root, $3 kept files,
     /// $4 kept bytes, $5 size limit (null: none), $6 removed files, $7 removed keys, $8 freed
     /// bytes, $9 seconds.
@@ -23,27 +59,6 @@ enum SQL {
         FROM halcyon.store_sweeps ORDER BY at DESC LIMIT 1
         """
 
-    /// Advisory lock key held by whoever applies row retention ("HALC" + 3): one at a time.
-    static let retentionLockKey = "1212238915003"
-    static let tryRetentionLock = "SELECT pg_try_advisory_lock(\(retentionLockKey)) AS locked"
-    static let retentionUnlock = "SELECT pg_advisory_unlock(\(retentionLockKey))"
-
-    static let trySweepLock = "SELECT pg_try_advisory_lock(\(sweepLockKey)) AS locked"
-    static let sweepLock = "SELECT pg_advisory_lock(\(sweepLockKey))"
-    static let sweepUnlock = "SELECT pg_advisory_unlock(\(sweepLockKey))"
-
-    static let migrationBootstrap = """
-        CREATE SCHEMA IF NOT EXISTS halcyon;
-        CREATE TABLE IF NOT EXISTS halcyon.schema_migrations (
-            version    int PRIMARY KEY,
-            name       text NOT NULL,
-            applied_at timestamptz NOT NULL DEFAULT now()
-        );
-        """
-    static let appliedVersions = "SELECT version FROM halcyon.schema_migrations ORDER BY version"
-    /// $1 version, $2 name.
-    static let recordMigration = "INSERT INTO halcyon.schema_migrations (version, name) VALUES ($1::int, $2)"
-
     // MARK: Claim, lease, finish
 
     /// Entries `errors` keeps: the latest, so a job retried for a long time does not grow its
@@ -58,36 +73,51 @@ enum SQL {
     /// $1 worker id, $2 batch size, $3 lease seconds, $4 most bytes of row text (source,
     /// fallbacks, options) to claim at once: rows past it (in claim order) stay queued, but the
     /// first is always claimed; $5 the queues to claim from (text[]; empty: every queue) and $6
-    /// at most how many from each (int[], null: the batch size). Paused queues are left alone.
-    /// Each queue is one scan of `jobs_claim_idx`; the batch is the best of them by priority.
-    /// Then, when $7 is true, its siblings: queued jobs of the same source and queue among the
-    /// next `claimSiblingReach` ids after a chosen one (a source's variants are enqueued together,
-    /// so their ids are adjacent), at most `claimSiblingReach` of them, of rows of at most
-    /// `claimSiblingMaxBytes`, in queues without a limit of the worker's own — so a source's
-    /// jobs are claimed together and decoded once, even when only one slot was free. One
-    /// `jobs_pkey` range scan per chosen job that ends a run of chosen ids.
+    /// at most how many from each (int[], null: the batch size). Paused queues, and queues at
+    /// their limit, are left alone. Each queue is one scan of `jobs_claim_idx`; the batch is the
+    /// best of them by priority. Then, when $7 is true, its siblings: queued jobs of the same
+    /// source and queue among the next `claimSiblingReach` ids after a chosen one (a source's
+    /// variants are enqueued together, so their ids are adjacent), at most `claimSiblingReach`
+    /// of them, of rows of at most `claimSiblingMaxBytes`, in queues without a limit of the
+    /// worker's own — so a source's jobs are claimed together and decoded once, even when only
+    /// one slot was free.
+    ///
+    /// Written so that the planner's estimates stay honest however large and churned the table
+    /// is (every row count it estimates is bounded by a constant it can see): each queue's scan
+    /// takes at most the batch size ($2, a constant in the plan, where a per-queue limit read
+    /// from a join would be guessed at a tenth of the queue); a queue's own limit is applied
+    /// after (its scan may lock up to $2 rows for the statement's few milliseconds, which other
+    /// workers skip); the batch is cut at $2; and a sibling search is `claimSiblingReach` probes
+    /// of `jobs_pkey` by value (a range on `id` from a join is guessed at 0.5 % of the table).
     static let claim = """
         WITH wanted AS (
-            SELECT q.name, greatest(0, least($2::int, coalesce(w.slots, $2::int))) AS slots, w.slots IS NULL AS open
+            SELECT q.name, least($2::int, coalesce(w.slots, $2::int)) AS slots, w.slots IS NULL AS open
             FROM halcyon.queues q
             LEFT JOIN unnest($5::text[], $6::int[]) AS w(name, slots) ON w.name = q.name
-            WHERE NOT q.paused AND (cardinality($5::text[]) = 0 OR w.name IS NOT NULL)
+            WHERE NOT q.paused AND (cardinality($5::text[]) = 0 OR w.name IS NOT NULL) AND coalesce(w.slots, $2::int) > 0
         ), next AS (
-            SELECT n.*, w.open FROM wanted w CROSS JOIN LATERAL (
+            SELECT n.*, w.open, w.slots FROM wanted w CROSS JOIN LATERAL (
                 SELECT id, priority, run_at, source, queue,
                        octet_length(source) + octet_length(array_to_string(fallback_sources, '')) + octet_length(options::text) AS size
                 FROM halcyon.jobs
                 WHERE state = 'queued' AND queue = w.name AND run_at <= now()
                 ORDER BY priority DESC, run_at, id
-                LIMIT w.slots
+                LIMIT $2::int
                 FOR UPDATE SKIP LOCKED
             ) n
+        ), allowed AS (
+            SELECT * FROM (
+                SELECT *, row_number() OVER (PARTITION BY queue ORDER BY priority DESC, run_at, id) AS in_queue FROM next
+            ) q
+            WHERE in_queue <= slots
         ), chosen AS (
             SELECT id, source, queue, open, size FROM (
-                SELECT id, source, queue, open, size, sum(size) OVER w AS total, row_number() OVER w AS n
-                FROM next WINDOW w AS (ORDER BY priority DESC, run_at, id)
+                SELECT id, source, queue, open, size, priority, run_at, sum(size) OVER w AS total, row_number() OVER w AS n
+                FROM allowed WINDOW w AS (ORDER BY priority DESC, run_at, id)
             ) sized
-            WHERE n <= $2::int AND (n = 1 OR total <= $4::bigint)
+            WHERE n = 1 OR total <= $4::bigint
+            ORDER BY priority DESC, run_at, id
+            LIMIT $2::int
         ), ids AS (
             SELECT ARRAY(SELECT id FROM chosen) AS chosen
         ), siblings AS (
@@ -95,7 +125,7 @@ enum SQL {
             -- chosen ids needs one look, at its end), and never locking a chosen row again.
             SELECT DISTINCT s.id FROM ids, chosen c CROSS JOIN LATERAL (
                 SELECT j.id FROM halcyon.jobs j
-                WHERE j.id > c.id AND j.id <= c.id + \(claimSiblingReach) AND j.id <> ALL(ids.chosen)
+                WHERE j.id = ANY(ARRAY[\(claimSiblingIDs("c.id"))]) AND j.id <> ALL(ids.chosen)
                   AND j.source = c.source AND j.queue = c.queue AND j.state = 'queued' AND j.run_at <= now()
                 FOR UPDATE SKIP LOCKED
             ) s
@@ -136,6 +166,11 @@ enum SQL {
 
     /// How far past a chosen job's id the claim looks for queued jobs of the same source.
     static let claimSiblingReach = 16
+    /// The ids a sibling search probes after `id` (an SQL expression): each by value, so the
+    /// planner counts `claimSiblingReach` rows.
+    static func claimSiblingIDs(_ id: String) -> String {
+        (1...claimSiblingReach).map { "\(id) + \($0)" }.joined(separator: ", ")
+    }
     /// Only rows of at most this much text (source, fallbacks, options) bring siblings: the
     /// claim's byte bound ($4) stays near what it says when sources are inline data.
     static let claimSiblingMaxBytes = 64 << 10
@@ -284,13 +319,18 @@ enum SQL {
         """
 
     /// Whether some job is runnable now in an unpaused queue of $1 (text[]; empty: every
-    /// queue), and whether any job of those queues is running.
+    /// queue), and whether any job of those queues is running. Each queue is looked at as the
+    /// claim reads it (the first entry of `jobs_claim_idx` that is runnable now), so the answer
+    /// costs a few index probes whether the table holds ten rows or ten million.
     static let drainCheck = """
-        SELECT EXISTS (SELECT 1 FROM halcyon.jobs j JOIN halcyon.queues q ON q.name = j.queue AND NOT q.paused
-                       WHERE j.state = 'queued' AND j.run_at <= now()
-                         AND (cardinality($1::text[]) = 0 OR j.queue = ANY($1::text[]))) AS runnable,
+        SELECT EXISTS (SELECT 1 FROM halcyon.queues q CROSS JOIN LATERAL (
+                           SELECT 1 FROM halcyon.jobs j
+                           WHERE j.state = 'queued' AND j.queue = q.name AND j.run_at <= now()
+                           ORDER BY j.priority DESC, j.run_at, j.id LIMIT 1) r
+                       WHERE NOT q.paused AND (cardinality($1::text[]) = 0 OR q.name = ANY($1::text[]))) AS runnable,
                EXISTS (SELECT 1 FROM halcyon.jobs
-                       WHERE state = 'running' AND (cardinality($1::text[]) = 0 OR queue = ANY($1::text[]))) AS running
+                       WHERE state = 'running' AND (cardinality($1::text[]) = 0 OR queue = ANY($1::text[]))
+                       ORDER BY locked_until LIMIT 1) AS running
         """
 
     // MARK: Workers

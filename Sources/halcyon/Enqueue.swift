@@ -61,7 +61,6 @@ struct Enqueue: AsyncParsableCommand {
         {
             throw ValidationError("--file takes every field from its lines; drop the other job options")
         }
-        try waiting.timeout.check("--timeout", 0...30 * 86_400)
     }
 
     func run() async throws {

@@ -10,8 +10,10 @@ struct Wait: AsyncParsableCommand {
         abstract: "Wait until jobs are finished; exit 0 if all succeeded, 1 if any failed or was cancelled, 2 on timeout.",
         discussion: """
             Listens on halcyon_job_finished and reads the jobs' states once listening, then again \
-            only when a notification names one of them: no polling. Prints one line per job \
-            (id, state, and the result path or the failure's code), or JSON with --json.
+            only when a notification names one of them: no polling (with --poll-only, or \
+            HALCYON_POLL_ONLY=1, it polls instead: LISTEN does not work behind PgBouncer's \
+            transaction pooling). Prints one line per job (id, state, and the result path or the \
+            failure's code), or JSON with --json.
 
             A job id with no row counts as a failure (exit 1).
             """)
@@ -24,7 +26,6 @@ struct Wait: AsyncParsableCommand {
     func validate() throws {
         guard !ids.isEmpty else { throw ValidationError("give at least one job id") }
         guard ids.count <= WaitOptions.maxJobs else { throw ValidationError("wait for at most \(WaitOptions.maxJobs) jobs at once") }
-        try waiting.timeout.check("--timeout", 0...30 * 86_400)
     }
 
     func run() async throws {
@@ -42,13 +43,27 @@ struct WaitOptions: ParsableArguments {
     var timeout = TimeSpanArgument(.seconds(30))
     @Flag(help: "Print the outcome as JSON.")
     var json = false
+    @Flag(
+        help:
+            "Never LISTEN; read the jobs' states every --poll-interval instead (behind PgBouncer's transaction pooling; also HALCYON_POLL_ONLY=1)."
+    )
+    var pollOnly = false
+    @Option(help: "With --poll-only: how often the states are read, 10ms–1h.")
+    var pollInterval = TimeSpanArgument(.seconds(1))
+
+    func validate() throws {
+        try timeout.check("--timeout", 0...30 * 86_400)
+        try pollInterval.check("--poll-interval", 0.01...3600)
+    }
 
     /// Waits, prints the outcome and returns the exit code: 0 all succeeded, 1 some failed, was
     /// cancelled or does not exist, 2 some were still unfinished at the timeout.
     func wait(for ids: [Int64], conninfo: String) async throws -> Int32 {
         var logger = Logger(label: "halcyon.wait")
         logger.logLevel = .warning
-        let outcome = try await JobWaiter(conninfo: conninfo, logger: logger).wait(for: ids, timeout: timeout.duration)
+        var waiter = JobWaiter(conninfo: conninfo, logger: logger)
+        if pollOnly || PollOnlyEnvironment.isSet { waiter.pollInterval = pollInterval.duration }
+        let outcome = try await waiter.wait(for: ids, timeout: timeout.duration)
         print(json ? Self.json(ids, outcome).prettyText : Self.text(ids, outcome), terminator: json ? "\n" : "")
         if outcome.timedOut { return 2 }
         return outcome.allSucceeded ? 0 : 1

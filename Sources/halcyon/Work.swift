@@ -23,7 +23,8 @@ struct Work: AsyncParsableCommand {
             queues (halcyon pause) are never claimed from.
 
             Environment: HALCYON_FILE_ROOTS (comma-separated --file-root), HALCYON_ALLOW_NETWORKS \
-            (comma-separated --allow-network), HALCYON_WEBHOOK_SECRET (--webhook-secret), HALCYON_STORE.
+            (comma-separated --allow-network), HALCYON_WEBHOOK_SECRET (--webhook-secret), \
+            HALCYON_POLL_ONLY (--poll-only), HALCYON_STORE.
             """)
 
     @OptionGroup var database: DatabaseOptions
@@ -44,7 +45,7 @@ struct Work: AsyncParsableCommand {
     var lease = TimeSpanArgument(.seconds(30))
     @Option(help: "How often to poll when no notification arrives, 10ms–1h.")
     var pollInterval = TimeSpanArgument(.seconds(1))
-    @Flag(help: "Never LISTEN; poll only (for PgBouncer transaction pooling).")
+    @Flag(help: "Never LISTEN; poll only (for PgBouncer transaction pooling; also HALCYON_POLL_ONLY=1).")
     var pollOnly = false
     @Flag(help: "Exit when no job is runnable now and none is running (jobs scheduled for later stay).")
     var drain = false
@@ -242,7 +243,7 @@ struct Work: AsyncParsableCommand {
         configuration.hitClaimBatch = hitClaimBatch
         configuration.lease = lease.duration
         configuration.pollInterval = pollInterval.duration
-        configuration.pollOnly = pollOnly
+        configuration.pollOnly = pollOnly || PollOnlyEnvironment.isSet
         configuration.drain = drain
         configuration.grace = grace.duration
         configuration.backoff.base = retryBase.seconds

@@ -13,6 +13,8 @@ public enum TestEnvironment {
     }
 
     public static var adminConninfo: String { env["HALCYON_TEST_DATABASE_URL"] ?? "" }
+    /// PgBouncer in transaction pooling in front of the same cluster (no dbname: add one).
+    public static var pgbouncerConninfo: String? { env["HALCYON_TEST_PGBOUNCER_URL"] }
     public static var origin: String { env["HALCYON_TEST_ORIGIN"] ?? "" }
     public static var originRoot: URL { URL(fileURLWithPath: env["HALCYON_TEST_ORIGIN_ROOT"] ?? "/tmp") }
     public static var binary: String { env["HALCYON_BIN"] ?? "halcyon" }

@@ -22,9 +22,21 @@ struct BenchCommandTests {
         #expect(json["W2"]?["chains"]?.arrayValue?.count == 3)
         let lp50 = try #require(json["L"]?["p50_ms"]?.numberValue), lp99 = try #require(json["L"]?["p99_ms"]?.numberValue)
         #expect(lp50 > 0 && lp50 <= lp99)
-        // S at --scale 0.01: 1,000 and 10,000 rows in the table.
-        #expect(json["S"]?["runs"]?.arrayValue?.compactMap { $0["rows"]?.numberValue } == [1000, 10_000])
-        #expect((json["S"]?["cost_ratio"]?.numberValue ?? 0) > 0)
+        // S at --scale 0.01: backlogs of 1,000 and 10,000 queued jobs, two workers' throughput
+        // through each, and each hot statement timed.
+        let scaleRuns = try #require(json["S"]?["runs"]?.arrayValue)
+        #expect(scaleRuns.compactMap { $0["queued"]?.numberValue } == [1000, 10_000])
+        #expect(scaleRuns.allSatisfy { ($0["rows"]?.numberValue ?? 0) > ($0["queued"]?.numberValue ?? 0) })
+        #expect(scaleRuns.allSatisfy { ($0["jobs_per_second"]?.numberValue ?? 0) > 0 })
+        #expect((json["S"]?["throughput_ratio"]?.numberValue ?? 0) > 0)
+        for run in scaleRuns {
+            let claim = try #require(run["statements"]?.arrayValue?.first { $0["name"]?.stringValue == "claim 6" })
+            let p50 = claim["p50_ms"]?.numberValue ?? 0, p99 = claim["p99_ms"]?.numberValue ?? 0
+            #expect(p50 > 0 && p50 <= p99 && (claim["samples"]?.numberValue ?? 0) > 0)
+            #expect(run["statements"]?.arrayValue?.count == 10, "\(run)")
+        }
+        // The bench leaves no backlog behind.
+        #expect(try await db.query("SELECT count(*) AS n FROM halcyon.jobs WHERE cache_key LIKE 'halcyon-bench:backlog-%'").value(0, "n") == "0")
         let halcyon = try #require(json["results"]?.arrayValue?.first)
         #expect(halcyon["tool"]?.stringValue == "halcyon")
         #expect((halcyon["images_per_second_median"]?.numberValue ?? 0) > 0)
@@ -44,6 +56,27 @@ struct BenchCommandTests {
         let effects = try #require(json["E"]?.arrayValue)
         #expect(effects.compactMap { $0["step"]?.stringValue } == ["blur(2)", "blur(8)", "sharpen(1)", "sharpen(4)"])
         #expect(effects.allSatisfy { ($0["halcyon_ms"]?.numberValue ?? 0) > 0 && ($0["psnr_db"]?.numberValue ?? 0) > 40 })
+    }
+
+    @Test func soakReportsThroughputAndRSSPerTenth() async throws {
+        let db = try await TestDatabase.create()
+        let home = try TestEnvironment.temporaryDirectory("bench-home")
+        let out = home.appendingPathComponent("results.json")
+        let bench = try HalcyonProcess(
+            ["bench", "--soak", "1000", "--no-peers", "--out", out.path], conninfo: db.conninfo, environment: ["HALCYON_HOME": home.path])
+        #expect(await bench.wait(timeout: 300) == 0, "\(bench.output.suffix(2000))")
+        let json = try #require(JSONValue.parse(String(decoding: try Data(contentsOf: out), as: UTF8.self)))
+        // Only the soak ran.
+        #expect(json["S"] == nil && json["H"] == nil)
+        let soak = try #require(json["soak"])
+        #expect(soak["jobs"]?.numberValue == 1000)
+        // The failing source's jobs (one source in a hundred) may still wait for a retry.
+        #expect((soak["finished"]?.numberValue ?? 0) >= 960, "\(soak)")
+        let tenths = try #require(soak["tenths"]?.arrayValue)
+        #expect(tenths.compactMap { $0["tenth"]?.numberValue } == (1...10).map(Double.init))
+        #expect(tenths.allSatisfy { ($0["jobs_per_second"]?.numberValue ?? 0) > 0 && ($0["worker_rss_bytes"]?.numberValue ?? 0) > 1_000_000 })
+        #expect(bench.output.contains("Soak — 1000 queued jobs"), "\(bench.output.suffix(2000))")
+        #expect(try await db.query("SELECT count(*) AS n FROM halcyon.jobs").value(0, "n") == "0")
     }
 
     @Test func benchRefusesADatabaseWithOtherJobs() async throws {

@@ -3,7 +3,7 @@ import HalcyonQueue
 import Logging
 
 /// Row retention (`--retain-succeeded`, `--retain-failed`): deletes finished rows older than
-/// their retention, a batch at a time (no long locks), under an advisory lock so one worker at a
+/// their retention, a batch at a time (no long locks), under a lease (`LeaseName.rowRetention`) so one worker at a
 /// time does it, and records the run in `halcyon.row_prunes` for `halcyon status`. Runs with
 /// the store sweep. Rows whose webhook is still to be delivered stay.
 struct RowRetention: Sendable {
@@ -20,21 +20,20 @@ struct RowRetention: Sendable {
 
     /// Prunes if no other worker is; nil when another one was.
     func run(_ queue: JobQueue, logger: Logger) async throws -> [JobState: Int]? {
-        guard try await queue.tryLockRetention() else { return nil }
         let started = ContinuousClock.now
-        var pruned: [JobState: Int] = [:]
-        do {
-            if let succeeded {
+        let lost = CancellationFlag()
+        let (succeeded, failed) = (self.succeeded, self.failed)
+        let result = try await queue.withLease(.rowRetention, holder: JobQueue.leaseHolder(prunedBy), lost: lost) {
+            var pruned: [JobState: Int] = [:]
+            if let succeeded, !lost.isCancelled {
                 pruned.merge(try await queue.prune(olderThan: succeeded, states: [.succeeded]), uniquingKeysWith: +)
             }
-            if let failed {
+            if let failed, !lost.isCancelled {
                 pruned.merge(try await queue.prune(olderThan: failed, states: [.failed, .cancelled]), uniquingKeysWith: +)
             }
-        } catch {
-            try? await queue.unlockRetention()
-            throw error
+            return pruned
         }
-        try? await queue.unlockRetention()
+        guard let pruned = result else { return nil }
         let seconds = (ContinuousClock.now - started).seconds
         try await queue.recordPrune(by: prunedBy, pruned, seconds: seconds)
         let meta: Logger.Metadata = [

@@ -5,7 +5,7 @@ import HalcyonStore
 import Logging
 
 /// One sweep of the store, as workers run it periodically and `halcyon sweep` on demand: under
-/// the sweep advisory lock (one sweeper at a time across the fleet), recorded in
+/// the sweep lease (one sweeper at a time across the fleet), recorded in
 /// `halcyon.store_sweeps` so `halcyon status` can show the store's size against its limit.
 public struct StoreMaintenance: Sendable {
     public let sweeper: Sweeper
@@ -17,32 +17,38 @@ public struct StoreMaintenance: Sendable {
         self.sweptBy = sweptBy
     }
 
-    /// Sweeps and records it. `waitForLock`: wait for a sweep running elsewhere to finish
-    /// (`onWait` is told first); otherwise return nil at once if one is running.
+    /// Sweeps and records it, holding the sweep lease (`LeaseName.storeSweep`). `waitForLock`:
+    /// wait for a sweep running elsewhere to finish (`onWait` is told first, and the lease is
+    /// tried again every second); otherwise return nil at once if one is running. A sweep that
+    /// loses its lease (its renewals failed) stops at its next file, as on `cancel`.
     public func sweep(
         _ queue: JobQueue, waitForLock: Bool, cancel: CancellationFlag? = nil,
         onWait: @Sendable () -> Void = {}
     ) async throws -> SweepReport? {
-        if try await !queue.tryLockSweep() {
-            guard waitForLock else { return nil }
-            onWait()
-            try await queue.lockSweep()
-        }
+        let holder = JobQueue.leaseHolder(sweptBy)
+        let stop = CancellationFlag()
+        cancel?.onCancel { stop.cancel() }
         let sweeper = self.sweeper
-        let report: SweepReport
-        do {
-            report = try await Blocking.run { sweeper.sweep(cancel: cancel) }
-        } catch {
-            try? await queue.unlockSweep()
-            throw error
+        var waiting = false
+        while true {
+            let report = try await queue.withLease(.storeSweep, holder: holder, lost: stop) {
+                try await Blocking.run { sweeper.sweep(cancel: stop) }
+            }
+            if let report {
+                try? await queue.recordSweep(
+                    .init(
+                        sweptBy: sweptBy, storeRoot: sweeper.store.root.path, keptFiles: Int64(report.keptFiles),
+                        keptBytes: report.keptBytes, sizeLimit: report.sizeLimit, removedFiles: Int64(report.removedFiles),
+                        removedKeys: Int64(report.removedKeys), freedBytes: report.freedBytes, seconds: report.seconds))
+                return report
+            }
+            guard waitForLock, !stop.isCancelled else { return nil }
+            if !waiting {
+                onWait()
+                waiting = true
+            }
+            _ = await stop.sleep(seconds: 1)
         }
-        try? await queue.unlockSweep()
-        try? await queue.recordSweep(
-            .init(
-                sweptBy: sweptBy, storeRoot: sweeper.store.root.path, keptFiles: Int64(report.keptFiles), keptBytes: report.keptBytes,
-                sizeLimit: report.sizeLimit, removedFiles: Int64(report.removedFiles), removedKeys: Int64(report.removedKeys),
-                freedBytes: report.freedBytes, seconds: report.seconds))
-        return report
     }
 
     /// A sweep's report as log fields.

@@ -29,9 +29,8 @@ struct StoreSweeper: Service {
         }
     }
 
-    /// Sweeps if no other worker is sweeping (the sweep advisory lock), on a connection of its
-    /// own: the lock is a session lock held for the whole sweep, which must not depend on (or
-    /// be dropped with) the connection heartbeats use.
+    /// Sweeps if no other worker is sweeping (the sweep lease), on a connection of its own, so
+    /// that the lease's renewals and the retention's batches never wait behind heartbeats.
     private func sweep(cancel: CancellationFlag) async {
         do {
             let connection = try await PGConnection.connect(conninfo, label: "sweep", statementTimeout: configuration.statementTimeout.seconds)

@@ -1,0 +1,11 @@
+import Foundation
+
+/// `HALCYON_POLL_ONLY`: when set (to anything but empty, `0` or `false`), `work` and `wait` poll
+/// instead of LISTENing, as with `--poll-only` — one setting for a deployment behind a pooler in
+/// transaction mode, where LISTEN lands on whichever server connection ran it.
+package enum PollOnlyEnvironment {
+    package static var isSet: Bool {
+        guard let value = ProcessInfo.processInfo.environment["HALCYON_POLL_ONLY"]?.lowercased() else { return false }
+        return !["", "0", "false", "no", "off"].contains(value)
+    }
+}
