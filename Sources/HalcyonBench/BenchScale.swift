@@ -12,9 +12,9 @@ extension Bench {
     static let scaleSizes = [10_000, 100_000, 1_000_000]
 
     /// S: for each size, a `Backlog` of that many queued jobs; two workers work through it for
-    /// a while (`warmJobs` finished jobs) and the table is analyzed, as autovacuum would; then
-    /// their throughput over the next `measuredJobs` finished jobs; then, with the workers
-    /// stopped, each hot statement's latency through the queue's own API.
+    /// a while (2,000 finished jobs × --scale) and the table is analyzed, as autovacuum would;
+    /// then their throughput over the next 5,000 (× --scale); then, with the workers stopped,
+    /// each hot statement's latency through the queue's own API.
     func runScale(conninfo: String, scratch: URL) async throws -> [ScaleRun] {
         let c = try await PGConnection.connect(conninfo, label: "bench-scale")
         defer { Task { await c.close() } }

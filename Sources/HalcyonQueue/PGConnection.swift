@@ -130,13 +130,15 @@ public final class PGConnection: @unchecked Sendable {
         guard let h = handle else { throw DatabaseError(message: "not connected", connectionLost: true) }
         let end = seconds.map { ContinuousClock.now + .seconds($0) }
         let prefix = startsTransaction && StatementSettings.applies(to: sql) ? settingsPrefix : nil
+        // A pipeline that cannot be sent whole leaves the connection mid-pipeline: it is dropped
+        // (the next call reconnects) rather than reused.
         if let prefix {
-            guard PQenterPipelineMode(h) == 1, PQsendQueryParams(h, prefix, 0, nil, nil, nil, nil, 0) == 1 else {
-                throw DatabaseError(message: errorMessage(), connectionLost: PQstatus(h) != CONNECTION_OK)
-            }
+            guard PQenterPipelineMode(h) == 1, PQsendQueryParams(h, prefix, 0, nil, nil, nil, nil, 0) == 1 else { throw lost() }
         }
         let sent = withCStrings(params) { values in PQsendQueryParams(h, sql, Int32(params.count), nil, values, nil, nil, 0) }
-        guard sent == 1, prefix == nil || PQpipelineSync(h) == 1 else {
+        if prefix != nil {
+            guard sent == 1, PQpipelineSync(h) == 1 else { throw lost() }
+        } else if sent != 1 {
             throw DatabaseError(message: errorMessage(), connectionLost: PQstatus(h) != CONNECTION_OK)
         }
         while true {

@@ -49,7 +49,7 @@ struct LeaseTests {
         // Taken away (its row given to another holder): the next renewal raises `lost`.
         let lost2 = CancellationFlag()
         let ran = try await q.withLease(.storeSweep, holder: "a", duration: .seconds(1), lost: lost2) { () -> Bool in
-            try await db.query("UPDATE halcyon.leases SET holder = 'b'")
+            try await db.query("UPDATE halcyon.leases SET holder = 'b', expires_at = now() + interval '1 hour'")
             _ = await lost2.sleep(seconds: 10)
             return lost2.isCancelled
         }
