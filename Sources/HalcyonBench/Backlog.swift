@@ -17,7 +17,9 @@ import HalcyonQueue
 ///   and is retried).
 /// - **Churn:** a seventh of the backlog claimed and rescued (an attempt spent, a
 ///   `worker.lease_expired` entry), a fifth rewritten in place, an eleventh claimed and released
-///   — every one a new row version elsewhere in the heap, and dead tuples behind them.
+///   — every one a new row version elsewhere in the heap, and dead tuples behind them. The
+///   claim order is left as it was (a real rescue would move its rows to the back), so that
+///   every part of a drain does the same kind of work and a soak's tenths compare.
 ///
 /// Then `ANALYZE`, as autovacuum would have done. Every row's `cache_key` starts with
 /// `keyPrefix`, so a caller can find and delete exactly these rows.
@@ -79,23 +81,7 @@ package struct Backlog: Sendable {
             """, [sourceArray, keyPrefix, String(history)])
         try await c.execute("DELETE FROM halcyon.jobs WHERE cache_key LIKE $1 AND id % 10 < 7", [keyPrefix + "history-%"])
         try await c.execute("VACUUM halcyon.jobs")
-        try await c.execute(
-            """
-            INSERT INTO halcyon.jobs (source, processors, cache_key, queue, priority, run_at)
-            SELECT CASE WHEN $4::text IS NOT NULL AND s % $5::int = 7 % $5::int THEN $4::text
-                        ELSE ($1::text[])[s % cardinality($1::text[]) + 1] END,
-                   ($3::text[])[g % cardinality($3::text[]) + 1],
-                   $2 || CASE WHEN s % 2 = 0 THEN 'hot-' || (s % 400) ELSE 'own-' || s END,
-                   (ARRAY['default', 'default', 'default', 'default', 'default', 'default', 'default',
-                          'thumbnails', 'thumbnails', 'backfill'])[s % 10 + 1],
-                   CASE WHEN s % 19 = 0 THEN 1 ELSE 0 END,
-                   CASE WHEN $7::int > 0 AND s % $7::int = 3 % $7::int THEN now() + interval '1 day' ELSE now() - interval '1 minute' END
-            FROM generate_series(0, $6::int - 1) AS g, LATERAL (SELECT g / \(Self.chains.count) AS s) AS x
-            """,
-            [
-                sourceArray, keyPrefix, PGRows.textArrayLiteral(Self.chains), failingSource, String(max(1, failingEvery)), String(queued),
-                String(delayedEvery.map { max(1, $0) } ?? 0),
-            ])
+        try await enqueue(c, jobs: 0..<queued)
         let backlog = [keyPrefix + "hot-%", keyPrefix + "own-%"]
         let inBacklog = "(cache_key LIKE $1 OR cache_key LIKE $2) AND state = 'queued'"
         try await c.execute(
@@ -103,7 +89,7 @@ package struct Backlog: Sendable {
             backlog)
         try await c.execute(
             """
-            UPDATE halcyon.jobs SET state = 'queued', locked_by = NULL, locked_until = NULL, run_at = run_at + interval '1 second',
+            UPDATE halcyon.jobs SET state = 'queued', locked_by = NULL, locked_until = NULL,
                    errors = errors || jsonb_build_array(jsonb_build_object('at', now(), 'attempt', attempt, 'code', 'worker.lease_expired',
                                                                            'message', 'the worker holding it stopped renewing its lease')),
                    last_error = 'worker.lease_expired: the worker holding it stopped renewing its lease'
@@ -116,6 +102,30 @@ package struct Backlog: Sendable {
         try await c.execute("UPDATE halcyon.jobs SET state = 'queued', locked_by = NULL, locked_until = NULL WHERE locked_by = 'halcyon-bench-churn'")
         try await c.execute("ANALYZE halcyon.jobs")
         try await c.execute("ANALYZE halcyon.queues")
+    }
+
+    /// Enqueues the backlog's jobs numbered `jobs` (the fill writes `0..<queued`; more can be
+    /// appended while workers work, as an application keeps enqueueing).
+    package func enqueue(_ c: PGConnection, jobs: Range<Int>) async throws {
+        guard !jobs.isEmpty else { return }
+        try await c.execute(
+            """
+            INSERT INTO halcyon.jobs (source, processors, cache_key, queue, priority, run_at)
+            SELECT CASE WHEN $4::text IS NOT NULL AND s % $5::int = 7 % $5::int THEN $4::text
+                        ELSE ($1::text[])[s % cardinality($1::text[]) + 1] END,
+                   ($3::text[])[g % cardinality($3::text[]) + 1],
+                   $2 || CASE WHEN s % 2 = 0 THEN 'hot-' || (s % 400) ELSE 'own-' || s END,
+                   (ARRAY['default', 'default', 'default', 'default', 'default', 'default', 'default',
+                          'thumbnails', 'thumbnails', 'backfill'])[s % 10 + 1],
+                   CASE WHEN s % 19 = 0 THEN 1 ELSE 0 END,
+                   CASE WHEN $7::int > 0 AND s % $7::int = 3 % $7::int THEN now() + interval '1 day' ELSE now() END
+            FROM generate_series($6::int, $8::int - 1) AS g, LATERAL (SELECT g / \(Self.chains.count) AS s) AS x
+            """,
+            [
+                PGRows.textArrayLiteral(sources), keyPrefix, PGRows.textArrayLiteral(Self.chains), failingSource,
+                String(max(1, failingEvery)), String(jobs.lowerBound), String(delayedEvery.map { max(1, $0) } ?? 0),
+                String(jobs.upperBound),
+            ])
     }
 
     /// Deletes every row the backlog wrote (and what became of them), then vacuums.

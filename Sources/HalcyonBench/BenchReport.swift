@@ -487,7 +487,7 @@ struct SoakRun {
 
     var summary: String {
         let parts = self.parts
-        var out = "Soak — \(jobs) queued jobs (the S backlog, none delayed) drained by two workers: \(total) finished in "
+        var out = "Soak — \(jobs) queued jobs (the S backlog, none delayed or failing) drained by two workers: \(total) finished in "
         out += TimeSpan.format(seconds) + "\n  tenth   seconds   jobs/s   worker RSS (the larger), MB\n"
         for p in parts {
             out += String(format: "  %2d      %7.1f   %6.0f   %6.1f\n", p.tenth, p.seconds, p.jobsPerSecond, Double(p.rss) / 1e6)

@@ -11,10 +11,10 @@ extension Bench {
     /// Queued jobs S builds a backlog of (each × --scale).
     static let scaleSizes = [10_000, 100_000, 1_000_000]
 
-    /// S: for each size, a `Backlog` of that many queued jobs; two workers work through it for
-    /// a while (2,000 finished jobs × --scale) and the table is analyzed, as autovacuum would;
-    /// then their throughput over the next 5,000 (× --scale); then, with the workers stopped,
-    /// each hot statement's latency through the queue's own API.
+    /// S: for each size, a `Backlog` of that many queued jobs, topped up as jobs finish; two
+    /// workers work through it for a while (2,000 finished jobs) and the table is analyzed, as
+    /// autovacuum would; then their throughput over 20 s (× --scale, at least 5 s); then, with
+    /// the workers stopped, each hot statement's latency through the queue's own API.
     func runScale(conninfo: String, scratch: URL) async throws -> [ScaleRun] {
         let c = try await PGConnection.connect(conninfo, label: "bench-scale")
         defer { Task { await c.close() } }
@@ -33,14 +33,36 @@ extension Bench {
             try? FileManager.default.removeItem(at: store)
             defer { try? FileManager.default.removeItem(at: store) }
             let workers = try WorkerPair.start(self, conninfo: conninfo, store: store, fileRoot: sources.directory, scratch: scratch, drain: false)
+            // An application keeps enqueueing: every 250 ms, one new job for each finished one,
+            // so that `size` stay queued however long the measurement.
+            var fed = size
+            func work(until done: (_ finished: Int, _ elapsed: Duration) -> Bool) async throws -> (finished: Int, elapsed: Duration) {
+                let start = ContinuousClock.now
+                let before = try await Self.finished(since: filledAt, on: c)
+                while true {
+                    let n = try await Self.finished(since: filledAt, on: c)
+                    if size + n > fed {
+                        try await backlog.enqueue(c, jobs: fed..<(size + n))
+                        fed = size + n
+                    }
+                    let elapsed = ContinuousClock.now - start
+                    if done(n - before, elapsed) { return (n - before, elapsed) }
+                    if workers.allExited {
+                        try workers.checkExits()
+                        throw CommandFailure("the workers stopped; see \(workers.logs.joined(separator: ", "))")
+                    }
+                    try await Task.sleep(for: .milliseconds(250))
+                }
+            }
             let throughput: Double
             do {
-                let warm = max(200, Int(2000 * scale)), measured = max(500, Int(5000 * scale))
-                _ = try await workers.waitForFinished(warm, since: filledAt, on: c)
+                // A period of work (2,000 jobs, or a minute for a slow build), as autovacuum's
+                // ANALYZE would follow it; then the measured window.
+                _ = try await work { n, t in n >= 2000 || t >= .seconds(60) }
                 try await c.execute("ANALYZE halcyon.jobs")
-                let started = Date(), clock = ContinuousClock.now
-                let done = try await workers.waitForFinished(measured, since: started, on: c)
-                throughput = Double(done) / (ContinuousClock.now - clock).seconds
+                let window = Duration.seconds(max(5, 20 * min(1, scale)))
+                let measured = try await work { _, t in t >= window }
+                throughput = Double(measured.finished) / measured.elapsed.seconds
             } catch {
                 await workers.stop()
                 throw error
@@ -56,14 +78,16 @@ extension Bench {
         return out
     }
 
-    /// The soak: `jobs` queued jobs (a `Backlog` without delayed rows) drained by two
-    /// `halcyon work --drain` processes; throughput and the workers' RSS per tenth of the run.
+    /// The soak: `jobs` queued jobs (a `Backlog` without delayed or failing rows, so its tenths
+    /// compare steady work: a failing job's retries, backed off, would all come at the end)
+    /// drained by two `halcyon work --drain` processes; throughput and the workers' RSS per
+    /// tenth of the run.
     func runSoak(jobs: Int, conninfo: String, scratch: URL) async throws -> SoakRun {
         let c = try await PGConnection.connect(conninfo, label: "bench-soak")
         defer { Task { await c.close() } }
         try await Self.ensureOnlyBenchJobs(c)
         let sources = try Self.backlogSources(in: scratch)
-        var backlog = Backlog(queued: jobs, history: jobs / 2, sources: sources.urls, failingSource: Self.failingSource)
+        var backlog = Backlog(queued: jobs, history: jobs / 2, sources: sources.urls)
         backlog.delayedEvery = nil
         try await backlog.remove(c)
         print("soak: writing \(jobs) queued jobs…")
@@ -224,22 +248,6 @@ struct WorkerPair {
     func checkExits() throws {
         for (pid, log) in zip(pids, logs) {
             if let status = exits.status(of: pid), status != 0 { throw CommandFailure("a worker exited with status \(status); see \(log)") }
-        }
-    }
-
-    /// Waits until `count` jobs have finished since `since`; returns how many had. Throws when
-    /// a worker exits, or after ten minutes without reaching it.
-    func waitForFinished(_ count: Int, since: Date, on c: PGConnection) async throws -> Int {
-        let deadline = ContinuousClock.now + .seconds(600)
-        while true {
-            let n = try await Bench.finished(since: since, on: c)
-            if n >= count { return n }
-            if allExited {
-                try checkExits()
-                throw CommandFailure("the workers stopped after \(n) of \(count) jobs; see \(logs.joined(separator: ", "))")
-            }
-            guard ContinuousClock.now < deadline else { throw CommandFailure("only \(n) of \(count) jobs finished in ten minutes") }
-            try await Task.sleep(for: .milliseconds(100))
         }
     }
 

@@ -70,8 +70,7 @@ struct BenchCommandTests {
         #expect(json["S"] == nil && json["H"] == nil)
         let soak = try #require(json["soak"])
         #expect(soak["jobs"]?.numberValue == 1000)
-        // The failing source's jobs (one source in a hundred) may still wait for a retry.
-        #expect((soak["finished"]?.numberValue ?? 0) >= 960, "\(soak)")
+        #expect(soak["finished"]?.numberValue == 1000, "\(soak)")
         let tenths = try #require(soak["tenths"]?.arrayValue)
         #expect(tenths.compactMap { $0["tenth"]?.numberValue } == (1...10).map(Double.init))
         #expect(tenths.allSatisfy { ($0["jobs_per_second"]?.numberValue ?? 0) > 0 && ($0["worker_rss_bytes"]?.numberValue ?? 0) > 1_000_000 })
