@@ -12,8 +12,9 @@ extension Bench {
     static let scaleSizes = [10_000, 100_000, 1_000_000]
 
     /// S: for each size, a `Backlog` of that many queued jobs, topped up as jobs finish; two
-    /// workers work through it for a while (2,000 finished jobs) and the table is analyzed, as
-    /// autovacuum would; then their throughput over 20 s (× --scale, at least 5 s); then, with
+    /// workers work through it for a while (2,000 finished jobs × --scale, at least 200) and the
+    /// table is analyzed, as autovacuum would; then their throughput over 20 s (× --scale, at
+    /// least 2 s); then, with
     /// the workers stopped, each hot statement's latency through the queue's own API.
     func runScale(conninfo: String, scratch: URL) async throws -> [ScaleRun] {
         let c = try await PGConnection.connect(conninfo, label: "bench-scale")
@@ -58,9 +59,10 @@ extension Bench {
             do {
                 // A period of work (2,000 jobs, or a minute for a slow build), as autovacuum's
                 // ANALYZE would follow it; then the measured window.
-                _ = try await work { n, t in n >= 2000 || t >= .seconds(60) }
+                let warm = max(200, Int(2000 * min(1, scale)))
+                _ = try await work { n, t in n >= warm || t >= .seconds(60) }
                 try await c.execute("ANALYZE halcyon.jobs")
-                let window = Duration.seconds(max(5, 20 * min(1, scale)))
+                let window = Duration.seconds(max(2, 20 * min(1, scale)))
                 let measured = try await work { _, t in t >= window }
                 throughput = Double(measured.finished) / measured.elapsed.seconds
             } catch {

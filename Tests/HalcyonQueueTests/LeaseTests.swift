@@ -36,10 +36,12 @@ struct LeaseTests {
         let c = try await db.connect()
         defer { Task { await c.close() } }
         let q = JobQueue(connection: c)
-        // Held past its duration: renewed (every second here), so nobody else gets it meanwhile.
+        // Held while it works: renewed (every 2 s here), so nobody else gets it meanwhile.
         let lost = CancellationFlag()
-        let held = try await q.withLease(.storeSweep, holder: "a", duration: .seconds(3), lost: lost) { () -> Bool in
-            try await Task.sleep(for: .seconds(4))
+        func expiry() async throws -> String { try await db.query("SELECT expires_at FROM halcyon.leases").value(0, "expires_at") ?? "" }
+        let held = try await q.withLease(.storeSweep, holder: "a", duration: .seconds(6), lost: lost) { () -> Bool in
+            let first = try await expiry()
+            #expect(try await waitUntil(30) { try await expiry() > first }, "the lease was never renewed")
             return try await JobQueue(connection: try await db.connect()).acquireLease(.storeSweep, holder: "b")
         }
         #expect(held == false)
