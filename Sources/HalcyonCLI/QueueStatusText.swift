@@ -4,6 +4,11 @@ import HalcyonQueue
 
 /// `halcyon status`'s report, also printed at the end of the demo.
 package enum QueueStatusText {
+    /// `41%` of a limit; any limit a row can hold (0, negative) prints.
+    static func percent(_ used: Int64, of limit: Int64) -> String {
+        limit > 0 ? "\(Int(saturating: (Double(used) / Double(limit) * 100).rounded()))%" : "no room"
+    }
+
     package static func render(_ s: QueueStatus) -> String {
         var out = "JOBS\n"
         for c in s.counts { out += "  \(c.state.padding(toLength: 10, withPad: " ", startingAt: 0)) \(c.count)\n" }
@@ -28,7 +33,7 @@ package enum QueueStatusText {
         out += "STORE\n"
         if let st = s.store {
             out +=
-                "  \(ByteSize.format(st.bytes))\(st.sizeLimit.map { " of \(ByteSize.format($0)) limit (\(Int((Double(st.bytes) / Double($0) * 100).rounded()))%)" } ?? ", no size limit"), \(st.files) files"
+                "  \(ByteSize.format(st.bytes))\(st.sizeLimit.map { " of \(ByteSize.format($0)) limit (\(Self.percent(st.bytes, of: $0)))" } ?? ", no size limit"), \(st.files) files"
             out += " — at the last sweep, \(TimeSpan.format(st.age.rounded())) ago by \(st.sweptBy) (\(st.root))\n"
         } else {
             out += "  not swept yet (workers sweep every --sweep-interval; or run `halcyon sweep`)\n"

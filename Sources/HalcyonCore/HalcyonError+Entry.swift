@@ -7,6 +7,7 @@ extension HalcyonError {
     public var errorEntry: JSONValue {
         var entry: [String: JSONValue] = ["code": .string(code.description), "message": .string(String(message.prefix(4096)).postgresSafe)]
         if let source { entry["source"] = .string(source.postgresSafe) }
+        if let detail { entry["detail"] = .string(String(detail.prefix(1024)).postgresSafe) }
         if !sources.isEmpty {
             entry["sources"] = .array(
                 sources.map {

@@ -100,16 +100,20 @@ public struct HalcyonError: Error, Sendable, CustomStringConvertible {
     public var sources: [SourceFailure]
     /// Seconds the server asked us to wait (`Retry-After`), when it did.
     public var retryAfter: Double?
+    /// A library's own words for the failure (ImageMagick's message, with its source-file tail),
+    /// kept beside `message`, which says what is wrong in the user's terms.
+    public var detail: String?
 
     public init(
         _ code: ErrorCode, _ message: String, permanent: Bool? = nil,
-        source: String? = nil, sources: [SourceFailure] = []
+        source: String? = nil, sources: [SourceFailure] = [], detail: String? = nil
     ) {
         self.code = code
         self.message = message
         self.permanent = permanent ?? code.isPermanentByDefault
         self.source = source
         self.sources = sources
+        self.detail = detail
     }
 
     /// `code: message`, the form stored in `last_error`.

@@ -12,6 +12,9 @@ public enum ImageFormat: String, Sendable, CaseIterable {
         }
     }
 
+    /// The formats decoded, for messages: `JPEG, PNG, GIF, WebP, AVIF, HEIC, TIFF and BMP`.
+    public static let supportedNames = "JPEG, PNG, GIF, WebP, AVIF, HEIC, TIFF and BMP"
+
     /// Whether an output in this format keeps every frame of an animation.
     public var animates: Bool { self == .gif || self == .webp }
 
@@ -35,6 +38,41 @@ public enum ImageFormat: String, Sendable, CaseIterable {
         }
         if starts([0x49, 0x49, 0x2A, 0x00]) || starts([0x4D, 0x4D, 0x00, 0x2A]) { return .tiff }
         if starts(Array("BM".utf8)), b.count >= 26 { return .bmp }
+        return nil
+    }
+
+    /// The name of a raster image format Halcyon recognises but does not decode (its ImageMagick
+    /// coder is off by policy, or absent), from magic bytes — so that such a file fails as an
+    /// unsupported image, not as something that is not an image at all. Nil for anything else,
+    /// documents and vector formats included (PDF, PostScript, SVG: not images here).
+    public static func unsupportedName(_ bytes: some Collection<UInt8>, last: some Collection<UInt8> = [UInt8]()) -> String? {
+        let b = Array(bytes.prefix(32))
+        func starts(_ magic: [UInt8], at offset: Int = 0) -> Bool {
+            b.count >= offset + magic.count && Array(b[offset..<offset + magic.count]) == magic
+        }
+        func text(_ s: String, at offset: Int = 0) -> Bool { starts(Array(s.utf8), at: offset) }
+        if text("8BPS") { return "PSD (Photoshop)" }
+        if starts([0x01, 0xDA]) { return "SGI" }
+        if text("gimp xcf") { return "XCF (GIMP)" }
+        if starts([0x00, 0x00, 0x01, 0x00]) && b.count >= 6 && b[4] > 0 { return "ICO (Windows icon)" }
+        if starts([0x00, 0x00, 0x02, 0x00]) && b.count >= 6 && b[4] > 0 { return "CUR (Windows cursor)" }
+        if starts([0x0A]) && b.count >= 4 && [0, 2, 3, 4, 5].contains(b[1]) && b[2] == 1 && [1, 2, 4, 8].contains(b[3]) { return "PCX" }
+        if starts([0x00, 0x00, 0x00, 0x0C, 0x6A, 0x50, 0x20, 0x20]) || starts([0xFF, 0x4F, 0xFF, 0x51]) { return "JPEG 2000" }
+        if starts([0xFF, 0x0A]) || starts([0x00, 0x00, 0x00, 0x0C, 0x4A, 0x58, 0x4C, 0x20]) { return "JPEG XL" }
+        if starts([0x76, 0x2F, 0x31, 0x01]) { return "OpenEXR" }
+        if text("DDS ") { return "DDS" }
+        if text("qoif") { return "QOI" }
+        if text("#?RADIANCE") || text("#?RGBE") { return "Radiance HDR" }
+        if text("SIMPLE  =") { return "FITS" }
+        if text("SDPX") || text("XPDS") { return "DPX" }
+        if starts([0x80, 0x2A, 0x5F, 0xD7]) { return "Cineon" }
+        if b.count >= 3, b[0] == UInt8(ascii: "P"), (UInt8(ascii: "1")...UInt8(ascii: "7")).contains(b[1]),
+            [0x20, 0x09, 0x0A, 0x0D].contains(b[2])
+        {
+            return "Netpbm (P\(Character(UnicodeScalar(b[1]))))"
+        }
+        // TGA has no magic at its start; version 2 files end with this footer.
+        if Array(last.suffix(18)) == Array("TRUEVISION-XFILE.".utf8) + [0] { return "TGA" }
         return nil
     }
 }

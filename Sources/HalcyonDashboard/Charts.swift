@@ -69,8 +69,10 @@ enum Charts {
             + "<rect width=\"\(f(300 * fraction))\" height=\"12\" rx=\"6\" fill=\"\(color)\"></rect></svg>"
     }
 
-    private static func f(_ v: Double) -> String {
-        v == v.rounded() ? String(Int(v)) : String(format: "%.1f", v)
+    /// A coordinate or a figure: whole numbers without a fraction. Any double (a timing read
+    /// from a row may be 1e300) prints.
+    static func f(_ v: Double) -> String {
+        v == v.rounded() && abs(v) < 1e15 ? String(Int(v)) : String(format: "%.1f", v)
     }
 
     /// `14:05 UTC` for a Unix time.

@@ -152,6 +152,11 @@ public struct Fetcher: Sendable {
                 }
             }
             guard let format = ImageFormat.sniff(data) else {
+                if let name = ImageFormat.unsupportedName(data, last: data.suffix(18)) {
+                    return .failure(
+                        HalcyonError(
+                            .unsupportedFormat, "a \(name) image: Halcyon decodes \(ImageFormat.supportedNames)", source: source.text))
+                }
                 return .failure(
                     HalcyonError(
                         .notImage,

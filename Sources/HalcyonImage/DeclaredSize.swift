@@ -35,6 +35,20 @@ enum DeclaredSize {
         }
     }
 
+    /// A JPEG's sample precision in bits (its first SOF's P field: 8, or 12 and 16 for the
+    /// extended and lossless processes), nil when no frame header is found in the first 64 KiB.
+    static func jpegPrecision(_ data: Data) -> Int? {
+        let b = [UInt8](data.prefix(64 * 1024))
+        var i = 2
+        while i + 9 < b.count, b[i] == 0xFF {
+            let marker = b[i + 1]
+            if marker == 0xFF { i += 1; continue }
+            if (0xC0...0xCF).contains(marker), ![0xC4, 0xC8, 0xCC].contains(marker) { return Int(b[i + 4]) }
+            i += 2 + (Int(b[i + 2]) << 8 | Int(b[i + 3]))
+        }
+        return nil
+    }
+
     /// A GIF's logical screen and every frame's own size, read by walking its blocks (no
     /// pixel is decoded): a GIF whose first frame is 1×1 can declare huge later frames, and one
     /// of 5,000 frames must be refused before a coder allocates a list of them. Stops after

@@ -38,16 +38,18 @@ public struct ResizeProcessor: ShrinkingProcessor {
 
     /// What the image is scaled to (before a fill's crop).
     func scaled(from input: ImageSize) -> ImageSize {
-        let (w, h) = (Double(input.width), Double(input.height))
+        // Images are at least 1×1 (refused from their headers otherwise); the floor keeps this
+        // arithmetic finite whatever it is given.
+        let (w, h) = (Double(max(1, input.width)), Double(max(1, input.height)))
         switch mode {
         case .stretch:
             return ImageSize(width: width, height: height)
         case .fit:
             let k = min(Double(width) / w, Double(height) / h)
-            return ImageSize(width: max(1, Int((w * k).rounded())), height: max(1, Int((h * k).rounded())))
+            return ImageSize(width: max(1, Int(saturating: (w * k).rounded())), height: max(1, Int(saturating: (h * k).rounded())))
         case .fill:
             let k = max(Double(width) / w, Double(height) / h)
-            return ImageSize(width: max(width, Int((w * k).rounded())), height: max(height, Int((h * k).rounded())))
+            return ImageSize(width: max(width, Int(saturating: (w * k).rounded())), height: max(height, Int(saturating: (h * k).rounded())))
         }
     }
 

@@ -45,8 +45,41 @@ public struct ImageLimits: Sendable {
         }
     }
 
-    /// The source, from its headers: frame count, every frame's size, the frames together, and
-    /// the coalesced animation (every frame as large as the canvas).
+    /// What can be refused from the bytes alone, before any coder runs: a declared size over the
+    /// limits (or of no pixels), a GIF's frames, a truncated JPEG, a JPEG of a precision the
+    /// JPEG library cannot decode (ImageMagick would read a 12-bit one as an empty image).
+    func checkBytes(_ data: Data, format: ImageFormat) throws(HalcyonError) {
+        if let declared = DeclaredSize.of(data, format: format) {
+            let size = ImageSize(width: declared.width, height: declared.height)
+            try Self.checkHasPixels(size, what: "the image")
+            try check(size, frames: 1, what: "the image")
+        }
+        if format == .gif, let gif = DeclaredSize.gifFrames(data, maxFrames: maxFrames) {
+            try check(
+                MagickImage.Header(
+                    width: gif.frames.first?.width ?? 0, height: gif.frames.first?.height ?? 0,
+                    frames: gif.frames.count, swapsAxes: false, frameSizes: gif.frames, canvas: gif.canvas))
+        }
+        if format == .jpeg {
+            if let bits = DeclaredSize.jpegPrecision(data), bits != 8 {
+                throw HalcyonError(.unsupportedFormat, "\(bits)-bit JPEG: only 8-bit JPEGs are decoded")
+            }
+            guard DeclaredSize.jpegIsWhole(data) else {
+                throw HalcyonError(.decodeFailed, "truncated jpeg: the data ends before the image does")
+            }
+        }
+    }
+
+    /// `image.decode_failed` for an image (or frame) of no pixels: every step may assume 1×1 at
+    /// least.
+    static func checkHasPixels(_ size: ImageSize, what: String) throws(HalcyonError) {
+        guard size.width >= 1, size.height >= 1 else {
+            throw HalcyonError(.decodeFailed, "\(what) has no pixels (\(size))")
+        }
+    }
+
+    /// The source, from its headers: frame count, every frame's size (at least 1×1), the frames
+    /// together, and the coalesced animation (every frame as large as the canvas).
     func check(_ header: MagickImage.Header) throws(HalcyonError) {
         guard header.frames <= maxFrames else {
             throw HalcyonError(.imageTooLarge, "\(header.frames) frames, over the \(maxFrames)-frame limit")
@@ -54,7 +87,9 @@ public struct ImageLimits: Sendable {
         let sizes = header.frameSizes.isEmpty ? [ImageSize(width: header.width, height: header.height)] : header.frameSizes
         var total = 0
         for (i, size) in sizes.enumerated() {
-            try check(size, what: sizes.count > 1 ? "frame \(i + 1)" : "the image")
+            let what = sizes.count > 1 ? "frame \(i + 1)" : "the image"
+            try Self.checkHasPixels(size, what: what)
+            try check(size, what: what)
             total += size.pixels
         }
         guard total <= maxPixels else {
@@ -170,18 +205,7 @@ public enum ImagePipeline {
     ) throws(HalcyonError) -> [Result<ProcessedImage, HalcyonError>] {
         func placeholderRequest(_ i: Int) -> PlaceholderRequest? { i < placeholders.count ? placeholders[i] : nil }
         var decodeClock = StageClock()
-        if let declared = DeclaredSize.of(data, format: format) {
-            try limits.check(ImageSize(width: declared.width, height: declared.height), frames: 1, what: "the image")
-        }
-        if format == .gif, let gif = DeclaredSize.gifFrames(data, maxFrames: limits.maxFrames) {
-            try limits.check(
-                MagickImage.Header(
-                    width: gif.frames.first?.width ?? 0, height: gif.frames.first?.height ?? 0,
-                    frames: gif.frames.count, swapsAxes: false, frameSizes: gif.frames, canvas: gif.canvas))
-        }
-        guard format != .jpeg || DeclaredSize.jpegIsWhole(data) else {
-            throw HalcyonError(.decodeFailed, "truncated jpeg: the data ends before the image does")
-        }
+        try limits.checkBytes(data, format: format)
         // The direct lane reads the headers itself when it will take every chain.
         let direct = (directLane ?? DirectLane.enabled) && chains.allSatisfy(DirectLane.accepts) ? DirectLane.source(data, format: format) : nil
         let header: MagickImage.Header

@@ -108,7 +108,12 @@ public final class MagickImage {
             MagickSetOption(wand, "jpeg:size", "\(hint.width)x\(hint.height)")
         }
         let ok = data.withUnsafeBytes { MagickReadImageBlob(wand, $0.baseAddress, $0.count) }
-        guard ok == MagickTrue else { throw error(wand, .decodeFailed, "cannot decode \(format.rawValue)") }
+        // A read that succeeds can still report an error of its own (a coder that gave up part
+        // way and returned what it had): that is a failure too, as is an image of no pixels.
+        guard ok == MagickTrue, MagickGetExceptionType(wand).rawValue < ErrorException.rawValue else {
+            throw error(wand, .decodeFailed, "cannot decode \(format.rawValue)")
+        }
+        try ImageLimits.checkHasPixels(ImageSize(width: image.width, height: image.height), what: "the decoded image")
         if MagickGetNumberImages(wand) > 1 {
             guard let coalesced = MagickCoalesceImages(wand) else { throw error(wand, .decodeFailed, "cannot coalesce frames") }
             return MagickImage(wand: coalesced, format: format)
@@ -334,10 +339,12 @@ public final class MagickImage {
             MagickRelinquishMemory(m)
         }
         MagickClearException(wand)
-        let text = message.isEmpty ? what : "\(what): \(message)"
+        let reason = reasonText(message)
+        let text = reason.isEmpty ? what : "\(what): \(reason)"
+        let detail = message.isEmpty ? nil : message
         // A per-image policy limit (width, height, area, frames: "… exceeds limit") refused this
         // image itself: too large, for good.
-        if message.contains("exceeds limit") { return HalcyonError(.imageTooLarge, text) }
+        if message.contains("exceeds limit") { return HalcyonError(.imageTooLarge, text, detail: detail) }
         // Anything else over a resource limit is the process's shared pool (memory, map, disk)
         // running dry: the pixel budget has already admitted this image, so the other jobs in
         // the worker hold the resources. Retry later; this job is not at fault.
@@ -347,9 +354,20 @@ public final class MagickImage {
         if severity == ResourceLimitError || severity == ResourceLimitFatalError || shortage.contains(where: message.contains) {
             return resourceLimit == .resourcesExhausted
                 ? HalcyonError(
-                    .resourcesExhausted, "\(text) (ImageMagick's memory, map and disk limits are shared by the worker's jobs; retried later)")
-                : HalcyonError(resourceLimit, text)
+                    .resourcesExhausted, "\(text) (ImageMagick's memory, map and disk limits are shared by the worker's jobs; retried later)",
+                    detail: detail)
+                : HalcyonError(resourceLimit, text, detail: detail)
         }
-        return HalcyonError(code, text)
+        return HalcyonError(code, text, detail: detail)
+    }
+
+    /// ImageMagick's reason without what only its developers need: the quoted file name that
+    /// follows it (empty for a blob) and the `@ error/gif.c/ReadGIFImage/1302` tail —
+    /// `negative or zero image size `' @ error/gif.c/…` reads `negative or zero image size`.
+    package static func reasonText(_ message: String) -> String {
+        var text = Substring(message)
+        if let at = text.range(of: " @ ", options: .backwards) { text = text[..<at.lowerBound] }
+        if text.hasSuffix("'"), let open = text.range(of: " `", options: .backwards) { text = text[..<open.lowerBound] }
+        return text.trimmingCharacters(in: .whitespaces)
     }
 }

@@ -57,17 +57,20 @@ public struct DecodedWatermark: Sendable {
 
     /// Decodes a fetched watermark, within `limits` and `maxPixels`. Blocking.
     public static func decode(_ data: Data, format: ImageFormat, limits: ImageLimits = ImageLimits()) throws(HalcyonError) -> DecodedWatermark {
-        let header = try MagickImage.ping(data, format: format)
         var own = limits
         own.maxPixels = min(limits.maxPixels, maxPixels)
-        own.maxFrames = max(1, min(limits.maxFrames, header.frames))
+        let header: MagickImage.Header
         do {
+            try own.checkBytes(data, format: format)
+            header = try MagickImage.ping(data, format: format)
+            own.maxFrames = max(1, min(limits.maxFrames, header.frames))
             try own.check(header)
         } catch {
-            throw HalcyonError(.imageTooLarge, "the watermark: \(error.message)")
+            throw HalcyonError(error.code, "the watermark: \(error.message)", detail: error.detail)
         }
         let image = try MagickImage.decode(data, format: format)
         image.keepFirstFrame()
+        try ImageLimits.checkHasPixels(ImageSize(width: image.width, height: image.height), what: "the watermark")
         try image.autoOrient()
         try image.toSRGB()
         // Without an alpha channel the opacity samples are unset: make it opaque first.
@@ -83,7 +86,8 @@ extension MagickImage {
     /// Draws `mark` on every frame (see `WatermarkProcessor`).
     func draw(_ mark: DecodedWatermark, gravity anchor: (x: Double, y: Double), margin: Int, scale: Double, opacity: Double) throws(HalcyonError) {
         let (w, h) = (width, height)
-        let mw = max(1, Int((Double(w) * scale).rounded())), mh = max(1, Int((Double(mark.height) * Double(mw) / Double(mark.width)).rounded()))
+        let mw = max(1, Int(saturating: (Double(w) * scale).rounded()))
+        let mh = max(1, Int(saturating: (Double(mark.height) * Double(mw) / Double(max(1, mark.width))).rounded()))
         guard mw + 2 * margin <= w, mh + 2 * margin <= h else {
             throw HalcyonError(
                 .watermarkTooLarge,

@@ -135,18 +135,29 @@ public struct JobQueue: Sendable {
         return r.value(0, "state") == "failed" ? .failed : .retryScheduled
     }
 
-    /// Notes on a held claim that the database refused its outcome (`worker.outcome_rejected`
-    /// with the database's message); the job stays `running` until its lease lapses. False when
-    /// the claim was no longer ours.
-    @discardableResult
-    public func markOutcomeRejected(_ claim: Claim, workerID: String, outcome: String, error: DatabaseError) async throws -> Bool {
+    /// What became of an outcome the database refused.
+    public enum Rejection: Sendable, Equatable {
+        /// The job failed for good with `worker.outcome_rejected`.
+        case failed
+        /// The database refused that too; the refusal is noted on the row, which stays
+        /// `running` until its lease lapses and the rescue takes it.
+        case noted
+        /// The claim was no longer ours.
+        case notOwned
+    }
+
+    /// Records that the database refused a held claim's outcome (`worker.outcome_rejected`
+    /// with the database's message): the job fails for good at once — or, when the database
+    /// refuses that as well, the refusal is noted on the row and the job stays `running` until
+    /// its lease lapses. Throws when even the note is refused.
+    public func recordRejection(_ claim: Claim, workerID: String, outcome: String, error: DatabaseError) async throws -> Rejection {
         let e = HalcyonError(.outcomeRejected, "the database refused to record this attempt's \(outcome): \(error)")
-        return try await connection.execute(
-            SQL.markOutcomeRejected,
-            [
-                String(claim.id), String(claim.attempt), workerID, e.errorEntry.jsonText, String(e.description.prefix(4096)),
-            ]
-        ).count == 1
+        let params: [String?] = [String(claim.id), String(claim.attempt), workerID, e.errorEntry.jsonText, String(e.description.prefix(4096))]
+        do {
+            return try await connection.execute(SQL.failRejected, params).count == 1 ? .failed : .notOwned
+        } catch let refused as DatabaseError where !refused.isTransient {
+            return try await connection.execute(SQL.markOutcomeRejected, params).count == 1 ? .noted : .notOwned
+        }
     }
 
     /// Puts jobs back to `queued` without spending their attempt (graceful stop).

@@ -249,9 +249,22 @@ enum SQL {
         RETURNING state::text, run_at
         """
 
+    /// Fails a held claim whose outcome the database refused, for good, with that refusal's
+    /// entry (`worker.outcome_rejected`). $1 id, $2 attempt, $3 worker id, $4 error entry (jsonb
+    /// without `at`/`attempt`), $5 last_error text.
+    static let failRejected = """
+        UPDATE halcyon.jobs
+        SET state = 'failed', finished_at = now(), locked_by = NULL, locked_until = NULL,
+            errors = \(keepLatestErrors("errors")) || jsonb_build_array(jsonb_build_object('at', now(), 'attempt', attempt) || $4::jsonb),
+            last_error = $5
+        WHERE id = $1::bigint AND attempt = $2::int AND state = 'running' AND locked_by = $3
+        RETURNING id
+        """
+
     /// Notes on a held claim that the database refused its outcome, leaving it `running` (its
-    /// lease lapses and the rescue takes it from there). $1 id, $2 attempt, $3 worker id,
-    /// $4 error entry (jsonb without `at`/`attempt`), $5 last_error text.
+    /// lease lapses and the rescue takes it from there) — when it refuses `failRejected` too.
+    /// $1 id, $2 attempt, $3 worker id, $4 error entry (jsonb without `at`/`attempt`), $5
+    /// last_error text.
     static let markOutcomeRejected = """
         UPDATE halcyon.jobs
         SET errors = \(keepLatestErrors("errors")) || jsonb_build_array(jsonb_build_object('at', now(), 'attempt', attempt) || $4::jsonb),

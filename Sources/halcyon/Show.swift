@@ -77,7 +77,7 @@ struct Show: AsyncParsableCommand {
         if let errors = object["errors"]?.arrayValue, !errors.isEmpty {
             print("errors:")
             for e in errors {
-                let at = e["at"]?.stringValue ?? "?", attempt = e["attempt"]?.numberValue.map { String(Int($0)) } ?? "?"
+                let at = e["at"]?.stringValue ?? "?", attempt = e["attempt"]?.numberValue.map { String(Int(saturating: $0)) } ?? "?"
                 print("  attempt \(attempt) at \(at): \(e["code"]?.stringValue ?? "?"): \(e["message"]?.stringValue ?? "")")
                 for s in e["sources"]?.arrayValue ?? [] {
                     print("    \(s["source"]?.stringValue ?? "?") → \(s["code"]?.stringValue ?? "?"): \(s["message"]?.stringValue ?? "")")

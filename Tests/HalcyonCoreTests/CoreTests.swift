@@ -145,3 +145,32 @@ import Testing
         #expect(ImageFormat.sniff(Array("push graphic-context".utf8)) == nil)
     }
 }
+
+@Suite struct UnsupportedFormatTests {
+    @Test func rasterFormatsItDoesNotDecodeAreNamed() {
+        #expect(ImageFormat.unsupportedName(Array("8BPS\u{0}\u{1}".utf8)) == "PSD (Photoshop)")
+        #expect(ImageFormat.unsupportedName([0x01, 0xDA, 0x00, 0x01]) == "SGI")
+        #expect(ImageFormat.unsupportedName([0x00, 0x00, 0x00, 0x0C, 0x6A, 0x50, 0x20, 0x20, 0x0D, 0x0A]) == "JPEG 2000")
+        #expect(ImageFormat.unsupportedName([0xFF, 0x0A, 0xFA]) == "JPEG XL")
+        #expect(ImageFormat.unsupportedName(Array("qoif".utf8)) == "QOI")
+        #expect(ImageFormat.unsupportedName(Array("P6\n4 4\n255\n".utf8)) == "Netpbm (P6)")
+        let tga = [UInt8](repeating: 0, count: 30) + Array("TRUEVISION-XFILE.".utf8) + [0]
+        #expect(ImageFormat.unsupportedName(tga, last: tga.suffix(18)) == "TGA")
+    }
+
+    @Test func documentsAndOtherBytesAreNotImages() {
+        for bytes in ["%PDF-1.7", "%!PS-Adobe-3.0", "<svg xmlns=", "<html>", "PK\u{3}\u{4}", "P9 nothing", ""].map({ Array($0.utf8) }) {
+            #expect(ImageFormat.unsupportedName(bytes) == nil, "\(String(decoding: bytes, as: UTF8.self))")
+        }
+    }
+}
+
+@Suite struct SaturatingIntTests {
+    @Test func anyDoubleConverts() {
+        #expect(Int(saturating: 3.9) == 3 && Int(saturating: -3.9) == -3)
+        #expect(Int(saturating: .nan) == 0)
+        #expect(Int(saturating: .infinity) == .max && Int(saturating: -.infinity) == .min)
+        #expect(Int(saturating: 1e300) == .max && Int(saturating: -1e300) == .min)
+        #expect(Int(saturating: 9_223_372_036_854_774_784.0) == 9_223_372_036_854_774_784)
+    }
+}

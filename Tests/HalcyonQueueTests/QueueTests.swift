@@ -284,8 +284,8 @@ struct ClaimTests {
         #expect(try await q.release([first], workerID: "w") == 0)
         #expect(try await q.heartbeat([first], workerID: "w", lease: 60).held.isEmpty)
         #expect(
-            try await q.markOutcomeRejected(first, workerID: "w", outcome: "success", error: DatabaseError(message: "x", connectionLost: false))
-                == false)
+            try await q.recordRejection(first, workerID: "w", outcome: "success", error: DatabaseError(message: "x", connectionLost: false))
+                == .notOwned)
         #expect(try await db.query("SELECT state::text FROM halcyon.jobs").value(0, "state") == "running")
         // …and the new claim's own outcome is recorded.
         #expect(try await q.heartbeat([second], workerID: "w", lease: 60).renewed == [second.id])

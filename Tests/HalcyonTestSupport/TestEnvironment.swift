@@ -86,3 +86,10 @@ public enum Origin {
         return String(decoding: body, as: UTF8.self)
     }
 }
+
+/// A file of `Tests/Fixtures/public/` (other projects' public test images, with their licences).
+public func publicFixture(_ relativePath: String) -> URL {
+    // This file is Tests/HalcyonTestSupport/TestEnvironment.swift.
+    URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .appendingPathComponent("Fixtures/public").appendingPathComponent(relativePath)
+}

@@ -88,3 +88,30 @@ struct CommandLineTests {
         }
     }
 }
+
+/// `show` and `status` print rows anyone with write access could make, without trapping.
+@Suite(.enabled(if: TestEnvironment.available, "needs scripts/test (PostgreSQL, binary)"))
+struct HostileRowCommandTests {
+    @Test func showAndStatusPrintHugeNumbers() async throws {
+        let db = try await TestDatabase.create()
+        let r = try await db.query(
+            """
+            INSERT INTO halcyon.jobs (source, state, attempt, finished_at, last_error, errors, timings)
+            VALUES ('https://example.com/huge.jpg', 'failed', 1, now(), 'fetch.timeout: slow',
+                    '[{"at": "2026-11-25T00:00:00Z", "attempt": 1e300, "code": "fetch.timeout", "message": "slow"}]',
+                    '{"total_ms": 1e300, "fetch_ms": -1e300}')
+            RETURNING id
+            """)
+        try await db.query(
+            """
+            INSERT INTO halcyon.store_sweeps (swept_by, store_root, kept_files, kept_bytes, size_limit, removed_files, removed_keys, freed_bytes, seconds)
+            VALUES ('someone', '/nowhere', 1, 9223372036854775807, 0, 0, 0, 0, 1e300)
+            """)
+        let show = try HalcyonProcess(["show", r.value(0, "id") ?? ""], conninfo: db.conninfo)
+        #expect(await show.wait(timeout: 60) == 0, "\(show.output)")
+        #expect(show.output.contains("fetch.timeout"), "\(show.output)")
+        let status = try HalcyonProcess(["status"], conninfo: db.conninfo)
+        #expect(await status.wait(timeout: 60) == 0, "\(status.output)")
+        #expect(status.output.contains("STORE"), "\(status.output)")
+    }
+}

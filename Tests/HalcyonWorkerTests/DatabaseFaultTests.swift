@@ -66,6 +66,34 @@ struct DatabaseFaultTests {
         #expect(ContinuousClock.now - signalled < .seconds(10))
     }
 
+    /// A constraint that refuses a job's success (here: an application's rule about results) but
+    /// not its failure: the job fails at once with `worker.outcome_rejected`, on its first
+    /// attempt — it used to wait for its lease to lapse and run again, five times.
+    @Test func aRefusedSuccessFailsTheJobAtOnce() async throws {
+        let url = try Origin.publish("dbfault-once.png", try SampleImages.solid(width: 8, height: 8, red: 4, green: 5, blue: 6))
+        let db = try await TestDatabase.create()
+        try await db.query(
+            """
+            ALTER TABLE halcyon.jobs ADD CONSTRAINT app_no_png_results
+                CHECK (result_format IS DISTINCT FROM 'png' OR cache_key NOT LIKE 'refused-%')
+            """)
+        _ = try await db.query("SELECT halcyon.enqueue($1, processors => 'format(png)', cache_key => 'refused-once')", [url])
+        _ = try await db.query("SELECT halcyon.enqueue($1, processors => 'format(png)', cache_key => 'fine')", [url])
+        let w = try HalcyonProcess(
+            [
+                "work", "--drain", "--store", try TestEnvironment.temporaryDirectory("store").path, "--allow-network", "127.0.0.1/32",
+                "--lease", "2s", "--log-level", "info",
+            ], conninfo: db.conninfo)
+        #expect(await w.wait(timeout: 120) == 0, "\(w.output.suffix(2000))")
+        let row = try await db.query(
+            "SELECT state::text, attempt, errors->-1->>'code' AS code, last_error FROM halcyon.jobs WHERE cache_key = 'refused-once'")
+        #expect(row.value(0, "state") == "failed" && row.value(0, "attempt") == "1", "\(row.rows)")
+        #expect(row.value(0, "code") == "worker.outcome_rejected", "\(row.rows)")
+        #expect(row.value(0, "last_error")?.contains("app_no_png_results") == true, "\(row.rows)")
+        #expect(try await count(db, "cache_key = 'fine' AND state = 'succeeded'") == 1)
+        #expect(w.output.contains("the job failed with worker.outcome_rejected"), "\(w.output.suffix(2000))")
+    }
+
     /// An operator's long `SELECT … FOR UPDATE` on one running row used to block the worker's
     /// one heartbeat statement for every job, so their leases lapsed and a peer rescued them all.
     /// Now the heartbeat skips the locked row and renews the others.

@@ -39,6 +39,9 @@ struct HostileInputTests {
         var junk = Data([0xFF, 0xE1, 0x10, 0x02]) + Data("Exif\u{0}\u{0}MM\u{0}*\u{FF}\u{FF}\u{FF}\u{F0}".utf8)
         junk += Data((0..<(0x1000 - 16)).map { UInt8(truncatingIfNeeded: $0 &* 131 &+ 7) })
         out["exif-junk.jpg"] = jpeg.prefix(2) + junk + jpeg.dropFirst(2)
+        // libjpeg-turbo's 12-bit test image (Tests/Fixtures/public): ImageMagick's 8-bit JPEG
+        // coder reads it as an image of 0×0.
+        out["monkey12.jpg"] = try Data(contentsOf: publicFixture("libjpeg-turbo/monkey12.jpg"))
         return out
     }
 
@@ -87,6 +90,17 @@ struct HostileInputTests {
             Case(name: "never-ending body", source: "\(o)/huge/100000000", code: "fetch.too_large"),
             Case(name: "headers over libcurl's 300 KB", source: "\(o)/bigheaders/1000000", code: "fetch.connection"),
             Case(name: "HTML as image/jpeg", source: "\(o)/notimage", code: "fetch.not_image"),
+            // Inputs that used to take the worker down, and formats it does not decode.
+            Case(name: "12-bit JPEG", source: file("monkey12.jpg"), code: "image.unsupported_format"),
+            Case(name: "12-bit JPEG, filled", source: file("monkey12.jpg"), chain: "resize(64x64, mode=fill)", code: "image.unsupported_format"),
+            Case(
+                name: "12-bit JPEG as a watermark", source: file("polyglot-zip.jpg"),
+                chain: "watermark(\"\(file("monkey12.jpg"))\") |> format(png)", code: "image.unsupported_format"),
+            Case(name: "PNG of 0×0", source: file("zero-size.png"), code: "image.decode_failed"),
+            Case(name: "GIF of 0×0", source: file("zero-size.gif"), code: "image.decode_failed"),
+            Case(name: "PSD named .jpg", source: file("psd-as.jpg"), code: "image.unsupported_format"),
+            Case(name: "SGI named .png", source: file("sgi-as.png"), code: "image.unsupported_format"),
+            Case(name: "TGA named .gif", source: file("tga-as.gif"), code: "image.unsupported_format"),
         ]
         let tiny = file("polyglot-zip.jpg")
         for (name, chain) in [
@@ -150,6 +164,8 @@ struct HostileInputTests {
                 #expect(
                     row.value(0, "state") == "failed" && row.value(0, "code") == code,
                     "\(c.name): expected \(code), got \(row.value(0, "state") ?? "?") \(row.value(0, "last_error") ?? "")")
+                // Messages in the user's terms: ImageMagick's source-file tail stays in `detail`.
+                #expect(!(row.value(0, "last_error") ?? "").contains(" @ "), "\(c.name): \(row.value(0, "last_error") ?? "")")
             } else {
                 #expect(
                     row.value(0, "state") == "succeeded" && row.value(0, "result_format") == "png",

@@ -24,7 +24,8 @@ struct PoolerTests {
         // Two migrations at once: each step waits for the other's (a transaction-scoped lock).
         let migrations = try (0..<2).map { _ in try HalcyonProcess(["migrate"], conninfo: pooled, environment: env) }
         for m in migrations { #expect(await m.wait(timeout: 120) == 0, "\(m.output)") }
-        #expect(try await db.query("SELECT count(*) AS n FROM halcyon.schema_migrations").value(0, "n") == "8")
+        let files = try Migrator.load(from: TestEnvironment.migrationsDirectory)
+        #expect(try await db.query("SELECT count(*) AS n FROM halcyon.schema_migrations").value(0, "n") == String(files.count))
 
         // Sources: a few small images, each with three chains.
         let dir = try TestEnvironment.temporaryDirectory("pooled")

@@ -81,12 +81,14 @@ struct PresetTests {
         await #expect(throws: (any Error).self) {
             try await db.query("SELECT halcyon.enqueue_variants($1, ARRAY['small', 'nope'])", [url])
         }
+        await #expect {
+            try await db.query("SELECT halcyon.enqueue_variants($1, ARRAY['nope'])", [url])
+        } throws: { "\($0)".contains("no preset named 'nope'") }
+        // A NULL among the names is refused too (it used to enqueue an empty, pass-through chain).
+        await #expect {
+            try await db.query("SELECT halcyon.enqueue_variants($1, ARRAY['small', NULL])", [url])
+        } throws: { ($0 as? DatabaseError)?.sqlState == "22004" && "\($0)".contains("preset 2 of the array is NULL") }
         #expect(try await db.query("SELECT count(*) AS n FROM halcyon.jobs").value(0, "n") == "0", "nothing enqueued")
-        do {
-            _ = try await db.query("SELECT halcyon.enqueue_variants($1, ARRAY['nope'])", [url])
-        } catch {
-            #expect("\(error)".contains("no preset named 'nope'"), "\(error)")
-        }
         // A chain naming a preset that does not exist fails at the worker, before any download.
         let id = try #require(try await db.query("SELECT halcyon.enqueue($1, processors => 'preset(nope) |> blur(1)') AS id", [url]).value(0, "id"))
         try await drain(db, store)

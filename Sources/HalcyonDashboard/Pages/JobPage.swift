@@ -121,12 +121,12 @@ enum JobPage {
                 for s in e["sources"]?.arrayValue ?? [] {
                     detail +=
                         "<div>\(HTML.clipped(s["source"]?.stringValue ?? "?", 60)): <code>\(HTML.escape(s["code"]?.stringValue ?? "?"))</code> "
-                        + "\(HTML.clipped(s["message"]?.stringValue ?? "", 200)) (\(Int(s["attempts"]?.numberValue ?? 0)) tries"
+                        + "\(HTML.clipped(s["message"]?.stringValue ?? "", 200)) (\(Int(saturating: s["attempts"]?.numberValue ?? 0)) tries"
                         + "\(s["permanent"]?.boolValue == true ? ", permanent" : ""))</div>"
                 }
                 if detail.isEmpty, let s = e["source"]?.stringValue { detail = HTML.clipped(s, 60) }
                 html +=
-                    "<tr><td class=\"num\">\(Int(e["attempt"]?.numberValue ?? 0))</td><td>\(HTML.time(e["at"]?.stringValue))</td>"
+                    "<tr><td class=\"num\">\(Int(saturating: e["attempt"]?.numberValue ?? 0))</td><td>\(HTML.time(e["at"]?.stringValue))</td>"
                     + "<td><code>\(HTML.escape(e["code"]?.stringValue ?? "?"))</code></td><td>\(HTML.escape(e["message"]?.stringValue ?? ""))</td><td>\(detail)</td></tr>"
             }
             html += "</tbody></table>"

@@ -107,19 +107,31 @@ struct OutcomeRecorder: Sendable {
     }
 
     /// The database refused an outcome for good (an application's trigger or constraint on
-    /// `halcyon.jobs`): retrying the same statement would fail forever. The refusal is noted on
-    /// the row (`worker.outcome_rejected`, if the database takes that much), logged as an
-    /// error, and the claim let go: its lease lapses and the rescue requeues it.
+    /// `halcyon.jobs`): retrying the same statement would fail forever. The job fails at once
+    /// with `worker.outcome_rejected`; if the database refuses that too, the refusal is noted on
+    /// the row (if it takes that much) and the claim let go: its lease lapses and the rescue
+    /// takes it. Logged as an error either way.
     private func rejected(_ job: Job, outcome: String, _ error: any Error, log: Logger) async {
         metrics.count(.rejected, code: .outcomeRejected)
         var meta: Logger.Metadata = ["code": "\(ErrorCode.outcomeRejected)", "error": "\(error)"]
+        var rejection: JobQueue.Rejection?
         if let databaseError = error as? DatabaseError {
-            let noted = try? await recordOrGiveUp("note the refusal", log) {
-                try await queue.markOutcomeRejected(job.claim, workerID: configuration.workerID, outcome: outcome, error: databaseError)
+            rejection = try? await recordOrGiveUp("record the refusal", log) {
+                try await queue.recordRejection(job.claim, workerID: configuration.workerID, outcome: outcome, error: databaseError)
             }
-            meta["noted_on_row"] = "\(noted == true)"
         }
-        log.error("the database refused this job's \(outcome); not retrying the write — its lease will lapse and it will be rescued", metadata: meta)
+        switch rejection {
+        case .failed?:
+            wakeWebhooks(job)
+            state.updateSummary { $0.failed += 1 }
+            state.unreported(failed: 1)
+            log.error("the database refused this job's \(outcome); the job failed with worker.outcome_rejected", metadata: meta)
+        default:
+            meta["noted_on_row"] = "\(rejection == .noted)"
+            log.error(
+                "the database refused this job's \(outcome), and its failure too; not retrying the writes — its lease will lapse and it will be rescued",
+                metadata: meta)
+        }
     }
 
     /// Retries a recording statement through database outages until it succeeds or the worker

@@ -55,6 +55,14 @@ CASES = {
     "msl-as.gif": b'<?xml version="1.0" encoding="UTF-8"?><image><read filename="/etc/passwd"/><write filename="/tmp/halcyon-pwned"/></image>',
     "ps-as.jpg": b"%!PS-Adobe-3.0\n/Helvetica findfont 12 scalefont setfont 10 10 moveto (pwned) show showpage\n",
     "empty.jpg": b"",
+    # Images of no pixels: a PNG that declares 0×0, a GIF whose screen and frame are 0×0.
+    "zero-size.png": png(0, 0, 8, 2, zlib.compress(b"")),
+    "zero-size.gif": gif_sizes((0, 0), [(0, 0)]),
+    # Raster formats Halcyon does not decode, under other names: unsupported, not "not an image".
+    "psd-as.jpg": b"8BPS\x00\x01" + b"\x00" * 6 + struct.pack(">HIIHH", 3, 4, 4, 8, 3) + b"\x00" * 64,
+    "sgi-as.png": b"\x01\xda\x00\x01\x00\x03" + struct.pack(">HHH", 4, 4, 3) + b"\x00" * 500,
+    "tga-as.gif": b"\x00\x00\x02" + b"\x00" * 9 + struct.pack("<HH", 2, 2) + b"\x18\x00" + b"\x7f" * 12
+                  + b"\x00" * 8 + b"TRUEVISION-XFILE.\x00",
     # A GIF header followed by JavaScript (a GIF/JS polyglot).
     "polyglot-gifjs.gif": b"GIF89a/*\x00\x00\x00\x00*/=1;alert(document.domain);//" + b"\x00" * 32,
 }
