@@ -240,7 +240,9 @@ public enum ImagePipeline {
             }
             return results.map { $0! }
         }
-        let base = try MagickImage.decode(data, format: format, shrinkHint: hint)
+        // A still output needs the first frame only: other pages are never decoded.
+        let stills = planned.allSatisfy { !chains[$0].keepsFrames(of: format) }
+        let base = try MagickImage.decode(data, format: format, shrinkHint: hint, firstFrameOnly: stills && header.frames > 1)
         base.cancellation = cancel
         base.watermarks = watermarks
         decodeCount.add(1, ordering: .relaxed)
@@ -250,7 +252,11 @@ public enum ImagePipeline {
             data, format: format, header: header, hasAlpha: base.hasAlpha,
             profile: base.embeddedProfile().flatMap(ICCProfile.description(of:)), exif: base.exifProfile)
         try base.autoOrient()
-        try base.toSRGB()
+        // A gray image's conversion to sRGB reopens its pixel cache — a second full-size copy
+        // for a moment. Where every chain starts by shrinking, each converts after that step
+        // instead (gray pixels are R = G = B in either space, so the resize is the same).
+        let graySRGBAfterShrink = base.isGray && planned.allSatisfy { chains[$0].startsByShrinking }
+        if !graySRGBAfterShrink { try base.toSRGB() }
         let decode = decodeClock.lap()
         for i in planned {
             results[i] = Result { () throws(HalcyonError) -> ProcessedImage in
@@ -266,6 +272,7 @@ public enum ImagePipeline {
                     try limits.check(step: n, processor, from: ImageSize(width: image.width, height: image.height), frames: image.frameCount)
                     do throws(HalcyonError) {
                         try processor.process(image)
+                        if graySRGBAfterShrink, processor is any ShrinkingProcessor { try image.toSRGB() }
                     } catch {
                         try cancel?.check()  // a step cut short by the abandonment is not a failure of its own
                         throw error

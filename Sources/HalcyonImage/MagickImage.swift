@@ -97,13 +97,20 @@ public final class MagickImage {
 
     /// Decodes `data` as `format` (set explicitly, so the bytes cannot choose their coder).
     /// `shrinkHint` (JPEG only) lets the decoder reduce the image, never below that size.
-    /// Animations are coalesced into full frames.
-    public static func decode(_ data: Data, format: ImageFormat, shrinkHint: (width: Int, height: Int)? = nil) throws(HalcyonError) -> MagickImage {
+    /// `firstFrameOnly`: the coder reads the first frame (page, layer) and nothing else — for a
+    /// still output, a multi-page file's other pages are never decoded. Animations are
+    /// coalesced into full frames.
+    public static func decode(
+        _ data: Data, format: ImageFormat, shrinkHint: (width: Int, height: Int)? = nil, firstFrameOnly: Bool = false
+    ) throws(HalcyonError) -> MagickImage {
         _ = genesis
         // The object owns the wand from here on; its deinit destroys it on every path.
         let image = MagickImage(wand: NewMagickWand()!, format: format)
         let wand = image.wand
         MagickSetFormat(wand, format.magickName)
+        // A scene range in the "file name" is how ImageMagick is told which frames to read
+        // (image_info's scene and number_scenes); a blob has no other name.
+        if firstFrameOnly { MagickSetFilename(wand, "\(format.magickName.lowercased()):source[0]") }
         if format == .jpeg, let hint = shrinkHint {
             MagickSetOption(wand, "jpeg:size", "\(hint.width)x\(hint.height)")
         }
@@ -176,6 +183,9 @@ public final class MagickImage {
     /// CMYK press profile, …) is applied through lcms2 onto Halcyon's sRGB profile; an image
     /// without one in another colour space (CMYK, grey, …) gets ImageMagick's formula. A profile
     /// lcms2 cannot use is dropped, as browsers do, rather than failing the image.
+    /// Whether the image is in ImageMagick's (gamma-encoded) gray colorspace, with no ICC profile.
+    var isGray: Bool { MagickGetImageColorspace(wand) == GRAYColorspace && embeddedProfile() == nil }
+
     public func toSRGB() throws(HalcyonError) {
         try forEachFrame("convert to sRGB") {
             if let profile = embeddedProfile(), !(ICCProfile.description(of: profile)?.contains("sRGB") ?? false) {

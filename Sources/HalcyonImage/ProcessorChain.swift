@@ -115,12 +115,16 @@ public struct ProcessorChain: Sendable {
     /// the first frame, and the other frames are dropped before the first step.
     func keepsFrames(of source: ImageFormat) -> Bool { (outputFormat ?? source).animates }
 
+    /// Whether the first pixel-changing step is a resize or downsample.
+    var startsByShrinking: Bool {
+        processors.first(where: { !($0 is FormatProcessor || $0 is StripProcessor || $0 is AutoOrientProcessor) }) is any ShrinkingProcessor
+    }
+
     /// The shrink-on-load hint for a source of `header`: when the first pixel-changing step
     /// shrinks, the smallest decode size (in the file's stored orientation) that still gives
     /// that step every pixel it needs; nil when nothing may be dropped.
     func shrinkHint(for header: MagickImage.Header) -> (width: Int, height: Int)? {
-        guard let first = processors.first(where: { !($0 is FormatProcessor || $0 is StripProcessor || $0 is AutoOrientProcessor) }),
-            let shrinking = first as? any ShrinkingProcessor
+        guard startsByShrinking, let shrinking = processors.first(where: { $0 is any ShrinkingProcessor }) as? any ShrinkingProcessor
         else { return nil }
         // Work in display orientation, then map back to the stored one.
         let (w, h) = header.swapsAxes ? (header.height, header.width) : (header.width, header.height)

@@ -68,7 +68,7 @@ public struct DecodedWatermark: Sendable {
         } catch {
             throw HalcyonError(error.code, "the watermark: \(error.message)", detail: error.detail)
         }
-        let image = try MagickImage.decode(data, format: format)
+        let image = try MagickImage.decode(data, format: format, firstFrameOnly: header.frames > 1)
         image.keepFirstFrame()
         try ImageLimits.checkHasPixels(ImageSize(width: image.width, height: image.height), what: "the watermark")
         try image.autoOrient()
