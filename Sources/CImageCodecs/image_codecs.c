@@ -337,7 +337,8 @@ static void gaussian_store(double *sums, uint16_t *row, size_t count, int weight
 #if defined(__x86_64__) && defined(__clang__)
 __attribute__((target_clones("avx2", "default")))
 #endif
-int hc_gaussian_u16(uint16_t *pixels, int width, int height, int channels, const double *kernel, int taps, int weighted) {
+int hc_gaussian_u16(
+    uint16_t *pixels, int width, int height, int channels, const double *kernel, int taps, int weighted, hc_stop_fn stop, void *stop_context) {
     int reach = (taps - 1) / 2;
     size_t row_length = (size_t)width * (size_t)channels;
     size_t ring_rows = (size_t)(2 * reach + 1);
@@ -352,6 +353,7 @@ int hc_gaussian_u16(uint16_t *pixels, int width, int height, int channels, const
     }
     // Rows: each widened by `reach` repeated edge pixels on both sides.
     for (int y = 0; y < height; y++) {
+        if (stop && stop(stop_context)) goto stopped;
         uint16_t *row = pixels + (size_t)y * row_length;
         for (int x = -reach; x < width + reach; x++) {
             int sx = x < 0 ? 0 : x > width - 1 ? width - 1 : x;
@@ -368,6 +370,7 @@ int hc_gaussian_u16(uint16_t *pixels, int width, int height, int channels, const
     // Columns: rows converted once into a ring of 2 × reach + 1, before the output overwrites them.
     int converted = -1;
     for (int y = 0; y < height; y++) {
+        if (stop && stop(stop_context)) goto stopped;
         int last = y + reach < height - 1 ? y + reach : height - 1;
         while (converted < last) {
             converted++;
@@ -389,6 +392,11 @@ int hc_gaussian_u16(uint16_t *pixels, int width, int height, int channels, const
     free(sums);
     free(ring);
     return 0;
+stopped:
+    free(padded);
+    free(sums);
+    free(ring);
+    return -2;
 }
 
 // Where image coordinate `i` (of `length`) falls in a mask of `mask_length` whose halves hold the

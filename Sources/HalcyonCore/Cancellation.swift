@@ -6,6 +6,7 @@ import Synchronization
 public final class CancellationFlag: Sendable {
     private struct State {
         var cancelled = false
+        var reason: HalcyonError?
         var handlers: [@Sendable () -> Void] = []
     }
     private let state = Mutex(State())
@@ -14,10 +15,16 @@ public final class CancellationFlag: Sendable {
 
     public var isCancelled: Bool { state.withLock { $0.cancelled } }
 
-    public func cancel() {
+    /// Why the flag was raised, when whoever raised it said: the error `check()` throws.
+    public var reason: HalcyonError? { state.withLock { $0.reason } }
+
+    /// Raises the flag; `reason` (kept from the first raise only) is what `check()` throws
+    /// instead of `HalcyonError.abandoned` — e.g. a deadline that makes the work a failure.
+    public func cancel(because reason: HalcyonError? = nil) {
         let handlers = state.withLock { s -> [@Sendable () -> Void] in
             guard !s.cancelled else { return [] }
             s.cancelled = true
+            s.reason = reason
             defer { s.handlers = [] }
             return s.handlers
         }
@@ -34,9 +41,19 @@ public final class CancellationFlag: Sendable {
         if now { handler() }
     }
 
-    /// Throws `HalcyonError.abandoned` when the flag is raised: the work is no longer wanted.
+    /// Throws when the flag is raised: its `reason`, else `HalcyonError.abandoned` (the work
+    /// is no longer wanted).
     public func check() throws(HalcyonError) {
-        if isCancelled { throw HalcyonError.abandoned }
+        let (cancelled, reason) = state.withLock { ($0.cancelled, $0.reason) }
+        if cancelled { throw reason ?? HalcyonError.abandoned }
+    }
+
+    /// A flag raised when this one is (with its reason), or by itself — for a stage with a
+    /// limit of its own. Handlers run on the child only.
+    public func child() -> CancellationFlag {
+        let child = CancellationFlag()
+        onCancel { [weak child, unowned self] in child?.cancel(because: self.reason) }
+        return child
     }
 
     /// Sleeps for `seconds`, or less if the flag is raised meanwhile; true when it slept the

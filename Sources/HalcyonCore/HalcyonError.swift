@@ -20,7 +20,7 @@ public struct ErrorCode: Hashable, Sendable, CustomStringConvertible {
         switch self {
         case .invalidChain, .invalidSource, .invalidOptions,
             .httpStatus, .tooLarge, .tooManyRedirects, .blockedAddress, .notImage,
-            .decodeFailed, .unsupportedFormat, .imageTooLarge, .processingFailed, .overMaxBytes, .watermarkTooLarge,
+            .decodeFailed, .unsupportedFormat, .imageTooLarge, .processingFailed, .overMaxBytes, .watermarkTooLarge, .tooCostly,
             .notCached, .fileNotFound:
             return true
         default:
@@ -55,6 +55,9 @@ public struct ErrorCode: Hashable, Sendable, CustomStringConvertible {
     public static let overMaxBytes = ErrorCode("image", "over_max_bytes")
     /// `watermark(…)`: scaled to the image, with its margins, the watermark does not fit in it.
     public static let watermarkTooLarge = ErrorCode("image", "watermark_too_large")
+    /// The chain's estimated work is over the limit (refused before any pixel is decoded), or
+    /// its processing ran past the deadline (`--max-job-time`).
+    public static let tooCostly = ErrorCode("image", "too_costly")
     /// ImageMagick's process-wide resource limits (memory, map, disk) were exhausted while the
     /// image itself was within the limits: other jobs of the worker held them. Transient.
     public static let resourcesExhausted = ErrorCode("image", "resources_exhausted")

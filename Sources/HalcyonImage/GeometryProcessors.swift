@@ -57,6 +57,8 @@ public struct ResizeProcessor: ShrinkingProcessor {
         mode == .fill ? ImageSize(width: width, height: height) : scaled(from: input)
     }
 
+    public func work(from input: ImageSize) -> Double { Resampler.work(from: input, to: scaled(from: input)) }
+
     /// The size to scale to and, for `fill`, the window of it to keep: a resize and a crop in
     /// one pass, so the columns the crop drops are never filtered. `thumb` (the input scaled
     /// down) is read only by the gravities that look at pixels.
@@ -95,10 +97,12 @@ public struct DownsampleProcessor: ShrinkingProcessor {
     var minimumDecodeSize: (width: Int, height: Int) { (width, height) }
 
     public func outputSize(from input: ImageSize) -> ImageSize {
-        let (w, h) = (Double(input.width), Double(input.height))
+        let (w, h) = (Double(max(1, input.width)), Double(max(1, input.height)))
         let k = min(1, Double(width) / w, Double(height) / h)
-        return ImageSize(width: max(1, Int((w * k).rounded())), height: max(1, Int((h * k).rounded())))
+        return ImageSize(width: max(1, Int(saturating: (w * k).rounded())), height: max(1, Int(saturating: (h * k).rounded())))
     }
+
+    public func work(from input: ImageSize) -> Double { Resampler.work(from: input, to: outputSize(from: input)) }
 
     public func process(_ image: MagickImage) throws(HalcyonError) {
         let s = outputSize(from: ImageSize(width: image.width, height: image.height))

@@ -15,6 +15,18 @@ public struct ImageLimits: Sendable {
     public var maxPixels = 100_000_000
     /// Most frames (animation frames, TIFF pages). Default 300.
     public var maxFrames = 300
+    /// How long one source's decode, steps and encodes may take. Default 120 s; past it the work
+    /// stops at its next check (between steps, every row of a blur, sharpen or resize — not
+    /// inside another single ImageMagick call) with `image.too_costly`.
+    public var maxJobTime: Duration = .seconds(120)
+    /// The work a chain may be estimated to need, in pixel-taps (each step's pixels times the
+    /// samples it reads per pixel: a blur's kernel width twice, a resize's filter taps, …):
+    /// `pixelTapsPerSecond` for each second of `maxJobTime` (1.2 × 10^11 by default). A chain
+    /// estimated past it fails with `image.too_costly` before its source is decoded.
+    public var maxWork: Double { maxJobTime.seconds * pixelTapsPerSecond }
+    /// A rate one core of this machine kind beats on every step measured (a blur does 1.1–1.8
+    /// G pixel-taps a second): a chain refused by the estimate could not have ended in time.
+    public var pixelTapsPerSecond = 1e9
 
     public init() {}
 
@@ -105,19 +117,48 @@ public struct ImageLimits: Sendable {
     }
 
     /// Walks `chain` from a decoded image of `frames` frames of `size`, checking each step's
-    /// output before it exists.
-    func plan(_ chain: ProcessorChain, from size: ImageSize, frames: Int) throws(HalcyonError) {
-        var size = size
+    /// output before it exists, and the chain's estimated work against `maxWork`.
+    func plan(_ chain: ProcessorChain, from start: ImageSize, frames: Int, watermarks: [String: WatermarkSource] = [:]) throws(HalcyonError) {
+        var size = start, work = 0.0
         for (i, processor) in chain.processors.enumerated() {
-            size = try check(step: i, processor, from: size, frames: frames)
+            work += processor.work(from: size) * Double(max(1, frames))
+            if let step = processor as? WatermarkProcessor, let mark = watermarks[step.source] {
+                work += 8 * Double(step.markPixels(mark, on: size))
+            }
+            size = try check(step: i, processor, from: size, frames: frames, watermarks: watermarks)
+        }
+        guard work <= maxWork else {
+            let image = frames > 1 ? "\(frames) frames of \(start)" : "an image of \(start)"
+            throw HalcyonError(
+                .tooCostly,
+                "the chain would take about \(Self.count(work)) pixel-taps of work on \(image), over the limit of \(Self.count(maxWork))")
         }
     }
 
+    /// 1.2e11 as "120 G".
+    private static func count(_ n: Double) -> String {
+        n >= 1e9 ? String(format: "%.3g G", n / 1e9) : n >= 1e6 ? String(format: "%.3g M", n / 1e6) : String(format: "%.0f", n)
+    }
+
     /// Checks step `index`'s output from frames of `size`; returns that output size.
+    /// A watermark step holds its mark, decoded whole and drawn, besides the image: together
+    /// within the budget.
     @discardableResult
-    func check(step index: Int, _ processor: any ImageProcessor, from size: ImageSize, frames: Int) throws(HalcyonError) -> ImageSize {
+    func check(
+        step index: Int, _ processor: any ImageProcessor, from size: ImageSize, frames: Int, watermarks: [String: WatermarkSource] = [:]
+    ) throws(HalcyonError) -> ImageSize {
         let output = processor.outputSize(from: size)
         try check(output, frames: frames, what: "step \(index + 1), \(processor.identifier),")
+        if let step = processor as? WatermarkProcessor, let mark = watermarks[step.source] {
+            let (held, overflow) = output.pixels.multipliedReportingOverflow(by: max(1, frames))
+            let total = overflow ? Int.max : held.addingReportingOverflow(step.markPixels(mark, on: size)).partialValue
+            guard !overflow, total >= held, total <= maxPixels else {
+                throw HalcyonError(
+                    .imageTooLarge,
+                    "step \(index + 1), watermark, would hold \(Self.megapixels(total)) with its \(mark.size) watermark decoded, over the \(budget) budget"
+                )
+            }
+        }
         return output
     }
 }
@@ -201,10 +242,19 @@ public enum ImagePipeline {
     public static func run(
         _ data: Data, format: ImageFormat, chains: [ProcessorChain],
         limits: ImageLimits = ImageLimits(), cancel: CancellationFlag? = nil, directLane: Bool? = nil,
-        placeholders: [PlaceholderRequest?] = [], watermarks: [String: DecodedWatermark] = [:]
+        placeholders: [PlaceholderRequest?] = [], watermarks: [String: WatermarkSource] = [:]
     ) throws(HalcyonError) -> [Result<ProcessedImage, HalcyonError>] {
         func placeholderRequest(_ i: Int) -> PlaceholderRequest? { i < placeholders.count ? placeholders[i] : nil }
         var decodeClock = StageClock()
+        // The deadline: a flag of this run's own, raised by the caller's or by a timer.
+        let deadline = limits.maxJobTime
+        let cancel = cancel?.child() ?? CancellationFlag()
+        let timer = DispatchWorkItem { [weak cancel] in
+            cancel?.cancel(
+                because: HalcyonError(.tooCostly, "processing took longer than the \(TimeSpan.format(deadline.seconds)) limit (--max-job-time)"))
+        }
+        DispatchQueue.global().asyncAfter(deadline: .now() + deadline.seconds, execute: timer)
+        defer { timer.cancel() }
         try limits.checkBytes(data, format: format)
         // The direct lane reads the headers itself when it will take every chain.
         let direct = (directLane ?? DirectLane.enabled) && chains.allSatisfy(DirectLane.accepts) ? DirectLane.source(data, format: format) : nil
@@ -215,7 +265,7 @@ public enum ImagePipeline {
         let decodedSize = header.decodedFrameSize
         var results: [Result<ProcessedImage, HalcyonError>?] = chains.map { chain in
             do throws(HalcyonError) {
-                try limits.plan(chain, from: decodedSize, frames: chain.keepsFrames(of: format) ? header.frames : 1)
+                try limits.plan(chain, from: decodedSize, frames: chain.keepsFrames(of: format) ? header.frames : 1, watermarks: watermarks)
                 return nil
             } catch {
                 return .failure(error)
@@ -223,7 +273,7 @@ public enum ImagePipeline {
         }
         let planned = chains.indices.filter { results[$0] == nil }
         guard let lastPlanned = planned.last else { return results.map { $0! } }
-        try cancel?.check()
+        try cancel.check()
         let hint = shrinkHint(planned.map { chains[$0] }, header)
         if let direct, let pixels = DirectLane.decode(data, direct, hint: hint) {
             decodeCount.add(1, ordering: .relaxed)
@@ -247,7 +297,7 @@ public enum ImagePipeline {
         base.watermarks = watermarks
         decodeCount.add(1, ordering: .relaxed)
         observer?.add()
-        try cancel?.check()
+        try cancel.check()
         let facts = SourceFacts.read(
             data, format: format, header: header, hasAlpha: base.hasAlpha,
             profile: base.embeddedProfile().flatMap(ICCProfile.description(of:)), exif: base.exifProfile)
@@ -260,26 +310,28 @@ public enum ImagePipeline {
         let decode = decodeClock.lap()
         for i in planned {
             results[i] = Result { () throws(HalcyonError) -> ProcessedImage in
-                try cancel?.check()
+                try cancel.check()
                 var clock = StageClock()
                 let chain = chains[i]
                 let image = i == lastPlanned ? base : base.clone()  // the last chain may consume the original
                 if let output = chain.outputFormat { image.outputFormat = output }
                 if !chain.keepsFrames(of: format) { image.keepFirstFrame() }
                 for (n, processor) in chain.processors.enumerated() {
-                    try cancel?.check()
+                    try cancel.check()
                     // The plan used the header's size; this is the image's own, just before the step.
-                    try limits.check(step: n, processor, from: ImageSize(width: image.width, height: image.height), frames: image.frameCount)
+                    try limits.check(
+                        step: n, processor, from: ImageSize(width: image.width, height: image.height), frames: image.frameCount,
+                        watermarks: watermarks)
                     do throws(HalcyonError) {
                         try processor.process(image)
                         if graySRGBAfterShrink, processor is any ShrinkingProcessor { try image.toSRGB() }
                     } catch {
-                        try cancel?.check()  // a step cut short by the abandonment is not a failure of its own
+                        try cancel.check()  // a step cut short by the abandonment is not a failure of its own
                         throw error
                     }
                 }
                 let placeholders = try placeholderRequest(i).map { request throws(HalcyonError) in try Thumbnail(image).placeholders(request) }
-                try cancel?.check()
+                try cancel.check()
                 let process = clock.lap()
                 let format = chain.formatStep
                 let encoded = try FormatProcessor.encode(

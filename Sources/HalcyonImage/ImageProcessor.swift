@@ -15,10 +15,15 @@ public protocol ImageProcessor: Sendable {
     /// so that the pixel budget is checked before anything is allocated. Most steps keep the
     /// size (the default).
     func outputSize(from input: ImageSize) -> ImageSize
+    /// Estimated work of the step on one frame of `input`, in pixel-taps (samples read per
+    /// output pixel, summed), for the plan's cost check. Default: each input and output pixel
+    /// read a few times.
+    func work(from input: ImageSize) -> Double
 }
 
 extension ImageProcessor {
     public func outputSize(from input: ImageSize) -> ImageSize { input }
+    public func work(from input: ImageSize) -> Double { 4 * (Double(input.pixels) + Double(outputSize(from: input).pixels)) }
 }
 
 /// A frame's width and height in pixels.
@@ -71,4 +76,7 @@ extension RadiusProcessor {
     }
 
     public var identifier: String { "\(Self.name)(\(formatNumber(radius)))" }
+
+    /// A separable Gaussian: its kernel's width, once along rows and once along columns.
+    public func work(from input: ImageSize) -> Double { Double(input.pixels) * Double(2 * SeparableGaussian.width(sigma: radius)) }
 }

@@ -20,7 +20,7 @@ extension MagickImage {
     public func blur(sigma: Double) throws(HalcyonError) {
         try forEachFrame("blur") {
             guard sigma >= Self.separableFromSigma else { return MagickGaussianBlurImage(wand, 0, sigma) }
-            return onFrameSamples { SeparableGaussian.blur($0, width: $1, height: $2, channels: $3, sigma: sigma) }
+            return onFrameSamples { SeparableGaussian.blur($0, width: $1, height: $2, channels: $3, sigma: sigma, cancel: cancellation) }
                 ?? MagickBlurImage(wand, 0, sigma)
         }
     }
@@ -32,7 +32,9 @@ extension MagickImage {
         let amount = Self.sharpenAmount(sigma: sigma)
         try forEachFrame("sharpen") {
             guard sigma >= Self.separableFromSigma else { return MagickSharpenImage(wand, 0, sigma) }
-            return onFrameSamples { SeparableGaussian.unsharp($0, width: $1, height: $2, channels: $3, sigma: sigma, amount: amount) }
+            return onFrameSamples {
+                SeparableGaussian.unsharp($0, width: $1, height: $2, channels: $3, sigma: sigma, amount: amount, cancel: cancellation)
+            }
                 ?? MagickUnsharpMaskImage(wand, 0, sigma, amount, 0)
         }
     }

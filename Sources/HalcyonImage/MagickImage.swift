@@ -16,7 +16,7 @@ public final class MagickImage {
     /// resize) stop at their next check; an ImageMagick call runs to its end.
     var cancellation: CancellationFlag?
     /// The decoded watermarks `watermark` steps draw, by source.
-    var watermarks: [String: DecodedWatermark] = [:]
+    var watermarks: [String: WatermarkSource] = [:]
 
     package static var genesisToken: Void { genesis }
 

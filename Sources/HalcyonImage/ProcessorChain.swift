@@ -28,6 +28,10 @@ public struct ProcessorChain: Sendable {
         }
     }
 
+    /// Most distinct watermark sources one chain may draw (each is fetched, and decoded for
+    /// each draw). 4.
+    public static let maxWatermarks = 4
+
     /// The step that names a preset.
     public static let presetStep = "preset"
 
@@ -61,6 +65,12 @@ public struct ProcessorChain: Sendable {
             if processors.count > ChainGrammar.maxSteps {
                 throw ChainError(
                     position: step.position, found: "step \(processors.count)", expected: "at most \(ChainGrammar.maxSteps) steps, presets expanded")
+            }
+            let marks = ProcessorChain(processors: processors).watermarkSources.count
+            if marks > maxWatermarks {
+                throw ChainError(
+                    position: step.position, found: "a \(marks)th distinct watermark",
+                    expected: "at most \(maxWatermarks) distinct watermark sources in a chain (one may be drawn many times)")
             }
         }
         return ProcessorChain(processors: processors)

@@ -12,6 +12,14 @@ enum Resampler {
     /// The Lanczos lobes: the kernel is sinc(x)·sinc(x/3) on |x| < 3.
     static let lobes = 3.0
 
+    /// Pixel-taps of scaling `input` to `output`: rows first (each output column reads the
+    /// kernel's width of input columns on every input row), then columns.
+    static func work(from input: ImageSize, to output: ImageSize) -> Double {
+        func taps(_ source: Int, _ target: Int) -> Double { 2 * lobes * max(1, Double(source) / Double(max(1, target))) }
+        let rows = Double(output.width) * Double(input.height) * taps(input.width, output.width)
+        return rows + Double(output.pixels) * taps(input.height, output.height)
+    }
+
     static func lanczos(_ x: Double) -> Double {
         let x = abs(x)
         guard x < lobes else { return 0 }

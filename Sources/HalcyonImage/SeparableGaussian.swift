@@ -1,5 +1,6 @@
 internal import CImageCodecs
 import Foundation
+import HalcyonCore
 
 /// ImageMagick 6's separable Gaussian (`-blur 0xσ`, `BlurImage`), done on a frame's exported
 /// 16-bit samples: the same kernel (a Gaussian sampled three times finer and summed into
@@ -41,13 +42,23 @@ enum SeparableGaussian {
     /// whose colours are weighted by their alpha as ImageMagick weights them, so transparent
     /// pixels lend no colour) in place; false when its buffers could not be allocated. The loops
     /// are C (`hc_gaussian_u16`, built optimised even in a debug build).
+    /// When `cancel` is raised the loops stop at the next row and this returns false.
     static func blur(
-        _ pixels: UnsafeMutablePointer<UInt16>, width: Int, height: Int, channels: Int, sigma: Double, alphaWeighted: Bool = true
+        _ pixels: UnsafeMutablePointer<UInt16>, width: Int, height: Int, channels: Int, sigma: Double, alphaWeighted: Bool = true,
+        cancel: CancellationFlag? = nil
     ) -> Bool {
         precondition(channels == 3 || channels == 4)
         let kernel = kernel(sigma: sigma)
-        return hc_gaussian_u16(
-            pixels, Int32(width), Int32(height), Int32(channels), kernel, Int32(kernel.count), channels == 4 && alphaWeighted ? 1 : 0) == 0
+        let weighted: Int32 = channels == 4 && alphaWeighted ? 1 : 0
+        guard let cancel else {
+            return hc_gaussian_u16(pixels, Int32(width), Int32(height), Int32(channels), kernel, Int32(kernel.count), weighted, nil, nil) == 0
+        }
+        return withExtendedLifetime(cancel) {
+            hc_gaussian_u16(
+                pixels, Int32(width), Int32(height), Int32(channels), kernel, Int32(kernel.count), weighted,
+                { context in Unmanaged<CancellationFlag>.fromOpaque(context!).takeUnretainedValue().isCancelled ? 1 : 0 },
+                Unmanaged.passUnretained(cancel).toOpaque()) == 0
+        }
     }
 
     /// ImageMagick's `-unsharp 0xσ+amount+0` (`UnsharpMaskImage` with no threshold): each
@@ -55,13 +66,16 @@ enum SeparableGaussian {
     /// ImageMagick blurs for its mask) by `amount` times the difference, rounded and clamped to
     /// 16 bits; alpha unchanged.
     static func unsharp(
-        _ pixels: UnsafeMutablePointer<UInt16>, width: Int, height: Int, channels: Int, sigma: Double, amount: Double
+        _ pixels: UnsafeMutablePointer<UInt16>, width: Int, height: Int, channels: Int, sigma: Double, amount: Double,
+        cancel: CancellationFlag? = nil
     ) -> Bool {
         let count = width * height * channels
         let blurred = UnsafeMutablePointer<UInt16>.allocate(capacity: max(count, 1))
         defer { blurred.deallocate() }
         blurred.update(from: pixels, count: count)
-        guard blur(blurred, width: width, height: height, channels: channels, sigma: sigma, alphaWeighted: false) else { return false }
+        guard blur(blurred, width: width, height: height, channels: channels, sigma: sigma, alphaWeighted: false, cancel: cancel) else {
+            return false
+        }
         for i in 0..<count {
             if channels == 4, i % 4 == 3 { continue }
             let p = Double(pixels[i])

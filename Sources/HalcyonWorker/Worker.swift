@@ -136,7 +136,7 @@ public final class Worker: Service, Sendable {
                 "concurrency": "\(configuration.concurrency)", "fetch_concurrency": "\(configuration.fetchConcurrency)",
                 "lease": "\(TimeSpan.format(configuration.lease))", "mode": "\(configuration.pollOnly ? "poll" : "listen")",
                 "store": "\(configuration.storeRoot.path)", "statement_timeout": "\(TimeSpan.format(configuration.statementTimeout))",
-                "max_pixels": "\(configuration.limits.maxPixels)", "magick_policy": "\(MagickImage.policyDirectory ?? "system")",
+                "max_pixels": "\(configuration.limits.maxPixels)", "max_job_time": "\(TimeSpan.format(configuration.limits.maxJobTime))", "magick_policy": "\(MagickImage.policyDirectory ?? "system")",
                 "mmap_threshold": "\(mmapThreshold)",
             ])
         if MagickImage.policyDirectory == nil {

@@ -100,6 +100,11 @@ struct Work: AsyncParsableCommand {
             "Pixel budget: most pixels any image a job holds may have, all frames together — the decoded source and every step's output (e.g. 25MP), 1–268MP. A job uses up to about 20 bytes per budgeted pixel."
     )
     var maxPixels = PixelCountArgument(100_000_000)
+    @Option(
+        help:
+            "Most time one source's decode, steps and encodes may take, 1s–1d; past it the job fails with image.too_costly. A chain estimated to need more than 1 G pixel-taps per second of it is refused before decoding."
+    )
+    var maxJobTime = TimeSpanArgument(.seconds(120))
     @Option(help: "Redirects followed per download, 0–50.")
     var maxRedirects: Int = 5
     @Option(
@@ -157,6 +162,7 @@ struct Work: AsyncParsableCommand {
         try maxPendingBytes.check("--max-pending-bytes", (1 << 20)...(1 << 40))
         if mmapThreshold.bytes != 0 { try mmapThreshold.check("--mmap-threshold", 4096...(32 << 20)) }
         try maxPixels.check("--max-pixels", 1...(16384 * 16384))
+        try maxJobTime.check("--max-job-time", 1...86_400)
         if let c = concurrency, !(1...256).contains(c) { throw ValidationError("--concurrency must be 1…256") }
         guard (1...1024).contains(fetchConcurrency) else { throw ValidationError("--fetch-concurrency must be 1…1024") }
         guard (1...10_000).contains(hitClaimBatch) else { throw ValidationError("--hit-claim-batch must be 1…10000") }
@@ -251,6 +257,7 @@ struct Work: AsyncParsableCommand {
         configuration.maxPendingBytes = maxPendingBytes.bytes
         configuration.mmapThreshold = mmapThreshold.bytes
         configuration.limits.maxPixels = maxPixels.pixels
+        configuration.limits.maxJobTime = maxJobTime.duration
         configuration.sweepInterval = sweepInterval.duration
         configuration.storeSizeLimit = sizeLimit.bytes
         configuration.queues = (try? queueSlots()) ?? []

@@ -53,6 +53,22 @@ import Testing
         #expect(worst == 0)
     }
 
+    /// A raised flag stops the C loops at their next row: the call answers false (the C side
+    /// returns that only from its stop).
+    @Test func aRaisedFlagStopsTheLoops() {
+        let (w, h) = (2000, 1000)
+        var pixels = [UInt16](repeating: 1000, count: w * h * 3)
+        let flag = CancellationFlag()
+        flag.cancel()
+        pixels.withUnsafeMutableBufferPointer {
+            #expect(!SeparableGaussian.blur($0.baseAddress!, width: w, height: h, channels: 3, sigma: 100, cancel: flag))
+            #expect(!SeparableGaussian.unsharp($0.baseAddress!, width: w, height: h, channels: 3, sigma: 100, amount: 1, cancel: flag))
+        }
+        pixels.withUnsafeMutableBufferPointer {
+            #expect(SeparableGaussian.blur($0.baseAddress!, width: 64, height: 2, channels: 3, sigma: 1, cancel: CancellationFlag()))
+        }
+    }
+
     @Test(arguments: [(1.0, false), (2.0, true), (1.0, true), (4.0, false)])
     func unsharpMatchesImageMagick(sigma: Double, alpha: Bool) throws {
         let data = try Self.source(alpha: alpha)

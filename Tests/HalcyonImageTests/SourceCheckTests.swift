@@ -18,7 +18,7 @@ import Testing
             ($0 as? HalcyonError)?.code == .unsupportedFormat && ($0 as? HalcyonError)?.message == "12-bit JPEG: only 8-bit JPEGs are decoded"
         }
         #expect {
-            try DecodedWatermark.decode(data, format: .jpeg)
+            try WatermarkSource.check(data, format: .jpeg)
         } throws: { ($0 as? HalcyonError)?.code == .unsupportedFormat }
     }
 

@@ -48,4 +48,38 @@ struct BoundedWorkTests {
         print("3-page G4 fax to a thumbnail: worker peak RSS \(peak) MB")
         #expect(peak > 0 && peak < 250, "peak RSS \(peak) MB: \(output.suffix(500))")
     }
+
+    /// Thirteen watermark steps over four 9 KB PNGs of 4000×4000 (16 MP each): each draw decodes
+    /// its mark inside the job's processing and lets it go, so the job holds one mark at a time
+    /// (before: every mark held decoded for the whole job, 1.1 GB). Thirteen distinct marks are
+    /// refused from the chain.
+    @Test func watermarksAreDecodedPerDrawWithinTheBudget() async throws {
+        var marks: [String] = []
+        for (i, colour) in [(250, 0, 0), (0, 250, 0), (0, 0, 250), (250, 250, 0)].enumerated() {
+            let png = try SampleImages.solid(width: 4000, height: 4000, red: UInt8(colour.0), green: UInt8(colour.1), blue: UInt8(colour.2))
+            marks.append(try Origin.publish("bounded-mark-\(i).png", png))
+        }
+        let photo = try Origin.publish("bounded-photo.jpg", try SampleImages.photo(width: 1200, height: 800, seed: 5))
+        let db = try await TestDatabase.create()
+        let thirteen = (0..<13).map {
+            #"watermark("\#(marks[$0 % 4])", scale=0.1, opacity=0.5, gravity=\#(["north_west", "north_east", "south_west", "south_east"][$0 % 4]))"#
+        }
+        let id = try await db.query(
+            "SELECT halcyon.enqueue($1, processors => $2, max_attempts => 1) AS id", [photo, thirteen.joined(separator: " |> ") + " |> format(png)"]
+        ).value(0, "id")!
+        let distinct = (0..<13).map { #"watermark("\#(marks[0])?\#($0)")"# }.joined(separator: " |> ")
+        let distinctID = try await db.query(
+            "INSERT INTO halcyon.jobs (source, processors, max_attempts) VALUES ($1, $2, 1) RETURNING id", [photo, distinct]
+        ).value(0, "id")!
+        let (peak, output) = try await Self.drain(db)
+        let row = try await db.query(
+            "SELECT state::text, last_error, result_width FROM halcyon.jobs WHERE id = $1::bigint", [id])
+        #expect(row.value(0, "state") == "succeeded", "\(row.value(0, "last_error") ?? "")")
+        #expect(row.value(0, "result_width") == "1200")
+        let refused = try await db.query(
+            "SELECT state::text, errors->-1->>'code' AS code, last_error FROM halcyon.jobs WHERE id = $1::bigint", [distinctID])
+        #expect(refused.value(0, "code") == "job.invalid_chain", "\(refused.value(0, "last_error") ?? "")")
+        print("13 watermark steps over four 16 MP marks: worker peak RSS \(peak) MB")
+        #expect(peak > 0 && peak < 400, "peak RSS \(peak) MB: \(output.suffix(500))")
+    }
 }

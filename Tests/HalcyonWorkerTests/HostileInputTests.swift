@@ -101,6 +101,10 @@ struct HostileInputTests {
             Case(name: "PSD named .jpg", source: file("psd-as.jpg"), code: "image.unsupported_format"),
             Case(name: "SGI named .png", source: file("sgi-as.png"), code: "image.unsupported_format"),
             Case(name: "TGA named .gif", source: file("tga-as.gif"), code: "image.unsupported_format"),
+            // Hours of work, refused from the header by the estimate.
+            Case(
+                name: "blur(100) ×64 over 100 MP", source: file("gray-100mp.png"),
+                chain: Array(repeating: "blur(100)", count: 64).joined(separator: " |> "), code: "image.too_costly"),
         ]
         let tiny = file("polyglot-zip.jpg")
         for (name, chain) in [
@@ -178,6 +182,11 @@ struct HostileInputTests {
         let total = try await db.query("SELECT (timings->>'total_ms')::float8 AS ms FROM halcyon.jobs WHERE id = $1::bigint", [String(budgetJob)])
             .value(0, "ms")
         #expect((total.flatMap { Double($0) } ?? .infinity) < 1000, "the over-budget job took \(total ?? "?") ms")
+        // Hours of blurs end far within the deadline (120 s): nothing was decoded.
+        let costly = ids[cases.firstIndex { $0.name == "blur(100) ×64 over 100 MP" }!]
+        let costlyMs = try await db.query("SELECT (timings->>'total_ms')::float8 AS ms FROM halcyon.jobs WHERE id = $1::bigint", [String(costly)])
+            .value(0, "ms")
+        #expect((costlyMs.flatMap { Double($0) } ?? .infinity) < 120_000, "the 64-blur job took \(costlyMs ?? "?") ms")
     }
 
     /// libcurl honours http_proxy/HTTPS_PROXY/ALL_PROXY: through a proxy the SSRF guard would

@@ -85,11 +85,17 @@ int hc_png_encode(const uint8_t *pixels, int width, int height, int channels, in
 
 void hc_free(void *pointer);
 
+/// Asked once a row by the long loops: nonzero stops them (the work is no longer wanted).
+typedef int (*hc_stop_fn)(void *context);
+
 /// ImageMagick 6's separable Gaussian on interleaved 16-bit samples (3 or 4 channels), in
 /// place: rows then columns with `taps` weights (odd), edge pixels repeated, sums in double,
 /// each pass rounded half up to 16 bits. With `weighted` (4 channels), colours are weighted
 /// by alpha and alpha is summed plain. Returns 0, or -1 when memory could not be had.
-int hc_gaussian_u16(uint16_t *pixels, int width, int height, int channels, const double *kernel, int taps, int weighted);
+/// `stop` (may be NULL) is asked before each row of each pass; when it answers nonzero the
+/// function returns -2 with the pixels half done.
+int hc_gaussian_u16(
+    uint16_t *pixels, int width, int height, int channels, const double *kernel, int taps, int weighted, hc_stop_fn stop, void *stop_context);
 
 /// ImageMagick 6's DstIn composite of a mask's alpha onto interleaved 16-bit RGBA samples, in
 /// place: alpha becomes alpha × mask, colours stay (black where the result is transparent),

@@ -192,10 +192,10 @@ struct JobRunner: Sendable {
 
     /// The decoded watermarks `plans` draw, and for each plan (by index) whose watermark could
     /// not be fetched or decoded, that error — its own code, the message naming the watermark.
-    private func loadWatermarks(_ plans: [JobPlan.Valid], cancel: CancellationFlag) async -> ([String: DecodedWatermark], [Int: HalcyonError]) {
+    private func loadWatermarks(_ plans: [JobPlan.Valid], cancel: CancellationFlag) async -> ([String: WatermarkSource], [Int: HalcyonError]) {
         let sources = plans.flatMap(\.chain.watermarkSources)
         guard !sources.isEmpty else { return ([:], [:]) }
-        var marks: [String: DecodedWatermark] = [:], failed: [String: HalcyonError] = [:]
+        var marks: [String: WatermarkSource] = [:], failed: [String: HalcyonError] = [:]
         for (source, result) in await watermarks.load(sources, cancel: cancel) {
             switch result {
             case .success(let mark): marks[source] = mark

@@ -5,20 +5,21 @@ import HalcyonImage
 import Synchronization
 
 /// The watermarks a worker's jobs draw: fetched through the worker's `Fetcher` (the SSRF guard,
-/// size limits, download coalescing and the originals cache apply, as to any source), decoded
-/// once — jobs asking for one that is being loaded wait for that load — and kept decoded for
-/// `ttl` within `maxBytes` (least recently used out first). A failed load is not kept.
+/// size limits, download coalescing and the originals cache apply, as to any source), their
+/// headers read and checked once — jobs asking for one that is being loaded wait for that load —
+/// and kept (encoded) for `ttl` within `maxBytes` (least recently used out first). A failed load
+/// is not kept. Each job decodes the marks it draws itself, at the size it draws them.
 final class Watermarks: Sendable {
-    /// Decoded watermarks kept, all together. Default 64 MB.
+    /// Encoded watermarks kept, all together. Default 64 MB.
     static let maxBytes = 64 << 20
     /// How long a decoded watermark is reused before it is fetched again. Default 10 minutes.
     static let ttl: Duration = .seconds(600)
 
     private struct Entry {
-        var load: Task<DecodedWatermark, any Error>
+        var load: Task<WatermarkSource, any Error>
         var started: ContinuousClock.Instant
         var used: ContinuousClock.Instant
-        /// Decoded bytes, once loaded.
+        /// Encoded bytes, once loaded.
         var bytes = 0
     }
     private let entries = Mutex<[String: Entry]>([:])
@@ -34,8 +35,8 @@ final class Watermarks: Sendable {
 
     /// Each of `sources` decoded, or the error that fetching or decoding it ended with
     /// (`job.cancelled` for those not started once `cancel` is raised).
-    func load(_ sources: [String], cancel: CancellationFlag) async -> [String: Result<DecodedWatermark, HalcyonError>] {
-        var out: [String: Result<DecodedWatermark, HalcyonError>] = [:]
+    func load(_ sources: [String], cancel: CancellationFlag) async -> [String: Result<WatermarkSource, HalcyonError>] {
+        var out: [String: Result<WatermarkSource, HalcyonError>] = [:]
         for source in sources where out[source] == nil {
             guard !cancel.isCancelled else {
                 out[source] = .failure(.abandoned)
@@ -44,7 +45,7 @@ final class Watermarks: Sendable {
             let load = task(for: source)
             do {
                 let mark = try await load.value
-                remember(source, bytes: mark.bytes)
+                remember(source, bytes: mark.data.count)
                 out[source] = .success(mark)
             } catch {
                 forget(source, load)
@@ -55,7 +56,7 @@ final class Watermarks: Sendable {
     }
 
     /// The load of `source`: the one kept or under way, else a new one.
-    private func task(for source: String) -> Task<DecodedWatermark, any Error> {
+    private func task(for source: String) -> Task<WatermarkSource, any Error> {
         let now = ContinuousClock.now
         return entries.withLock { entries in
             if var e = entries[source], now - e.started < Self.ttl {
@@ -67,7 +68,7 @@ final class Watermarks: Sendable {
             let load = Task {
                 let request = try FetchRequest(sources: [source], maxDataBytes: maxDataBytes)
                 let fetched = try await fetcher.fetch(request, cancel: CancellationFlag())
-                return try await Blocking.run(.processing) { try DecodedWatermark.decode(fetched.data, format: fetched.format, limits: limits) }
+                return try await Blocking.run(.processing) { try WatermarkSource.check(fetched.data, format: fetched.format, limits: limits) }
             }
             entries[source] = Entry(load: load, started: now, used: now)
             return load
@@ -86,7 +87,7 @@ final class Watermarks: Sendable {
         }
     }
 
-    private func forget(_ source: String, _ load: Task<DecodedWatermark, any Error>) {
+    private func forget(_ source: String, _ load: Task<WatermarkSource, any Error>) {
         entries.withLock { entries in
             if entries[source]?.load == load { entries[source] = nil }
         }

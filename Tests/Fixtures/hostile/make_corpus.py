@@ -42,6 +42,8 @@ CASES = {
     "bomb-dimensions.png": png(100_000, 100_000, 8, 2, zlib.compress(b"\x00" * 4)),
     # A real 16000×16000 1-bit image (256 Mpx) whose IDAT inflates ~32 MB from ~32 KB.
     "bomb-zlib.png": png(16_000, 16_000, 1, 0, zlib.compress(b"\x00" * (16_000 * (16_000 // 8 + 1)), 9)),
+    # A real 10000×10000 1-bit image (100 MP, within the default pixel budget) in ~15 KB.
+    "gray-100mp.png": png(10_000, 10_000, 1, 0, zlib.compress(b"\x00" * (10_000 * (10_000 // 8 + 1)), 9)),
     # 5,000 frames of 1×1.
     "bomb-frames.gif": gif_frames(5_000),
     # A 1×1 first frame, then a 16000×16000 one (only the first frame used to be checked).

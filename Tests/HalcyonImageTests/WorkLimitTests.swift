@@ -1,0 +1,90 @@
+import Foundation
+import HalcyonCore
+import HalcyonSamples
+import Testing
+
+@testable import HalcyonImage
+
+/// Bounded work: a chain's estimated work is checked against the limit before anything is
+/// decoded, and the deadline stops the work that gets past the estimate.
+@Suite(.cpuHeavy) struct WorkLimitTests {
+    func isTooCostly(_ error: any Error, _ text: String) -> Bool {
+        (error as? HalcyonError)?.code == .tooCostly && "\(error)".contains(text)
+    }
+
+    /// A PNG that declares `width`×`height` (with a valid IHDR) and holds one row of data: the
+    /// plan reads only the header, so the chain is refused before a decoder sees the rest.
+    static func declaredPNG(width: Int, height: Int) -> Data {
+        func crc32(_ bytes: Data) -> UInt32 {
+            var c: UInt32 = 0xFFFF_FFFF
+            for b in bytes {
+                c ^= UInt32(b)
+                for _ in 0..<8 { c = c & 1 == 1 ? 0xEDB8_8320 ^ (c >> 1) : c >> 1 }
+            }
+            return ~c
+        }
+        func be(_ v: UInt32) -> Data { withUnsafeBytes(of: v.bigEndian) { Data($0) } }
+        func chunk(_ type: String, _ body: Data) -> Data {
+            let typed = Data(type.utf8) + body
+            return be(UInt32(body.count)) + typed + be(crc32(typed))
+        }
+        let ihdr = be(UInt32(width)) + be(UInt32(height)) + Data([8, 0, 0, 0, 0])
+        // One gray row (filter byte and zeros) in a stored deflate block, in a zlib stream.
+        let row = Data(count: 1 + width)
+        var (a, b): (UInt32, UInt32) = (1, 0)
+        for byte in row { (a, b) = ((a + UInt32(byte)) % 65521, (b + (a + UInt32(byte)) % 65521) % 65521) }
+        let n = UInt16(row.count)
+        let zlib = Data([0x78, 0x01, 0x01, UInt8(n & 0xFF), UInt8(n >> 8), UInt8(~n & 0xFF), UInt8(~n >> 8)]) + row + be(b << 16 | a)
+        return Data([0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A]) + chunk("IHDR", ihdr) + chunk("IDAT", zlib) + chunk("IEND", Data())
+    }
+
+    /// A blur of 100 sixty-four times over 100 MP is about 8.5 T pixel-taps: hours. Refused from
+    /// the header, before a pixel is decoded.
+    @Test func anAbsurdChainIsRefusedBeforeDecoding() throws {
+        let header = MagickImage.Header(width: 10_000, height: 10_000, frames: 1, swapsAxes: false)
+        let chain = try ProcessorChain.parse(Array(repeating: "blur(100)", count: 64).joined(separator: " |> "))
+        #expect { try ImageLimits().plan(chain, from: header.decodedFrameSize, frames: 1) } throws: {
+            isTooCostly($0, "over the limit of 120 G")
+        }
+        // One blur of 100 over 4 MP (about 5 s here) is within it; so is a thumbnail of 100 MP.
+        try ImageLimits().plan(try ProcessorChain.parse("blur(100)"), from: ImageSize(width: 2000, height: 2000), frames: 1)
+        try ImageLimits().plan(try ProcessorChain.parse("resize(256x256) |> sharpen(1)"), from: header.decodedFrameSize, frames: 1)
+        // The limit follows the deadline: a tenth of the time, a tenth of the work.
+        var limits = ImageLimits()
+        limits.maxJobTime = .seconds(12)
+        #expect { try limits.plan(try ProcessorChain.parse("blur(100)"), from: ImageSize(width: 4000, height: 4000), frames: 1) } throws: {
+            isTooCostly($0, "4000x4000")
+        }
+        // Through the pipeline: nothing is decoded.
+        let counter = ImagePipeline.DecodeCounter()
+        let png = Self.declaredPNG(width: 10_000, height: 10_000)
+        ImagePipeline.$observer.withValue(counter) {
+            #expect { try ImagePipeline.run(png, format: .png, chain: chain) } throws: { isTooCostly($0, "an image of 10000x10000") }
+        }
+        #expect(counter.count == 0)
+    }
+
+    /// Past the deadline the work stops at its next check with `image.too_costly`, not at the
+    /// end: thirty blurs of 20 over 4 MP (about 15 s here) against 1 s — with the estimate told
+    /// the machine is a hundred times faster, so that the chain gets past it.
+    @Test func theDeadlineStopsTheWork() throws {
+        let photo = try SampleImages.photo(width: 2000, height: 2000, seed: 4, format: .jpeg)
+        var limits = ImageLimits()
+        limits.maxJobTime = .seconds(1)
+        limits.pixelTapsPerSecond = 1e11
+        let chain = try ProcessorChain.parse(Array(repeating: "blur(20)", count: 30).joined(separator: " |> ") + " |> format(png)")
+        try limits.plan(chain, from: ImageSize(width: 2000, height: 2000), frames: 1)
+        let started = ContinuousClock.now
+        #expect { try ImagePipeline.run(photo, format: .jpeg, chain: chain, limits: limits) } throws: {
+            isTooCostly($0, "took longer than the 1s limit")
+        }
+        let took = ContinuousClock.now - started
+        print("30 × blur(20) over 4 MP against a 1 s deadline: stopped after \(took)")
+        // An operator's cancel is not a deadline: the same flag raised without a reason abandons.
+        let cancel = CancellationFlag()
+        cancel.cancel()
+        #expect { try ImagePipeline.run(photo, format: .jpeg, chains: [chain], limits: limits, cancel: cancel) } throws: {
+            ($0 as? HalcyonError)?.code == .cancelled
+        }
+    }
+}
