@@ -13,7 +13,8 @@ extension Subprocess {
     }
 
     /// Waits for `pid` and returns its exit status and resource usage. CPU time comes from
-    /// `wait4`; the peak RSS is the child's own `VmHWM`, sampled every `sampleInterval`
+    /// `wait4` (which includes the children it waited for); the peak RSS is the largest `VmHWM`
+    /// of the child and its own children, sampled every `sampleInterval`
     /// seconds while it runs — `ru_maxrss` cannot be trusted for spawned children, because
     /// Linux folds the spawning process's high-water mark into it at `exec`.
     public static func waitWithUsage(_ pid: pid_t, sampleInterval: Double = 0.005) -> Usage {
@@ -21,7 +22,10 @@ extension Subprocess {
         var usage = rusage()
         var peak = 0
         while true {
-            if let hwm = ProcessMemory.peakRSS(of: pid) { peak = max(peak, hwm) }
+            // A supervised worker (`halcyon work`) does its work in a child: its peak counts.
+            for p in [pid] + ProcessMemory.children(of: pid) {
+                if let hwm = ProcessMemory.peakRSS(of: p) { peak = max(peak, hwm) }
+            }
             let r = wait4(pid, &status, WNOHANG, &usage)
             if r == pid || (r < 0 && errno != EINTR) { break }
             usleep(UInt32(sampleInterval * 1e6))

@@ -47,8 +47,14 @@ package enum QueueStatusText {
         for w in s.workers {
             let age = ((w["heartbeat_age"] ?? nil).flatMap { Double($0) }).map { TimeSpan.format($0.rounded()) } ?? "?"
             out +=
-                "  \(((w["id"] ?? nil) ?? "?").padding(toLength: 28, withPad: " ", startingAt: 0)) \(((w["status"] ?? nil) ?? "?").padding(toLength: 8, withPad: " ", startingAt: 0)) heartbeat \(age) ago, done \((w["jobs_done"] ?? nil) ?? "0"), failed \((w["jobs_failed"] ?? nil) ?? "0")\n"
+                "  \(((w["id"] ?? nil) ?? "?").padding(toLength: 28, withPad: " ", startingAt: 0)) \(((w["status"] ?? nil) ?? "?").padding(toLength: 8, withPad: " ", startingAt: 0)) heartbeat \(age) ago, done \((w["jobs_done"] ?? nil) ?? "0"), failed \((w["jobs_failed"] ?? nil) ?? "0")\(Self.restarts(w))\n"
         }
         return out
+    }
+
+    /// ", restarted 2 times (last: SIGSEGV)" for a worker whose image process died; empty otherwise.
+    static func restarts(_ w: [String: String?]) -> String {
+        guard let n = (w["restarts"] ?? nil).flatMap({ Int($0) }), n > 0 else { return "" }
+        return ", restarted \(n) time\(n == 1 ? "" : "s") (last: \(((w["last_crash"] ?? nil) ?? "?").prefix(120)))"
     }
 }

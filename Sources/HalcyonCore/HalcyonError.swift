@@ -69,6 +69,10 @@ public struct ErrorCode: Hashable, Sendable, CustomStringConvertible {
     /// The database refused to record an attempt's outcome (an application's trigger or
     /// constraint): the entry keeps its reason; the lease lapses and the job is rescued.
     public static let outcomeRejected = ErrorCode("worker", "outcome_rejected")
+    /// The worker's image process died (a fault in a C library, a trap, the OOM killer, the
+    /// `--max-memory` ceiling) while this job was in processing. Retried; failed for good the
+    /// second time (a poison pill).
+    public static let workerCrashed = ErrorCode("worker", "crashed")
     public static let `internal` = ErrorCode("internal", nil)
 }
 

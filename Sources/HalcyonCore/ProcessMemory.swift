@@ -13,6 +13,17 @@ public enum ProcessMemory {
         statusBytes("VmRSS:", of: pid)
     }
 
+    /// The live children of a process (`/proc/PID/task/*/children`: each thread lists the
+    /// children it started).
+    public static func children(of pid: pid_t) -> [pid_t] {
+        let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")) ?? []
+        return tasks.flatMap { task in
+            ((try? String(contentsOfFile: "/proc/\(pid)/task/\(task)/children", encoding: .utf8)) ?? "").split(separator: " ").compactMap {
+                pid_t($0)
+            }
+        }.sorted()
+    }
+
     private static func statusBytes(_ field: String, of pid: pid_t) -> Int? {
         guard let text = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
             let line = text.split(separator: "\n").first(where: { $0.hasPrefix(field) }),

@@ -15,7 +15,7 @@ public struct ImageLimits: Sendable {
     public var maxPixels = 100_000_000
     /// Most frames (animation frames, TIFF pages). Default 300.
     public var maxFrames = 300
-    /// How long one source's decode, steps and encodes may take. Default 120 s; past it the work
+    /// How long a source's decode may take, and then each chain's steps and encode. Default 120 s; past it the work
     /// stops at its next check (between steps, every row of a blur, sharpen or resize — not
     /// inside another single ImageMagick call) with `image.too_costly`.
     public var maxJobTime: Duration = .seconds(120)
@@ -198,6 +198,13 @@ public struct ProcessedImage: Sendable {
     }
 }
 
+/// Which of a run's chains a crash would strike: all of them while the source is decoded, then
+/// each one alone while its steps and encode run (`ImagePipeline.run`'s `phases`).
+public enum Phase: Sendable, Equatable {
+    case decoding
+    case chain(Int)
+}
+
 /// Decode once → auto-orient → sRGB → each step → strip → encode, in one wand per chain — or,
 /// for the sources and chains `DirectLane` takes, decode → resize → encode on 8-bit pixels.
 /// Blocking: call from a Dispatch thread.
@@ -242,19 +249,28 @@ public enum ImagePipeline {
     public static func run(
         _ data: Data, format: ImageFormat, chains: [ProcessorChain],
         limits: ImageLimits = ImageLimits(), cancel: CancellationFlag? = nil, directLane: Bool? = nil,
-        placeholders: [PlaceholderRequest?] = [], watermarks: [String: WatermarkSource] = [:]
+        placeholders: [PlaceholderRequest?] = [], watermarks: [String: WatermarkSource] = [:],
+        phases: ((Phase) -> Void)? = nil
     ) throws(HalcyonError) -> [Result<ProcessedImage, HalcyonError>] {
         func placeholderRequest(_ i: Int) -> PlaceholderRequest? { i < placeholders.count ? placeholders[i] : nil }
         var decodeClock = StageClock()
-        // The deadline: a flag of this run's own, raised by the caller's or by a timer.
-        let deadline = limits.maxJobTime
-        let cancel = cancel?.child() ?? CancellationFlag()
-        let timer = DispatchWorkItem { [weak cancel] in
-            cancel?.cancel(
-                because: HalcyonError(.tooCostly, "processing took longer than the \(TimeSpan.format(deadline.seconds)) limit (--max-job-time)"))
+        // The deadline: the decode, then each chain, has `maxJobTime` of its own (a group of
+        // sixteen variants is sixteen jobs), on a flag raised by the caller's or by a timer.
+        let caller = cancel
+        var timers: [DispatchWorkItem] = []
+        defer { timers.forEach { $0.cancel() } }
+        func phase() -> CancellationFlag {
+            let flag = caller?.child() ?? CancellationFlag()
+            let deadline = limits.maxJobTime
+            let timer = DispatchWorkItem { [weak flag] in
+                flag?.cancel(
+                    because: HalcyonError(.tooCostly, "processing took longer than the \(TimeSpan.format(deadline.seconds)) limit (--max-job-time)"))
+            }
+            DispatchQueue.global().asyncAfter(deadline: .now() + deadline.seconds, execute: timer)
+            timers.append(timer)
+            return flag
         }
-        DispatchQueue.global().asyncAfter(deadline: .now() + deadline.seconds, execute: timer)
-        defer { timer.cancel() }
+        let cancel = phase()
         try limits.checkBytes(data, format: format)
         // The direct lane reads the headers itself when it will take every chain.
         let direct = (directLane ?? DirectLane.enabled) && chains.allSatisfy(DirectLane.accepts) ? DirectLane.source(data, format: format) : nil
@@ -275,12 +291,15 @@ public enum ImagePipeline {
         guard let lastPlanned = planned.last else { return results.map { $0! } }
         try cancel.check()
         let hint = shrinkHint(planned.map { chains[$0] }, header)
+        phases?(.decoding)
         if let direct, let pixels = DirectLane.decode(data, direct, hint: hint) {
             decodeCount.add(1, ordering: .relaxed)
             observer?.add()
             let facts = SourceFacts.read(data, format: format, header: header, hasAlpha: direct.channels == 4, profile: nil)
             let decode = decodeClock.lap()
             for i in planned {
+                phases?(.chain(i))
+                let cancel = phase()
                 results[i] = Result { () throws(HalcyonError) -> ProcessedImage in
                     var image = try DirectLane.run(
                         chains[i], on: pixels, source: direct, limits: limits, cancel: cancel, decode: decode, placeholders: placeholderRequest(i))
@@ -309,11 +328,14 @@ public enum ImagePipeline {
         if !graySRGBAfterShrink { try base.toSRGB() }
         let decode = decodeClock.lap()
         for i in planned {
+            phases?(.chain(i))
+            let cancel = phase()
             results[i] = Result { () throws(HalcyonError) -> ProcessedImage in
                 try cancel.check()
                 var clock = StageClock()
                 let chain = chains[i]
                 let image = i == lastPlanned ? base : base.clone()  // the last chain may consume the original
+                image.cancellation = cancel
                 if let output = chain.outputFormat { image.outputFormat = output }
                 if !chain.keepsFrames(of: format) { image.keepFirstFrame() }
                 for (n, processor) in chain.processors.enumerated() {

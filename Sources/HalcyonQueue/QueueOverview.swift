@@ -53,6 +53,9 @@ public struct QueueOverview: Sendable {
         public var heartbeatAge: Double
         public var done: Int64
         public var failed: Int64
+        /// Times the supervisor restarted its image process, and what ended the last one.
+        public var restarts: Int64 = 0
+        public var lastCrash: String?
     }
 
     public var counts: [JobState: Count]
@@ -122,7 +125,8 @@ public struct QueueOverview: Sendable {
             return Worker(
                 id: id, host: (row["host"] ?? nil) ?? "", pid: Int(int("pid")), concurrency: Int(int("concurrency")),
                 status: (row["status"] ?? nil).flatMap(Worker.Status.init(rawValue:)) ?? .dead,
-                heartbeatAge: (row["heartbeat_age"] ?? nil).flatMap { Double($0) } ?? 0, done: int("jobs_done"), failed: int("jobs_failed"))
+                heartbeatAge: (row["heartbeat_age"] ?? nil).flatMap { Double($0) } ?? 0, done: int("jobs_done"), failed: int("jobs_failed"),
+                restarts: int("restarts"), lastCrash: row["last_crash"] ?? nil)
         }
 
         let store = try await QueueStatus.StoreState.latest(connection)
@@ -187,7 +191,8 @@ public struct QueueOverview: Sendable {
                         "id": .string(w.id), "host": .string(w.host), "pid": .number(Double(w.pid)),
                         "concurrency": .number(Double(w.concurrency)), "status": .string(w.status.rawValue),
                         "heartbeat_seconds_ago": .number((w.heartbeatAge * 10).rounded() / 10), "jobs_done": .number(Double(w.done)),
-                        "jobs_failed": .number(Double(w.failed)),
+                        "jobs_failed": .number(Double(w.failed)), "restarts": .number(Double(w.restarts)),
+                        "last_crash": w.lastCrash.map { .string($0) } ?? .null,
                     ]
                 }),
             "store": store.map { st -> JSONValue in

@@ -157,7 +157,7 @@ public struct QueueStatus: Sendable {
                         Dictionary(
                             uniqueKeysWithValues: w.map { k, v -> (String, JSONValue) in
                                 guard let v else { return (k, .null) }
-                                if ["pid", "concurrency", "jobs_done", "jobs_failed", "heartbeat_age"].contains(k), let n = Double(v) {
+                                if ["pid", "concurrency", "jobs_done", "jobs_failed", "restarts", "heartbeat_age"].contains(k), let n = Double(v) {
                                     return (k, .number((n * 10).rounded() / 10))
                                 }
                                 return (k, .string(v))

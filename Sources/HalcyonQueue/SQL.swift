@@ -365,6 +365,24 @@ enum SQL {
     /// $1 id.
     static let stopWorker = "UPDATE halcyon.workers SET stopped_at = now(), heartbeat_at = now() WHERE id = $1"
 
+    // MARK: Supervision
+
+    /// $1 worker id. The jobs a worker holds, each with how many times an image process died
+    /// while it was in processing (its `worker.crashed` entries).
+    static let heldJobs = """
+        SELECT id, attempt,
+               (SELECT count(*) FROM jsonb_array_elements(j.errors) e WHERE e->>'code' = 'worker.crashed') AS crashes
+        FROM halcyon.jobs j
+        WHERE state = 'running' AND locked_by = $1
+        ORDER BY id
+        """
+    /// $1 worker id, $2 what ended the image process.
+    static let recordRestart = """
+        UPDATE halcyon.workers
+        SET restarts = restarts + 1, last_crash = left($2, 1000), crashed_at = now(), heartbeat_at = now()
+        WHERE id = $1
+        """
+
     // MARK: Administration
 
     /// $1 source, $2 processors, $3 cache_key, $4 fallback_sources (text[]), $5 options (jsonb),
@@ -586,7 +604,7 @@ enum SQL {
         """
     /// $1 seconds without a heartbeat after which a worker counts as dead.
     static let workerList = """
-        SELECT id, host, pid, concurrency, jobs_done, jobs_failed,
+        SELECT id, host, pid, concurrency, jobs_done, jobs_failed, restarts, last_crash,
                extract(epoch FROM now() - heartbeat_at)::float8 AS heartbeat_age,
                CASE WHEN stopped_at IS NOT NULL THEN 'stopped'
                     WHEN heartbeat_at > now() - make_interval(secs => $1::float8) THEN 'live'

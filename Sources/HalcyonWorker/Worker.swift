@@ -28,7 +28,9 @@ public final class Worker: Service, Sendable {
     public init(configuration: WorkerConfiguration, conninfo: String, logger: Logger, metrics: Metrics? = nil) {
         self.configuration = configuration
         self.conninfo = conninfo
-        let metrics = metrics ?? Metrics(processingSlots: configuration.concurrency, fetchSlots: configuration.fetchConcurrency)
+        let metrics =
+            metrics
+            ?? Metrics(processingSlots: configuration.concurrency, fetchSlots: configuration.fetchConcurrency, restarts: configuration.restarts)
         self.metrics = metrics
         state = WorkerState(metrics: metrics)
         var logger = logger
@@ -136,7 +138,8 @@ public final class Worker: Service, Sendable {
                 "concurrency": "\(configuration.concurrency)", "fetch_concurrency": "\(configuration.fetchConcurrency)",
                 "lease": "\(TimeSpan.format(configuration.lease))", "mode": "\(configuration.pollOnly ? "poll" : "listen")",
                 "store": "\(configuration.storeRoot.path)", "statement_timeout": "\(TimeSpan.format(configuration.statementTimeout))",
-                "max_pixels": "\(configuration.limits.maxPixels)", "max_job_time": "\(TimeSpan.format(configuration.limits.maxJobTime))", "magick_policy": "\(MagickImage.policyDirectory ?? "system")",
+                "max_pixels": "\(configuration.limits.maxPixels)", "max_job_time": "\(TimeSpan.format(configuration.limits.maxJobTime))",
+                "magick_policy": "\(MagickImage.policyDirectory ?? "system")",
                 "mmap_threshold": "\(mmapThreshold)",
             ])
         if MagickImage.policyDirectory == nil {

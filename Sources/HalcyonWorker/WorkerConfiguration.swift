@@ -66,6 +66,11 @@ public struct WorkerConfiguration: Sendable {
     public var retainSucceeded: Duration?
     /// The same for failed and cancelled rows. Nil (default): kept.
     public var retainFailed: Duration?
+    /// The supervisor's pipe, when this worker runs as the child of `Supervisor`: the jobs
+    /// entering and leaving processing are reported on it. Nil (default): unsupervised.
+    public var supervisor: SupervisorChannel?
+    /// Restarts of the supervised process before this one (a metric). Default 0.
+    public var restarts = 0
 
     public init(storeRoot: URL, workerID: String? = nil, concurrency: Int? = nil) {
         self.storeRoot = storeRoot

@@ -51,6 +51,17 @@ struct Work: AsyncParsableCommand {
     var drain = false
     @Option(help: "Worker id (default <host>-<pid>-<random>).")
     var workerID: String?
+    @Flag(
+        inversion: .prefixedNo,
+        help:
+            "Run the image work in a child process under a small supervisor: a crash there (a fault in a C library, the OOM killer, --max-memory) costs the jobs in processing an attempt (worker.crashed), releases the others, and a new child starts. --no-supervise runs everything in one process."
+    )
+    var supervise = true
+    @Option(
+        help:
+            "With the supervisor: end the child (SIGKILL) when its resident memory passes this, as a contained crash, 64MiB–1PiB. Default: no ceiling."
+    )
+    var maxMemory: ByteSizeArgument?
     @Option(help: "Time in-flight jobs get to finish after SIGTERM, 0s–1d; then they are released.")
     var grace = TimeSpanArgument(.seconds(20))
     @Option(help: "Backoff after the first transient failure (doubles per attempt, capped at 10m, with jitter), 0s–1d.")
@@ -163,6 +174,7 @@ struct Work: AsyncParsableCommand {
         if mmapThreshold.bytes != 0 { try mmapThreshold.check("--mmap-threshold", 4096...(32 << 20)) }
         try maxPixels.check("--max-pixels", 1...(16384 * 16384))
         try maxJobTime.check("--max-job-time", 1...86_400)
+        if let maxMemory { try maxMemory.check("--max-memory", (64 << 20)...(1 << 50)) }
         if let c = concurrency, !(1...256).contains(c) { throw ValidationError("--concurrency must be 1…256") }
         guard (1...1024).contains(fetchConcurrency) else { throw ValidationError("--fetch-concurrency must be 1…1024") }
         guard (1...10_000).contains(hitClaimBatch) else { throw ValidationError("--hit-claim-batch must be 1…10000") }
@@ -215,7 +227,17 @@ struct Work: AsyncParsableCommand {
     func run() async throws {
         let logger = logging.makeLogger()
         let conninfo = try await checkDatabase(logger)
-        let configuration = workerConfiguration()
+        let channel = SupervisorChannel.fromEnvironment()
+        if supervise, channel == nil {
+            return try await runSupervisor(conninfo: conninfo, logger: logger)
+        }
+        var configuration = workerConfiguration()
+        if let channel {
+            configuration.supervisor = channel
+            configuration.restarts = ProcessInfo.processInfo.environment[Supervisor.restartsKey].flatMap { Int($0) } ?? 0
+            // Reports to a supervisor that is gone fail with EPIPE, not a signal.
+            signal(SIGPIPE, SIG_IGN)
+        }
 
         // Every metric goes to one Prometheus registry, published by the exporter.
         let registry = PrometheusCollectorRegistry()
@@ -230,6 +252,20 @@ struct Work: AsyncParsableCommand {
         // gracefully, the second releases its jobs at once (`Worker.requestStop`).
         let signals = SignalForwarder(signals: [SIGTERM, SIGINT]) { worker.requestStop() }
         defer { signals.cancel() }
+        // A supervised process whose supervisor died stops as if told to (it is reparented).
+        let orphanWatch = channel.map { _ in
+            let parent = getppid()
+            return Task.detached {
+                while !Task.isCancelled {
+                    try? await Task.sleep(for: .milliseconds(500))
+                    if getppid() != parent {
+                        worker.requestStop()
+                        return
+                    }
+                }
+            }
+        }
+        defer { orphanWatch?.cancel() }
         let progressLine = drain && progress ? ProgressReporter(conninfo: conninfo) : nil
         // The exporter first, so it is shut down last: its final write has the worker's totals.
         try await ServiceGroup(
@@ -240,6 +276,26 @@ struct Work: AsyncParsableCommand {
                 ], logger: logger)
         ).run()
         await progressLine?.finish()
+    }
+
+    /// `halcyon work` as the supervisor of a child that does the work (the same command line,
+    /// with the worker id fixed); returns when the child exits by itself, with its status.
+    private func runSupervisor(conninfo: String, logger: Logger) async throws {
+        let id = workerID ?? WorkerConfiguration.defaultWorkerID()
+        var configuration = SupervisorConfiguration(
+            workerID: id, arguments: Array(CommandLine.arguments.dropFirst()) + (workerID == nil ? ["--worker-id", id] : []))
+        configuration.maxMemory = maxMemory?.bytes
+        configuration.maxJobTime = maxJobTime.duration
+        configuration.statementTimeout = statementTimeout.duration
+        try configuration.validate()
+        // The child reaches the database the supervisor checked (the embedded cluster it may
+        // have started included); a --database-url on the command line says the same.
+        setenv("DATABASE_URL", conninfo, 1)
+        let supervisor = Supervisor(configuration: configuration, conninfo: conninfo, logger: logger)
+        let signals = SignalForwarder(signals: [SIGTERM, SIGINT]) { supervisor.requestStop() }
+        defer { signals.cancel() }
+        let status = await supervisor.run()
+        if status != 0 { throw ExitCode(status) }
     }
 
     /// The worker's configuration from the options.

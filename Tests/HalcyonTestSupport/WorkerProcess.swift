@@ -25,9 +25,18 @@ public final class HalcyonProcess: Sendable {
 
     public var isRunning: Bool { poll() == nil }
 
+    /// Sends `sig` to the process. SIGKILL takes its children with it — a whole worker dying at
+    /// once, as with its host (`halcyon work` does its image work in a supervised child, which
+    /// would otherwise stop gracefully on its own).
     public func signal(_ sig: Int32) {
-        if isRunning { kill(pid, sig) }
+        guard isRunning else { return }
+        let children = sig == SIGKILL ? ProcessMemory.children(of: pid) : []
+        kill(pid, sig)
+        for child in children { kill(child, SIGKILL) }
     }
+
+    /// The process's children (a supervised worker's image process).
+    public var children: [pid_t] { ProcessMemory.children(of: pid) }
 
     private func poll() -> Int32? {
         exitStatus.withLock { s in
@@ -43,7 +52,9 @@ public final class HalcyonProcess: Sendable {
         while true {
             if let s = poll() { return s }
             if Date() > deadline {
+                let children = ProcessMemory.children(of: pid)
                 kill(pid, SIGKILL)
+                for child in children { kill(child, SIGKILL) }
                 exitStatus.withLock { s in s = Subprocess.status(of: pid, block: true) }
                 return nil
             }

@@ -68,12 +68,13 @@ enum OverviewPage {
         } else {
             html +=
                 "<table><thead><tr><th>worker</th><th></th><th>heartbeat</th><th class=\"num\">slots</th><th class=\"num\">done</th>"
-                + "<th class=\"num\">failed</th></tr></thead><tbody>"
+                + "<th class=\"num\">failed</th><th class=\"num\">restarts</th></tr></thead><tbody>"
             for w in o.workers {
                 html +=
                     "<tr><td>\(HTML.escape(w.id))<br><span class=\"muted\">\(HTML.escape(w.host)) pid \(w.pid)</span></td>"
                     + "<td>\(HTML.badge(w.status.rawValue))</td><td>\(HTML.age(w.heartbeatAge))</td><td class=\"num\">\(w.concurrency)</td>"
-                    + "<td class=\"num\">\(HTML.grouped(w.done))</td><td class=\"num\">\(HTML.grouped(w.failed))</td></tr>"
+                    + "<td class=\"num\">\(HTML.grouped(w.done))</td><td class=\"num\">\(HTML.grouped(w.failed))</td>"
+                    + "<td class=\"num\"\(w.lastCrash.map { " title=\"last: \(HTML.escape($0))\"" } ?? "")>\(HTML.grouped(w.restarts))</td></tr>"
             }
             html += "</tbody></table>"
         }

@@ -31,7 +31,8 @@ public enum JobOutcome: String, Sendable, CaseIterable {
 /// `halcyon_rescued_jobs_total`, `halcyon_store_sweeps_total`, `halcyon_store_swept_bytes_total`.
 /// Timer (a histogram in Prometheus): `halcyon_stage_duration_seconds{stage}`. Gauges:
 /// `halcyon_jobs_in_flight`, `halcyon_processing_slots`, `halcyon_fetch_slots`,
-/// `halcyon_store_bytes` (after the last sweep this worker ran), `halcyon_worker_start_time_seconds`.
+/// `halcyon_store_bytes` (after the last sweep this worker ran), `halcyon_worker_start_time_seconds`,
+/// `halcyon_worker_restarts` (how often the supervisor restarted the image process before this one).
 public final class Metrics: Sendable {
     /// Histogram buckets (seconds) for stage durations: 1 ms to 1 min.
     public static let stageBuckets: [Double] = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60]
@@ -52,7 +53,7 @@ public final class Metrics: Sendable {
     private let storeBytes: CoreMetrics.Gauge
 
     /// `factory`: where the metrics go; default the process's bootstrapped one.
-    public init(processingSlots: Int, fetchSlots: Int, factory: any MetricsFactory = MetricsSystem.factory) {
+    public init(processingSlots: Int, fetchSlots: Int, restarts: Int = 0, factory: any MetricsFactory = MetricsSystem.factory) {
         self.factory = factory
         func counter(_ label: String) -> CoreMetrics.Counter { CoreMetrics.Counter(label: label, dimensions: [], factory: factory) }
         func gauge(_ label: String) -> CoreMetrics.Gauge { CoreMetrics.Gauge(label: label, dimensions: [], factory: factory) }
@@ -69,6 +70,7 @@ public final class Metrics: Sendable {
         gauge("halcyon_processing_slots").record(processingSlots)
         gauge("halcyon_fetch_slots").record(fetchSlots)
         gauge("halcyon_worker_start_time_seconds").record(Date().timeIntervalSince1970.rounded())
+        gauge("halcyon_worker_restarts").record(restarts)
     }
 
     /// A Prometheus factory writing into `registry`, with the stage histogram's buckets.

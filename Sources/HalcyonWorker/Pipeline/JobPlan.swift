@@ -15,6 +15,7 @@ struct JobPlan: Sendable {
 
     /// What a valid job will do.
     struct Valid: Sendable {
+        var jobID: Int64
         var options: JobOptions
         var chain: ProcessorChain
         var fetch: FetchRequest
@@ -32,7 +33,7 @@ struct JobPlan: Sendable {
                 sources: [job.source] + job.fallbackSources, headers: options.headers,
                 retry: options.retry.map { DelayRetryStrategy($0) }, maxDataBytes: maxDataBytes)
             return Valid(
-                options: options, chain: chain, fetch: fetch,
+                jobID: job.id, options: options, chain: chain, fetch: fetch,
                 resultKey: chain.resultKey(cacheKey: cacheKey(source: job.source, explicit: job.cacheKey)))
         }
     }

@@ -23,6 +23,8 @@ struct JobRunner: Sendable {
     let pendingBytes: PendingBytes
     let metrics: Metrics
     let watermarks: Watermarks
+    /// The supervisor told which jobs are in processing, when the worker has one.
+    let supervisor: SupervisorChannel?
 
     /// One job's outcome and where its time went.
     struct Outcome: Sendable {
@@ -43,6 +45,7 @@ struct JobRunner: Sendable {
         processSlots = AsyncSemaphore(configuration.concurrency)
         localReads = AsyncSemaphore(configuration.concurrency * Self.localReadsPerSlot)
         watermarks = Watermarks(fetcher: fetcher, limits: configuration.limits, maxDataBytes: configuration.fetch.maxDataBytes)
+        supervisor = configuration.supervisor
     }
 
     /// What the store held for a claim's jobs, looked up together (one hand-off to an I/O
@@ -156,11 +159,25 @@ struct JobRunner: Sendable {
         if !runnable.isEmpty {
             do {
                 let chains = runnable.map { plans[$0].chain }, placeholders = runnable.map { plans[$0].options.placeholders }
+                let ids = runnable.map { plans[$0].jobID }, sources = plans[0].fetch.sources.map(\.text)
+                let supervisor = self.supervisor
                 let results = try await processSlots.withPermit(cancel: cancel) {
                     try await Blocking.run(.processing) {
-                        try ImagePipeline.run(
+                        // What a crash in here would cost, told to the supervisor first: every
+                        // job of the group while the source is decoded, then each job alone.
+                        defer { supervisor?.report(.finished(ids)) }
+                        return try ImagePipeline.run(
                             fetched.data, format: fetched.format, chains: chains, limits: limits, cancel: cancel, placeholders: placeholders,
-                            watermarks: marks)
+                            watermarks: marks,
+                            phases: { phase in
+                                switch phase {
+                                case .decoding: supervisor?.report(.started(ids))
+                                case .chain(let i):
+                                    supervisor?.report(.finished(ids))
+                                    supervisor?.report(.started([ids[i]]))
+                                    TestFault.strike(sources: sources)
+                                }
+                            })
                     }
                 }
                 for (i, result) in zip(runnable, results) { processed[i] = result }

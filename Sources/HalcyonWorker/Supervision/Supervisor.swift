@@ -1,0 +1,252 @@
+import Foundation
+import HalcyonCore
+import HalcyonQueue
+import Logging
+import Synchronization
+
+/// What a supervisor needs to know, with the defaults `halcyon work` documents.
+public struct SupervisorConfiguration: Sendable {
+    /// The worker id the child runs as (every child of one supervisor uses it, so the jobs a
+    /// dead child held are found by it).
+    public var workerID: String
+    /// The program the child runs. Default: this process's own executable.
+    public var executable = "/proc/self/exe"
+    /// The child's arguments (after the program name).
+    public var arguments: [String]
+    /// Above this resident set the child is ended (SIGKILL) and counted as crashed: a runaway
+    /// allocation costs the jobs in processing an attempt instead of the host's OOM killer
+    /// choosing a victim. Nil (default): no ceiling.
+    public var maxMemory: Int?
+    /// The child's own processing deadline (`ImageLimits.maxJobTime`), for the decode and for
+    /// each job of a group; a group still in processing `stuckGrace` after all of them is stuck
+    /// in one call, and the child is ended.
+    public var maxJobTime: Duration = .seconds(120)
+    /// Default: the deadline itself, at most 30 s.
+    public var stuckGrace: Duration?
+    /// A job in processing during this many deaths of the child fails for good. Default 2.
+    public var poisonAfter = 2
+    /// The wait before the first restart; doubled after each crash that follows a short life,
+    /// up to `maxRestartDelay`. Defaults 0.5 s and 30 s.
+    public var restartDelay: Duration = .milliseconds(500)
+    public var maxRestartDelay: Duration = .seconds(30)
+    /// A child that ran this long before it died restarts after `restartDelay` again. 60 s.
+    public var stableAfter: Duration = .seconds(60)
+    /// How often the child's memory and stuck jobs are looked at. Default 50 ms.
+    public var watchInterval: Duration = .milliseconds(50)
+    /// Deadline of the statements the supervisor runs after a crash. Default 30 s.
+    public var statementTimeout: Duration = .seconds(30)
+
+    public init(workerID: String, arguments: [String]) {
+        self.workerID = workerID
+        self.arguments = arguments
+    }
+
+    /// Checks the values a command line or a program may set.
+    public func validate() throws(HalcyonError) {
+        if let m = maxMemory, !(64 << 20...(1 << 50)).contains(m) {
+            throw HalcyonError(.invalidOptions, "the memory ceiling must be 64MiB–1PiB")
+        }
+        guard (1...10).contains(poisonAfter) else { throw HalcyonError(.invalidOptions, "poisonAfter must be 1–10") }
+        guard restartDelay >= .zero, maxRestartDelay >= restartDelay else {
+            throw HalcyonError(.invalidOptions, "the restart delays must be ≥ 0 and the maximum at least the first")
+        }
+    }
+}
+
+/// `halcyon work` as a supervisor: a small process that does no image work and runs a child
+/// that does (PostgreSQL's postmaster, nginx's master and gunicorn's arbiter work the same
+/// way). The child reports over a pipe which jobs are in processing (`ProcessingReport`). When
+/// it dies of a signal — a fault in a C library, a Swift trap, an abort, the kernel's OOM
+/// killer, the `maxMemory` ceiling — the supervisor charges those jobs an attempt with
+/// `worker.crashed` (failed for good after `poisonAfter` such deaths), releases every other job
+/// the child held without charging it, counts the restart in `halcyon.workers`, and starts a new
+/// child after a backoff. A child that exits by itself (drained, stopped, an error) ends the
+/// supervisor with its exit status. Signals are forwarded: SIGTERM/SIGINT stop the child as they
+/// would stop an unsupervised worker; one arriving between children ends the supervisor.
+public final class Supervisor: Sendable {
+    public let configuration: SupervisorConfiguration
+    private let conninfo: String
+    private let logger: Logger
+    private struct State {
+        var child: pid_t?
+        var stopRequests = 0
+    }
+    private let state = Mutex(State())
+    private let stopped = CancellationFlag()
+
+    public init(configuration: SupervisorConfiguration, conninfo: String, logger: Logger) {
+        self.configuration = configuration
+        self.conninfo = conninfo
+        var logger = logger
+        logger[metadataKey: "worker"] = "\(configuration.workerID)"
+        logger[metadataKey: "role"] = "supervisor"
+        self.logger = logger
+    }
+
+    /// Forwards a stop to the child (a second one releases its jobs at once), or ends a
+    /// supervisor that is between children.
+    public func requestStop() {
+        let child = state.withLock { s -> pid_t? in
+            s.stopRequests += 1
+            return s.child
+        }
+        stopped.cancel()
+        if let child { kill(child, SIGTERM) }
+    }
+
+    /// Restarts so far.
+    public var restarts: Int { restartCount.load(ordering: .relaxed) }
+    private let restartCount = Atomic<Int>(0)
+
+    /// Runs children until one exits by itself (its status is returned) or a stop is requested
+    /// while none runs (0).
+    public func run() async -> Int32 {
+        var delay = configuration.restartDelay
+        while true {
+            if stopped.isCancelled { return 0 }
+            let child: ChildProcess
+            var environment = ProcessInfo.processInfo.environment
+            environment[SupervisorChannel.environmentKey] = "3"
+            environment[Self.restartsKey] = String(restarts)
+            do {
+                child = try ChildProcess.spawn(executable: configuration.executable, arguments: configuration.arguments, environment: environment)
+            } catch {
+                logger.critical("cannot start the worker process", metadata: ["error": "\(error)"])
+                return 1
+            }
+            let stopsSoFar = state.withLock { s -> Int in
+                s.child = child.pid
+                return s.stopRequests
+            }
+            // A stop that came while the child was being started is passed on now.
+            for _ in 0..<stopsSoFar { kill(child.pid, SIGTERM) }
+            logger.info("worker process started", metadata: ["pid": "\(child.pid)", "restarts": "\(restarts)"])
+            let started = ContinuousClock.now
+            let tracker = ProcessingTracker()
+            let readerDone = CancellationFlag()
+            tracker.follow(child.reports) { readerDone.cancel() }
+            let (exit, cause) = await watch(child, tracker)
+            // The pipe's last lines are read before the jobs in processing are judged.
+            _ = await readerDone.sleep(seconds: 2)
+            state.withLock { $0.child = nil }
+            switch exit {
+            case .exited(let status):
+                logger.info("worker process exited", metadata: ["pid": "\(child.pid)", "status": "\(status)"])
+                return status
+            case .signaled(let signal):
+                let reason = cause ?? .signal(signal)
+                restartCount.add(1, ordering: .relaxed)
+                await recordCrash(reason, inProcessing: tracker.current, pid: child.pid)
+                if ContinuousClock.now - started >= configuration.stableAfter { delay = configuration.restartDelay }
+                logger.notice("restarting the worker process", metadata: ["after": "\(TimeSpan.format(delay))"])
+                if await !stopped.sleep(seconds: delay.seconds) { return 0 }
+                delay = min(delay * 2, configuration.maxRestartDelay)
+            }
+        }
+    }
+
+    /// The environment variable that tells a child how many restarts came before it.
+    public static let restartsKey = "HALCYON_WORKER_RESTARTS"
+
+    /// Why the supervisor ended a child, when it did.
+    enum Cause: Equatable, Sendable {
+        case signal(Int32)
+        case memory(resident: Int, limit: Int)
+        case stuck([Int64])
+
+        var description: String {
+            switch self {
+            case .signal(let s): "\(Self.name(of: s))"
+            case .memory(let resident, let limit):
+                "SIGKILL from the supervisor: \(ByteSize.format(Int64(resident))) resident, over --max-memory \(ByteSize.format(Int64(limit)))"
+            case .stuck(let ids):
+                "SIGKILL from the supervisor: job \(ids.map(String.init).joined(separator: ", ")) stuck in one call past --max-job-time"
+            }
+        }
+
+        static func name(of signal: Int32) -> String {
+            let names: [Int32: String] = [
+                SIGSEGV: "SIGSEGV", SIGBUS: "SIGBUS", SIGILL: "SIGILL", SIGTRAP: "SIGTRAP", SIGABRT: "SIGABRT", SIGFPE: "SIGFPE",
+                SIGKILL: "SIGKILL (the OOM killer, or an operator)", SIGTERM: "SIGTERM", SIGINT: "SIGINT", SIGSYS: "SIGSYS",
+            ]
+            return names[signal] ?? "signal \(signal)"
+        }
+    }
+
+    /// Waits for the child to end, ending it at once when it goes over the memory ceiling or a
+    /// job has been stuck in processing past the deadline and its grace.
+    private func watch(_ child: ChildProcess, _ tracker: ProcessingTracker) async -> (ChildProcess.Exit, Cause?) {
+        var cause: Cause?
+        while true {
+            if let exit = child.exit(block: false) { return (exit, cause) }
+            if cause == nil {
+                if let limit = configuration.maxMemory, let resident = child.residentBytes, resident > limit {
+                    cause = .memory(resident: resident, limit: limit)
+                } else {
+                    let grace = configuration.stuckGrace ?? min(.seconds(30), configuration.maxJobTime)
+                    let stuck = tracker.overdue(deadline: configuration.maxJobTime, grace: grace)
+                    if !stuck.isEmpty { cause = .stuck(stuck) }
+                }
+                if let cause {
+                    logger.error("ending the worker process", metadata: ["pid": "\(child.pid)", "reason": "\(cause.description)"])
+                    kill(child.pid, SIGKILL)
+                }
+            }
+            try? await Task.sleep(for: configuration.watchInterval)
+        }
+    }
+
+    /// After a child died: its jobs in processing are charged (`worker.crashed`, or
+    /// `image.too_costly` when it was ended for a job stuck past the deadline), the rest released,
+    /// the restart counted. When the database cannot be reached within a minute the leases lapse
+    /// instead and the rescue takes the jobs.
+    private func recordCrash(_ cause: Cause, inProcessing: Set<Int64>, pid: pid_t) async {
+        let workerID = configuration.workerID, poisonAfter = configuration.poisonAfter
+        let deadline = ContinuousClock.now + .seconds(60)
+        let outcome = try? await DatabaseRetry(maximum: .seconds(5)).run(
+            "record a crash", logger: logger, giveUpWhen: { ContinuousClock.now >= deadline },
+            retryIf: { ($0 as? DatabaseError)?.isTransient == true }
+        ) { [conninfo, configuration] () async throws -> (charged: [Int64], poisoned: [Int64], released: Int) in
+            let connection = try await PGConnection.connect(conninfo, label: "supervisor", statementTimeout: configuration.statementTimeout.seconds)
+            defer { Task { await connection.close() } }
+            let queue = JobQueue(connection: connection)
+            let held = try await queue.heldJobs(workerID: workerID)
+            var charged: [Int64] = [], poisoned: [Int64] = []
+            for job in held where inProcessing.contains(job.claim.id) {
+                let error: HalcyonError
+                if case .stuck = cause {
+                    error = HalcyonError(
+                        .tooCostly,
+                        "processing was stuck in one call past the \(TimeSpan.format(configuration.maxJobTime)) limit (--max-job-time); the worker process was ended",
+                        permanent: true)
+                } else {
+                    let poison = job.crashes + 1 >= poisonAfter
+                    error = HalcyonError(
+                        .workerCrashed,
+                        "the worker's image process died (\(cause.description)) while this job was in processing"
+                            + (poison ? "; failed for good: a process died \(job.crashes + 1) times while it processed this job" : ""),
+                        permanent: poison)
+                    if poison { poisoned.append(job.claim.id) }
+                }
+                // Retried at once: the process that died may have been brought down by another job.
+                _ = try await queue.fail(job.claim, workerID: workerID, error: error, retryDelay: 0)
+                charged.append(job.claim.id)
+            }
+            let released = try await queue.release(held.filter { !inProcessing.contains($0.claim.id) }.map(\.claim), workerID: workerID)
+            try await queue.recordRestart(workerID: workerID, reason: cause.description)
+            return (charged, poisoned, released)
+        }
+        if let outcome {
+            logger.error(
+                "the worker process died",
+                metadata: [
+                    "pid": "\(pid)", "reason": "\(cause.description)", "charged": "\(outcome.charged)", "failed_for_good": "\(outcome.poisoned)",
+                    "released": "\(outcome.released)",
+                ])
+        } else {
+            logger.error(
+                "the worker process died; its jobs could not be recorded (their leases will lapse)",
+                metadata: ["pid": "\(pid)", "reason": "\(cause.description)", "in_processing": "\(inProcessing.sorted())"])
+        }
+    }
+}

@@ -1,0 +1,168 @@
+import Foundation
+import HalcyonCore
+import HalcyonEmbedded
+import HalcyonQueue
+import HalcyonSamples
+import HalcyonTestSupport
+import Testing
+
+/// Crash containment: `halcyon work` supervises a child that does the image work. A death of
+/// the child costs the jobs it had in processing one attempt (`worker.crashed`), releases the
+/// others without charge, and a new child goes on at once — not after a lease. Real faults are
+/// injected with `HALCYON_TEST_FAULT` (a store through a bad pointer, a runaway allocation, a
+/// call that never returns) and a real SIGKILL, as the OOM killer sends it.
+@Suite(.enabled(if: TestEnvironment.available, "needs scripts/test (PostgreSQL, origin, binary)"))
+struct CrashContainmentTests {
+    struct Row {
+        var state: String
+        var attempt: Int
+        var crashes: Int
+        var code: String?
+        var lastError: String
+    }
+
+    static func rows(_ db: TestDatabase, _ ids: [String]) async throws -> [String: Row] {
+        let r = try await db.query(
+            """
+            SELECT id, state::text, attempt, errors->-1->>'code' AS code, coalesce(last_error, '') AS last_error,
+                   (SELECT count(*) FROM jsonb_array_elements(errors) e WHERE e->>'code' = 'worker.crashed') AS crashes
+            FROM halcyon.jobs WHERE id = ANY($1::bigint[])
+            """, ["{" + ids.joined(separator: ",") + "}"])
+        var out: [String: Row] = [:]
+        for i in 0..<r.count {
+            out[r.value(i, "id")!] = Row(
+                state: r.value(i, "state") ?? "", attempt: Int(r.value(i, "attempt") ?? "") ?? -1, crashes: Int(r.value(i, "crashes") ?? "") ?? -1,
+                code: r.value(i, "code"), lastError: r.value(i, "last_error") ?? "")
+        }
+        return out
+    }
+
+    static func enqueue(_ db: TestDatabase, _ source: String, _ chain: String, priority: Int = 0) async throws -> String {
+        try await db.query(
+            "SELECT halcyon.enqueue($1, processors => $2, priority => $3::int) AS id", [source, chain, String(priority)]
+        ).value(0, "id")!
+    }
+
+    static func quickJobs(_ db: TestDatabase, count: Int, tag: String) async throws -> [String] {
+        let small = try Origin.publish("crash-\(tag)-small.png", try SampleImages.photo(width: 300, height: 200, seed: 8, format: .png))
+        var ids: [String] = []
+        // Each its own source (a query the origin ignores): one job per group, so that the jobs in
+        // processing at any moment are at most one per slot.
+        for i in 0..<count { ids.append(try await enqueue(db, "\(small)?n=\(i)", "resize(\(16 + i)x\(16 + i)) |> format(png)")) }
+        return ids
+    }
+
+    static func worker(_ db: TestDatabase, _ extra: [String], fault: String? = nil) throws -> HalcyonProcess {
+        try HalcyonProcess(
+            [
+                "work", "--no-progress", "--store", try TestEnvironment.temporaryDirectory("store").path,
+                "--allow-network", "127.0.0.1/32", "--fetch-retries", "0", "--lease", "60s",
+            ] + extra, conninfo: db.conninfo, environment: fault.map { ["HALCYON_TEST_FAULT": $0] } ?? [:])
+    }
+
+    /// SIGKILL to the child while it processes slow jobs among many quick ones, with two slots:
+    /// the drain goes on within seconds (the lease is 60 s), only the jobs in processing at that
+    /// moment are charged, every job ends, the worker exits 0.
+    @Test func aKilledImageProcessCostsOnlyTheJobsInProcessing() async throws {
+        let db = try await TestDatabase.create()
+        let big = try Origin.publish("crash-kill-big.jpg", try SampleImages.photo(width: 2000, height: 2000, seed: 9))
+        var slow: [String] = []
+        for i in 0..<4 { slow.append(try await Self.enqueue(db, "\(big)?n=\(i)", "blur(\(30 + i)) |> format(png)", priority: 10)) }
+        let quick = try await Self.quickJobs(db, count: 30, tag: "kill")
+        let w = try Self.worker(db, ["--drain", "--concurrency", "2"])
+        // A slow job claimed, then in processing for a moment.
+        let claimed = try await waitUntil(60) {
+            try await db.query("SELECT count(*) AS n FROM halcyon.jobs WHERE state = 'running' AND priority = 10").value(0, "n") != "0"
+        }
+        #expect(claimed, "\(w.output.suffix(2000))")
+        try await Task.sleep(for: .milliseconds(800))
+        let child = try #require(w.children.first, "no child process: \(w.output.suffix(2000))")
+        #expect(kill(child, SIGKILL) == 0)
+        let killed = Date()
+        // The next job to finish finishes long before a 60 s lease could lapse.
+        let resumed = try await waitUntil(30) {
+            try await db.query("SELECT count(*) AS n FROM halcyon.jobs WHERE finished_at > $1::timestamptz", [ISO8601.format(killed)])
+                .value(0, "n") != "0"
+        }
+        let took = Date().timeIntervalSince(killed)
+        #expect(resumed, "nothing finished within 30 s of the kill: \(w.output.suffix(3000))")
+        #expect(await w.wait(timeout: 180) == 0, "\(w.output.suffix(3000))")
+        let line = try #require(w.output.split(separator: "\n").first { $0.contains("the worker process died") }, "\(w.output.suffix(3000))")
+        let charged =
+            line.firstRange(of: "charged=[").map { line[$0.upperBound...].prefix { $0 != "]" } }?
+            .split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) } ?? []
+        print("SIGKILL mid-processing: charged \(charged), next job finished \(String(format: "%.1f", took)) s after the kill")
+        #expect(!charged.isEmpty && charged.count <= 2, "\(line)")
+        let rows = try await Self.rows(db, slow + quick)
+        for (id, row) in rows {
+            #expect(row.state == "succeeded", "job \(id): \(row.state) \(row.lastError)")
+            let wasCharged = charged.contains(id)
+            #expect(row.crashes == (wasCharged ? 1 : 0), "job \(id): \(row.crashes) worker.crashed entries")
+            #expect(row.attempt == (wasCharged ? 2 : 1), "job \(id): attempt \(row.attempt) (released jobs spend none)")
+        }
+    }
+
+    /// A real fault in image work (SIGSEGV on the processing thread), a runaway allocation over
+    /// `--max-memory`, and a call that never returns past `--max-job-time`, in one drain with one
+    /// slot: the faulting job fails for good on its second crash (a poison pill; it had five
+    /// attempts), the runaway one too with the ceiling named, the stuck one as `image.too_costly`;
+    /// every other job succeeds on its first attempt; the restarts are counted and shown.
+    @Test func realFaultsAreContainedAndAPoisonPillFailsForGood() async throws {
+        let db = try await TestDatabase.create()
+        let image = try SampleImages.photo(width: 400, height: 300, seed: 10, format: .png)
+        let segv = try await Self.enqueue(db, try Origin.publish("crash-fault-segv.png", image), "resize(40x40) |> format(png)")
+        let runaway = try await Self.enqueue(db, try Origin.publish("crash-fault-runaway.png", image), "resize(41x41) |> format(png)")
+        let stuck = try await Self.enqueue(db, try Origin.publish("crash-fault-stuck.png", image), "resize(42x42) |> format(png)")
+        let quick = try await Self.quickJobs(db, count: 12, tag: "fault")
+        let w = try Self.worker(
+            db, ["--drain", "--concurrency", "1", "--max-memory", "400MiB", "--max-job-time", "1s"],
+            fault: "segv:crash-fault-segv;allocate:crash-fault-runaway;hang:crash-fault-stuck")
+        #expect(await w.wait(timeout: 240) == 0, "\(w.output.suffix(3000))")
+        let rows = try await Self.rows(db, [segv, runaway, stuck] + quick)
+        let s = try #require(rows[segv]), r = try #require(rows[runaway]), h = try #require(rows[stuck])
+        #expect(s.state == "failed" && s.code == "worker.crashed" && s.crashes == 2 && s.attempt == 2, "\(s)")
+        #expect(s.lastError.contains("SIGSEGV") && s.lastError.contains("failed for good"), "\(s.lastError)")
+        #expect(r.state == "failed" && r.code == "worker.crashed" && r.crashes == 2, "\(r)")
+        #expect(r.lastError.contains("--max-memory"), "\(r.lastError)")
+        #expect(h.state == "failed" && h.code == "image.too_costly" && h.attempt == 1, "\(h)")
+        #expect(h.lastError.contains("stuck in one call"), "\(h.lastError)")
+        for id in quick {
+            #expect(rows[id]?.state == "succeeded" && rows[id]?.attempt == 1 && rows[id]?.crashes == 0, "job \(id): \(String(describing: rows[id]))")
+        }
+        let worker = try await db.query("SELECT restarts, last_crash FROM halcyon.workers ORDER BY started_at DESC LIMIT 1")
+        #expect(worker.value(0, "restarts") == "5", "2 segv + 2 over the ceiling + 1 stuck: \(worker.value(0, "restarts") ?? "?")")
+        let status = try HalcyonProcess(["status"], conninfo: db.conninfo)
+        #expect(await status.wait(timeout: 30) == 0)
+        #expect(status.output.contains("restarted 5 times (last: "), "\(status.output)")
+    }
+
+    /// SIGTERM while the supervisor is between two children (right after a crash): it exits 0
+    /// promptly, nothing stays `running`, no process is left behind.
+    @Test func aStopDuringARestartEndsCleanly() async throws {
+        let db = try await TestDatabase.create()
+        let image = try SampleImages.photo(width: 400, height: 300, seed: 11, format: .png)
+        let crash = try await Self.enqueue(db, try Origin.publish("crash-restart-segv.png", image), "resize(40x40) |> format(png)", priority: 10)
+        let big = try Origin.publish("crash-restart-big.jpg", try SampleImages.photo(width: 1500, height: 1500, seed: 12))
+        var others: [String] = []
+        for i in 0..<6 { others.append(try await Self.enqueue(db, big, "blur(\(20 + i)) |> format(png)")) }
+        let w = try Self.worker(db, ["--concurrency", "1"], fault: "segv:crash-restart-segv")
+        let restarting = try await waitUntil(60) { w.output.contains("restarting the worker process") }
+        #expect(restarting, "\(w.output.suffix(3000))")
+        w.signal(SIGTERM)
+        let stopped = Date()
+        #expect(await w.wait(timeout: 30) == 0, "\(w.output.suffix(3000))")
+        print("stop during a restart: exited \(String(format: "%.1f", Date().timeIntervalSince(stopped))) s after SIGTERM")
+        let running = try await db.query("SELECT count(*) AS n FROM halcyon.jobs WHERE state = 'running'").value(0, "n")
+        #expect(running == "0")
+        let pids = w.output.split(separator: "\n").filter { $0.contains("worker process started") }.compactMap { line in
+            line.firstRange(of: "pid=").map { line[$0.upperBound...].prefix { $0.isNumber } }.flatMap { pid_t($0) }
+        }
+        #expect(!pids.isEmpty)
+        for pid in pids { #expect(kill(pid, 0) != 0, "process \(pid) outlived its supervisor") }
+        let rows = try await Self.rows(db, [crash] + others)
+        #expect((rows[crash]?.crashes ?? 0) >= 1, "\(String(describing: rows[crash]))")
+        for id in others {
+            #expect(rows[id]?.crashes == 0 && ["succeeded", "queued"].contains(rows[id]?.state ?? ""), "\(String(describing: rows[id]))")
+        }
+    }
+}
