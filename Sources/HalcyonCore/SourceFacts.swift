@@ -53,10 +53,11 @@ public struct SourceFacts: Sendable, Equatable {
         var m: [String: JSONValue] = [
             "orientation": .number(Double(orientation)), "has_alpha": .bool(hasAlpha), "frames": .number(Double(frames)),
         ]
-        if let profile { m["profile"] = .string(profile) }
-        if let cameraMake { m["camera_make"] = .string(cameraMake) }
-        if let cameraModel { m["camera_model"] = .string(cameraModel) }
-        if let capturedAt { m["captured_at"] = .string(capturedAt) }
+        // Text from the file: never a NUL, which jsonb refuses (the row's success would be lost).
+        if let profile { m["profile"] = .string(profile.postgresSafe) }
+        if let cameraMake { m["camera_make"] = .string(cameraMake.postgresSafe) }
+        if let cameraModel { m["camera_model"] = .string(cameraModel.postgresSafe) }
+        if let capturedAt { m["captured_at"] = .string(capturedAt.postgresSafe) }
         if hasGPS { m["has_gps"] = true }
         if let position { m["gps"] = ["latitude": .number(position.latitude), "longitude": .number(position.longitude)] }
         return .object(m)

@@ -67,9 +67,15 @@ enum ICCProfile {
         return Data(header + table + body)
     }
 
-    /// The profile's description (its `desc` tag, as text or multi-localised Unicode), or nil
-    /// when it has none or is malformed.
+    /// The profile's description (its `desc` tag, as text or multi-localised Unicode), up to its
+    /// first NUL, or nil when it has none or is malformed. (An ASCII description's count often
+    /// takes in padding NULs after the terminator: kept, they reached `source_meta` as `\u0000`,
+    /// which jsonb refuses, and the job's success could not be recorded.)
     static func description(of profile: Data) -> String? {
+        rawDescription(of: profile).map { String($0.prefix { $0 != "\u{0}" }) }.flatMap { $0.isEmpty ? nil : $0 }
+    }
+
+    private static func rawDescription(of profile: Data) -> String? {
         let p = [UInt8](profile)
         func u32(_ i: Int) -> Int? { i >= 0 && i + 4 <= p.count ? Int(p[i]) << 24 | Int(p[i + 1]) << 16 | Int(p[i + 2]) << 8 | Int(p[i + 3]) : nil }
         guard let count = u32(128), count < 1000 else { return nil }

@@ -32,6 +32,25 @@ import Testing
         #expect(ICCProfile.description(of: Data([1, 2, 3])) == nil)
     }
 
+    /// Many profiles count padding NULs into their ASCII description (image-webp's tiny.webp:
+    /// "sRGB-elle-V2-srgbtrc.icc" and four NULs). The description stops at the first one, and
+    /// `source_meta` never carries a NUL: jsonb refuses `\u0000`, and the worker could not record
+    /// the job's success (`worker.outcome_rejected`).
+    @Test func aDescriptionStopsAtItsFirstNUL() throws {
+        var padded = ICCProfile.sRGB
+        // The first tag is `desc`: its offset is at 136; the text's count at offset + 8.
+        let offset = padded[136..<140].reduce(0) { $0 << 8 | Int($1) }
+        let count = padded[(offset + 8)..<(offset + 12)].reduce(0) { $0 << 8 | Int($1) }
+        #expect(padded[(offset + 12 + count)..<(offset + 12 + count + 3)].allSatisfy { $0 == 0 })
+        padded[offset + 11] = UInt8(count + 3)  // the next bytes are zeros: three more NULs
+        #expect(ICCProfile.description(of: padded) == "sRGB IEC61966-2.1 (Halcyon)")
+
+        var facts = SourceFacts(width: 1, height: 1, format: .png, bytes: 1)
+        facts.profile = "a\u{0}b"
+        facts.cameraModel = "\u{0}"
+        #expect(!facts.meta.jsonText.contains("\\u0000"), "\(facts.meta.jsonText)")
+    }
+
     @Test func aLinearLightProfileIsConvertedToSRGB() throws {
         let png = try Self.solid([128, 64, 200], profile: Self.linear)
         #expect(try MagickImage.decode(png, format: .png).embeddedProfile() != nil)
