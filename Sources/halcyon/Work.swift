@@ -250,7 +250,12 @@ struct Work: AsyncParsableCommand {
         // Not ServiceGroup's UnixSignalsSequence: on Linux it is a DispatchSource, which loses a
         // signal sent right after start (see SignalForwarder). The first signal stops the worker
         // gracefully, the second releases its jobs at once (`Worker.requestStop`).
-        let signals = SignalForwarder(signals: [SIGTERM, SIGINT]) { worker.requestStop() }
+        // Supervised, stop requests come from the supervisor alone (see `Supervisor.stopSignal`).
+        if channel != nil {
+            signal(SIGTERM, SIG_IGN)
+            signal(SIGINT, SIG_IGN)
+        }
+        let signals = SignalForwarder(signals: channel == nil ? [SIGTERM, SIGINT] : [Supervisor.stopSignal]) { worker.requestStop() }
         defer { signals.cancel() }
         // A supervised process whose supervisor died stops as if told to (it is reparented).
         let orphanWatch = channel.map { _ in

@@ -38,6 +38,12 @@ public final class HalcyonProcess: Sendable {
     /// The process's children (a supervised worker's image process).
     public var children: [pid_t] { ProcessMemory.children(of: pid) }
 
+    /// The largest peak resident set (`VmHWM`, KiB) of the process and its children now — a
+    /// supervised worker's image work is in its child. Poll it while the process runs.
+    public var peakRSSKiB: Int {
+        ([pid] + children).compactMap { ProcessMemory.peakRSS(of: $0) }.max().map { $0 / 1024 } ?? 0
+    }
+
     private func poll() -> Int32? {
         exitStatus.withLock { s in
             if s == nil { s = Subprocess.status(of: pid, block: false) }

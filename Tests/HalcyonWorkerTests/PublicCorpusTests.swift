@@ -26,7 +26,9 @@ import Testing
 ///   would not: the comparison can tell).
 /// It prints a summary: files, jobs, succeeded, failed by code (and which files), peak RSS, the
 /// slowest job with its stage timings.
-@Suite(.enabled(if: TestEnvironment.available, "needs scripts/test (PostgreSQL, origin, binary)"))
+// Their workers keep both cores busy for seconds: one such suite at a time (and not beside
+// the in-process heavy tests), so the end-to-end tests around them keep their timing.
+@Suite(.enabled(if: TestEnvironment.available, "needs scripts/test (PostgreSQL, origin, binary)"), .cpuHeavy)
 struct PublicCorpusTests {
     /// What a file's own suite says a decoder does with it.
     enum Expectation: Equatable {
@@ -276,13 +278,7 @@ struct PublicCorpusTests {
                 "--concurrency", "2", "--fetch-concurrency", "2", "--fetch-retries", "0", "--max-download-size", "5MiB",
             ], conninfo: db.conninfo)
         var peakKB = 0
-        func readPeak() {
-            if let status = try? String(contentsOfFile: "/proc/\(w.pid)/status", encoding: .utf8),
-                let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmHWM:") })
-            {
-                peakKB = max(peakKB, Int(line.split(separator: " ").dropFirst().first ?? "") ?? 0)
-            }
-        }
+        func readPeak() { peakKB = max(peakKB, w.peakRSSKiB) }
         let deadline = Date().addingTimeInterval(240)
         while Date() < deadline {
             readPeak()

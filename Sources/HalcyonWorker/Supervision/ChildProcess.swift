@@ -31,13 +31,16 @@ struct ChildProcess: Sendable {
         var attributes = posix_spawnattr_t()
         posix_spawnattr_init(&attributes)
         defer { posix_spawnattr_destroy(&attributes) }
-        // The supervisor's threads block signals; the child starts with none blocked and the
-        // default actions, as if started from a shell.
-        var none = sigset_t(), defaults = sigset_t()
-        sigemptyset(&none)
+        // The child takes its stop requests from the supervisor alone (`Supervisor.stopSignal`):
+        // a SIGTERM or SIGINT sent to the whole group (Ctrl-C in a terminal, systemd's
+        // control-group kill) reaches the supervisor, which passes it on once. They start
+        // blocked, until the child ignores them; everything else has its default action.
+        var blocked = sigset_t(), defaults = sigset_t()
+        sigemptyset(&blocked)
         sigemptyset(&defaults)
-        for s in [SIGTERM, SIGINT, SIGPIPE, SIGHUP] { sigaddset(&defaults, s) }
-        posix_spawnattr_setsigmask(&attributes, &none)
+        for s in [SIGTERM, SIGINT] { sigaddset(&blocked, s) }
+        for s in [SIGPIPE, SIGHUP, Supervisor.stopSignal] { sigaddset(&defaults, s) }
+        posix_spawnattr_setsigmask(&attributes, &blocked)
         posix_spawnattr_setsigdefault(&attributes, &defaults)
         posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
         let argv: [UnsafeMutablePointer<CChar>?] = ([executable] + arguments).map { strdup($0) } + [nil]

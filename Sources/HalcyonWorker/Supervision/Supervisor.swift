@@ -9,8 +9,15 @@ public struct SupervisorConfiguration: Sendable {
     /// The worker id the child runs as (every child of one supervisor uses it, so the jobs a
     /// dead child held are found by it).
     public var workerID: String
-    /// The program the child runs. Default: this process's own executable.
-    public var executable = "/proc/self/exe"
+    /// The program the child runs. Default: this process's own executable (its path, so that
+    /// `ps` shows the child as `halcyon work …` too).
+    public var executable = SupervisorConfiguration.ownExecutable
+
+    static var ownExecutable: String {
+        var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+        let n = readlink("/proc/self/exe", &buffer, buffer.count - 1)
+        return n > 0 ? String(decoding: buffer[0..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self) : "/proc/self/exe"
+    }
     /// The child's arguments (after the program name).
     public var arguments: [String]
     /// Above this resident set the child is ended (SIGKILL) and counted as crashed: a runaway
@@ -83,6 +90,10 @@ public final class Supervisor: Sendable {
         self.logger = logger
     }
 
+    /// The signal by which the supervisor asks its child to stop (SIGUSR1): the child ignores
+    /// SIGTERM and SIGINT, so that a signal sent to the whole process group is passed on once.
+    public static let stopSignal = SIGUSR1
+
     /// Forwards a stop to the child (a second one releases its jobs at once), or ends a
     /// supervisor that is between children.
     public func requestStop() {
@@ -91,7 +102,7 @@ public final class Supervisor: Sendable {
             return s.child
         }
         stopped.cancel()
-        if let child { kill(child, SIGTERM) }
+        if let child { kill(child, Self.stopSignal) }
     }
 
     /// Restarts so far.
@@ -119,7 +130,7 @@ public final class Supervisor: Sendable {
                 return s.stopRequests
             }
             // A stop that came while the child was being started is passed on now.
-            for _ in 0..<stopsSoFar { kill(child.pid, SIGTERM) }
+            for _ in 0..<stopsSoFar { kill(child.pid, Self.stopSignal) }
             logger.info("worker process started", metadata: ["pid": "\(child.pid)", "restarts": "\(restarts)"])
             let started = ContinuousClock.now
             let tracker = ProcessingTracker()
