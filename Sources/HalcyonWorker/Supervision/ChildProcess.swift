@@ -33,12 +33,13 @@ struct ChildProcess: Sendable {
         defer { posix_spawnattr_destroy(&attributes) }
         // The child takes its stop requests from the supervisor alone (`Supervisor.stopSignal`):
         // a SIGTERM or SIGINT sent to the whole group (Ctrl-C in a terminal, systemd's
-        // control-group kill) reaches the supervisor, which passes it on once. They start
-        // blocked, until the child ignores them; everything else has its default action.
+        // control-group kill) reaches the supervisor, which passes it on once. All three start
+        // blocked: SIGTERM and SIGINT until the child ignores them, the stop signal until the
+        // child's handler takes it (one sent earlier waits, pending, instead of killing it).
         var blocked = sigset_t(), defaults = sigset_t()
         sigemptyset(&blocked)
         sigemptyset(&defaults)
-        for s in [SIGTERM, SIGINT] { sigaddset(&blocked, s) }
+        for s in [SIGTERM, SIGINT, Supervisor.stopSignal] { sigaddset(&blocked, s) }
         for s in [SIGPIPE, SIGHUP, Supervisor.stopSignal] { sigaddset(&defaults, s) }
         posix_spawnattr_setsigmask(&attributes, &blocked)
         posix_spawnattr_setsigdefault(&attributes, &defaults)

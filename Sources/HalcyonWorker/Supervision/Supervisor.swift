@@ -144,6 +144,10 @@ public final class Supervisor: Sendable {
             case .exited(let status):
                 logger.info("worker process exited", metadata: ["pid": "\(child.pid)", "status": "\(status)"])
                 return status
+            case .signaled(let signal) where signal == Self.stopSignal && cause == nil:
+                // Only if its handler was never installed; a stop, not a crash.
+                logger.info("worker process stopped before it was ready", metadata: ["pid": "\(child.pid)"])
+                return 0
             case .signaled(let signal):
                 let reason = cause ?? .signal(signal)
                 restartCount.add(1, ordering: .relaxed)
