@@ -17,6 +17,10 @@ public final class MagickImage {
     var cancellation: CancellationFlag?
     /// The decoded watermarks `watermark` steps draw, by source.
     var watermarks: [String: WatermarkSource] = [:]
+    /// Marks this image has drawn, decoded at their drawn size, by source and size: a chain that
+    /// draws one mark several times decodes it once (small ones only, see `draw`). Not shared
+    /// with clones.
+    var overlays: [(key: String, image: MagickImage)] = []
 
     package static var genesisToken: Void { genesis }
 

@@ -52,7 +52,7 @@ public struct WatermarkProcessor: ImageProcessor {
         guard let mark = image.watermarks[source] else {
             throw HalcyonError(.processingFailed, "the watermark \(source.prefix(200)) was not loaded")
         }
-        try image.draw(mark, gravity: gravity.anchor, margin: margin, scale: scale, opacity: opacity)
+        try image.draw(mark, named: source, gravity: gravity.anchor, margin: margin, scale: scale, opacity: opacity)
     }
 }
 
@@ -117,8 +117,14 @@ public struct WatermarkSource: Sendable {
 }
 
 extension MagickImage {
+    /// Most marks kept decoded per image, each at most a sixteenth of the image's pixels: a
+    /// quarter of the image at most, for a chain that draws the same marks many times.
+    static let keptOverlays = 4
+
     /// Draws `mark` on every frame (see `WatermarkProcessor`), decoded at the size it is drawn.
-    func draw(_ mark: WatermarkSource, gravity anchor: (x: Double, y: Double), margin: Int, scale: Double, opacity: Double) throws(HalcyonError) {
+    func draw(
+        _ mark: WatermarkSource, named source: String, gravity anchor: (x: Double, y: Double), margin: Int, scale: Double, opacity: Double
+    ) throws(HalcyonError) {
         let (w, h) = (width, height)
         let drawn = WatermarkProcessor.drawnSize(of: mark.size, on: ImageSize(width: w, height: h), scale: scale)
         let (mw, mh) = (drawn.width, drawn.height)
@@ -127,7 +133,20 @@ extension MagickImage {
                 .watermarkTooLarge,
                 "the watermark at \(mw)x\(mh) with \(margin) px margins does not fit in the \(w)x\(h) image (lower scale or margin)")
         }
-        let overlay = try mark.decode(at: drawn, cancel: cancellation)
+        let key = "\(drawn) \(source)"
+        let overlay: MagickImage
+        if let kept = overlays.first(where: { $0.key == key }) {
+            overlay = kept.image.clone()
+        } else {
+            let decoded = try mark.decode(at: drawn, cancel: cancellation)
+            if drawn.pixels * 16 <= w * h {
+                overlays.append((key, decoded))
+                if overlays.count > Self.keptOverlays { overlays.removeFirst() }
+                overlay = decoded.clone()
+            } else {
+                overlay = decoded
+            }
+        }
         MagickSetImageAlphaChannel(overlay.wand, ActivateAlphaChannel)
         if opacity < 1 { _ = MagickEvaluateImageChannel(overlay.wand, AlphaChannel, MultiplyEvaluateOperator, opacity) }
         let x = margin + Int((Double(w - mw - 2 * margin) * anchor.x).rounded()), y = margin + Int((Double(h - mh - 2 * margin) * anchor.y).rounded())
