@@ -52,8 +52,7 @@ public enum ChainFuzz {
         precondition(again.identifier == identifier, "'\(text)' is '\(identifier)', which is '\(again.identifier)'")
         for (a, b) in zip(chain.processors, again.processors) where !(a is FormatProcessor) {
             // `format` keeps settings its format ignores (a png's quality) out of its identifier.
-            precondition(
-                String(describing: a) == String(describing: b), "'\(text)' is '\(identifier)', but \(a) became \(b) through its identifier")
+            precondition(settings(a) == settings(b), "'\(text)' is '\(identifier)', but \(a) became \(b) through its identifier")
         }
 
         let limits = ImageLimits()
@@ -68,5 +67,10 @@ public enum ChainFuzz {
                 }
             }
         }
+    }
+
+    /// A processor's stored settings as text (its reflection), -0 written as 0.
+    static func settings(_ processor: any ImageProcessor) -> String {
+        String(describing: processor).replacingOccurrences(of: "-0.0,", with: "0.0,").replacingOccurrences(of: "-0.0)", with: "0.0)")
     }
 }
