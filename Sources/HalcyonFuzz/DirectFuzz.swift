@@ -44,7 +44,7 @@ public enum DirectFuzz {
             try limits.check(header)
             try limits.plan(chain, from: header.decodedFrameSize, frames: 1)
         } catch {
-            precondition(error.code == .imageTooLarge || error.code == .decodeFailed, "the checks failed with \(error.code)")
+            precondition([.imageTooLarge, .decodeFailed, .tooCostly].contains(error.code), "the checks failed with \(error.code)")
             return
         }
         let hint = ImagePipeline.shrinkHint([chain], header)
