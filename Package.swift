@@ -109,6 +109,11 @@ let package = Package(
                 .product(name: "Prometheus", package: "swift-prometheus"),
             ]),
 
+        // Fuzzing (scripts/fuzz, Tests/Fixtures/fuzz/README.md): each parser's entry for libFuzzer, one
+        // executable per target; never linked into `halcyon`. Built as usual, each executable runs the
+        // files named on its command line once; scripts/fuzz builds one with -sanitize=fuzzer.
+        .target(name: "HalcyonFuzz", dependencies: ["HalcyonCore", "HalcyonImage", "HalcyonFetch"]),
+
         // Helpers for the integration tests: throwaway databases, the origin, worker processes.
         .target(
             name: "HalcyonTestSupport", dependencies: ["HalcyonCore", "HalcyonQueue", "HalcyonFetch", "HalcyonEmbedded", "HalcyonSamples"],
@@ -139,6 +144,12 @@ let package = Package(
                 "HalcyonWorker", "HalcyonQueue", "HalcyonCore", "HalcyonImage", "HalcyonStore", "HalcyonEmbedded", "HalcyonSamples",
                 "HalcyonTestSupport",
             ]),
+        .testTarget(name: "HalcyonFuzzTests", dependencies: ["HalcyonFuzz"]),
     ],
     swiftLanguageModes: [.v6]
 )
+
+// The fuzz targets' executables, `Fuzz<Name>` (Sources/Fuzz<Name>/Fuzz<Name>.swift), one per target of HalcyonFuzz.
+package.targets += ["Chain", "Options", "Source", "Header", "Exif", "Direct", "HTTP"].map {
+    .executableTarget(name: "Fuzz\($0)", dependencies: ["HalcyonFuzz"])
+}

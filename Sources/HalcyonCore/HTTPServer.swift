@@ -194,45 +194,85 @@ public final class HTTPServer: Sendable {
         }
     }
 
-    /// Reads one request: its head up to the blank line, then a `Content-Length` body. Nil with
-    /// a refusal for what is over a limit or malformed.
+    /// Reads one request from the client's socket (`read(receive:)`).
     private static func read(_ client: Int32) -> (Request?, Response?) {
+        read { recv(client, $0.baseAddress, $0.count, 0) }
+    }
+
+    /// Reads one request: its head up to the blank line, then a `Content-Length` body. Nil with
+    /// a refusal for what is over a limit or malformed; nil and nil when the bytes end first.
+    /// `receive` fills the start of the buffer it is given (4 KiB at most) and returns how many
+    /// bytes it put there, 0 or less at the end of the stream (`recv`'s contract): the server
+    /// reads from its socket, the fuzz target `http` from its input in pieces of any size.
+    package static func read(receive: (UnsafeMutableRawBufferPointer) -> Int) -> (Request?, Response?) {
         var buffer = [UInt8]()
         var chunk = [UInt8](repeating: 0, count: 4096)
         var headEnd: Int?
         while headEnd == nil {
-            let n = chunk.withUnsafeMutableBytes { recv(client, $0.baseAddress, $0.count, 0) }
+            let n = chunk.withUnsafeMutableBytes { receive($0) }
             if n <= 0 { return (nil, nil) }
             let from = max(0, buffer.count - 3)
             buffer += chunk[0..<n]
-            headEnd = (from..<max(from, buffer.count - 3)).first {
-                buffer[$0] == 13 && buffer[$0 + 1] == 10 && buffer[$0 + 2] == 13 && buffer[$0 + 3] == 10
-            }
+            headEnd = Self.headEnd(in: buffer, from: from)
             if headEnd == nil && buffer.count > maxHeadBytes { return (nil, .text(431, "request header fields too large\n")) }
         }
-        let head = String(decoding: buffer[0..<headEnd!], as: UTF8.self).split(separator: "\r\n", omittingEmptySubsequences: false)
+        switch parseHead(buffer[0..<headEnd!]) {
+        case .refused(let request, let refusal):
+            return (request, refusal)
+        case .request(var request, let length):
+            var body = Array(buffer[(headEnd! + 4)...].prefix(length))
+            while body.count < length {
+                let n = chunk.withUnsafeMutableBytes { receive(UnsafeMutableRawBufferPointer(rebasing: $0[0..<min($0.count, length - body.count)])) }
+                if n <= 0 { return (nil, nil) }
+                body += chunk[0..<n]
+            }
+            request.body = Data(body)
+            return (request, nil)
+        }
+    }
+
+    /// Where the blank line that ends a request's head starts in `buffer` (the index of its
+    /// `\r\n\r\n`), looking at terminators that start at `from` or later; nil when there is none
+    /// yet. A reader passes the length it had before its last read, less 3, so that a terminator
+    /// split across reads is found and no byte is searched twice.
+    package static func headEnd(in buffer: [UInt8], from: Int) -> Int? {
+        (from..<max(from, buffer.count - 3)).first {
+            buffer[$0] == 13 && buffer[$0 + 1] == 10 && buffer[$0 + 2] == 13 && buffer[$0 + 3] == 10
+        }
+    }
+
+    /// What a request's head says (`parseHead`).
+    package enum Head {
+        /// A request to answer once its body of `bodyLength` bytes (`Content-Length`, 0 without
+        /// one) has been read.
+        case request(Request, bodyLength: Int)
+        /// A refusal to send unread; with the request when its line could be read (a `HEAD`
+        /// request's refusal is sent without a body).
+        case refused(Request?, Response)
+    }
+
+    /// Parses a request's head: the bytes before the blank line that ends it (`headEnd`). A pure
+    /// function of its bytes (the fuzz target `http` feeds it anything): request line, header
+    /// fields (names lower-cased, repeats joined by ", "), and the refusals — 431 for a head
+    /// over `maxHeadBytes`, 400 without a method and target or with a bad `Content-Length`, 411
+    /// for a `Transfer-Encoding`, 413 for a body over `maxBodyBytes`.
+    package static func parseHead(_ bytes: ArraySlice<UInt8>) -> Head {
+        let head = String(decoding: bytes, as: UTF8.self).split(separator: "\r\n", omittingEmptySubsequences: false)
         let line = head.first?.split(separator: " ") ?? []
-        guard headEnd! <= maxHeadBytes else { return (nil, .text(431, "request header fields too large\n")) }
-        guard line.count >= 2 else { return (nil, .text(400, "bad request\n")) }
+        guard bytes.count <= maxHeadBytes else { return .refused(nil, .text(431, "request header fields too large\n")) }
+        guard line.count >= 2 else { return .refused(nil, .text(400, "bad request\n")) }
         var headers: [String: String] = [:]
         for field in head.dropFirst() {
             guard let colon = field.firstIndex(of: ":") else { continue }
             let name = field[..<colon].lowercased(), value = field[field.index(after: colon)...].trimmingCharacters(in: .whitespaces)
             headers[name] = headers[name].map { $0 + ", " + value } ?? value
         }
-        var request = Request(method: String(line[0]), target: String(line[1]), headers: headers)
-        if headers["transfer-encoding"] != nil { return (request, .text(411, "a body needs Content-Length\n")) }
+        let request = Request(method: String(line[0]), target: String(line[1]), headers: headers)
+        if headers["transfer-encoding"] != nil { return .refused(request, .text(411, "a body needs Content-Length\n")) }
         let length = headers["content-length"].map { Int($0) } ?? 0
-        guard let length, length >= 0 else { return (request, .text(400, "bad Content-Length\n")) }
-        guard length <= maxBodyBytes else { return (request, .text(413, "request body over \(maxBodyBytes) bytes\n")) }
-        var body = Array(buffer[(headEnd! + 4)...].prefix(length))
-        while body.count < length {
-            let n = chunk.withUnsafeMutableBytes { recv(client, $0.baseAddress, min($0.count, length - body.count), 0) }
-            if n <= 0 { return (nil, nil) }
-            body += chunk[0..<n]
-        }
-        request.body = Data(body)
-        return (request, nil)
+        guard let length, length >= 0 else { return .refused(request, .text(400, "bad Content-Length\n")) }
+        guard length <= maxBodyBytes else { return .refused(request, .text(413, "request body over \(maxBodyBytes) bytes\n")) }
+        return .request(request, bodyLength: length)
     }
 
     private static func reason(_ status: Int) -> String {

@@ -259,7 +259,17 @@ struct Lexer {
         guard let n = Double(text), n.isFinite else {
             throw ChainError(position: position, found: "'\(text)'", expected: "a number")
         }
-        return .number(n)
+        return .number(quantised(n))
+    }
+
+    /// `n` rounded to the 4 decimals an identifier keeps (`formatNumber`), so that a step does
+    /// exactly what its identifier — and the cache key — says: `rotate(0.00001)` is `rotate(0)`,
+    /// not a rotation that shares `rotate(0)`'s results. Whole numbers and numbers of at most 4
+    /// decimals are unchanged.
+    static func quantised(_ n: Double) -> Double {
+        let scaled = n * 10_000
+        guard scaled.isFinite, abs(scaled) < 1e15 else { return n }
+        return scaled.rounded() / 10_000
     }
 
     private func peek(_ offset: Int) -> Character? {

@@ -6,8 +6,10 @@ import HalcyonCore
 /// bytes) is refused with `image.too_large` before any coder runs; formats not read here (and
 /// malformed headers) are left to ImageMagick's ping and its policy limits. And whether a JPEG
 /// is whole: libjpeg "decodes" a truncated one (grey below the cut) with only a warning.
-enum DeclaredSize {
-    static func of(_ data: Data, format: ImageFormat) -> (width: Int, height: Int)? {
+package enum DeclaredSize {
+    /// The width and height the header of an image of `format` declares (PNG, GIF, JPEG), nil
+    /// for other formats and headers not laid out as expected.
+    package static func of(_ data: Data, format: ImageFormat) -> (width: Int, height: Int)? {
         let b = [UInt8](data.prefix(64 * 1024))
         func be16(_ i: Int) -> Int { i + 1 < b.count ? Int(b[i]) << 8 | Int(b[i + 1]) : 0 }
         func be32(_ i: Int) -> Int { i + 3 < b.count ? be16(i) << 16 | be16(i + 2) : 0 }
@@ -37,7 +39,7 @@ enum DeclaredSize {
 
     /// A JPEG's sample precision in bits (its first SOF's P field: 8, or 12 and 16 for the
     /// extended and lossless processes), nil when no frame header is found in the first 64 KiB.
-    static func jpegPrecision(_ data: Data) -> Int? {
+    package static func jpegPrecision(_ data: Data) -> Int? {
         let b = [UInt8](data.prefix(64 * 1024))
         var i = 2
         while i + 9 < b.count, b[i] == 0xFF {
@@ -54,7 +56,7 @@ enum DeclaredSize {
     /// of 5,000 frames must be refused before a coder allocates a list of them. Stops after
     /// `maxFrames + 1` frames (enough to know there are too many); nil when the bytes are not
     /// laid out as this walk expects (ImageMagick's ping then decides).
-    static func gifFrames(_ data: Data, maxFrames: Int) -> (canvas: ImageSize, frames: [ImageSize])? {
+    package static func gifFrames(_ data: Data, maxFrames: Int) -> (canvas: ImageSize, frames: [ImageSize])? {
         data.withUnsafeBytes { (b: UnsafeRawBufferPointer) -> (canvas: ImageSize, frames: [ImageSize])? in
             func le16(_ i: Int) -> Int { Int(b[i]) | Int(b[i + 1]) << 8 }
             guard b.count >= 13 else { return nil }
@@ -98,7 +100,7 @@ enum DeclaredSize {
     /// After the first top-level SOS, entropy-coded data escapes every 0xFF (0xFF00 or RSTn),
     /// so 0xFFD9 there can only be the EOI; markers before it (APPn with EXIF thumbnails)
     /// are skipped by their lengths.
-    static func jpegIsWhole(_ data: Data) -> Bool {
+    package static func jpegIsWhole(_ data: Data) -> Bool {
         data.withUnsafeBytes { (b: UnsafeRawBufferPointer) -> Bool in
             // The usual case, without a walk: the file ends with its EOI.
             if b.count >= 4, b[b.count - 2] == 0xFF, b[b.count - 1] == 0xD9 { return true }

@@ -103,7 +103,7 @@ package enum DirectLane {
     }
 
     /// Runs one accepted chain on the shared decoded pixels.
-    static func run(
+    package static func run(
         _ chain: ProcessorChain, on base: PixelBuffer, source: Source, limits: ImageLimits,
         cancel: CancellationFlag?, decode: (wall: Double, cpu: Double), placeholders request: PlaceholderRequest? = nil
     ) throws(HalcyonError) -> ProcessedImage {
@@ -155,7 +155,8 @@ package final class PixelBuffer: @unchecked Sendable {
     package let width: Int
     package let height: Int
     package let channels: Int
-    let bytes: UnsafeMutablePointer<UInt8>
+    /// `height` rows of `stride` bytes, `channels` a pixel.
+    package let bytes: UnsafeMutablePointer<UInt8>
 
     init(width: Int, height: Int, channels: Int) {
         self.width = width

@@ -26,6 +26,22 @@ extension MagickImage {
         else { return nil }
         let width = Int(MagickGetImageWidth(wand)), height = Int(MagickGetImageHeight(wand))
         let alpha = MagickGetImageAlphaChannel(wand) == MagickTrue
+        return try Self.encodeDirectPNG(width: width, height: height, alpha: alpha, compression: pngCompression) { top, rows, samples in
+            MagickExportImagePixels(wand, 0, top, width, rows, alpha ? "RGBA" : "RGB", ShortPixel, samples) == MagickTrue
+        }
+    }
+
+    /// The PNG `hc_png_encode` makes of a `width` × `height` 8-bit sRGB image (at least 1×1),
+    /// RGBA when `alpha`, whose 16-bit samples (ImageMagick's, map "RGB" or "RGBA") `export`
+    /// writes `rows` rows at a time from row `top`, returning false when it cannot; zlib level
+    /// `compression`. Nil when ImageMagick's writer would choose another colour type (≤ 256
+    /// colours, grey, alpha only on or off) or an export fails. No wand involved: the fuzz target
+    /// `direct` runs it on pixels of its own.
+    package static func encodeDirectPNG(
+        width: Int, height: Int, alpha: Bool, compression: Int,
+        export: (_ top: Int, _ rows: Int, _ samples: UnsafeMutablePointer<UInt16>) -> Bool
+    ) throws(HalcyonError) -> Data? {
+        guard width >= 1, height >= 1 else { return nil }
         let channels = alpha ? 4 : 3
         // 8-bit pixels for libpng (half the frame's own 16-bit cache), filled from 16-bit
         // samples exported a band of rows at a time.
@@ -36,9 +52,7 @@ extension MagickImage {
         hc_png_survey_start(&state)
         for top in stride(from: 0, to: height, by: band) {
             let rows = min(band, height - top)
-            guard MagickExportImagePixels(wand, 0, top, width, rows, alpha ? "RGBA" : "RGB", ShortPixel, &samples) == MagickTrue else {
-                return nil
-            }
+            guard samples.withUnsafeMutableBufferPointer({ export(top, rows, $0.baseAddress!) }) else { return nil }
             pixels.withUnsafeMutableBufferPointer {
                 hc_png_prepare(&state, samples, $0.baseAddress! + top * width * channels, width * rows, Int32(channels))
             }
@@ -52,7 +66,7 @@ extension MagickImage {
         var out: UnsafeMutablePointer<UInt8>?
         var length = 0
         let message = withUnsafeTemporaryAllocation(of: CChar.self, capacity: Int(HC_ERROR_LENGTH)) { error -> String? in
-            hc_png_encode(pixels, Int32(width), Int32(height), Int32(channels), Int32(pngCompression), &out, &length, error.baseAddress) == 0
+            hc_png_encode(pixels, Int32(width), Int32(height), Int32(channels), Int32(compression), &out, &length, error.baseAddress) == 0
                 ? nil : String(cString: error.baseAddress!)
         }
         guard message == nil, let out else { throw HalcyonError(.processingFailed, "encode png: \(message ?? "no output")") }

@@ -60,7 +60,7 @@ public struct ImageLimits: Sendable {
     /// What can be refused from the bytes alone, before any coder runs: a declared size over the
     /// limits (or of no pixels), a GIF's frames, a truncated JPEG, a JPEG of a precision the
     /// JPEG library cannot decode (ImageMagick would read a 12-bit one as an empty image).
-    func checkBytes(_ data: Data, format: ImageFormat) throws(HalcyonError) {
+    package func checkBytes(_ data: Data, format: ImageFormat) throws(HalcyonError) {
         if let declared = DeclaredSize.of(data, format: format) {
             let size = ImageSize(width: declared.width, height: declared.height)
             try Self.checkHasPixels(size, what: "the image")
@@ -92,7 +92,7 @@ public struct ImageLimits: Sendable {
 
     /// The source, from its headers: frame count, every frame's size (at least 1×1), the frames
     /// together, and the coalesced animation (every frame as large as the canvas).
-    func check(_ header: MagickImage.Header) throws(HalcyonError) {
+    package func check(_ header: MagickImage.Header) throws(HalcyonError) {
         guard header.frames <= maxFrames else {
             throw HalcyonError(.imageTooLarge, "\(header.frames) frames, over the \(maxFrames)-frame limit")
         }
@@ -118,7 +118,7 @@ public struct ImageLimits: Sendable {
 
     /// Walks `chain` from a decoded image of `frames` frames of `size`, checking each step's
     /// output before it exists, and the chain's estimated work against `maxWork`.
-    func plan(_ chain: ProcessorChain, from start: ImageSize, frames: Int, watermarks: [String: WatermarkSource] = [:]) throws(HalcyonError) {
+    package func plan(_ chain: ProcessorChain, from start: ImageSize, frames: Int, watermarks: [String: WatermarkSource] = [:]) throws(HalcyonError) {
         var size = start, work = 0.0
         for (i, processor) in chain.processors.enumerated() {
             work += processor.work(from: size) * Double(max(1, frames))

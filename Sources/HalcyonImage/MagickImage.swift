@@ -64,6 +64,16 @@ public final class MagickImage {
         /// larger than the first frame.
         public var canvas: ImageSize? = nil
 
+        /// A header as a reader found it (ImageMagick's ping, the direct lane's, a fuzz target's).
+        package init(width: Int, height: Int, frames: Int, swapsAxes: Bool, frameSizes: [ImageSize] = [], canvas: ImageSize? = nil) {
+            self.width = width
+            self.height = height
+            self.frames = frames
+            self.swapsAxes = swapsAxes
+            self.frameSizes = frameSizes
+            self.canvas = canvas
+        }
+
         /// The size of each frame once decoded, coalesced and oriented.
         public var decodedFrameSize: ImageSize {
             var w = width, h = height

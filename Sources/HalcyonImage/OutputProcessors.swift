@@ -30,7 +30,7 @@ public struct FormatProcessor: ImageProcessor {
     /// The most bytes the output may have: the quality is lowered (a binary search, down to
     /// `minQuality`) until it fits, else `image.over_max_bytes`. Nil: no limit.
     public var maxBytes: Int?
-    /// The lowest quality the search may use. Default 10.
+    /// The lowest quality the search may use. Default 10, or `quality` when that is lower.
     public var minQuality = 10
     /// PNG's zlib level: 0 (stored) to 9 (smallest, slowest). The pixels are the same at every
     /// level; 6 is zlib's, libpng's and Pillow's default, and on photographs about 2–3 % larger
@@ -59,7 +59,9 @@ public struct FormatProcessor: ImageProcessor {
                     expected: hasLimit ? "max_bytes only with a format that has a quality (jpeg, webp, avif)" : "min_quality only with max_bytes")
             }
             maxBytes = Int(try a.number("max_bytes", range: 100...100_000_000).rounded())
-            minQuality = Int(try a.number("min_quality", default: 10, range: 1...Double(quality)).rounded())
+            // Never above the quality itself: `format(jpeg, quality=5, max_bytes=…)` searches 5 down
+            // to 5, and its identifier (`min_quality=5`) parses (found by `scripts/fuzz chain`).
+            minQuality = Int(try a.number("min_quality", default: Double(min(10, quality)), range: 1...Double(quality)).rounded())
         }
         try a.finish()
     }

@@ -32,6 +32,19 @@ import Testing
         #expect(try ProcessorChain.parse(chain).resultKey(cacheKey: "src") == "src@" + expected)
     }
 
+    /// A number is read at the precision its identifier keeps (4 decimals), so that two chains
+    /// sharing an identifier — and a cache key — do the same thing (found by `scripts/fuzz chain`).
+    @Test func numbersAreReadAtTheIdentifiersPrecision() throws {
+        let tiny = try #require(ProcessorChain.parse("rotate(0.00001)").processors.first as? RotateProcessor)
+        #expect(tiny.degrees == 0 && tiny.identifier == "rotate(0)")
+        let almostFull = try #require(ProcessorChain.parse("rotate(-0.00001)").processors.first as? RotateProcessor)
+        #expect(almostFull.identifier == "rotate(0)")
+        let chain = try ProcessorChain.parse(#"watermark("https://a.example/m.png", opacity=0.40965)"#)
+        let mark = try #require(chain.processors.first as? WatermarkProcessor)
+        #expect(mark.opacity == 0.4097 && mark.identifier.contains("opacity=0.4097"))
+        #expect(try identifier("crop(10x10, x=0.12345, y=0.5)") == identifier("crop(10x10, x=0.1235, y=0.5)"))
+    }
+
     @Test func differentChainsDiffer() throws {
         let ids = try ["resize(320x320)", "resize(320x320, mode=fill)", "resize(320x321)", "format(jpeg, quality=80)", "format(webp, quality=80)"]
             .map(identifier)

@@ -135,6 +135,10 @@ import Testing
         #expect(try ProcessorChain.parse("format(jpeg)").identifier == "format(jpeg,quality=85,progressive=false)")
         #expect(
             try ProcessorChain.parse("format(webp, max_bytes=50000)").identifier == "format(webp,quality=85,max_bytes=50000,min_quality=10)")
+        // The floor's default is never above the quality, so the identifier parses (scripts/fuzz chain).
+        let low = try ProcessorChain.parse("format(jpeg, quality=5, max_bytes=500)").identifier
+        #expect(low == "format(jpeg,quality=5,progressive=false,max_bytes=500,min_quality=5)")
+        #expect(try ProcessorChain.parse(low).identifier == low)
         #expect(try ProcessorChain.parse("format(png)").identifier == "format(png,progressive=false)")
         #expect(try ProcessorChain.parse("format(png, compression=6)").identifier == "format(png,progressive=false)")
         #expect(try ProcessorChain.parse("format(png, compression=9)").identifier == "format(png,progressive=false,compression=9)")

@@ -6,7 +6,7 @@ extension SourceFacts {
     /// The facts of a source from its bytes, its header and what the decoder saw: the EXIF
     /// block is read from the file itself (JPEG, PNG, WebP) or, for other formats, from the
     /// profile ImageMagick kept (`exif`).
-    static func read(
+    package static func read(
         _ data: Data, format: ImageFormat, header: MagickImage.Header, hasAlpha: Bool, profile: String?, exif magickExif: Data? = nil
     ) -> SourceFacts {
         let size = header.decodedFrameSize
