@@ -49,7 +49,12 @@ struct PoolerTests {
         let store = try TestEnvironment.temporaryDirectory("pooled-store")
         let workers = try (1...2).map { i in
             try HalcyonProcess(
-                ["work", "--drain", "--store", store.path, "--file-root", dir.path, "--log-level", "info", "--worker-id", "pooled-\(i)"],
+                // No sweeps of their own (the first comes 5–30 s after start): the one counted below
+                // is the command's.
+                [
+                    "work", "--drain", "--store", store.path, "--file-root", dir.path, "--log-level", "info", "--worker-id", "pooled-\(i)",
+                    "--sweep-interval", "0s",
+                ],
                 conninfo: pooled, environment: env)
         }
         let waited = try await run(["wait", "--timeout", "120s"] + ids.map(String.init), timeout: 150)
