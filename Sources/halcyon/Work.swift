@@ -113,7 +113,7 @@ struct Work: AsyncParsableCommand {
     var maxPixels = PixelCountArgument(100_000_000)
     @Option(
         help:
-            "Most time one source's decode, steps and encodes may take, 1s–1d; past it the job fails with image.too_costly. A chain estimated to need more than 1 G pixel-taps per second of it is refused before decoding."
+            "Deadline of a source's decode, and of each job's steps and encode, 1s–1d; past it the job fails with image.too_costly. A chain estimated to need more than 1 G pixel-taps per second of it is refused before decoding."
     )
     var maxJobTime = TimeSpanArgument(.seconds(120))
     @Option(help: "Redirects followed per download, 0–50.")
