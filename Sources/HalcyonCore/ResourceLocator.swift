@@ -2,8 +2,8 @@ import Foundation
 
 /// Finds a directory shipped beside the binary (`migrations/`, `policy/`): an explicit path,
 /// then an environment variable, then `<dir>/NAME` or `<dir>/share/halcyon/NAME` for each
-/// directory from the executable's up to five levels above it (a build tree's
-/// `.build/<config>/halcyon`, or an install prefix), then `./NAME`.
+/// directory from the executable's (its real path, however it was started) up to five levels
+/// above it (a build tree's `.build/<config>/halcyon`, or an install prefix), then `./NAME`.
 public enum ResourceLocator {
     /// The first candidate containing `marker`, and every candidate tried (for error messages).
     public static func find(
@@ -13,7 +13,7 @@ public enum ResourceLocator {
         var candidates: [URL] = []
         if let explicit { candidates.append(URL(fileURLWithPath: explicit)) }
         if let env = ProcessInfo.processInfo.environment[variable], !env.isEmpty { candidates.append(URL(fileURLWithPath: env)) }
-        var dir = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().deletingLastPathComponent()
+        var dir = URL(fileURLWithPath: executablePath).resolvingSymlinksInPath().deletingLastPathComponent()
         for _ in 0..<6 {
             candidates.append(dir.appendingPathComponent(name))
             candidates.append(dir.appendingPathComponent("share/halcyon/\(name)"))
@@ -22,5 +22,15 @@ public enum ResourceLocator {
         candidates.append(URL(fileURLWithPath: FileManager.default.currentDirectoryPath).appendingPathComponent(name))
         let found = candidates.first { FileManager.default.fileExists(atPath: $0.appendingPathComponent(marker).path) }
         return (found, candidates)
+    }
+
+    /// The running executable's path: `/proc/self/exe` (argv[0] has no directory when the binary
+    /// was found on `PATH`, and is relative to a directory the process may have left), else
+    /// argv[0].
+    public static var executablePath: String {
+        var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+        let n = readlink("/proc/self/exe", &buffer, buffer.count - 1)
+        guard n > 0 else { return CommandLine.arguments[0] }
+        return String(decoding: buffer[0..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 }

@@ -11,13 +11,7 @@ public struct SupervisorConfiguration: Sendable {
     public var workerID: String
     /// The program the child runs. Default: this process's own executable (its path, so that
     /// `ps` shows the child as `halcyon work …` too).
-    public var executable = SupervisorConfiguration.ownExecutable
-
-    static var ownExecutable: String {
-        var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
-        let n = readlink("/proc/self/exe", &buffer, buffer.count - 1)
-        return n > 0 ? String(decoding: buffer[0..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self) : "/proc/self/exe"
-    }
+    public var executable = ResourceLocator.executablePath
     /// The child's arguments (after the program name).
     public var arguments: [String]
     /// Above this resident set the child is ended (SIGKILL) and counted as crashed: a runaway
