@@ -72,6 +72,22 @@ struct PresetTests {
         #expect(r.value(0, "cache_hit") == "f" && r.value(0, "result_width") == "32")
     }
 
+    /// `validate` checks a chain's presets against the database's, and says so when it cannot.
+    @Test func validateLooksPresetsUp() async throws {
+        let db = try await TestDatabase.create()
+        #expect(try await halcyon(db, ["preset", "set", "small", "resize(10x10)"]).status == 0)
+        let ok = try await halcyon(db, ["validate", "preset(small) |> format(png)"])
+        #expect(ok.status == 0 && ok.output.hasPrefix("resize(10x10,mode=fit)|>format(png"), "\(ok.output)")
+        let unknown = try await halcyon(db, ["validate", "preset(nope)"])
+        #expect(unknown.status == 1 && unknown.output.contains("unknown preset 'nope'"), "\(unknown.output)")
+        // Without presets no database is needed; with them and no database, the error says why.
+        let plain = try HalcyonProcess(["validate", "flip"], conninfo: "host=/nonexistent-halcyon connect_timeout=2")
+        #expect(await plain.wait(timeout: 30) == 0, "\(plain.output)")
+        let away = try HalcyonProcess(["validate", "preset(small)"], conninfo: "host=/nonexistent-halcyon connect_timeout=2")
+        #expect(await away.wait(timeout: 60) == 1)
+        #expect(away.output.contains("which are read from the database, and it could not be read"), "\(away.output)")
+    }
+
     @Test func missingPresetsAndBadDefinitionsAreClearErrors() async throws {
         let db = try await TestDatabase.create()
         let store = try TestEnvironment.temporaryDirectory("store")
