@@ -145,6 +145,8 @@ let package = Package(
                 "HalcyonTestSupport",
             ]),
         .testTarget(name: "HalcyonFuzzTests", dependencies: ["HalcyonFuzz"]),
+        // The documentation's runnable examples, the CLI reference's freshness and the install.
+        .testTarget(name: "HalcyonDocsTests", dependencies: ["HalcyonDemo", "HalcyonEmbedded", "HalcyonTestSupport"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -73,8 +73,10 @@ package struct Bench: AsyncParsableCommand {
     var scale: Double = 1
     @Option(name: .customLong("repeat"), help: "Runs per tool; medians are reported.")
     var repeats: Int = 3
-    @Option(help: "Parallel processes for the peers, threads for the decode floor. Default: cores.")
-    var concurrency: Int = ProcessInfo.processInfo.activeProcessorCount
+    @Option(name: .customLong("concurrency"), help: "Parallel processes for the peers, threads for the decode floor. Default: cores.")
+    var concurrencyOption: Int?
+    /// No default value in the declaration: help text must not depend on the machine it runs on.
+    var concurrency: Int { concurrencyOption ?? ProcessInfo.processInfo.activeProcessorCount }
     @Option(help: "Processing slots for Halcyon's worker. Default: the worker's own (cores + 1).")
     var workerConcurrency: Int?
     @Flag(help: "Skip the peers (Pillow, vipsthumbnail, convert).")

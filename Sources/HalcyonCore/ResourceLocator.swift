@@ -3,7 +3,9 @@ import Foundation
 /// Finds a directory shipped beside the binary (`migrations/`, `policy/`): an explicit path,
 /// then an environment variable, then `<dir>/NAME` or `<dir>/share/halcyon/NAME` for each
 /// directory from the executable's (its real path, however it was started) up to five levels
-/// above it (a build tree's `.build/<config>/halcyon`, or an install prefix), then `./NAME`.
+/// above it (a build tree's `.build/<config>/halcyon`, or an install prefix such as
+/// `/opt/halcyon/bin/halcyon`), then the usual install prefixes (`/usr/local/share/halcyon/NAME`,
+/// `/usr/share/halcyon/NAME`: a binary copied alone elsewhere), then `./NAME`.
 public enum ResourceLocator {
     /// The first candidate containing `marker`, and every candidate tried (for error messages).
     public static func find(
@@ -19,10 +21,15 @@ public enum ResourceLocator {
             candidates.append(dir.appendingPathComponent("share/halcyon/\(name)"))
             dir = dir.deletingLastPathComponent()
         }
+        for prefix in installPrefixes { candidates.append(URL(fileURLWithPath: "\(prefix)/share/halcyon/\(name)")) }
         candidates.append(URL(fileURLWithPath: FileManager.default.currentDirectoryPath).appendingPathComponent(name))
         let found = candidates.first { FileManager.default.fileExists(atPath: $0.appendingPathComponent(marker).path) }
         return (found, candidates)
     }
+
+    /// Where `scripts/install` and the Debian package put the shared files, when the binary is not
+    /// beside them.
+    public static let installPrefixes = ["/usr/local", "/usr"]
 
     /// The running executable's path: `/proc/self/exe` (argv[0] has no directory when the binary
     /// was found on `PATH`, and is relative to a directory the process may have left), else

@@ -145,7 +145,8 @@ package struct Demo: AsyncParsableCommand {
     }
 
     /// Sample images, generated once (deterministic) and reused.
-    static func generateSamples(in images: URL) throws {
+    /// Writes the sample images `scripts/demo` leaves in `$HALCYON_HOME/demo/images` (the docs' examples use them).
+    package static func generateSamples(in images: URL) throws {
         try FileManager.default.createDirectory(at: images, withIntermediateDirectories: true)
         let makers: [(String, () throws -> Data)] = [
             ("landscape.jpg", { try SampleImages.photo(width: 1920, height: 1080, seed: 1) }),
