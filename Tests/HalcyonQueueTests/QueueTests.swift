@@ -55,26 +55,31 @@ struct SchemaTests {
         _ = try await db.query("SELECT * FROM halcyon.throughput")
     }
 
+    /// The listener calls back once with no payloads when it starts listening (and after each
+    /// reconnection); only a NOTIFY brings payloads. So the start-up call is waited for first,
+    /// and the wake-up counted is one that carries the INSERT trigger's notification.
     @Test func insertNotifiesListeners() async throws {
         let db = try await TestDatabase.create()
-        let woke = WakeCounter()
-        let listener = JobListener(conninfo: db.conninfo, logger: .init(label: "test")) { woke.bump() }
+        let calls = NotifyLog()
+        let listener = JobListener(conninfo: db.conninfo, channel: JobListener.channel, logger: .init(label: "test")) { calls.append($0) }
         listener.start()
         defer { listener.stop() }
-        try await Task.sleep(for: .milliseconds(500))
-        let before = woke.value
+        #expect(try await waitUntil(30) { calls.startUps > 0 }, "the listener never started listening")
+        #expect(calls.notifications == 0, "a notification before anything was inserted")
         try await db.query("SELECT halcyon.enqueue('https://example.com/n.jpg')")
-        let deadline = ContinuousClock.now + .seconds(5)
-        while woke.value == before, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
-        #expect(woke.value > before)
+        #expect(try await waitUntil(30) { calls.notifications > 0 }, "no NOTIFY reached the listener after an INSERT: \(calls.all)")
+        #expect(calls.all.contains([""]), "the trigger's notification has an empty payload: \(calls.all)")
     }
 }
 
-final class WakeCounter: @unchecked Sendable {
+/// What a `JobListener` called back with: `[]` once listening, the payloads of each NOTIFY.
+final class NotifyLog: @unchecked Sendable {
     private let lock = NSLock()
-    private var n = 0
-    func bump() { lock.lock(); n += 1; lock.unlock() }
-    var value: Int { lock.lock(); defer { lock.unlock() }; return n }
+    private var calls: [[String]] = []
+    func append(_ payloads: [String]) { lock.lock(); calls.append(payloads); lock.unlock() }
+    var all: [[String]] { lock.lock(); defer { lock.unlock() }; return calls }
+    var startUps: Int { all.filter(\.isEmpty).count }
+    var notifications: Int { all.filter { !$0.isEmpty }.count }
 }
 
 @Suite(.enabled(if: TestEnvironment.available, "needs scripts/test (PostgreSQL)"))
