@@ -82,23 +82,59 @@ import Testing
         #expect(FileManager.default.contents(atPath: root.appendingPathComponent(paths.first!).path) == data)
     }
 
-    @Test func aFailedWriteLeavesNothingAtAFinalPath() throws {
-        guard geteuid() != 0 else {
-            // root ignores directory permissions; use a store whose root is a regular file instead.
-            let file = FileManager.default.temporaryDirectory.appendingPathComponent("notadir-\(UUID().uuidString.prefix(8))")
-            try Data().write(to: file)
-            defer { try? FileManager.default.removeItem(at: file) }
-            #expect { _ = try DiskStore(root: file).put(Data([9]), ext: "jpg") } throws: { ($0 as? HalcyonError)?.code == .writeFailed }
-            return
-        }
+    /// A directory on another filesystem than the store's `tmp/` (a mount under the store):
+    /// publishing a temp file there fails in the kernel with EXDEV — for any user, root too,
+    /// which permission bits would not stop. `/dev/shm` is a tmpfs beside the test's temp dir.
+    func otherFilesystem(than root: URL) throws -> URL {
+        let elsewhere = URL(fileURLWithPath: "/dev/shm").appendingPathComponent("halcyon-exdev-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: elsewhere, withIntermediateDirectories: true)
+        var a = stat(), b = stat()
+        try #require(
+            stat(root.path, &a) == 0 && stat(elsewhere.path, &b) == 0 && a.st_dev != b.st_dev,
+            "needs /dev/shm on another filesystem than \(root.path)")
+        return elsewhere
+    }
+
+    func isEmpty(_ directory: URL) -> Bool {
+        ((try? FileManager.default.contentsOfDirectory(atPath: directory.path)) ?? []).isEmpty
+    }
+
+    /// A write that fails after its temp file was written (here the final step, `link` for an
+    /// object and `rename` for a key, refused by the kernel) is `store.write_failed`, transient,
+    /// leaves nothing at the final path, and removes its temp file.
+    @Test func aFailedWriteLeavesNothingAtAFinalPathAndNoTempFile() throws {
         let root = try makeRoot()
-        defer { chmod(root.path, 0o755); try? FileManager.default.removeItem(at: root) }
-        chmod(root.path, 0o555)
-        #expect { _ = try DiskStore(root: root).put(Data([9]), ext: "jpg") } throws: { error in
+        defer { try? FileManager.default.removeItem(at: root) }
+        let elsewhere = try otherFilesystem(than: root)
+        defer { try? FileManager.default.removeItem(at: elsewhere) }
+        let store = DiskStore(root: root)
+        let data = Data("bytes that cannot be published".utf8)
+        let final = root.appendingPathComponent(DiskStore.objectPath(digest: Digest.sha256Hex(data), ext: "jpg"))
+        let objectDirectory = final.deletingLastPathComponent()
+        try FileManager.default.createDirectory(at: objectDirectory.deletingLastPathComponent(), withIntermediateDirectories: true)
+        try FileManager.default.createSymbolicLink(at: objectDirectory, withDestinationURL: elsewhere)
+        #expect { _ = try store.put(data, ext: "jpg") } throws: { error in
             let e = error as? HalcyonError
-            return e?.code == .writeFailed && e?.permanent == false
+            return e?.code == .writeFailed && e?.permanent == false && "\(error)".contains("cross-device")
         }
-        #expect(!FileManager.default.fileExists(atPath: root.appendingPathComponent("objects").path))
+        #expect(!FileManager.default.fileExists(atPath: final.path), "an object was published")
+        #expect(isEmpty(elsewhere))
+        #expect(FileManager.default.fileExists(atPath: root.appendingPathComponent("tmp").path), "the temp file was never made")
+        #expect(isEmpty(root.appendingPathComponent("tmp")), "a temp file was left: \((try? FileManager.default.contentsOfDirectory(atPath: root.appendingPathComponent("tmp").path)) ?? [])")
+
+        // A key file (published by rename) the same way: the object is stored, the key is not.
+        let key = "k@refused"
+        let keyFile = root.appendingPathComponent(DiskStore.keyPath(for: key))
+        try FileManager.default.createDirectory(at: keyFile.deletingLastPathComponent().deletingLastPathComponent(), withIntermediateDirectories: true)
+        try FileManager.default.createSymbolicLink(at: keyFile.deletingLastPathComponent(), withDestinationURL: elsewhere)
+        let info = ResultInfo(format: "png", width: 1, height: 1)
+        #expect { _ = try store.store(Data([1, 2, 3]), ext: "png", info: info, key: key, expiration: .days(1)) } throws: { error in
+            (error as? HalcyonError)?.code == .writeFailed && "\(error)".contains("cross-device")
+        }
+        #expect(!FileManager.default.fileExists(atPath: keyFile.path))
+        #expect(isEmpty(elsewhere))
+        #expect(isEmpty(root.appendingPathComponent("tmp")), "a key's temp file was left")
+        #expect(store.lookup(key, extend: .none) == nil)
     }
 }
 
