@@ -1,5 +1,6 @@
 import Foundation
 import HalcyonCore
+import HalcyonEmbedded
 import HalcyonQueue
 import HalcyonStore
 import HalcyonTestSupport
@@ -69,36 +70,109 @@ struct ApplicationWorkerTests {
         #expect(refused.value(0, "callback_error")?.hasPrefix("fetch.blocked_address") == true, "\(refused.dictionaries)")
     }
 
-    /// Deliveries live on the rows: one that came due while no worker ran, and one a worker
-    /// took and never finished (its hold ran out), are both made by the next worker.
-    @Test func aDeliveryThatWasDueIsNotLostWithItsWorker() async throws {
+    /// A webhook receiver on 127.0.0.1 (a Python process of the test's own): it logs every POST
+    /// (attempt header, job, whether it was answered) and answers 200 only once the file
+    /// `answer` exists in `directory`; before that it holds each request open for an hour.
+    static func startReceiver(in directory: URL) async throws -> (pid: pid_t, url: String, requests: () -> [[String: String]]) {
+        let script = directory.appendingPathComponent("receiver.py")
+        try """
+            import http.server, json, os, sys, time
+            d = sys.argv[1]
+            class H(http.server.BaseHTTPRequestHandler):
+                def do_POST(self):
+                    self.rfile.read(int(self.headers.get('Content-Length', '0')))
+                    answer = os.path.exists(os.path.join(d, 'answer'))
+                    with open(os.path.join(d, 'requests'), 'a') as f:
+                        f.write(json.dumps({'attempt': self.headers.get('X-Halcyon-Delivery-Attempt', ''),
+                                            'job': self.headers.get('X-Halcyon-Job', ''),
+                                            'answered': 'yes' if answer else 'no'}) + '\\n')
+                    if not answer:
+                        time.sleep(3600)
+                        return
+                    self.send_response(200)
+                    self.send_header('Content-Length', '2')
+                    self.end_headers()
+                    self.wfile.write(b'ok')
+                def log_message(self, *args):
+                    pass
+            server = http.server.ThreadingHTTPServer(('127.0.0.1', 0), H)
+            server.daemon_threads = True
+            with open(os.path.join(d, 'port.part'), 'w') as f:
+                f.write(str(server.server_address[1]))
+            os.rename(os.path.join(d, 'port.part'), os.path.join(d, 'port'))
+            server.serve_forever()
+            """.write(to: script, atomically: true, encoding: .utf8)
+        let pid = try Subprocess.spawn(
+            "/usr/bin/env", ["python3", script.path, directory.path], outputPath: directory.appendingPathComponent("receiver.log").path)
+        let portFile = directory.appendingPathComponent("port")
+        _ = try await waitUntil(30) { FileManager.default.fileExists(atPath: portFile.path) }
+        let port = try String(contentsOf: portFile, encoding: .utf8)
+        let log = directory.appendingPathComponent("requests")
+        return (
+            pid, "http://127.0.0.1:\(port)/hook",
+            {
+                ((try? String(contentsOf: log, encoding: .utf8)) ?? "").split(separator: "\n").compactMap { line in
+                    guard case .object(let o)? = JSONValue.parse(String(line)) else { return nil }
+                    return o.compactMapValues { $0.stringValue }
+                }
+            }
+        )
+    }
+
+    /// Deliveries live on the rows, so a worker's death loses none. A real `halcyon work` is
+    /// SIGKILLed (with its image process) while its delivery is in flight — the receiver holds
+    /// the POST open — and a second worker makes that delivery once its hold (the webhook
+    /// timeout + 30 s) runs out. Two jobs cancelled (`halcyon cancel`) while no worker runs
+    /// have their deliveries due with no worker; the second worker makes them too.
+    @Test func aDeliveryIsNotLostWithItsWorker() async throws {
         let db = try await TestDatabase.create()
         let store = try TestEnvironment.temporaryDirectory("webhook-store")
-        let receiver = "\(TestEnvironment.origin)/webhook/\(db.name)/0?secret=s"
-        let ids = try await db.query(
+        let directory = try TestEnvironment.temporaryDirectory("receiver")
+        let receiver = try await Self.startReceiver(in: directory)
+        defer { kill(receiver.pid, SIGKILL); _ = Subprocess.status(of: receiver.pid, block: true) }
+        let (png, _) = try WorkerTests.published()
+        let killed = try #require(
+            try await db.query(
+                "SELECT halcyon.enqueue($1, processors => 'format(png)', options => jsonb_build_object('callback_url', $2::text)) AS id",
+                ["\(TestEnvironment.origin)/files/\(png)?webhook-kill=\(db.name)", receiver.url]
+            ).value(0, "id"))
+        let arguments = ["--webhook-secret", "s", "--webhook-timeout", "10s", "--poll-interval", "200ms"]
+        let first = try helper.worker(db, store: store, arguments)
+        defer { first.signal(SIGKILL) }
+        #expect(try await waitUntil(90) { receiver.requests().count == 1 }, "no delivery reached the receiver: \(first.output.suffix(1500))")
+        first.signal(SIGKILL)
+        #expect(await first.wait(timeout: 30) != 0, "the first worker was not killed")
+        let held = try await db.query(
+            "SELECT state::text, callback_status, callback_attempts, callback_error FROM halcyon.jobs WHERE id = $1::bigint", [killed])
+        // Killed mid-delivery: taken (attempt 1), nothing recorded (the 10 s timeout never came).
+        #expect(
+            held.value(0, "state") == "succeeded" && held.value(0, "callback_status") == "pending" && held.value(0, "callback_attempts") == "1"
+                && held.value(0, "callback_error") == nil, "\(held.dictionaries)")
+
+        // Due with no worker running: two jobs an operator cancels.
+        let cancelled = try await db.query(
             """
             SELECT halcyon.enqueue('https://example.com/' || g || '.jpg', options => jsonb_build_object('callback_url', $1::text)) AS id
             FROM generate_series(1, 2) AS g
-            """, [receiver]
-        ).rows.compactMap { $0[0].flatMap { Int64($0) } }
-        // Both finish with no worker running (an operator cancels them)…
-        try await db.query("UPDATE halcyon.jobs SET state = 'cancelled', finished_at = now()")
-        // …and the second delivery was taken by a worker that died: its hold ran out.
-        try await db.query(
-            "UPDATE halcyon.jobs SET callback_attempts = 1, callback_at = now() - interval '1 second' WHERE id = $1::bigint", [String(ids[1])])
-        let worker = try helper.worker(db, store: store, ["--webhook-secret", "s", "--poll-interval", "200ms"])
-        defer { worker.signal(SIGKILL) }
-        let delivered = try await waitUntil(60) {
-            try await db.query("SELECT count(*) AS n FROM halcyon.jobs WHERE callback_status = 'delivered'").value(0, "n") == "2"
+            """, [receiver.url]
+        ).rows.compactMap { $0[0] }
+        let cancel = try await run(db, ["cancel"] + cancelled)
+        #expect(cancel.status == 0, "\(cancel.output)")
+
+        FileManager.default.createFile(atPath: directory.appendingPathComponent("answer").path, contents: Data())
+        let second = try helper.worker(db, store: store, arguments)
+        defer { second.signal(SIGKILL) }
+        let delivered = try await waitUntil(120) {
+            try await db.query("SELECT count(*) AS n FROM halcyon.jobs WHERE callback_status = 'delivered'").value(0, "n") == "3"
         }
-        #expect(delivered, "\(worker.output)")
-        #expect(try await value(db, "SELECT callback_attempts::text AS v FROM halcyon.jobs WHERE id = $1::bigint", ids[1]) == "2")
-        guard case .array(let deliveries)? = JSONValue.parse(try Origin.get("\(TestEnvironment.origin)/_webhooks/\(db.name)")) else {
-            Issue.record("no deliveries")
-            return
+        #expect(delivered, "\(second.output.suffix(2000))")
+        #expect(try await value(db, "SELECT callback_attempts::text AS v FROM halcyon.jobs WHERE id = $1::bigint", Int64(killed)!) == "2")
+        let requests = receiver.requests()
+        #expect(requests.filter { $0["job"] == killed }.map { [$0["attempt"] ?? "", $0["answered"] ?? ""] } == [["1", "no"], ["2", "yes"]])
+        for id in cancelled {
+            #expect(requests.filter { $0["job"] == id }.map { [$0["attempt"] ?? "", $0["answered"] ?? ""] } == [["1", "yes"]], "\(requests)")
         }
-        #expect(deliveries.count == 2)
-        #expect(Set(deliveries.compactMap { $0["body"]?.stringValue.flatMap(JSONValue.parse)?["state"]?.stringValue }) == ["cancelled"])
+        #expect(try await db.query("SELECT count(*) AS n FROM halcyon.jobs WHERE state = 'cancelled'").value(0, "n") == "2")
     }
 
     /// `enqueue --wait` and `wait` exit 0 / 1 / 2; `enqueue --file` reports duplicates by line;
