@@ -156,7 +156,8 @@ struct HostileInputTests {
         w.signal(SIGTERM)
         #expect(await w.wait(timeout: 30) == 0)
         print("hostile corpus: \(cases.count) cases; worker peak RSS \(peakKB / 1024) MB")
-        #expect(peakKB > 0 && peakKB < 300 * 1024, "worker peak RSS \(peakKB / 1024) MB")
+        // 62 MB measured (a debug build; the supervisor or its image process, whichever is larger).
+        #expect(peakKB > 0 && peakKB < 100 * 1024, "worker peak RSS \(peakKB / 1024) MB")
         for (c, id) in zip(cases, ids) {
             let row = try await db.query(
                 "SELECT state::text, errors->-1->>'code' AS code, last_error, result_format FROM halcyon.jobs WHERE id = $1::bigint",
