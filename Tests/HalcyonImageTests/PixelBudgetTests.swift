@@ -27,13 +27,11 @@ import Testing
     /// in the PNG encoder; it must fail at once, naming the step and the size.
     @Test func aStepWhoseOutputIsOverTheBudgetFailsBeforeAnythingIsAllocated() throws {
         let counter = ImagePipeline.DecodeCounter()
-        let started = ContinuousClock.now
         ImagePipeline.$observer.withValue(counter) {
             expectTooLarge(
                 { _ = try run(Self.onePixel, .png, "resize(16000x16000, mode=stretch) |> format(png)") },
                 mentioning: "step 1, resize(16000x16000,mode=stretch), would be 16000x16000 (256.0 MP), over the 100 MP budget")
         }
-        #expect(ContinuousClock.now - started < .seconds(1))
         #expect(counter.count == 0, "the chain was refused from the header: nothing was decoded")
         // Later steps are walked too: a crop brings a big resize back under the budget only
         // after the resize, so the resize itself is what fails.
@@ -59,9 +57,12 @@ import Testing
     /// was 16000×16000.
     @Test func everyFrameIsBudgetedNotJustTheFirst() throws {
         let lying = Self.gif(canvas: (1, 1), frames: [(1, 1), (16000, 16000)])
-        let started = ContinuousClock.now
-        expectTooLarge({ _ = try run(lying, .gif, "resize(10x10) |> format(gif)") }, mentioning: "frame 2 is 16000x16000")
-        #expect(ContinuousClock.now - started < .seconds(1))
+        // Refused from the frames' headers: nothing decoded.
+        let counter = ImagePipeline.DecodeCounter()
+        ImagePipeline.$observer.withValue(counter) {
+            expectTooLarge({ _ = try run(lying, .gif, "resize(10x10) |> format(gif)") }, mentioning: "frame 2 is 16000x16000")
+        }
+        #expect(counter.count == 0, "the frames were decoded")
         // Many frames within each limit, too many pixels together.
         let many = Self.gif(canvas: (4000, 4000), frames: Array(repeating: (4000, 4000), count: 10))
         expectTooLarge({ _ = try run(many, .gif, "resize(10x10) |> format(gif)") }, mentioning: "the 10 frames hold 160.0 MP")
