@@ -69,9 +69,39 @@ struct PoolerTests {
         #expect(try await db.query("SELECT count(*) AS n FROM halcyon.store_sweeps").value(0, "n") == "1")
         #expect(try await db.query("SELECT count(*) AS n FROM halcyon.leases").value(0, "n") == "0")
 
+        // The sweep's lease is a row, so it holds across the pool's server connections: while
+        // another holder has it (taken through the pooler too), `sweep` waits and says so; once
+        // given up, the sweep runs. A session lock would not have been seen by another client.
+        let holder = try await PGConnection.connect(pooled, label: "pooled-holder")
+        let other = JobQueue(connection: holder)
+        #expect(try await other.acquireLease(.storeSweep, holder: "another sweep"))
+        let waiting = try HalcyonProcess(["sweep", "--store", store.path], conninfo: pooled, environment: env)
+        #expect(try await waitUntil(60) { waiting.output.contains("another sweep is running") }, "\(waiting.output)")
+        #expect(waiting.isRunning, "the sweep did not wait for the lease: \(waiting.output)")
+        try await other.releaseLease(.storeSweep, holder: "another sweep")
+        await holder.close()
+        #expect(await waiting.wait(timeout: 120) == 0, "\(waiting.output)")
+        #expect(try await db.query("SELECT count(*) AS n FROM halcyon.store_sweeps").value(0, "n") == "2")
+
+        // `enqueue --wait` polls through the pooler (no LISTEN) and a `--poll-only` worker
+        // notices the new job.
+        let waiter = try HalcyonProcess(
+            ["enqueue", "file://" + dir.appendingPathComponent("p0.jpg").path, "--processors", "resize(20x20)", "--wait", "--timeout", "120s"],
+            conninfo: pooled, environment: env)
+        #expect(
+            try await waitUntil(60) { try await db.query("SELECT count(*) AS n FROM halcyon.jobs").value(0, "n") == String(ids.count + 1) },
+            "\(waiter.output)")
+        let late = try HalcyonProcess(
+            ["work", "--drain", "--store", store.path, "--file-root", dir.path, "--worker-id", "pooled-3", "--sweep-interval", "0s", "--log-level", "info"],
+            conninfo: pooled, environment: env)
+        #expect(await waiter.wait(timeout: 150) == 0, "\(waiter.output)")
+        #expect(waiter.output.contains("succeeded"), "\(waiter.output)")
+        #expect(await late.wait(timeout: 120) == 0, "\(late.output.suffix(2000))")
+        #expect(late.output.contains("mode=poll"))
+
         let status = try await run(["status"])
         #expect(status.status == 0, "\(status.output)")
-        #expect(status.output.contains("succeeded  \(ids.count)"), "\(status.output)")
+        #expect(status.output.contains("succeeded  \(ids.count + 1)"), "\(status.output)")
 
         // Halcyon's statements run with jit off; every client's session still has the server's
         // own value (a few rounds, over the pool's few server connections).

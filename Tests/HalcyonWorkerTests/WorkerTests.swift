@@ -248,6 +248,52 @@ struct WorkerTests {
         #expect(try await count(db, "state = 'running'") == 0)
     }
 
+    /// A worker that stalls (SIGSTOP to it and its image process, as a paused VM) past its lease
+    /// is rescued by another worker, which claims the job again. When the stalled worker wakes
+    /// with its download done, its outcome must not be recorded: the row's outcome is the second
+    /// worker's, recorded no sooner than its own 6 s download allows.
+    @Test func aStalledWorkersLateOutcomeIsRefusedAfterItsJobWasHandedOn() async throws {
+        _ = try Self.published()
+        let db = try await TestDatabase.create()
+        let store = try TestEnvironment.temporaryDirectory("store")
+        let ids = try await enqueue(db, [job("\(TestEnvironment.origin)/slowfile/6/tiny.png?late=\(db.name)", "format(png)")])
+        let id = String(ids[0])
+        let stalled = try worker(db, store: store, ["--lease", "2s", "--concurrency", "1"])
+        defer { stalled.signal(SIGKILL) }
+        let row = "SELECT state::text, attempt, locked_by, started_at::text AS started FROM halcyon.jobs WHERE id = $1::bigint"
+        #expect(try await waitUntil(60) { try await db.query(row, [id]).value(0, "state") == "running" }, "\(stalled.output.suffix(1500))")
+        let first = try await db.query(row, [id])
+        let frozen = [stalled.pid] + stalled.children
+        for pid in frozen { kill(pid, SIGSTOP) }
+        defer { for pid in frozen { kill(pid, SIGCONT) } }
+        let peer = try worker(db, store: store, ["--lease", "30s", "--concurrency", "1"])
+        defer { peer.signal(SIGKILL) }
+        // Rescued (attempt 1 ended by worker.lease_expired) and claimed again by the peer.
+        #expect(
+            try await waitUntil(60) {
+                let r = try await db.query(row, [id])
+                return r.value(0, "state") == "running" && r.value(0, "attempt") == "2" && r.value(0, "locked_by") != first.value(0, "locked_by")
+            }, "\(peer.output.suffix(2000))")
+        let second = try await db.query(row, [id])
+        // The stalled worker wakes: its 6 s download has been waiting in its socket.
+        for pid in frozen { kill(pid, SIGCONT) }
+        #expect(try await waitUntil(60) { try await count(db, "state = 'succeeded'") == 1 }, "\(peer.output.suffix(2000))")
+        let done = try await db.query(
+            """
+            SELECT attempt, finished_at - started_at >= interval '6 seconds' AS peers_own,
+                   jsonb_array_length(errors) AS entries, errors->0->>'code' AS code
+            FROM halcyon.jobs WHERE id = $1::bigint
+            """, [id])
+        #expect(done.value(0, "attempt") == "2" && done.value(0, "entries") == "1" && done.value(0, "code") == "worker.lease_expired", "\(done.dictionaries)")
+        // Claimed by the peer at started_at, its download takes 6 s: an outcome recorded sooner was the stalled worker's.
+        #expect(done.value(0, "peers_own") == "t", "the outcome recorded is not the peer's: \(done.dictionaries); claims \(first.dictionaries) \(second.dictionaries)")
+        #expect(try Origin.counts()["/slowfile/6/tiny.png?late=\(db.name)"] == 2)
+        stalled.signal(SIGTERM)
+        peer.signal(SIGTERM)
+        #expect(await stalled.wait(timeout: 60) == 0, "\(stalled.output.suffix(2000))")
+        #expect(await peer.wait(timeout: 60) == 0)
+    }
+
     @Test func sigtermReleasesInFlightJobsWithoutSpendingAnAttempt() async throws {
         _ = try Self.published()
         let db = try await TestDatabase.create()
@@ -299,4 +345,41 @@ struct WorkerTests {
         #expect(await w.wait(timeout: 20) == 0)
         #expect(try await count(db, "state = 'cancelled'") == 1)
     }
+
+    /// Error messages are cut at 4 KiB on the row (`errors[].message`, and `last_error`): a
+    /// source outside every --file-root whose 20,000-character path is quoted in its message.
+    /// The docs state 4 KiB per message, a size in bytes: the path of two-byte characters
+    /// checks bytes, not characters.
+    @Test func errorMessagesAreCutAt4KiBOnTheRow() async throws {
+        let db = try await TestDatabase.create()
+        let root = try TestEnvironment.temporaryDirectory("file-root")
+        let ascii = try #require(
+            try await db.query("SELECT halcyon.enqueue('file:///nowhere/' || repeat('a', 20000) || '.jpg') AS id").value(0, "id"))
+        let accented = try #require(
+            try await db.query("SELECT halcyon.enqueue('file:///nowhere/' || repeat('%C3%A9', 20000) || '.jpg') AS id").value(0, "id"))
+        let w = try worker(db, store: try TestEnvironment.temporaryDirectory("store"), ["--drain", "--file-root", root.path])
+        #expect(await w.wait(timeout: 120) == 0, "\(w.output.suffix(1500))")
+        let sql = """
+            SELECT state::text, errors->-1->>'code' AS code, left(errors->-1->>'message', 12) AS head,
+                   length(errors->-1->>'message') AS chars, octet_length(errors->-1->>'message') AS bytes,
+                   octet_length(last_error) AS last_bytes, left(last_error, 30) AS last_head
+            FROM halcyon.jobs WHERE id = $1::bigint
+            """
+        let a = try await db.query(sql, [ascii])
+        #expect(a.value(0, "state") == "failed" && a.value(0, "code") == "job.invalid_source", "\(a.dictionaries)")
+        #expect(a.value(0, "head") == "/nowhere/aaa", "the message quotes the path: \(a.dictionaries)")
+        #expect(a.value(0, "bytes") == "4096" && a.value(0, "last_bytes") == "4096", "\(a.dictionaries)")
+        #expect(a.value(0, "last_head") == "job.invalid_source: /nowhere/a", "\(a.dictionaries)")
+        let e = try await db.query(sql, [accented])
+        #expect(e.value(0, "state") == "failed" && e.value(0, "code") == "job.invalid_source", "\(e.dictionaries)")
+        let bytes = Int(e.value(0, "bytes") ?? "") ?? -1, lastBytes = Int(e.value(0, "last_bytes") ?? "") ?? -1
+        print("4 KiB cut: a message of two-byte characters kept \(e.value(0, "chars") ?? "?") characters, \(bytes) bytes; last_error \(lastBytes) bytes")
+        #expect(e.value(0, "chars") == "4096", "\(e.dictionaries)")
+        // Known to fail today: the cut is at 4096 characters (Swift's String.prefix), 8 KiB of
+        // two-byte characters (16 KiB of four-byte ones), not the 4 KiB the docs state.
+        withKnownIssue("messages are cut at 4096 characters, not 4096 bytes") {
+            #expect(bytes > 4000 && bytes <= 4096 && lastBytes > 4000 && lastBytes <= 4096, "\(e.dictionaries)")
+        }
+    }
+
 }
