@@ -128,7 +128,7 @@ public struct JobQueue: Sendable {
         let r = try await connection.execute(
             SQL.fail,
             [
-                String(claim.id), workerID, error.errorEntry.jsonText, String(error.description.prefix(4096)),
+                String(claim.id), workerID, error.errorEntry.jsonText, error.description.prefix(utf8Bytes: 4096),
                 error.permanent ? "true" : "false", String(retryDelay), timings.json.jsonText, String(claim.attempt),
             ])
         guard r.count == 1 else { return .notOwned }
@@ -152,7 +152,7 @@ public struct JobQueue: Sendable {
     /// its lease lapses. Throws when even the note is refused.
     public func recordRejection(_ claim: Claim, workerID: String, outcome: String, error: DatabaseError) async throws -> Rejection {
         let e = HalcyonError(.outcomeRejected, "the database refused to record this attempt's \(outcome): \(error)")
-        let params: [String?] = [String(claim.id), String(claim.attempt), workerID, e.errorEntry.jsonText, String(e.description.prefix(4096))]
+        let params: [String?] = [String(claim.id), String(claim.attempt), workerID, e.errorEntry.jsonText, e.description.prefix(utf8Bytes: 4096)]
         do {
             return try await connection.execute(SQL.failRejected, params).count == 1 ? .failed : .notOwned
         } catch let refused as DatabaseError where !refused.isTransient {
