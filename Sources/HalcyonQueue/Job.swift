@@ -20,12 +20,16 @@ public struct Job: Sendable, Identifiable {
     public var queue: String
     /// The presets its chain names (`preset(NAME)`), as they were when it was claimed.
     public var presets: [String: Preset]
+    /// When this claim was made (`started_at`, `Claim.stamp`).
+    public var claimedAt: String?
 
     public init(
         id: Int64, source: String, fallbackSources: [String] = [], processors: String = "",
         cacheKey: String? = nil, options: String = "{}", priority: Int = 0, attempt: Int = 1,
-        maxAttempts: Int = 5, queueWait: Double = 0, queue: String = QueueName.default, presets: [String: Preset] = [:]
+        maxAttempts: Int = 5, queueWait: Double = 0, queue: String = QueueName.default, presets: [String: Preset] = [:],
+        claimedAt: String? = nil
     ) {
+        self.claimedAt = claimedAt
         self.id = id
         self.source = source
         self.fallbackSources = fallbackSources
@@ -43,18 +47,26 @@ public struct Job: Sendable, Identifiable {
 
 extension Job {
     /// This job as claimed: its id and this attempt.
-    public var claim: Claim { Claim(id: id, attempt: attempt) }
+    public var claim: Claim { Claim(id: id, attempt: attempt, stamp: claimedAt) }
 }
 
-/// One claim of a job: its id and the attempt it was claimed for. Every statement a worker
-/// makes about a job it holds names both, so an old attempt cannot touch a newer claim.
+/// One claim of a job: its id, the attempt it was claimed for and when it was claimed. Every
+/// statement that records an outcome or lets go of a job names all three, so an old attempt cannot
+/// touch a newer claim — not even one with the same attempt number and worker id, as after a
+/// release (which gives the attempt back) when the supervised image process that held it died and
+/// its successor, under the same worker id, claimed the job again.
 public struct Claim: Hashable, Sendable, CustomStringConvertible {
     public var id: Int64
     public var attempt: Int
+    /// The claim's `started_at` in UTC, as the claim returned it (`SQL.claimStamp`): microseconds,
+    /// unique per claim of a row. Nil matches any claim of this attempt (a caller that did not
+    /// claim the job itself).
+    public var stamp: String?
 
-    public init(id: Int64, attempt: Int) {
+    public init(id: Int64, attempt: Int, stamp: String? = nil) {
         self.id = id
         self.attempt = attempt
+        self.stamp = stamp
     }
 
     public var description: String { "\(id)#\(attempt)" }

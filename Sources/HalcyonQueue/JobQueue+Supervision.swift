@@ -12,7 +12,7 @@ extension JobQueue {
     public func heldJobs(workerID: String) async throws -> [HeldJob] {
         try await connection.execute(SQL.heldJobs, [workerID]).rows.compactMap { row in
             guard let id = row[0].flatMap({ Int64($0) }), let attempt = row[1].flatMap({ Int($0) }) else { return nil }
-            return HeldJob(claim: Claim(id: id, attempt: attempt), crashes: row[2].flatMap { Int($0) } ?? 0)
+            return HeldJob(claim: Claim(id: id, attempt: attempt, stamp: row[3]), crashes: row[2].flatMap { Int($0) } ?? 0)
         }
     }
 

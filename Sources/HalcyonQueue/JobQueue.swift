@@ -50,7 +50,8 @@ public struct JobQueue: Sendable {
                 maxAttempts: r.value(i, "max_attempts").flatMap { Int($0) } ?? 5,
                 queueWait: max(0, r.value(i, "queue_wait").flatMap { Double($0) } ?? 0),
                 queue: r.value(i, "queue") ?? QueueName.default,
-                presets: r.value(i, "presets").map(Preset.parse(map:)) ?? [:])
+                presets: r.value(i, "presets").map(Preset.parse(map:)) ?? [:],
+                claimedAt: r.value(i, "claimed_at"))
         }
     }
 
@@ -95,6 +96,7 @@ public struct JobQueue: Sendable {
             let r = b.result
             return [
                 "id": .number(Double(b.claim.id)), "attempt": .number(Double(b.claim.attempt)),
+                "claimed_at": b.claim.stamp.map { .string($0) } ?? .null,
                 "result_key": .string(r.key), "result_digest": .string(r.digest),
                 "result_path": .string(r.path), "result_bytes": .number(Double(r.bytes)), "result_width": .number(Double(r.width)),
                 "result_height": .number(Double(r.height)), "result_format": .string(r.format), "cache_hit": .bool(r.cacheHit),
@@ -129,7 +131,7 @@ public struct JobQueue: Sendable {
             SQL.fail,
             [
                 String(claim.id), workerID, error.errorEntry.jsonText, error.description.prefix(utf8Bytes: 4096),
-                error.permanent ? "true" : "false", String(retryDelay), timings.json.jsonText, String(claim.attempt),
+                error.permanent ? "true" : "false", String(retryDelay), timings.json.jsonText, String(claim.attempt), claim.stamp,
             ])
         guard r.count == 1 else { return .notOwned }
         return r.value(0, "state") == "failed" ? .failed : .retryScheduled
@@ -152,7 +154,9 @@ public struct JobQueue: Sendable {
     /// its lease lapses. Throws when even the note is refused.
     public func recordRejection(_ claim: Claim, workerID: String, outcome: String, error: DatabaseError) async throws -> Rejection {
         let e = HalcyonError(.outcomeRejected, "the database refused to record this attempt's \(outcome): \(error)")
-        let params: [String?] = [String(claim.id), String(claim.attempt), workerID, e.errorEntry.jsonText, e.description.prefix(utf8Bytes: 4096)]
+        let params: [String?] = [
+            String(claim.id), String(claim.attempt), workerID, e.errorEntry.jsonText, e.description.prefix(utf8Bytes: 4096), claim.stamp,
+        ]
         do {
             return try await connection.execute(SQL.failRejected, params).count == 1 ? .failed : .notOwned
         } catch let refused as DatabaseError where !refused.isTransient {
@@ -164,7 +168,13 @@ public struct JobQueue: Sendable {
     @discardableResult
     public func release(_ claims: [Claim], workerID: String) async throws -> Int {
         guard !claims.isEmpty else { return 0 }
-        return try await connection.execute(SQL.release, [Self.idArray(claims.map(\.id)), Self.intArray(claims.map(\.attempt)), workerID]).count
+        return try await connection.execute(
+            SQL.release,
+            [
+                Self.idArray(claims.map(\.id)), Self.intArray(claims.map(\.attempt)), workerID,
+                "{" + claims.map { $0.stamp.map { "\"\($0)\"" } ?? "NULL" }.joined(separator: ",") + "}",
+            ]
+        ).count
     }
 
     /// A job whose lease ended, after rescue.

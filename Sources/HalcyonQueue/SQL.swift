@@ -139,10 +139,10 @@ enum SQL {
             -- could become a scan of the whole table when its statistics are off.
             WHERE j.id = ANY((SELECT chosen FROM ids) || ARRAY(SELECT id FROM siblings))
             RETURNING j.id, j.source, j.fallback_sources, j.processors, j.cache_key, j.options::text AS options,
-                      j.priority, j.attempt, j.max_attempts, j.queue, j.run_at,
+                      j.priority, j.attempt, j.max_attempts, j.queue, j.run_at, \(claimStamp("j.started_at")) AS claimed_at,
                       extract(epoch FROM (now() - j.run_at))::float8 AS queue_wait
         )
-        SELECT id, source, fallback_sources, processors, cache_key, options, priority, attempt, max_attempts, queue, queue_wait,
+        SELECT id, source, fallback_sources, processors, cache_key, options, priority, attempt, max_attempts, queue, queue_wait, claimed_at,
                -- The presets a chain names, read in the claim's snapshot (a chain without the
                -- word pays one strpos).
                CASE WHEN strpos(lower(processors), 'preset') > 0 THEN (
@@ -163,6 +163,17 @@ enum SQL {
         """
     /// $1 name. Returns the deleted name.
     static let deletePreset = "DELETE FROM halcyon.presets WHERE name = $1 RETURNING name"
+
+    /// A claim's stamp (`Claim.stamp`): its `started_at` as UTC text with microseconds, the same
+    /// whatever the session's TimeZone and DateStyle, and read back exactly by `::timestamptz`.
+    static func claimStamp(_ column: String) -> String {
+        #"to_char(\#(column) AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')"#
+    }
+    /// The guard that a row is still the claim whose stamp is `stamp` (an SQL text expression; a
+    /// NULL stamp matches any claim of the attempt).
+    static func sameClaim(_ startedAt: String, _ stamp: String) -> String {
+        "(\(stamp) IS NULL OR \(startedAt) = (\(stamp))::timestamptz)"
+    }
 
     /// How far past a chosen job's id the claim looks for queued jobs of the same source.
     static let claimSiblingReach = 16
@@ -223,8 +234,9 @@ enum SQL {
             FROM jsonb_to_recordset($2::jsonb) AS r(id bigint, attempt int, result_key text, result_digest text, result_path text,
                  result_bytes bigint, result_width int, result_height int, result_format text, cache_hit boolean,
                  result_source text, timings jsonb, source_width int, source_height int, source_format text,
-                 source_bytes bigint, source_meta text, placeholders text)
+                 source_bytes bigint, source_meta text, placeholders text, claimed_at text)
             WHERE j.id = r.id AND j.attempt = r.attempt AND j.state = 'running' AND j.locked_by = $1
+              AND \(sameClaim("j.started_at", "r.claimed_at"))
             RETURNING j.id, j.state, j.queue, j.cache_hit, j.result_key, j.result_path
         )
         SELECT id, pg_notify('\(JobListener.finishedChannel)',
@@ -233,8 +245,8 @@ enum SQL {
         """
 
     /// $1 id, $2 worker id, $3 error entry (jsonb without `at`/`attempt`), $4 last_error text,
-    /// $5 permanent (bool), $6 retry delay seconds, $7 stage timings (jsonb), $8 the attempt.
-    /// Returns the new state.
+    /// $5 permanent (bool), $6 retry delay seconds, $7 stage timings (jsonb), $8 the attempt, $9 the
+    /// claim's stamp. Returns the new state.
     static let fail = """
         UPDATE halcyon.jobs
         SET state = CASE WHEN $5::boolean OR attempt >= max_attempts THEN 'failed' ELSE 'queued' END::halcyon.job_state,
@@ -245,42 +257,43 @@ enum SQL {
             errors = \(keepLatestErrors("errors")) || jsonb_build_array(
                 jsonb_build_object('at', now(), 'attempt', attempt) || $3::jsonb),
             last_error = $4, timings = $7::jsonb
-        WHERE id = $1::bigint AND attempt = $8::int AND state = 'running' AND locked_by = $2
+        WHERE id = $1::bigint AND attempt = $8::int AND state = 'running' AND locked_by = $2 AND \(sameClaim("started_at", "$9::text"))
         RETURNING state::text, run_at
         """
 
     /// Fails a held claim whose outcome the database refused, for good, with that refusal's
     /// entry (`worker.outcome_rejected`). $1 id, $2 attempt, $3 worker id, $4 error entry (jsonb
-    /// without `at`/`attempt`), $5 last_error text.
+    /// without `at`/`attempt`), $5 last_error text, $6 the claim's stamp.
     static let failRejected = """
         UPDATE halcyon.jobs
         SET state = 'failed', finished_at = now(), locked_by = NULL, locked_until = NULL,
             errors = \(keepLatestErrors("errors")) || jsonb_build_array(jsonb_build_object('at', now(), 'attempt', attempt) || $4::jsonb),
             last_error = $5
-        WHERE id = $1::bigint AND attempt = $2::int AND state = 'running' AND locked_by = $3
+        WHERE id = $1::bigint AND attempt = $2::int AND state = 'running' AND locked_by = $3 AND \(sameClaim("started_at", "$6::text"))
         RETURNING id
         """
 
     /// Notes on a held claim that the database refused its outcome, leaving it `running` (its
     /// lease lapses and the rescue takes it from there) — when it refuses `failRejected` too.
     /// $1 id, $2 attempt, $3 worker id, $4 error entry (jsonb without `at`/`attempt`), $5
-    /// last_error text.
+    /// last_error text, $6 the claim's stamp.
     static let markOutcomeRejected = """
         UPDATE halcyon.jobs
         SET errors = \(keepLatestErrors("errors")) || jsonb_build_array(jsonb_build_object('at', now(), 'attempt', attempt) || $4::jsonb),
             last_error = $5
-        WHERE id = $1::bigint AND attempt = $2::int AND state = 'running' AND locked_by = $3
+        WHERE id = $1::bigint AND attempt = $2::int AND state = 'running' AND locked_by = $3 AND \(sameClaim("started_at", "$6::text"))
         RETURNING id
         """
 
     /// Puts unfinished jobs back without spending their attempt. $1 ids (bigint[]), $2 their
-    /// attempts (int[]), $3 worker id.
+    /// attempts (int[]), $3 worker id, $4 their claims' stamps (text[], NULL elements match any).
     static let release = """
         UPDATE halcyon.jobs j
         SET state = 'queued', attempt = greatest(j.attempt - 1, 0), locked_by = NULL, locked_until = NULL,
             run_at = now()
-        FROM unnest($1::bigint[], $2::int[]) AS c(id, attempt)
+        FROM unnest($1::bigint[], $2::int[], $4::text[]) AS c(id, attempt, stamp)
         WHERE j.id = c.id AND j.attempt = c.attempt AND j.state = 'running' AND j.locked_by = $3
+          AND \(sameClaim("j.started_at", "c.stamp"))
         RETURNING j.id
         """
 
@@ -371,7 +384,8 @@ enum SQL {
     /// while it was in processing (its `worker.crashed` entries).
     static let heldJobs = """
         SELECT id, attempt,
-               (SELECT count(*) FROM jsonb_array_elements(j.errors) e WHERE e->>'code' = 'worker.crashed') AS crashes
+               (SELECT count(*) FROM jsonb_array_elements(j.errors) e WHERE e->>'code' = 'worker.crashed') AS crashes,
+               \(claimStamp("started_at")) AS claimed_at
         FROM halcyon.jobs j
         WHERE state = 'running' AND locked_by = $1
         ORDER BY id

@@ -40,16 +40,19 @@ struct QueryPlanTests {
             WHERE id IN (SELECT id FROM halcyon.jobs WHERE state = 'queued' AND run_at <= now() ORDER BY id DESC LIMIT 300)
             """)
         try await c.execute("ANALYZE halcyon.jobs")
-        let held = try await c.execute("SELECT id, attempt FROM halcyon.jobs WHERE state = 'running' ORDER BY id LIMIT 6").rows
+        let held = try await c.execute(
+            "SELECT id, attempt, \(SQL.claimStamp("started_at")) FROM halcyon.jobs WHERE state = 'running' ORDER BY id LIMIT 6"
+        ).rows
         let ids = "{" + held.map { $0[0] ?? "" }.joined(separator: ",") + "}"
         let attempts = "{" + held.map { $0[1] ?? "" }.joined(separator: ",") + "}"
-        let one = held[0][0], oneAttempt = held[0][1]
+        let stamps = "{" + held.map { "\"\($0[2] ?? "")\"" }.joined(separator: ",") + "}"
+        let one = held[0][0], oneAttempt = held[0][1], oneStamp = held[0][2]
         let results = JSONValue.array(
             held.map { row in
                 [
                     "id": .number(Double(row[0]!)!), "attempt": .number(Double(row[1]!)!), "result_key": "k", "result_digest": "d",
                     "result_path": "p", "result_bytes": 1, "result_width": 1, "result_height": 1, "result_format": "jpeg",
-                    "cache_hit": false, "timings": [:],
+                    "cache_hit": false, "timings": [:], "claimed_at": .string(row[2]!),
                 ]
             }
         ).jsonText
@@ -61,10 +64,10 @@ struct QueryPlanTests {
             ("claim, store hits (250, no siblings)", SQL.claim, ["w", "250", "30", "67108864", "{}", "{}", "false"]),
             ("heartbeat", SQL.heartbeatJobs, [ids, attempts, "w", "30"]),
             ("complete (group commit)", SQL.complete, ["w", results]),
-            ("fail / retry", SQL.fail, [one, "w", entry, "fetch.timeout: timed out", "false", "2", "{}", oneAttempt]),
-            ("outcome rejected", SQL.failRejected, [one, oneAttempt, "w", entry, "x"]),
-            ("outcome rejected, noted", SQL.markOutcomeRejected, [one, oneAttempt, "w", entry, "x"]),
-            ("release", SQL.release, [ids, attempts, "w"]),
+            ("fail / retry", SQL.fail, [one, "w", entry, "fetch.timeout: timed out", "false", "2", "{}", oneAttempt, oneStamp]),
+            ("outcome rejected", SQL.failRejected, [one, oneAttempt, "w", entry, "x", oneStamp]),
+            ("outcome rejected, noted", SQL.markOutcomeRejected, [one, oneAttempt, "w", entry, "x", oneStamp]),
+            ("release", SQL.release, [ids, attempts, "w", stamps]),
             ("rescue", SQL.rescue, ["1000", "{}"]),
             ("expired leases", SQL.expiredLeases, ["1000", "{}"]),
             ("rescue one", SQL.rescueOne, [one]),

@@ -157,6 +157,27 @@ struct ClaimTests {
         #expect(jobs.map(\.source) == ["https://e.com/high", "https://e.com/low"])
     }
 
+    /// A claim is its id, attempt and stamp: after a release gives the attempt back, the same
+    /// worker's next claim has the same id, attempt and worker id, and an outcome of the earlier
+    /// claim (arriving late) is refused — success, failure and release alike — while the new
+    /// claim's own outcome is recorded.
+    @Test func anOutcomeOfAnEarlierClaimIsRefusedAfterTheJobWasClaimedAgain() async throws {
+        let db = try await TestDatabase.create()
+        try await db.query("SELECT halcyon.enqueue('https://e.com/a')")
+        let q = JobQueue(connection: try await db.connect())
+        let first = try #require(try await q.claim(workerID: "w", limit: 1, lease: 30).first)
+        #expect(try await q.release([first.claim], workerID: "w") == 1)
+        let second = try #require(try await q.claim(workerID: "w", limit: 1, lease: 30).first)
+        #expect(second.id == first.id && second.attempt == first.attempt && second.claim.stamp != first.claim.stamp)
+        let result = JobResult(key: "k", digest: "d", path: "p", bytes: 1, width: 1, height: 1, format: "png", cacheHit: false, source: nil)
+        #expect(try await q.complete(first.claim, workerID: "w", result: result) == false)
+        #expect(try await q.fail(first.claim, workerID: "w", error: HalcyonError(.internal, "late"), retryDelay: 0) == .notOwned)
+        #expect(try await q.release([first.claim], workerID: "w") == 0)
+        #expect(try await q.complete(second.claim, workerID: "w", result: result))
+        let row = try await db.query("SELECT state::text AS state, jsonb_array_length(errors) AS errors FROM halcyon.jobs")
+        #expect(row.value(0, "state") == "succeeded" && row.value(0, "errors") == "0", "\(row.dictionaries)")
+    }
+
     /// A source's variants enqueued together are claimed together (one download, one decode),
     /// even by a claim of one; not past the reach, not another queue's, not a limited queue's.
     @Test func aClaimTakesTheQueuedSiblingsOfItsSources() async throws {

@@ -109,11 +109,9 @@ struct CrashContainmentTests {
     /// released, not charged) is SIGKILLed; the supervisor releases the job and a new child
     /// claims it again. What the old child could still say about its claim — an outcome sent
     /// just before it died and held up on its way (a busy server, a pooler's queue) — must not
-    /// land on the new child's claim. The old claim is replayed through the queue as it was.
-    ///
-    /// Known to fail today: a release gives the attempt back and the child keeps its parent's
-    /// worker id, so the new claim has the old one's (id, attempt, worker) and the replayed
-    /// outcome is recorded over the new child's claim.
+    /// land on the new child's claim. The old claim is replayed through the queue as it was —
+    /// with the same id, attempt (a release gives it back) and worker id (a child keeps its
+    /// parent's): only the claim's stamp tells the two apart.
     @Test func theRestartedChildsClaimTakesNoOutcomeOfTheOldChild() async throws {
         let db = try await TestDatabase.create()
         let png = try Origin.publish("crash-late.png", try SampleImages.photo(width: 64, height: 48, seed: 12, format: .png))
@@ -124,8 +122,13 @@ struct CrashContainmentTests {
         let query = "SELECT state::text, attempt, locked_by, started_at::text AS started FROM halcyon.jobs WHERE id = $1::bigint"
         #expect(try await waitUntil(60) { try await db.query(query, [id]).value(0, "state") == "running" }, "\(w.output.suffix(2000))")
         let old = try await db.query(query, [id])
-        let oldClaim = Claim(id: Int64(id)!, attempt: Int(old.value(0, "attempt") ?? "") ?? -1)
         let workerID = try #require(old.value(0, "locked_by"))
+        let c = try await db.connect()
+        defer { Task { await c.close() } }
+        let q = JobQueue(connection: c)
+        // The claim as the old child holds it (the supervisor reads held claims the same way).
+        let oldClaim = try #require(try await q.heldJobs(workerID: workerID).first { $0.claim.id == Int64(id)! }?.claim)
+        #expect(oldClaim.stamp != nil && oldClaim.attempt == Int(old.value(0, "attempt") ?? ""))
         let child = try #require(w.children.first, "no child process: \(w.output.suffix(2000))")
         #expect(kill(child, SIGKILL) == 0)
         // Released (attempt given back) and claimed again by the new child, under the same worker id.
@@ -135,18 +138,18 @@ struct CrashContainmentTests {
         }
         #expect(reclaimed, "\(w.output.suffix(3000))")
         let new = try await db.query(query, [id])
-        print("restart: old claim attempt \(oldClaim.attempt) by \(workerID); new claim attempt \(new.value(0, "attempt") ?? "?") by \(new.value(0, "locked_by") ?? "?")")
-        let c = try await db.connect()
-        defer { Task { await c.close() } }
-        let q = JobQueue(connection: c)
+        let newClaim = try #require(try await q.heldJobs(workerID: workerID).first { $0.claim.id == Int64(id)! }?.claim)
+        print("restart: old claim \(oldClaim) \(oldClaim.stamp ?? "?"), new claim \(newClaim) \(newClaim.stamp ?? "?"), both by \(workerID)")
+        #expect(
+            new.value(0, "locked_by") == workerID && newClaim.attempt == oldClaim.attempt, "the case this test is about: same worker id and attempt")
+        #expect(newClaim.stamp != oldClaim.stamp)
         let result = JobResult(key: "late", digest: "d", path: "p", bytes: 1, width: 1, height: 1, format: "png", cacheHit: false, source: nil)
-        withKnownIssue("a release gives the attempt back and a child keeps its parent's worker id: the old claim is the new one") {
-            #expect(new.value(0, "locked_by") != workerID || new.value(0, "attempt") != old.value(0, "attempt"), "the new claim is indistinguishable from the old")
-        }
-        let accepted = try await q.complete(oldClaim, workerID: workerID, result: result)
-        withKnownIssue("the old child's outcome lands on the new child's claim") {
-            #expect(!accepted, "the old child's late outcome was recorded over the new child's claim")
-        }
+        #expect(try await q.complete(oldClaim, workerID: workerID, result: result) == false, "the old child's late success landed on the new claim")
+        let failed = try await q.fail(oldClaim, workerID: workerID, error: HalcyonError(.internal, "late"), retryDelay: 0)
+        #expect(failed == .notOwned, "the old child's late failure landed on the new claim")
+        #expect(try await q.release([oldClaim], workerID: workerID) == 0, "the old child's late release let go of the new claim")
+        let after = try await db.query(query, [id])
+        #expect(after.value(0, "state") == "running" && after.value(0, "started") == new.value(0, "started"), "\(after.dictionaries)")
         w.signal(SIGTERM)
         _ = await w.wait(timeout: 60)
     }

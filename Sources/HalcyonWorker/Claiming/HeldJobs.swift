@@ -9,7 +9,8 @@ import HalcyonQueue
 /// without lease renewals until it was rescued).
 struct HeldJobs {
     struct Entry {
-        var attempt: Int
+        /// The claim held (its attempt and stamp).
+        var claim: Claim
         var queue: String = QueueName.default
         var cancel: CancellationFlag
         /// Done executing, its outcome being written: still held (heartbeats, release at
@@ -29,11 +30,11 @@ struct HeldJobs {
 
     /// Holds a fresh claim, replacing any older attempt of the same job.
     mutating func hold(_ job: Job, cancel: CancellationFlag) {
-        entries[job.id] = Entry(attempt: job.attempt, queue: job.queue, cancel: cancel)
+        entries[job.id] = Entry(claim: job.claim, queue: job.queue, cancel: cancel)
     }
 
-    /// Whether this claim (id and attempt) is still held.
-    func holds(_ job: Job) -> Bool { entries[job.id]?.attempt == job.attempt }
+    /// Whether this claim (id, attempt and stamp) is still held.
+    func holds(_ job: Job) -> Bool { entries[job.id]?.claim == job.claim }
 
     /// Marks this claim as recording its outcome; false when it is no longer held.
     @discardableResult
@@ -49,7 +50,7 @@ struct HeldJobs {
     }
 
     /// The held claims, for a heartbeat.
-    var claims: [Claim] { entries.map { Claim(id: $0.key, attempt: $0.value.attempt) } }
+    var claims: [Claim] { entries.values.map(\.claim) }
 
     /// The cancellation flags of the claims in `snapshot` the database no longer counts as
     /// ours (not in `held`), still the held attempt and still executing. A claim recording its
@@ -57,7 +58,7 @@ struct HeldJobs {
     /// the guarded write refuses it anyway.
     func lost(from snapshot: [Claim], held: Set<Int64>) -> [(id: Int64, cancel: CancellationFlag)] {
         snapshot.compactMap { claim in
-            guard !held.contains(claim.id), let e = entries[claim.id], e.attempt == claim.attempt, !e.recording else { return nil }
+            guard !held.contains(claim.id), let e = entries[claim.id], e.claim == claim, !e.recording else { return nil }
             return (claim.id, e.cancel)
         }
     }
@@ -65,12 +66,12 @@ struct HeldJobs {
     /// Every held claim and its flag, still held: a job being released at shutdown stays ours
     /// (its lease renewed) until the release is written.
     var all: [(claim: Claim, cancel: CancellationFlag)] {
-        entries.map { (Claim(id: $0.key, attempt: $0.value.attempt), $0.value.cancel) }
+        entries.values.map { ($0.claim, $0.cancel) }
     }
 
     /// Lets go of these claims (each only if it is still the held attempt).
     mutating func drop(_ claims: [Claim]) {
-        for claim in claims where entries[claim.id]?.attempt == claim.attempt {
+        for claim in claims where entries[claim.id]?.claim == claim {
             entries[claim.id] = nil
         }
     }
