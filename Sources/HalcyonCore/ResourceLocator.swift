@@ -23,6 +23,8 @@ public enum ResourceLocator {
         }
         for prefix in installPrefixes { candidates.append(URL(fileURLWithPath: "\(prefix)/share/halcyon/\(name)")) }
         candidates.append(URL(fileURLWithPath: FileManager.default.currentDirectoryPath).appendingPathComponent(name))
+        var seen: Set<String> = []
+        candidates = candidates.filter { seen.insert($0.standardizedFileURL.path).inserted }
         let found = candidates.first { FileManager.default.fileExists(atPath: $0.appendingPathComponent(marker).path) }
         return (found, candidates)
     }
