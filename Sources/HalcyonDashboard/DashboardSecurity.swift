@@ -6,7 +6,10 @@ import HalcyonStore
 ///
 /// - Without a token (loopback only): any local client, but only with a `Host` header naming
 ///   the loopback address or `localhost` — a page on another site that rebinds its DNS name to
-///   127.0.0.1 is refused, so it cannot read job data or the form token.
+///   127.0.0.1 is refused, so it cannot read job data or the form token — and never a request
+///   that came through a proxy (`Forwarded`, `X-Forwarded-*`, `X-Real-IP`, `Via`): a reverse
+///   proxy on the same machine connects from loopback and may pass `Host: 127.0.0.1`, which
+///   would open a token-less dashboard to whoever reaches the proxy.
 /// - With a token: an `Authorization: Bearer TOKEN` header, or the session cookie that
 ///   `POST /login` sets (HttpOnly, SameSite=Strict; its value is an HMAC of the token, so the
 ///   token itself is never stored in the browser).
@@ -38,10 +41,20 @@ struct DashboardSecurity: Sendable {
         case signIn
         /// A Host this dashboard does not answer to (DNS rebinding).
         case wrongHost
+        /// No token, and the request came through a proxy (the header that says so).
+        case proxied(header: String)
+    }
+
+    /// Headers a proxy adds; any of them on a request means it did not come from this machine's
+    /// own user directly.
+    static func proxyHeader(in request: HTTPServer.Request) -> String? {
+        // Header names are stored lowercased.
+        request.headers.keys.sorted().first { $0 == "forwarded" || $0 == "via" || $0 == "x-real-ip" || $0.hasPrefix("x-forwarded-") }
     }
 
     func access(_ request: HTTPServer.Request) -> Access {
         guard let token, let sessionValue else {
+            if let header = Self.proxyHeader(in: request) { return .proxied(header: header) }
             return Self.isLocalHost(request.header("host"), port: port) ? .allowed(bearer: false) : .wrongHost
         }
         if let auth = request.header("authorization"), auth.lowercased().hasPrefix("bearer "),

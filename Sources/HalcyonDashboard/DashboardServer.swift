@@ -107,6 +107,12 @@ public final class DashboardServer: Sendable {
         case .wrongHost:
             logger.notice("dashboard: refused a request for another host", metadata: ["host": "\(request.header("host") ?? "(none)")"])
             return .text(403, "this dashboard answers to 127.0.0.1 and localhost only (a different Host header was sent)\n")
+        case .proxied(let header):
+            logger.notice("dashboard: refused a proxied request (no token is set)", metadata: ["header": "\(header)"])
+            return .text(
+                403,
+                "this dashboard has no token, so it answers only requests made on this machine directly; this one came through a proxy (\(header)). Start it with --auth-token (or HALCYON_DASHBOARD_TOKEN) to serve it behind a proxy.\n"
+            )
         case .signIn:
             if parts.first == "login" { return login(request) }
             if isAPI || method != "GET" { return json(401, ["error": "sign in: send Authorization: Bearer TOKEN"]) }
@@ -300,11 +306,14 @@ public final class DashboardServer: Sendable {
         return page(200, "Sign in", LoginPage.render(next: next, failed: false))
     }
 
-    /// `next` when it is a path on this site, else `/` (no open redirect to another host).
+    /// `next` when it is a path on this site, else `/` (no open redirect to another host): one
+    /// `/`, then only the characters of a URL's path and query (RFC 3986; `%` escapes kept as
+    /// they are). Anything else is refused, not cleaned: browsers drop tabs and newlines and read
+    /// `\` as `/`, so `/<TAB>/evil.example` or `/\evil.example` would leave the site.
     static func localPath(_ next: String?) -> String {
-        guard let next, next.hasPrefix("/"), !next.hasPrefix("//"), !next.contains("\\"), !next.contains("\r"), !next.contains("\n") else {
-            return "/"
-        }
+        guard let next, next.hasPrefix("/"), next.count <= 2048 else { return "/" }
+        let allowed = Set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-._~!$&'()*+,;=:@/?%")
+        guard next.allSatisfy({ allowed.contains($0) }), !next.dropFirst().hasPrefix("/") else { return "/" }
         return next
     }
 

@@ -90,8 +90,18 @@ struct DashboardSecurityTests {
         let session = String(cookie.prefix { $0 != ";" })
         let page = try await HTTP.get(server, "/jobs/\(f.missing)", headers: ["Cookie": session])
         #expect(page.status == 200)
-        // No open redirect after sign-in.
-        #expect(try await HTTP.post(server, "/login", [("token", secret), ("next", "//evil.example/")]).headers["location"] == "/")
+        // No open redirect after sign-in: anything but a same-origin path goes to /. Browsers drop
+        // tabs and newlines and read \ as /, so each of these would otherwise leave the site.
+        for next in [
+            "//evil.example/", "/\tevil.example/x", "/\t/evil.example/x", "/\n/evil.example", "/\\evil.example", "/\\/evil.example",
+            "https://evil.example/", "evil.example", "/ /evil.example", "/%09/evil.example\t", "javascript:alert(1)",
+        ] {
+            #expect(
+                try await HTTP.post(server, "/login", [("token", secret), ("next", next)]).headers["location"] == "/", "\(next.debugDescription)")
+        }
+        for next in ["/jobs?state=failed&code=fetch.timeout", "/jobs/12", "/?q=%2F%2Fx"] {
+            #expect(try await HTTP.post(server, "/login", [("token", secret), ("next", next)]).headers["location"] == next, "\(next)")
+        }
 
         let id = try await failedJob(f)
         #expect(
@@ -118,6 +128,32 @@ struct DashboardSecurityTests {
             let r = try await HTTP.get(server, "/api/jobs", host: host)
             #expect(r.status == 403 && !r.text.contains("\"jobs\""), "\(host) (DNS rebinding)")
         }
+    }
+
+    /// A reverse proxy on this machine connects from loopback and may forward `Host: 127.0.0.1`
+    /// (nginx's default `proxy_set_header Host $proxy_host`): without a token, a request carrying
+    /// any header a proxy adds is refused with the reason, pages and API alike.
+    @Test func withoutATokenAProxiedRequestIsRefused() async throws {
+        let f = try await DashboardFixture.forChanges.value
+        let server = try await f.server()
+        defer { server.stop() }
+        for (name, value) in [
+            ("X-Forwarded-For", "203.0.113.9"), ("X-Forwarded-Proto", "https"), ("X-Forwarded-Host", "halcyon.example"),
+            ("Forwarded", "for=203.0.113.9"), ("X-Real-IP", "203.0.113.9"), ("Via", "1.1 nginx"),
+        ] {
+            for path in ["/", "/api/jobs", "/jobs"] {
+                let r = try await HTTP.get(server, path, headers: [name: value], host: "127.0.0.1:\(server.port)")
+                #expect(r.status == 403 && r.text.contains("--auth-token") && !r.text.contains("\"jobs\""), "\(name) \(path): \(r.status)")
+            }
+        }
+        #expect(try await HTTP.get(server, "/", host: "127.0.0.1:\(server.port)").status == 200, "a direct local request still is")
+        // With a token, a proxy is fine: the token is what is checked.
+        let secret = String(repeating: "s", count: 24)
+        let tokened = try await f.server { $0.authToken = secret }
+        defer { tokened.stop() }
+        let r = try await HTTP.get(
+            tokened, "/api/overview", headers: ["Authorization": "Bearer \(secret)", "X-Forwarded-For": "203.0.113.9"], host: "halcyon.example")
+        #expect(r.status == 200)
     }
 
     @Test func anAddressOtherThanLoopbackNeedsAToken() async throws {
