@@ -34,6 +34,11 @@ extension JobQueue {
         }
     }
 
+    /// Whether any job's delivery is pending and due within `window` (now, or a retry soon).
+    public func callbackDue(within window: Duration) async throws -> Bool {
+        try await connection.execute(SQL.callbackDueSoon, [String(window.seconds)]).value(0, "due") == "t"
+    }
+
     /// Records a delivery attempt's outcome; false when the row moved on meanwhile (retried,
     /// deleted, or taken again after its hold ran out).
     @discardableResult

@@ -592,6 +592,14 @@ enum SQL {
             )::text AS body
         """
 
+    /// Whether a delivery is pending and due within $1 seconds (a draining worker waits for
+    /// those). Deliveries another worker holds are due only when its hold runs out.
+    static let callbackDueSoon = """
+        SELECT EXISTS (
+            SELECT 1 FROM halcyon.jobs WHERE callback_status = 'pending' AND callback_at <= now() + make_interval(secs => $1::float8)
+        ) AS due
+        """
+
     /// Records a delivery attempt. $1 id, $2 the attempt (the row is left alone if another
     /// attempt has been taken since), $3 'delivered', 'pending' (retry) or 'failed', $4 error
     /// text (null when delivered), $5 seconds until the retry.

@@ -47,6 +47,7 @@ public final class Worker: Service, Sendable {
         let first = state.stopRequests == 0
         logger.info(first ? "stop requested: finishing in-flight jobs" : "second stop request: releasing in-flight jobs now")
         _ = state.requestStop()
+        state.webhooksDue.wake()  // a draining worker finishing its deliveries stops them now
     }
 
     /// What the worker did so far (all of it once `run()` has returned).
@@ -108,7 +109,11 @@ public final class Worker: Service, Sendable {
             services.append(.init(service: StoreSweeper(configuration: configuration, conninfo: conninfo, metrics: metrics, logger: logger)))
         }
         // Shut down after the claimer: outcomes recorded at the end still get their deliveries started.
-        services.append(.init(service: WebhookDeliverer(configuration: configuration, conninfo: conninfo, wake: state.webhooksDue, logger: logger)))
+        services.append(
+            .init(
+                service: WebhookDeliverer(
+                    configuration: configuration, conninfo: conninfo, wake: state.webhooksDue,
+                    stopRequested: { [state] in state.stopRequests > 0 }, logger: logger)))
         let recorder = OutcomeRecorder(configuration: configuration, queue: queue, state: state, metrics: metrics, logger: logger)
         let claimer = Claimer(
             configuration: configuration, queue: queue, runner: JobRunner(configuration: configuration, metrics: metrics),

@@ -13,21 +13,30 @@ import ServiceLifecycle
 /// 5xx, 408, 429, timeouts and connection errors; given up on any other 4xx, a refused
 /// address, or after `maxAttempts`. Deliveries live on the rows, so whatever a worker did not
 /// finish (stopped, crashed) another worker takes once its hold runs out.
+///
+/// A worker stopping (a signal) ends its deliveries in flight at once; they are due again at
+/// once, for any worker. A worker that drained (`--drain`) instead finishes them, and goes on
+/// delivering until no delivery is due now or due for a retry within `--grace` — a stop request
+/// meanwhile ends that too.
 struct WebhookDeliverer: Service {
     let configuration: WorkerConfiguration
     let conninfo: String
     let wake: WakeSignal
+    /// Whether the worker was asked to stop (a signal, not the end of a drain).
+    let stopRequested: @Sendable () -> Bool
     let logger: Logger
 
     /// The header carrying `sha256=<hex HMAC-SHA256 of the body>`.
     static let signatureHeader = "X-Halcyon-Signature"
 
     func run() async {
-        let cancel = CancellationFlag()
+        // `cancel` ends deliveries in flight; `finishing` makes a drained worker stop once
+        // nothing is left to deliver soon.
+        let cancel = CancellationFlag(), finishing = CancellationFlag()
         await withGracefulShutdownHandler {
-            await deliverUntilShutdown(cancel: cancel)
-        } onGracefulShutdown: {
-            cancel.cancel()
+            await deliverUntilShutdown(cancel: cancel, finishing: finishing)
+        } onGracefulShutdown: { [configuration, stopRequested] in
+            if configuration.drain && !stopRequested() { finishing.cancel() } else { cancel.cancel() }
             wake.wake()
         }
     }
@@ -35,7 +44,7 @@ struct WebhookDeliverer: Service {
     /// How long a taken delivery is this worker's before another may take it again.
     private var hold: Duration { configuration.webhooks.timeout + .seconds(30) }
 
-    private func deliverUntilShutdown(cancel: CancellationFlag) async {
+    private func deliverUntilShutdown(cancel: CancellationFlag, finishing: CancellationFlag) async {
         let webhooks = configuration.webhooks
         var fetch = configuration.fetch
         fetch.connectTimeout = min(fetch.connectTimeout, webhooks.timeout.seconds)
@@ -55,6 +64,10 @@ struct WebhookDeliverer: Service {
             logger.debug("no webhook secret: deliveries are not signed")
         }
         while !cancel.isCancelled {
+            if finishing.isCancelled && stopRequested() {
+                cancel.cancel()
+                break
+            }
             let taken: [JobQueue.Callback]
             do {
                 taken = try await DatabaseRetry().run("take webhook deliveries", logger: logger, giveUpWhen: stopping) {
@@ -66,12 +79,38 @@ struct WebhookDeliverer: Service {
                 continue
             }
             if taken.isEmpty {
+                if finishing.isCancelled {
+                    let soon = try? await queue.callbackDue(within: configuration.grace)
+                    if soon != true {
+                        logger.info("drained: no webhook delivery is due")
+                        break
+                    }
+                }
                 await wake.wait(timeout: max(configuration.pollInterval, .milliseconds(200)))
                 continue
             }
-            await withDiscardingTaskGroup { group in
+            await withTaskGroup(of: Bool.self) { group in
                 for callback in taken {
-                    group.addTask { await deliver(callback, http: http, queue: queue, cancel: cancel) }
+                    group.addTask {
+                        await deliver(callback, http: http, queue: queue, cancel: cancel)
+                        return true
+                    }
+                }
+                // While a drained worker finishes its deliveries, a stop request ends them.
+                group.addTask { [stopRequested] in
+                    while !Task.isCancelled {
+                        if finishing.isCancelled && stopRequested() {
+                            cancel.cancel()
+                            break
+                        }
+                        try? await Task.sleep(for: .milliseconds(200))
+                    }
+                    return false
+                }
+                var delivered = 0
+                for await finished in group where finished {
+                    delivered += 1
+                    if delivered == taken.count { group.cancelAll() }
                 }
             }
         }
@@ -85,8 +124,9 @@ struct WebhookDeliverer: Service {
             try await post(callback, http: http, cancel: cancel)
             outcome = .delivered
         } catch {
-            if cancel.isCancelled {
-                // Shutting down mid-delivery: try again soon, from whichever worker is running.
+            if cancel.isCancelled && error.code == .cancelled {
+                // Stopped mid-delivery: try again soon, from whichever worker is running. (A
+                // delivery that failed for a reason of its own is recorded as that.)
                 outcome = .retry(after: .zero, error: "\(ErrorCode.cancelled): the worker stopped during the delivery")
             } else if error.permanent || callback.attempt >= webhooks.maxAttempts {
                 outcome = .failed(error: "\(error.code): \(error.message)")
