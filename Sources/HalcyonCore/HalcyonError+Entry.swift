@@ -6,13 +6,13 @@ extension HalcyonError {
     /// PostgreSQL refuse the whole entry).
     public var errorEntry: JSONValue {
         var entry: [String: JSONValue] = ["code": .string(code.description), "message": .string(message.prefix(utf8Bytes: 4096).postgresSafe)]
-        if let source { entry["source"] = .string(source.postgresSafe) }
+        if let source { entry["source"] = .string(SourceLabel.label(source).postgresSafe) }
         if let detail { entry["detail"] = .string(detail.prefix(utf8Bytes: 1024).postgresSafe) }
         if !sources.isEmpty {
             entry["sources"] = .array(
                 sources.map {
                     [
-                        "source": .string($0.source.postgresSafe), "code": .string($0.code.description),
+                        "source": .string(SourceLabel.label($0.source).postgresSafe), "code": .string($0.code.description),
                         "message": .string($0.message.prefix(utf8Bytes: 4096).postgresSafe), "attempts": .number(Double($0.attempts)),
                         "permanent": .bool($0.permanent),
                     ]

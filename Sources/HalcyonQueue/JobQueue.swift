@@ -100,7 +100,7 @@ public struct JobQueue: Sendable {
                 "result_key": .string(r.key), "result_digest": .string(r.digest),
                 "result_path": .string(r.path), "result_bytes": .number(Double(r.bytes)), "result_width": .number(Double(r.width)),
                 "result_height": .number(Double(r.height)), "result_format": .string(r.format), "cache_hit": .bool(r.cacheHit),
-                "result_source": r.source.map { .string($0) } ?? .null, "timings": b.timings.json,
+                "result_source": r.source.map { .string(SourceLabel.label($0)) } ?? .null, "timings": b.timings.json,
                 "source_width": r.facts.map { .number(Double($0.width)) } ?? .null,
                 "source_height": r.facts.map { .number(Double($0.height)) } ?? .null,
                 "source_format": r.facts.map { .string($0.format) } ?? .null,

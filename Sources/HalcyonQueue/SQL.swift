@@ -1,3 +1,5 @@
+import HalcyonCore
+
 /// Every statement the queue runs, named. Parameters are positional and documented per query.
 enum SQL {
     // MARK: Migrations
@@ -304,7 +306,7 @@ enum SQL {
             finished_at = CASE WHEN j.attempt >= j.max_attempts THEN now() END,
             run_at = now(),
             errors = \(keepLatestErrors("j.errors")) || jsonb_build_array(jsonb_build_object(
-                'at', now(), 'attempt', j.attempt, 'code', 'worker.lease_expired', 'source', j.source,
+                'at', now(), 'attempt', j.attempt, 'code', 'worker.lease_expired', 'source', \(SourceLabel.sql("j.source")),
                 'message', format('worker %s stopped renewing its lease (ended %s)', j.locked_by, j.locked_until))),
             last_error = format('worker.lease_expired: worker %s stopped renewing its lease', j.locked_by),
             locked_by = NULL, locked_until = NULL

@@ -23,4 +23,16 @@ struct ErrorEntryTests {
         #expect(message.utf8.count == 4096 && message.allSatisfy { $0 == "ж" })
         #expect(detail.utf8.count == 1024)
     }
+
+    @Test func aLongSourceIsNamedByItsStartAndSize() {
+        let url = "https://images.example/" + String(repeating: "a", count: 4000)
+        #expect(SourceLabel.label(url) == url, "up to 4 KiB, whole")
+        let data = "data:image/png;base64," + String(repeating: "A", count: 14 << 20)
+        let label = SourceLabel.label(data)
+        #expect(label == "data:image/png;base64,AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA… (\(data.utf8.count) bytes)")
+        let error = HalcyonError(
+            .invalidSource, "not an image", source: data,
+            sources: [SourceFailure(source: data, code: .invalidSource, message: "x", attempts: 1, permanent: true)])
+        #expect(error.errorEntry.jsonText.utf8.count < 1024)
+    }
 }

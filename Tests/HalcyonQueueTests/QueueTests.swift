@@ -178,6 +178,25 @@ struct ClaimTests {
         #expect(row.value(0, "state") == "succeeded" && row.value(0, "errors") == "0", "\(row.dictionaries)")
     }
 
+    /// A rescue's error entry names a long source (an inline data: URI) as the workers' entries
+    /// do, and so does `result_source`: its first 64 characters and its size, not the whole of it.
+    @Test func aRescueEntryNamesALongSourceByItsStartAndSize() async throws {
+        let db = try await TestDatabase.create()
+        let source = "data:image/png;base64," + String(repeating: "A", count: 100_000)
+        try await db.query("SELECT halcyon.enqueue($1)", [source])
+        let q = JobQueue(connection: try await db.connect())
+        #expect(try await q.claim(workerID: "w", limit: 1, lease: 0.01).count == 1)
+        try await Task.sleep(for: .milliseconds(50))
+        #expect(try await q.rescueExpired().count == 1)
+        let entry = try await db.query("SELECT errors->-1->>'source' AS source FROM halcyon.jobs")
+        #expect(entry.value(0, "source") == SourceLabel.label(source), "\(entry.value(0, "source")?.prefix(200) ?? "")")
+        // So does the result's source (which a webhook body carries).
+        let job = try #require(try await q.claim(workerID: "w", limit: 1, lease: 30).first)
+        let result = JobResult(key: "k", digest: "d", path: "p", bytes: 1, width: 1, height: 1, format: "png", cacheHit: false, source: source)
+        #expect(try await q.complete(job.claim, workerID: "w", result: result))
+        #expect(try await db.query("SELECT result_source FROM halcyon.jobs").value(0, "result_source") == SourceLabel.label(source))
+    }
+
     /// A source's variants enqueued together are claimed together (one download, one decode),
     /// even by a claim of one; not past the reach, not another queue's, not a limited queue's.
     @Test func aClaimTakesTheQueuedSiblingsOfItsSources() async throws {
