@@ -145,10 +145,13 @@ extension JobQueue {
         try await inBatches(SQL.cancelFiltered, filter)
     }
 
+    /// Runs a bulk statement a batch at a time over the rows that matched when it started (as of
+    /// the database's clock then), so that it ends whatever happens to the rows meanwhile.
     private func inBatches(_ sql: String, _ filter: JobFilter) async throws -> Int {
+        let asOf = try await connection.execute(SQL.now).value(0, "now")
         var total = 0
         while true {
-            let n = try await connection.execute(filter.bind(sql), filter.parameters + [String(Self.bulkBatch)]).count
+            let n = try await connection.execute(filter.bind(sql), filter.parameters + [String(Self.bulkBatch), asOf]).count
             total += n
             if n < Self.bulkBatch { return total }
         }

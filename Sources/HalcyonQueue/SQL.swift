@@ -484,20 +484,31 @@ enum SQL {
     /// How many rows match the filter ($1–$7 as `filter`).
     static let countFiltered = "SELECT count(*) AS n FROM halcyon.jobs j WHERE \(filter)"
 
-    /// Requeues up to $8 failed or cancelled rows matching the filter ($1–$7); called until it
-    /// returns fewer, so no statement holds many row locks for long.
+    /// The database's clock, which a bulk operation reads once at its start.
+    static let now = "SELECT now()::text AS now"
+
+    /// Requeues up to $8 failed or cancelled rows matching the filter ($1–$7) that finished before
+    /// $9 (the operation's start: a row that fails again while the operation runs is not retried
+    /// again by it); called until it returns fewer, so no statement holds many row locks for long.
     static let retryFiltered = """
         UPDATE halcyon.jobs j
         \(requeueSet)
-        WHERE j.id IN (SELECT j.id FROM halcyon.jobs j WHERE \(filter) AND \(requeueable) LIMIT $8::int FOR UPDATE)
+        WHERE j.id IN (
+            SELECT j.id FROM halcyon.jobs j
+            WHERE \(filter) AND \(requeueable) AND coalesce(j.finished_at, j.created_at) < $9::timestamptz
+            LIMIT $8::int FOR UPDATE)
         RETURNING j.id
         """
 
-    /// Cancels up to $8 queued or running rows matching the filter ($1–$7).
+    /// Cancels up to $8 queued or running rows matching the filter ($1–$7) created before $9 (the
+    /// operation's start: jobs enqueued meanwhile are left alone, so the operation ends).
     static let cancelFiltered = """
         UPDATE halcyon.jobs j
         SET state = 'cancelled', finished_at = now(), locked_by = NULL, locked_until = NULL
-        WHERE j.id IN (SELECT j.id FROM halcyon.jobs j WHERE \(filter) AND j.state IN ('queued', 'running') LIMIT $8::int FOR UPDATE)
+        WHERE j.id IN (
+            SELECT j.id FROM halcyon.jobs j
+            WHERE \(filter) AND j.state IN ('queued', 'running') AND coalesce(j.finished_at, j.created_at) < $9::timestamptz
+            LIMIT $8::int FOR UPDATE)
         RETURNING j.id
         """
 

@@ -174,6 +174,34 @@ struct ApplicationTests {
         #expect(try await q.retry(JobQueue.JobFilter(states: [.failed, .cancelled], queue: "b", tag: "upload:1")) == 1)
     }
 
+    /// A bulk operation acts on the rows that matched when it started: a row that finishes (fails
+    /// again) or is enqueued after its start is not touched by it, so it ends whatever workers and
+    /// producers do meanwhile. Of several failed rows with one unique key only the newest goes.
+    @Test func bulkOperationsActOnWhatMatchedAtTheirStart() async throws {
+        let db = try await TestDatabase.create()
+        let q = try await queue(db)
+        // Two failed rows with the key 'same' (one unfinished row per key at a time), two others.
+        for (source, key) in [("0", "same"), ("2", "key2"), ("3", "key3"), ("1b", "same")] {
+            try await db.query("SELECT halcyon.enqueue('https://e.com/\(source)', unique_key => $1)", [key])
+            while let c = try await q.claim(workerID: "w", limit: 1, lease: 30).first {
+                _ = try await q.fail(c.claim, workerID: "w", error: HalcyonError(.notImage, "x", permanent: true), retryDelay: 0)
+            }
+        }
+        // One "finished" after the operation starts: as a row failing again while it runs would.
+        try await db.query("UPDATE halcyon.jobs SET finished_at = now() + interval '1 hour' WHERE source = 'https://e.com/3'")
+        try await db.query("SELECT halcyon.enqueue('https://e.com/later', run_at => now())")
+        try await db.query("UPDATE halcyon.jobs SET created_at = now() + interval '1 hour' WHERE source = 'https://e.com/later'")
+        #expect(try await q.retry(JobQueue.JobFilter(states: [.failed])) == 2, "the newest 'same' and key2")
+        let states = try await db.query("SELECT source, state::text FROM halcyon.jobs ORDER BY id").rows.map { "\($0[0] ?? ""):\($0[1] ?? "")" }
+        #expect(
+            states == [
+                "https://e.com/0:failed", "https://e.com/2:queued", "https://e.com/3:failed", "https://e.com/1b:queued",
+                "https://e.com/later:queued",
+            ], "\(states)")
+        #expect(try await q.cancel(JobQueue.JobFilter(states: [.queued])) == 2, "not the job enqueued after the start")
+        #expect(try await db.query("SELECT state::text FROM halcyon.jobs WHERE source = 'https://e.com/later'").value(0, "state") == "queued")
+    }
+
     @Test func waitingSeesJobsFinishWithoutPolling() async throws {
         let db = try await TestDatabase.create()
         let q = try await queue(db)

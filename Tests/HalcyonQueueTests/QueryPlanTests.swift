@@ -107,6 +107,9 @@ struct QueryPlanTests {
         let failed = JobQueue.JobFilter(states: [.failed])
         let list = try await plan(c, failed.bind(SQL.countFilteredCapped), failed.parameters + ["10001"])
         #expect(list.contains("jobs_unsuccessful_idx"), "failed-jobs count plan:\n\(list)")
+        // A bulk retry finds the newest failed row of each unique key by an index, not a scan per row.
+        let retry = try await plan(c, failed.bind(SQL.retryFiltered), failed.parameters + ["1000", "infinity"])
+        #expect(retry.contains("jobs_unique_key_unsuccessful_idx"), "bulk retry plan:\n\(retry)")
     }
 
     /// The text plan of `sql` with its parameters bound (generic plans see them as unknowns, so
