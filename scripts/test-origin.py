@@ -89,7 +89,9 @@ class Handler(BaseHTTPRequestHandler):
             seen = webhooks.setdefault(key, [])
             status = 401 if not signature_ok else (500 if len(seen) < fails else 200)
             seen.append({"status": status, "signature_ok": signature_ok, "body": body.decode("utf-8", "replace"),
-                         "attempt_header": self.headers.get("X-Halcyon-Delivery-Attempt")})
+                         "attempt_header": self.headers.get("X-Halcyon-Delivery-Attempt"),
+                         "webhook_id": self.headers.get("webhook-id"), "webhook_timestamp": self.headers.get("webhook-timestamp"),
+                         "webhook_signature": self.headers.get("webhook-signature")})
         return self.send_body(status, b"webhook %d" % status, "text/plain")
 
     def do_GET(self):

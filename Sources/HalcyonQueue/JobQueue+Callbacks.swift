@@ -12,6 +12,17 @@ extension JobQueue {
         public var url: String
         /// The JSON body to POST.
         public var body: String
+        /// The same for every attempt of this delivery, new when the job finishes again
+        /// (`job_<id>_<finished_at in UTC, to the microsecond>`): Standard Webhooks' `webhook-id`.
+        public var messageID: String
+
+        public init(jobID: Int64, attempt: Int, url: String, body: String, messageID: String) {
+            self.jobID = jobID
+            self.attempt = attempt
+            self.url = url
+            self.body = body
+            self.messageID = messageID
+        }
     }
 
     /// How a delivery attempt ended.
@@ -30,7 +41,7 @@ extension JobQueue {
             guard let id = (row["id"] ?? nil).flatMap({ Int64($0) }), let attempt = (row["callback_attempts"] ?? nil).flatMap({ Int($0) }),
                 let url = row["url"] ?? nil, let body = row["body"] ?? nil
             else { return nil }
-            return Callback(jobID: id, attempt: attempt, url: url, body: body)
+            return Callback(jobID: id, attempt: attempt, url: url, body: body, messageID: (row["message_id"] ?? nil) ?? "job_\(id)")
         }
     }
 

@@ -595,6 +595,7 @@ enum SQL {
         SET callback_at = now() + make_interval(secs => $2::float8), callback_attempts = j.callback_attempts + 1
         FROM due WHERE j.id = due.id
         RETURNING j.id, j.callback_attempts, j.options ->> 'callback_url' AS url,
+            'job_' || j.id || '_' || to_char(j.finished_at AT TIME ZONE 'UTC', 'YYYYMMDDHH24MISSUS') AS message_id,
             jsonb_build_object(
                 'id', j.id, 'state', j.state, 'queue', j.queue, 'tags', j.tags, 'attempt', j.attempt,
                 'finished_at', j.finished_at, 'cache_hit', j.cache_hit,

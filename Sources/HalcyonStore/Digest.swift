@@ -16,6 +16,11 @@ public enum Digest {
 
     /// Lower-case hex HMAC-SHA256 of `message` keyed by `key` (RFC 2104).
     public static func hmacSHA256Hex(key: some ContiguousBytes, message: some ContiguousBytes) -> String {
+        hex(hmacSHA256(key: key, message: message))
+    }
+
+    /// The 32 bytes of HMAC-SHA256 of `message` keyed by `key` (RFC 2104).
+    public static func hmacSHA256(key: some ContiguousBytes, message: some ContiguousBytes) -> [UInt8] {
         var out = [UInt8](repeating: 0, count: 32)
         var length: UInt32 = 32
         key.withUnsafeBytes { k in
@@ -23,7 +28,7 @@ public enum Digest {
                 _ = HMAC(EVP_sha256(), k.baseAddress, Int32(k.count), m.baseAddress?.assumingMemoryBound(to: UInt8.self), m.count, &out, &length)
             }
         }
-        return hex(Array(out.prefix(Int(length))))
+        return Array(out.prefix(Int(length)))
     }
 
     private static let digits = Array("0123456789abcdef".utf8)

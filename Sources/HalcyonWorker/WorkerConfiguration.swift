@@ -120,9 +120,12 @@ public struct QueueSlots: Sendable, Equatable {
 
 /// How webhooks are delivered. Defaults as `halcyon work` documents them.
 public struct WebhookConfiguration: Sendable {
-    /// Key of the `X-Halcyon-Signature: sha256=<hex HMAC-SHA256 of the body>` header; nil: the
-    /// header is not sent.
+    /// Key of the signatures (`webhook-signature`, Standard Webhooks; `X-Halcyon-Signature:
+    /// sha256=<hex HMAC-SHA256 of the body>`); nil: deliveries are not signed.
     public var secret: String?
+
+    /// Whether `secret` can sign: any text, but one written `whsec_…` must be base64 after it.
+    public static func isValidSecret(_ secret: String) -> Bool { WebhookSignature(secret: secret) != nil }
     /// Time for one delivery attempt, connection included. Default 10 s.
     public var timeout: Duration = .seconds(10)
     /// Attempts before a delivery is given up (`callback_status = 'failed'`). Default 8.

@@ -146,7 +146,10 @@ struct Work: AsyncParsableCommand {
             "Downloads from one host at once, 1–1024 (per worker: N workers make N× this). A 429/503 with Retry-After also pauses the host's other downloads."
     )
     var perHostConcurrency: Int = 4
-    @Option(help: "Key of the webhooks' X-Halcyon-Signature (HMAC-SHA256); also HALCYON_WEBHOOK_SECRET. Without it, webhooks are not signed.")
+    @Option(
+        help:
+            "Key of the webhooks' signatures (Standard Webhooks' webhook-signature, and X-Halcyon-Signature); a whsec_<base64> secret signs with the bytes it encodes. Also HALCYON_WEBHOOK_SECRET. Without it, webhooks are not signed."
+    )
     var webhookSecret: String?
     @Option(help: "Time for one webhook delivery attempt, 1s–10m.")
     var webhookTimeout = TimeSpanArgument(.seconds(10))
@@ -187,6 +190,9 @@ struct Work: AsyncParsableCommand {
         guard (1...50).contains(webhookAttempts) else { throw ValidationError("--webhook-attempts must be 1…50") }
         if let secret = webhookSecretValue, !(1...1024).contains(secret.utf8.count) {
             throw ValidationError("the webhook secret must have 1 to 1024 bytes")
+        }
+        if let secret = webhookSecretValue, !WebhookConfiguration.isValidSecret(secret) {
+            throw ValidationError("a webhook secret written whsec_… must be base64 after the prefix (Standard Webhooks' form)")
         }
         for (option, value) in [("--retain-succeeded", retainSucceeded), ("--retain-failed", retainFailed)] {
             guard let value else { continue }

@@ -51,6 +51,20 @@ struct ApplicationWorkerTests {
         #expect(deliveries.map { $0["status"]?.numberValue } == [500, 500, 200])
         #expect(deliveries.allSatisfy { $0["signature_ok"]?.boolValue == true })
         #expect(deliveries.map { $0["attempt_header"]?.stringValue } == ["1", "2", "3"])
+        // Standard Webhooks: one message id for the three attempts, a timestamp per attempt, and a
+        // signature the reference library accepts; one changed byte of the body or a timestamp
+        // older than its 5 minutes and it refuses.
+        let messageIDs = Set(deliveries.compactMap { $0["webhook_id"]?.stringValue })
+        #expect(messageIDs.count == 1 && messageIDs.first?.hasPrefix("job_\(good)_") == true, "\(messageIDs)")
+        for delivery in deliveries {
+            let body = try #require(delivery["body"]?.stringValue), id = try #require(delivery["webhook_id"]?.stringValue)
+            let timestamp = try #require(delivery["webhook_timestamp"]?.stringValue)
+            let signature = try #require(delivery["webhook_signature"]?.stringValue)
+            #expect(try Self.standardWebhooksVerify(secret: secret, body: body, id: id, timestamp: timestamp, signature: signature) == "ok")
+            #expect(try Self.standardWebhooksVerify(secret: secret, body: body + " ", id: id, timestamp: timestamp, signature: signature) != "ok")
+            let old = String((Int(timestamp) ?? 0) - 600)
+            #expect(try Self.standardWebhooksVerify(secret: secret, body: body, id: id, timestamp: old, signature: signature) != "ok")
+        }
         let body = deliveries.last?["body"]?.stringValue.flatMap(JSONValue.parse)
         #expect(body?["id"]?.numberValue == Double(good))
         #expect(body?["state"]?.stringValue == "succeeded")
@@ -70,6 +84,31 @@ struct ApplicationWorkerTests {
         #expect(refused.value(0, "callback_error")?.hasPrefix("fetch.blocked_address") == true, "\(refused.dictionaries)")
     }
 
+    /// What Standard Webhooks' reference Python library (`standardwebhooks`, in scripts/test's
+    /// venv) says of a delivery: "ok", or its error. A `whsec_` secret is passed as it is (the
+    /// library decodes it), any other as its bytes.
+    static func standardWebhooksVerify(secret: String, body: String, id: String, timestamp: String, signature: String) throws -> String {
+        let python = try #require(ProcessInfo.processInfo.environment["HALCYON_TEST_PYTHON"], "scripts/test sets HALCYON_TEST_PYTHON")
+        let dir = try TestEnvironment.temporaryDirectory("standard-webhooks")
+        let input = dir.appendingPathComponent("in.json"), output = dir.appendingPathComponent("out.txt")
+        try JSONValue.object([
+            "secret": .string(secret), "body": .string(body), "id": .string(id), "timestamp": .string(timestamp), "signature": .string(signature),
+        ]).jsonText.write(to: input, atomically: true, encoding: .utf8)
+        let script = """
+            import json, sys
+            from standardwebhooks.webhooks import Webhook
+            d = json.load(open(sys.argv[1]))
+            try:
+                s = d["secret"]
+                Webhook(s if s.startswith("whsec_") else s.encode()).verify(d["body"], {"webhook-id": d["id"], "webhook-timestamp": d["timestamp"], "webhook-signature": d["signature"]})
+                print("ok")
+            except Exception as e:
+                print("refused: %s" % e)
+            """
+        _ = try Subprocess.run(python, ["-c", script, input.path], outputPath: output.path)
+        return try String(contentsOf: output, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
     /// `work --drain` delivers the webhooks of what it drained before it exits: a receiver that
     /// answers 500 once gets its retry (1 s later, within --grace), a refused address is recorded
     /// as `fetch.blocked_address` — nothing is left pending, nothing recorded as cancelled.
@@ -77,7 +116,8 @@ struct ApplicationWorkerTests {
         let db = try await TestDatabase.create()
         let store = try TestEnvironment.temporaryDirectory("drain-webhook-store")
         let (png, _) = try WorkerTests.published()
-        let secret = "secret-\(db.name)"
+        // Standard Webhooks' own form of a secret: the key is the bytes it encodes.
+        let secret = "whsec_" + Data("key of \(db.name)".utf8).base64EncodedString()
         let retried = try #require(
             try await db.query(
                 "SELECT halcyon.enqueue($1, processors => 'format(png)', options => jsonb_build_object('callback_url', $2::text)) AS id",
@@ -108,6 +148,12 @@ struct ApplicationWorkerTests {
             return
         }
         #expect(deliveries.map { $0["status"]?.numberValue } == [500, 200])
+        for delivery in deliveries {
+            let verdict = try Self.standardWebhooksVerify(
+                secret: secret, body: delivery["body"]?.stringValue ?? "", id: delivery["webhook_id"]?.stringValue ?? "",
+                timestamp: delivery["webhook_timestamp"]?.stringValue ?? "", signature: delivery["webhook_signature"]?.stringValue ?? "")
+            #expect(verdict == "ok")
+        }
     }
 
     /// A webhook receiver on 127.0.0.1 (a Python process of the test's own): it logs every POST

@@ -39,6 +39,7 @@ struct CommandLineTests {
             (["work", "--queue", "a b"], "--queue"),
             (["work", "--per-host-concurrency", "0"], "--per-host-concurrency"),
             (["work", "--webhook-attempts", "0"], "--webhook-attempts"),
+            (["work", "--webhook-secret", "whsec_not base64!"], "whsec_"),
             (["work", "--retain-succeeded", "1s"], "--retain-succeeded"),
             (["work", "--retain-failed", "1d", "--sweep-interval", "0"], "--sweep-interval"),
             (["wait", "1", "--timeout", "1e300s"], "--timeout"),

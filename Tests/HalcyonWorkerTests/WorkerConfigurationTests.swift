@@ -13,6 +13,15 @@ import Testing
         #expect(ids.allSatisfy { $0.hasPrefix(prefix) && $0.count > prefix.count })
     }
 
+    /// Any text signs webhooks; one in Standard Webhooks' `whsec_<base64>` form must be base64.
+    @Test func aWebhookSecretInTheWhsecFormMustBeBase64() {
+        #expect(WebhookConfiguration.isValidSecret("any text at all"))
+        #expect(WebhookConfiguration.isValidSecret("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"))
+        #expect(WebhookConfiguration.isValidSecret("whsec_a2V5"), "unpadded base64")
+        #expect(!WebhookConfiguration.isValidSecret("whsec_not base64!"))
+        #expect(!WebhookConfiguration.isValidSecret("whsec_"))
+    }
+
     @Test func heartbeatsHaveADeadlineShorterThanTheLease() {
         var configuration = WorkerConfiguration(storeRoot: URL(fileURLWithPath: "/tmp/x"))
         configuration.lease = .seconds(3)

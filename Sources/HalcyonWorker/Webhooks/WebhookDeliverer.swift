@@ -165,11 +165,13 @@ struct WebhookDeliverer: Service {
             throw HalcyonError(.invalidOptions, "callback_url is not an http(s) URL", source: callback.url)
         }
         let body = Data(callback.body.utf8)
+        let timestamp = Int(Date().timeIntervalSince1970)
         var headers = [
             "Content-Type": "application/json", "X-Halcyon-Job": "\(callback.jobID)", "X-Halcyon-Delivery-Attempt": "\(callback.attempt)",
+            "webhook-id": callback.messageID, "webhook-timestamp": "\(timestamp)",
         ]
-        if let secret = configuration.webhooks.secret {
-            headers[Self.signatureHeader] = "sha256=" + Digest.hmacSHA256Hex(key: Array(secret.utf8), message: body)
+        if let signature = configuration.webhooks.secret.flatMap(WebhookSignature.init(secret:)) {
+            headers.merge(signature.headers(messageID: callback.messageID, timestamp: timestamp, body: body)) { $1 }
         }
         let response: HTTPResponse
         do {
