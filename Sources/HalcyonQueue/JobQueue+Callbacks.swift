@@ -45,6 +45,13 @@ extension JobQueue {
         }
     }
 
+    /// Puts back a delivery just taken without spending its attempt, due again after `dueIn`;
+    /// false when the row moved on meanwhile.
+    @discardableResult
+    public func putBack(_ callback: Callback, dueIn: Duration) async throws -> Bool {
+        try await connection.execute(SQL.putBackCallback, [String(callback.jobID), String(callback.attempt), String(dueIn.seconds)]).count == 1
+    }
+
     /// Whether any job's delivery is pending and due within `window` (now, or a retry soon).
     public func callbackDue(within window: Duration) async throws -> Bool {
         try await connection.execute(SQL.callbackDueSoon, [String(window.seconds)]).value(0, "due") == "t"

@@ -606,6 +606,15 @@ enum SQL {
             )::text AS body
         """
 
+    /// Puts back a delivery just taken, its attempt not spent, due in $3 seconds. $1 id, $2 the
+    /// attempt taken (the row is left alone if it moved on).
+    static let putBackCallback = """
+        UPDATE halcyon.jobs
+        SET callback_attempts = callback_attempts - 1, callback_at = now() + make_interval(secs => $3::float8)
+        WHERE id = $1::bigint AND callback_attempts = $2::int AND callback_status = 'pending'
+        RETURNING id
+        """
+
     /// Whether a delivery is pending and due within $1 seconds (a draining worker waits for
     /// those). Deliveries another worker holds are due only when its hold runs out.
     static let callbackDueSoon = """

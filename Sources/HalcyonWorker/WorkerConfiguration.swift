@@ -134,8 +134,10 @@ public struct WebhookConfiguration: Sendable {
     public var retryBase: Duration = .seconds(1)
     /// Longest wait between attempts. Default 5 min.
     public var maxRetryDelay: Duration = .seconds(300)
-    /// Deliveries in flight at once per worker. Default 4.
-    public var concurrency = 4
+    /// Deliveries in flight at once per worker. Default 8.
+    public var concurrency = 8
+    /// Deliveries in flight at once to one host, per worker. Default 2.
+    public var perHostConcurrency = 2
 
     public init() {}
 

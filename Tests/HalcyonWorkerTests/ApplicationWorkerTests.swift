@@ -84,6 +84,43 @@ struct ApplicationWorkerTests {
         #expect(refused.value(0, "callback_error")?.hasPrefix("fetch.blocked_address") == true, "\(refused.dictionaries)")
     }
 
+    /// A receiver that never answers (a tarpit) takes at most two delivery slots per worker:
+    /// six deliveries due to it first, then two to a normal receiver on another host — the two
+    /// are delivered while the tarpit still holds its requests, and the tarpit has seen two.
+    @Test func aSlowReceiverHoldsOnlyItsOwnDeliveries() async throws {
+        let db = try await TestDatabase.create()
+        let store = try TestEnvironment.temporaryDirectory("tarpit-store")
+        let (png, _) = try WorkerTests.published()
+        let tarpitDir = try TestEnvironment.temporaryDirectory("tarpit")
+        let tarpit = try await Self.startReceiver(in: tarpitDir, host: "127.0.0.2")
+        defer { kill(tarpit.pid, SIGKILL) }
+        let secret = "secret-\(db.name)"
+        let good = "\(TestEnvironment.origin)/webhook/\(db.name)/0?secret=\(secret)"
+        for i in 0..<8 {
+            try await db.query(
+                "SELECT halcyon.enqueue($1, processors => 'format(png)', options => jsonb_build_object('callback_url', $2::text))",
+                ["\(TestEnvironment.origin)/files/\(png)?tarpit=\(db.name)&n=\(i)", i < 6 ? tarpit.url : good])
+        }
+        // A first worker finishes the jobs (it may not reach 127.0.0.2: the tarpit's deliveries fail
+        // at once). Then every delivery is made due again, the tarpit's six first, for a second
+        // worker that may reach both.
+        let first = try helper.worker(db, store: store, ["--drain", "--no-progress", "--webhook-timeout", "10m"])
+        #expect(await first.wait(timeout: 120) != nil)
+        try await db.query(
+            "UPDATE halcyon.jobs SET callback_status = 'pending', callback_attempts = 0, callback_at = now() - interval '1 minute' + (id * interval '1 ms')"
+        )
+        let worker = try helper.worker(
+            db, store: store, ["--allow-network", "127.0.0.2/32", "--webhook-secret", secret, "--webhook-timeout", "10m", "--poll-interval", "200ms"])
+        defer { worker.signal(SIGKILL) }
+        let delivered = try await waitUntil(60) {
+            try await db.query("SELECT count(*) AS n FROM halcyon.jobs WHERE callback_status = 'delivered'").value(0, "n") == "2"
+        }
+        #expect(delivered, "the normal receiver's deliveries waited behind the tarpit: \(worker.output.suffix(2000))")
+        #expect(tarpit.requests().count == 2, "\(tarpit.requests())")
+        let pending = try await db.query("SELECT count(*) AS n FROM halcyon.jobs WHERE callback_status = 'pending' AND callback_attempts <= 1")
+        #expect(pending.value(0, "n") == "6", "the put-back deliveries spent no attempt")
+    }
+
     /// What Standard Webhooks' reference Python library (`standardwebhooks`, in scripts/test's
     /// venv) says of a delivery: "ok", or its error. A `whsec_` secret is passed as it is (the
     /// library decodes it), any other as its bytes.
@@ -159,7 +196,11 @@ struct ApplicationWorkerTests {
     /// A webhook receiver on 127.0.0.1 (a Python process of the test's own): it logs every POST
     /// (attempt header, job, whether it was answered) and answers 200 only once the file
     /// `answer` exists in `directory`; before that it holds each request open for an hour.
-    static func startReceiver(in directory: URL) async throws -> (pid: pid_t, url: String, requests: () -> [[String: String]]) {
+    static func startReceiver(
+        in directory: URL, host: String = "127.0.0.1"
+    ) async throws -> (
+        pid: pid_t, url: String, requests: () -> [[String: String]]
+    ) {
         let script = directory.appendingPathComponent("receiver.py")
         try """
         import http.server, json, os, sys, time
@@ -181,7 +222,7 @@ struct ApplicationWorkerTests {
                 self.wfile.write(b'ok')
             def log_message(self, *args):
                 pass
-        server = http.server.ThreadingHTTPServer(('127.0.0.1', 0), H)
+        server = http.server.ThreadingHTTPServer((sys.argv[2], 0), H)
         server.daemon_threads = True
         with open(os.path.join(d, 'port.part'), 'w') as f:
             f.write(str(server.server_address[1]))
@@ -189,13 +230,13 @@ struct ApplicationWorkerTests {
         server.serve_forever()
         """.write(to: script, atomically: true, encoding: .utf8)
         let pid = try Subprocess.spawn(
-            "/usr/bin/env", ["python3", script.path, directory.path], outputPath: directory.appendingPathComponent("receiver.log").path)
+            "/usr/bin/env", ["python3", script.path, directory.path, host], outputPath: directory.appendingPathComponent("receiver.log").path)
         let portFile = directory.appendingPathComponent("port")
         _ = try await waitUntil(30) { FileManager.default.fileExists(atPath: portFile.path) }
         let port = try String(contentsOf: portFile, encoding: .utf8)
         let log = directory.appendingPathComponent("requests")
         return (
-            pid, "http://127.0.0.1:\(port)/hook",
+            pid, "http://\(host):\(port)/hook",
             {
                 ((try? String(contentsOf: log, encoding: .utf8)) ?? "").split(separator: "\n").compactMap { line in
                     guard case .object(let o)? = JSONValue.parse(String(line)) else { return nil }

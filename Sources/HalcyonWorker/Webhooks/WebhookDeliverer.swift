@@ -5,6 +5,7 @@ import HalcyonQueue
 import HalcyonStore
 import Logging
 import ServiceLifecycle
+import Synchronization
 
 /// Delivers webhooks (`options.callback_url`) as a service of its own, on its own connection:
 /// takes due deliveries from the rows (`JobQueue.takeCallbacks`), POSTs each job's JSON with
@@ -63,55 +64,89 @@ struct WebhookDeliverer: Service {
         if webhooks.secret == nil {
             logger.debug("no webhook secret: deliveries are not signed")
         }
-        while !cancel.isCancelled {
-            if finishing.isCancelled && stopRequested() {
-                cancel.cancel()
-                break
-            }
-            let taken: [JobQueue.Callback]
-            do {
-                taken = try await DatabaseRetry().run("take webhook deliveries", logger: logger, giveUpWhen: stopping) {
-                    try await queue.takeCallbacks(limit: webhooks.concurrency, hold: hold)
+        // Deliveries run side by side, up to `concurrency`, and at most `perHostConcurrency` to one
+        // host: as each ends another is taken, so one slow receiver holds one slot (or a host's
+        // few), never the pipeline. A delivery taken for a host already at its limit is put back
+        // at once, its attempt not spent, due again a moment later.
+        let flight = InFlight()
+        await withDiscardingTaskGroup { group in
+            while !cancel.isCancelled {
+                if finishing.isCancelled && stopRequested() {
+                    cancel.cancel()
+                    break
                 }
-            } catch {
-                if !cancel.isCancelled { logger.error("cannot take webhook deliveries", metadata: ["error": "\(error)"]) }
-                await wake.wait(timeout: configuration.pollInterval)
-                continue
-            }
-            if taken.isEmpty {
-                if finishing.isCancelled {
+                let free = webhooks.concurrency - flight.count
+                var taken: [JobQueue.Callback] = []
+                if free > 0 {
+                    do {
+                        taken = try await DatabaseRetry().run("take webhook deliveries", logger: logger, giveUpWhen: stopping) {
+                            try await queue.takeCallbacks(limit: free, hold: hold)
+                        }
+                    } catch {
+                        if !cancel.isCancelled { logger.error("cannot take webhook deliveries", metadata: ["error": "\(error)"]) }
+                        await wake.wait(timeout: configuration.pollInterval)
+                        continue
+                    }
+                }
+                var putBack: [JobQueue.Callback] = []
+                for callback in taken {
+                    let host = Self.hostKey(callback.url)
+                    guard flight.start(host: host, limit: webhooks.perHostConcurrency) else {
+                        putBack.append(callback)
+                        continue
+                    }
+                    group.addTask {
+                        await deliver(callback, http: http, queue: queue, cancel: cancel)
+                        flight.end(host: host)
+                        wake.wake()
+                    }
+                }
+                for callback in putBack {
+                    _ = try? await queue.putBack(callback, dueIn: Self.hostBusyDelay)
+                }
+                if taken.isEmpty && flight.count == 0 && finishing.isCancelled {
                     let soon = try? await queue.callbackDue(within: configuration.grace)
                     if soon != true {
                         logger.info("drained: no webhook delivery is due")
                         break
                     }
                 }
-                await wake.wait(timeout: max(configuration.pollInterval, .milliseconds(200)))
-                continue
+                // Until a delivery ends, another becomes due (a NOTIFY-free wake from the
+                // recorder), or the poll interval passes.
+                if taken.isEmpty || flight.count >= webhooks.concurrency || !putBack.isEmpty {
+                    await wake.wait(timeout: max(configuration.pollInterval, .milliseconds(200)))
+                }
             }
-            await withTaskGroup(of: Bool.self) { group in
-                for callback in taken {
-                    group.addTask {
-                        await deliver(callback, http: http, queue: queue, cancel: cancel)
-                        return true
-                    }
-                }
-                // While a drained worker finishes its deliveries, a stop request ends them.
-                group.addTask { [stopRequested] in
-                    while !Task.isCancelled {
-                        if finishing.isCancelled && stopRequested() {
-                            cancel.cancel()
-                            break
-                        }
-                        try? await Task.sleep(for: .milliseconds(200))
-                    }
-                    return false
-                }
-                var delivered = 0
-                for await finished in group where finished {
-                    delivered += 1
-                    if delivered == taken.count { group.cancelAll() }
-                }
+        }
+    }
+
+    /// How long a delivery put back for a busy host waits before it is due again.
+    static let hostBusyDelay: Duration = .milliseconds(500)
+
+    /// The host a delivery goes to, for the per-host limit (lowercased; the URL if it has none).
+    static func hostKey(_ url: String) -> String { URL(string: url)?.host?.lowercased() ?? url }
+
+    /// Deliveries in flight, in all and per host.
+    final class InFlight: Sendable {
+        private let state = Mutex<(count: Int, hosts: [String: Int])>((0, [:]))
+
+        var count: Int { state.withLock { $0.count } }
+
+        /// Counts one more to `host` unless it has `limit` already.
+        func start(host: String, limit: Int) -> Bool {
+            state.withLock { s in
+                guard s.hosts[host, default: 0] < limit else { return false }
+                s.hosts[host, default: 0] += 1
+                s.count += 1
+                return true
+            }
+        }
+
+        func end(host: String) {
+            state.withLock { s in
+                s.count -= 1
+                s.hosts[host, default: 1] -= 1
+                if s.hosts[host] == 0 { s.hosts[host] = nil }
             }
         }
     }
