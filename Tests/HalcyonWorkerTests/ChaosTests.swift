@@ -144,15 +144,22 @@ struct ChaosTests {
         let conninfo = cluster.conninfo
         let migrate = try HalcyonProcess(["migrate"], conninfo: conninfo)
         #expect(await migrate.wait(timeout: 180) == 0, "\(migrate.output)")
-        let n = 300
-        var c = try await PGConnection.connect(conninfo)
-        _ = try await JobQueue(connection: c).enqueue(
-            batch: (0..<n).map { i in
-                var j = JobQueue.NewJob(source: "\(TestEnvironment.origin)/slowfile/0.1/chaos.jpg?t=restart-\(UUID().uuidString.prefix(6))&j=\(i)")
-                j.processors = "resize(100x100) |> format(png)"
-                return j
-            })
-        await c.close()
+        // Each phase gets jobs of its own, so that its "progress before the fault" is there to be
+        // seen however fast the workers drained the previous phase's.
+        let perPhase = 100, n = 3 * perPhase
+        func enqueuePhase(_ phase: Int) async throws {
+            let c = try await PGConnection.connect(conninfo)
+            defer { Task { await c.close() } }
+            _ = try await JobQueue(connection: c).enqueue(
+                batch: (0..<perPhase).map { i in
+                    var j = JobQueue.NewJob(
+                        source: "\(TestEnvironment.origin)/slowfile/0.1/chaos.jpg?t=restart-\(UUID().uuidString.prefix(6))&p=\(phase)&j=\(i)")
+                    j.processors = "resize(100x100) |> format(png)"
+                    return j
+                })
+        }
+        try await enqueuePhase(0)
+        var c: PGConnection
         let store = try TestEnvironment.temporaryDirectory("store")
         let workers = try (0..<2).map { _ in
             try HalcyonProcess(
@@ -167,7 +174,8 @@ struct ChaosTests {
             } ?? -1
         }
         var progress: [Int] = []
-        for mode in ["fast", "immediate", "terminate"] {
+        for (phase, mode) in ["fast", "immediate", "terminate"].enumerated() {
+            if phase > 0 { try await enqueuePhase(phase) }
             let before = await succeeded()
             #expect(try await waitUntil(60) { await succeeded() > before + 20 }, "no progress before the \(mode) fault")
             if mode == "terminate" {

@@ -269,11 +269,22 @@ struct WorkerTests {
         let peer = try worker(db, store: store, ["--lease", "30s", "--concurrency", "1"])
         defer { peer.signal(SIGKILL) }
         // Rescued (attempt 1 ended by worker.lease_expired) and claimed again by the peer.
-        #expect(
-            try await waitUntil(60) {
-                let r = try await db.query(row, [id])
-                return r.value(0, "state") == "running" && r.value(0, "attempt") == "2" && r.value(0, "locked_by") != first.value(0, "locked_by")
-            }, "\(peer.output.suffix(2000))")
+        let handedOn = try await waitUntil(60) {
+            let r = try await db.query(row, [id])
+            return r.value(0, "state") == "running" && r.value(0, "attempt") == "2" && r.value(0, "locked_by") != first.value(0, "locked_by")
+        }
+        if !handedOn {
+            // What held the row: the frozen worker's sessions, their transactions and locks.
+            let sessions = try await db.query(
+                """
+                SELECT a.pid, a.state, a.xact_start::text, a.wait_event, left(a.query, 120) AS query,
+                       (SELECT string_agg(l.mode || ' ' || coalesce(l.relation::regclass::text, l.locktype), ', ') FROM pg_locks l WHERE l.pid = a.pid) AS locks
+                FROM pg_stat_activity a WHERE a.datname = current_database() AND a.pid <> pg_backend_pid()
+                """)
+            Issue.record(
+                "not rescued within 60 s; row \(try await db.query(row, [id]).dictionaries); sessions \(sessions.dictionaries); peer: \(peer.output.suffix(2000))"
+            )
+        }
         let second = try await db.query(row, [id])
         // The stalled worker wakes: its 6 s download has been waiting in its socket.
         for pid in frozen { kill(pid, SIGCONT) }
