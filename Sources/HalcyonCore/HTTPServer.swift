@@ -5,16 +5,23 @@ import Synchronization
 /// operators' dashboard. Requests carry their headers and, up to `maxBodyBytes`, a
 /// `Content-Length` body (a form post); chunked bodies are refused. One request per
 /// connection (`Connection: close`); the accept loop runs on a
-/// thread of its own and each connection on a thread of its own (at most
-/// `maxConnections` at once; more are closed unanswered), never the cooperative pool.
+/// thread of its own and each connection on a thread of its own, never the cooperative pool.
+///
+/// Slow clients cannot hold it: a request must arrive whole within `requestTimeout` of its
+/// connection (not per read: a client trickling a byte a second is cut off, answered 408), and
+/// at `maxConnections` a new connection makes room by closing the one that has waited longest
+/// for its request to arrive — so 64 connections that trickle bytes delay a normal request by
+/// no more than it takes to close one of them.
 ///
 /// Not Dispatch: on Linux `DispatchQueue.global()` runs about one item per core (measured here:
 /// 10 one-second items took 5 s on 2 cores) and a private concurrent queue starts 3 threads
 /// and adds about one a second, so a few slow clients held every other request back (a demo
 /// fetch waited 15 s for its first byte).
 public final class HTTPServer: Sendable {
-    /// Connections served at once; each one's reads and writes time out after 5 s.
+    /// Connections served at once (reads and writes time out after `requestTimeout`).
     public static let maxConnections = 64
+    /// Time for a whole request to arrive, and for each write of the response.
+    public static let requestTimeout: Duration = .seconds(5)
     /// The request line and headers, at most (431 beyond).
     public static let maxHeadBytes = 16_384
     /// A request body, at most (413 beyond, unread).
@@ -95,7 +102,34 @@ public final class HTTPServer: Sendable {
     private let stopped = CancellationFlag()
     private let closed = Mutex(false)
     private let active = ActiveConnections()
-    private final class ActiveConnections: Sendable { let count = Atomic<Int>(0) }
+
+    /// The connections being served, and when each started waiting for its request (nil once
+    /// its request is in: it is being answered and is never closed to make room).
+    private final class ActiveConnections: Sendable {
+        private let state = Mutex<[Int32: ContinuousClock.Instant?]>([:])
+
+        /// Registers `client`; when that makes more than `limit`, shuts down the one that has
+        /// been reading longest (it then ends as a client that went away). False when every
+        /// other connection is being answered: `client` is then not served.
+        func admit(_ client: Int32, limit: Int) -> Bool {
+            state.withLock { s in
+                if s.count >= limit {
+                    let reading = s.compactMap { fd, since in since.map { (fd, $0) } }
+                    guard let oldest = reading.min(by: { $0.1 < $1.1 }) else { return false }
+                    shutdown(oldest.0, Int32(SHUT_RDWR))
+                    s[oldest.0] = nil
+                }
+                s[client] = .some(ContinuousClock.now)
+                return true
+            }
+        }
+
+        /// `client`'s request is in: it is answered, not evicted.
+        func answering(_ client: Int32) { state.withLock { s in if s[client] != nil { s[client] = .some(nil) } } }
+
+        /// Forgets `client` (before it is closed, so its number is never shut down once reused).
+        func remove(_ client: Int32) { _ = state.withLock { $0.removeValue(forKey: client) } }
+    }
 
     /// Listens on `host` (an IPv4 address; default loopback) and `port` (0: any free port).
     public convenience init(host: String = "127.0.0.1", port: Int = 0, handler: @escaping Handler) throws {
@@ -140,14 +174,12 @@ public final class HTTPServer: Sendable {
                     return  // closed by stop()
                 }
                 _ = fcntl(client, F_SETFD, FD_CLOEXEC)
-                guard active.count.add(1, ordering: .relaxed).newValue <= Self.maxConnections else {
-                    active.count.subtract(1, ordering: .relaxed)
+                guard active.admit(client, limit: Self.maxConnections) else {
                     close(client)
                     continue
                 }
                 let connection = Thread {
-                    Self.serve(client, handler)
-                    active.count.subtract(1, ordering: .relaxed)
+                    Self.serve(client, handler, active: active)
                 }
                 connection.name = "halcyon.http.connection"
                 connection.start()
@@ -171,19 +203,45 @@ public final class HTTPServer: Sendable {
 
     deinit { stop() }
 
-    private static func serve(_ client: Int32, _ handler: RequestHandler) {
-        defer { close(client) }
-        var timeout = timeval(tv_sec: 5, tv_usec: 0)
-        setsockopt(client, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+    private static func serve(_ client: Int32, _ handler: RequestHandler, active: ActiveConnections) {
+        defer {
+            active.remove(client)
+            close(client)
+        }
+        var timeout = timeval(tv_sec: Int(requestTimeout.components.seconds), tv_usec: 0)
         setsockopt(client, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-        let (request, refusal) = read(client)
+        let deadline = ContinuousClock.now + requestTimeout
+        var late = false
+        let (request, refusal) = read { buffer in
+            // Each read waits at most what is left of the request's time.
+            let left = deadline - ContinuousClock.now
+            guard left > .zero else {
+                late = true
+                return -1
+            }
+            let (seconds, attoseconds) = left.components
+            var wait = timeval(tv_sec: Int(seconds), tv_usec: Int(max(1, attoseconds / 1_000_000_000_000)))
+            setsockopt(client, SOL_SOCKET, SO_RCVTIMEO, &wait, socklen_t(MemoryLayout<timeval>.size))
+            let n = recv(client, buffer.baseAddress, buffer.count, 0)
+            if n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) { late = true }
+            return n
+        }
+        active.answering(client)
+        if request == nil && refusal == nil && late {
+            respond(client, response: .text(408, "request timeout: the request did not arrive within \(requestTimeout)\n"), head: false)
+            return
+        }
         let response = refusal ?? request.map(handler) ?? .text(400, "bad request\n")
+        respond(client, response: response, head: request?.method == "HEAD")
+    }
+
+    private static func respond(_ client: Int32, response: Response, head: Bool) {
         var text = "HTTP/1.1 \(response.status) \(reason(response.status))\r\nContent-Type: \(response.contentType)\r\n"
         text += "Content-Length: \(response.body.count)\r\nConnection: close\r\n"
         for (name, value) in response.headers.sorted(by: { $0.key < $1.key }) { text += "\(name): \(value)\r\n" }
         text += "\r\n"
         var bytes = Data(text.utf8)
-        if request?.method != "HEAD" { bytes.append(response.body) }
+        if !head { bytes.append(response.body) }
         bytes.withUnsafeBytes { raw in
             var sent = 0
             while sent < raw.count {
@@ -192,11 +250,6 @@ public final class HTTPServer: Sendable {
                 sent += n
             }
         }
-    }
-
-    /// Reads one request from the client's socket (`read(receive:)`).
-    private static func read(_ client: Int32) -> (Request?, Response?) {
-        read { recv(client, $0.baseAddress, $0.count, 0) }
     }
 
     /// Reads one request: its head up to the blank line, then a `Content-Length` body. Nil with
@@ -285,6 +338,7 @@ public final class HTTPServer: Sendable {
         case 403: "Forbidden"
         case 404: "Not Found"
         case 405: "Method Not Allowed"
+        case 408: "Request Timeout"
         case 411: "Length Required"
         case 413: "Content Too Large"
         case 431: "Request Header Fields Too Large"

@@ -95,4 +95,41 @@ import Testing
         }
         #expect(open.count == silent.count, "a request waited behind silent connections: \(silent.count - open.count) of them timed out first")
     }
+
+    /// Slow clients (slowloris): more connections than the server serves at once, each sending
+    /// one byte of a request every half second, do not keep a normal request from being
+    /// answered (the longest-waiting one is closed to make room), and a trickled request that
+    /// has not arrived within the request timeout is answered 408 — per request, not per read.
+    @Test func slowClientsCannotHoldTheServer() throws {
+        let server = try HTTPServer { _, _ in .text(200, "ok") }
+        defer { server.stop() }
+        let slow = try (0..<(HTTPServer.maxConnections + 6)).map { _ in try connect(server.port) }
+        defer { slow.forEach { close($0) } }
+        let prefix = Array("GET / HTTP/1.1\r\nX-Slow: ".utf8)
+        let trickler = Thread {
+            for i in 0..<40 {
+                for fd in slow { _ = [prefix[min(i, prefix.count - 1)]].withUnsafeBytes { send(fd, $0.baseAddress, 1, Int32(MSG_NOSIGNAL)) } }
+                Thread.sleep(forTimeInterval: 0.5)
+            }
+        }
+        trickler.start()
+        Thread.sleep(forTimeInterval: 1.5)  // every slot taken by a trickling client
+        let started = ContinuousClock.now
+        let answer = try get(server.port, "/")
+        let took = ContinuousClock.now - started
+        print("slow clients: a normal request answered in \(took) beside \(slow.count) trickling connections")
+        #expect(answer.hasSuffix("\r\n\r\nok"), "\(answer)")
+        #expect(took < .seconds(3), "the normal request waited \(took)")
+        // The trickling connection that is still open gets 408 once its request's time is up.
+        var response = [UInt8](), chunk = [UInt8](repeating: 0, count: 1024)
+        let last = slow.last!
+        var wait = timeval(tv_sec: 15, tv_usec: 0)
+        setsockopt(last, SOL_SOCKET, SO_RCVTIMEO, &wait, socklen_t(MemoryLayout<timeval>.size))
+        while true {
+            let n = chunk.withUnsafeMutableBytes { recv(last, $0.baseAddress, $0.count, 0) }
+            if n <= 0 { break }
+            response += chunk[0..<n]
+        }
+        #expect(String(decoding: response, as: UTF8.self).hasPrefix("HTTP/1.1 408 "), "\(String(decoding: response, as: UTF8.self))")
+    }
 }
