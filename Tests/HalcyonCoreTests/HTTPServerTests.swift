@@ -1,5 +1,6 @@
 import Foundation
 import HalcyonCore
+import Synchronization
 import Testing
 
 /// The small server behind `/metrics` and the demo's origin.
@@ -104,13 +105,21 @@ import Testing
         let server = try HTTPServer { _, _ in .text(200, "ok") }
         defer { server.stop() }
         let slow = try (0..<(HTTPServer.maxConnections + 6)).map { _ in try connect(server.port) }
-        defer { slow.forEach { close($0) } }
         let prefix = Array("GET / HTTP/1.1\r\nX-Slow: ".utf8)
+        // The trickler ends before the descriptors are closed: once closed, their numbers are
+        // reused by other tests' connections (a database's), which must never get these bytes.
+        let stop = Atomic<Bool>(false), ended = DispatchSemaphore(value: 0)
         let trickler = Thread {
-            for i in 0..<40 {
+            defer { ended.signal() }
+            for i in 0..<40 where !stop.load(ordering: .relaxed) {
                 for fd in slow { _ = [prefix[min(i, prefix.count - 1)]].withUnsafeBytes { send(fd, $0.baseAddress, 1, Int32(MSG_NOSIGNAL)) } }
                 Thread.sleep(forTimeInterval: 0.5)
             }
+        }
+        defer {
+            stop.store(true, ordering: .relaxed)
+            ended.wait()
+            slow.forEach { close($0) }
         }
         trickler.start()
         Thread.sleep(forTimeInterval: 1.5)  // every slot taken by a trickling client
