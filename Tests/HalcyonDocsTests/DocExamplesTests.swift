@@ -36,7 +36,9 @@ struct DocExamplesTests {
         #expect(pages.contains { $0.path == "README.md" && !$0.examples.isEmpty }, "README's tour has runnable examples")
     }
 
-    @Test(arguments: DocPages.runnable)
+    // One page at a time: each starts workers and databases of its own, and the rest of the suite
+    // is running beside it on two cores.
+    @Test(.serialized, arguments: DocPages.runnable)
     func examplesRun(_ page: DocPage) async throws {
         let run = try await PageRun(page)
         for example in page.examples {
