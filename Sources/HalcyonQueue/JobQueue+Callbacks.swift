@@ -15,14 +15,6 @@ extension JobQueue {
         /// The same for every attempt of this delivery, new when the job finishes again
         /// (`job_<id>_<finished_at in UTC, to the microsecond>`): Standard Webhooks' `webhook-id`.
         public var messageID: String
-
-        public init(jobID: Int64, attempt: Int, url: String, body: String, messageID: String) {
-            self.jobID = jobID
-            self.attempt = attempt
-            self.url = url
-            self.body = body
-            self.messageID = messageID
-        }
     }
 
     /// How a delivery attempt ended.

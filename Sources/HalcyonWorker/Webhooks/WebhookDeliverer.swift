@@ -61,7 +61,9 @@ struct WebhookDeliverer: Service {
         else { return }
         defer { Task { await connection.close() } }
         let queue = JobQueue(connection: connection)
-        if webhooks.secret == nil {
+        // The key is derived once (a `whsec_` secret is base64), not per delivery.
+        let signature = webhooks.secret.flatMap(WebhookSignature.init(secret:))
+        if signature == nil {
             logger.debug("no webhook secret: deliveries are not signed")
         }
         // Deliveries run side by side, up to `concurrency`, and at most `perHostConcurrency` to one
@@ -96,7 +98,7 @@ struct WebhookDeliverer: Service {
                         continue
                     }
                     group.addTask {
-                        await deliver(callback, http: http, queue: queue, cancel: cancel)
+                        await deliver(callback, http: http, signature: signature, queue: queue, cancel: cancel)
                         flight.end(host: host)
                         wake.wake()
                     }
@@ -151,12 +153,14 @@ struct WebhookDeliverer: Service {
         }
     }
 
-    private func deliver(_ callback: JobQueue.Callback, http: HTTPClient, queue: JobQueue, cancel: CancellationFlag) async {
+    private func deliver(
+        _ callback: JobQueue.Callback, http: HTTPClient, signature: WebhookSignature?, queue: JobQueue, cancel: CancellationFlag
+    ) async {
         let webhooks = configuration.webhooks
         let started = ContinuousClock.now
         let outcome: JobQueue.CallbackOutcome
         do {
-            try await post(callback, http: http, cancel: cancel)
+            try await post(callback, http: http, signature: signature, cancel: cancel)
             outcome = .delivered
         } catch {
             if cancel.isCancelled && error.code == .cancelled {
@@ -194,7 +198,9 @@ struct WebhookDeliverer: Service {
 
     /// One POST; throws the categorized error of a failed delivery (a 3xx is not followed and
     /// counts as a permanent `fetch.http_status`).
-    private func post(_ callback: JobQueue.Callback, http: HTTPClient, cancel: CancellationFlag) async throws(HalcyonError) {
+    private func post(
+        _ callback: JobQueue.Callback, http: HTTPClient, signature: WebhookSignature?, cancel: CancellationFlag
+    ) async throws(HalcyonError) {
         guard let url = URL(string: callback.url), let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https", url.host != nil
         else {
             throw HalcyonError(.invalidOptions, "callback_url is not an http(s) URL", source: callback.url)
@@ -205,7 +211,7 @@ struct WebhookDeliverer: Service {
             "Content-Type": "application/json", "X-Halcyon-Job": "\(callback.jobID)", "X-Halcyon-Delivery-Attempt": "\(callback.attempt)",
             "webhook-id": callback.messageID, "webhook-timestamp": "\(timestamp)",
         ]
-        if let signature = configuration.webhooks.secret.flatMap(WebhookSignature.init(secret:)) {
+        if let signature {
             headers.merge(signature.headers(messageID: callback.messageID, timestamp: timestamp, body: body)) { $1 }
         }
         let response: HTTPResponse
