@@ -45,7 +45,7 @@ let package = Package(
         .target(
             name: "HalcyonCore",
             dependencies: [
-                "CMalloc", .product(name: "Logging", package: "swift-log"),
+                "CMalloc", "CCrypto", .product(name: "Logging", package: "swift-log"),
             ]),
         // PostgreSQL: connection, migrations, the job queue (claim, lease, complete, rescue).
         .target(name: "HalcyonQueue", dependencies: ["HalcyonCore", "CLibPQ"]),
@@ -54,7 +54,7 @@ let package = Package(
         // Chain grammar, processors and MagickWand.
         .target(name: "HalcyonImage", dependencies: ["HalcyonCore", "CMagickWand", "CImageCodecs"], swiftSettings: magickIncludes),
         // Content-addressed disk store.
-        .target(name: "HalcyonStore", dependencies: ["HalcyonCore", "CCrypto"]),
+        .target(name: "HalcyonStore", dependencies: ["HalcyonCore"]),
         // The worker runtime: claim loop, slots, heartbeat, rescuer, graceful stop.
         .target(
             name: "HalcyonWorker",

@@ -22,6 +22,8 @@ Serves files from --root and counts every request by path+query. Endpoints:
   POST /webhook/KEY/FAILS?secret=S    a webhook receiver: checks X-Halcyon-Signature (HMAC-SHA256 of
                                       the body keyed by S; 401 when wrong), answers 500 to the first
                                       FAILS deliveries for KEY, then 200; /_webhooks/KEY lists them
+                                      (each with its arrival time "at"); &status=N answers N instead
+                                      of 500, &retry_after=V adds Retry-After: V to those answers
   /_counts                            JSON {path: count}; /_reset clears counts and failure state
 The chosen port is written to --port-file once listening.
 """
@@ -82,17 +84,21 @@ class Handler(BaseHTTPRequestHandler):
         if len(parts) != 3 or parts[0] != "webhook":
             return self.send_body(404, b"no such endpoint", "text/plain")
         key, fails = parts[1], int(parts[2])
-        secret = parse_qs(url.query).get("secret", [""])[0].encode()
+        query = parse_qs(url.query)
+        secret = query.get("secret", [""])[0].encode()
+        fail_status = int(query.get("status", ["500"])[0])
+        retry_after = query.get("retry_after", [None])[0]
         expected = "sha256=" + hmac.new(secret, body, hashlib.sha256).hexdigest()
         signature_ok = hmac.compare_digest(self.headers.get("X-Halcyon-Signature", ""), expected)
         with lock:
             seen = webhooks.setdefault(key, [])
-            status = 401 if not signature_ok else (500 if len(seen) < fails else 200)
-            seen.append({"status": status, "signature_ok": signature_ok, "body": body.decode("utf-8", "replace"),
+            status = 401 if not signature_ok else (fail_status if len(seen) < fails else 200)
+            seen.append({"status": status, "signature_ok": signature_ok, "body": body.decode("utf-8", "replace"), "at": time.time(),
                          "attempt_header": self.headers.get("X-Halcyon-Delivery-Attempt"),
                          "webhook_id": self.headers.get("webhook-id"), "webhook_timestamp": self.headers.get("webhook-timestamp"),
                          "webhook_signature": self.headers.get("webhook-signature")})
-        return self.send_body(status, b"webhook %d" % status, "text/plain")
+        extra = {"Retry-After": retry_after} if retry_after is not None and status not in (200, 401) else None
+        return self.send_body(status, b"webhook %d" % status, "text/plain", extra)
 
     def do_GET(self):
         group = parse_qs(urlsplit(self.path).query).get("group", [None])[0]

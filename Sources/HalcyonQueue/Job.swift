@@ -22,14 +22,18 @@ public struct Job: Sendable, Identifiable {
     public var presets: [String: Preset]
     /// When this claim was made (`started_at`, `Claim.stamp`).
     public var claimedAt: String?
+    /// Its queue keeps its results to itself (`halcyon.queues.isolated_keys`): they are stored
+    /// and found under the queue's name too.
+    public var isolatedKeys: Bool
 
     public init(
         id: Int64, source: String, fallbackSources: [String] = [], processors: String = "",
         cacheKey: String? = nil, options: String = "{}", priority: Int = 0, attempt: Int = 1,
         maxAttempts: Int = 5, queueWait: Double = 0, queue: String = QueueName.default, presets: [String: Preset] = [:],
-        claimedAt: String? = nil
+        claimedAt: String? = nil, isolatedKeys: Bool = false
     ) {
         self.claimedAt = claimedAt
+        self.isolatedKeys = isolatedKeys
         self.id = id
         self.source = source
         self.fallbackSources = fallbackSources

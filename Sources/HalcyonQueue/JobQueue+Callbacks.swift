@@ -17,6 +17,12 @@ extension JobQueue {
         public var messageID: String
     }
 
+    /// The largest webhook body: every field it carries is bounded (a cache key of 8 KiB, a
+    /// chain of 64 KiB, 32 tags of 128 bytes, an error's message and source of 4 KiB each; the
+    /// error's per-source list is left out), so a body is far under this even with JSON's
+    /// escapes. A body over it (a row edited by hand) is not sent: its delivery fails.
+    public static let maxCallbackBodyBytes = 256 << 10
+
     /// How a delivery attempt ended.
     public enum CallbackOutcome: Sendable, Equatable {
         case delivered

@@ -51,7 +51,7 @@ public struct JobQueue: Sendable {
                 queueWait: max(0, r.value(i, "queue_wait").flatMap { Double($0) } ?? 0),
                 queue: r.value(i, "queue") ?? QueueName.default,
                 presets: r.value(i, "presets").map(Preset.parse(map:)) ?? [:],
-                claimedAt: r.value(i, "claimed_at"))
+                claimedAt: r.value(i, "claimed_at"), isolatedKeys: r.value(i, "isolated_keys") == "t")
         }
     }
 

@@ -93,7 +93,7 @@ enum SQL {
     /// of `jobs_pkey` by value (a range on `id` from a join is guessed at 0.5 % of the table).
     static let claim = """
         WITH wanted AS (
-            SELECT q.name, least($2::int, coalesce(w.slots, $2::int)) AS slots, w.slots IS NULL AS open
+            SELECT q.name, least($2::int, coalesce(w.slots, $2::int)) AS slots, w.slots IS NULL AS open, q.isolated_keys
             FROM halcyon.queues q
             LEFT JOIN unnest($5::text[], $6::int[]) AS w(name, slots) ON w.name = q.name
             WHERE NOT q.paused AND (cardinality($5::text[]) = 0 OR w.name IS NOT NULL) AND coalesce(w.slots, $2::int) > 0
@@ -145,6 +145,7 @@ enum SQL {
                       extract(epoch FROM (now() - j.run_at))::float8 AS queue_wait
         )
         SELECT id, source, fallback_sources, processors, cache_key, options, priority, attempt, max_attempts, queue, queue_wait, claimed_at,
+               (SELECT w.isolated_keys FROM wanted w WHERE w.name = claimed.queue) AS isolated_keys,
                -- The presets a chain names, read in the claim's snapshot (a chain without the
                -- word pays one strpos).
                CASE WHEN strpos(lower(processors), 'preset') > 0 THEN (
@@ -602,7 +603,7 @@ enum SQL {
                 'result', CASE WHEN j.state = 'succeeded' THEN jsonb_build_object(
                     'key', j.result_key, 'digest', j.result_digest, 'path', j.result_path, 'bytes', j.result_bytes,
                     'width', j.result_width, 'height', j.result_height, 'format', j.result_format, 'source', j.result_source) END,
-                'error', CASE WHEN j.state = 'failed' THEN j.errors -> -1 END
+                'error', CASE WHEN j.state = 'failed' THEN (j.errors -> -1) - 'sources' END
             )::text AS body
         """
 

@@ -78,6 +78,14 @@ public struct DiskStore: Sendable {
         return "objects/\(String(d[0..<2]))/\(String(d[2..<4]))/\(digest).\(ext)"
     }
 
+    /// The key a result is stored under: `key` itself in the shared key space, or with a scope
+    /// (an isolated queue's name) the scope, a NUL and the key. PostgreSQL text never holds a
+    /// NUL, so no key a job can carry — in any queue — names a scoped entry.
+    public static func storeKey(_ key: String, scope: String?) -> String {
+        guard let scope else { return key }
+        return scope + "\u{0}" + key
+    }
+
     /// The relative path of a key's file.
     public static func keyPath(for key: String) -> String {
         let digest = Digest.sha256Hex(key)
@@ -215,6 +223,7 @@ struct KeyRecord: Equatable {
 
     var text: String {
         let escaped = key.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\n", with: "\\n")
+            .replacingOccurrences(of: "\u{0}", with: "\\0")
         var text = "halcyon-key 1\nobject \(object)\nbytes \(bytes)\nimage \(info.format) \(info.width)x\(info.height)\n"
         if let s = info.source { text += "source \(s.format) \(s.width)x\(s.height) \(s.bytes) \(s.metaJSON)\n" }
         if let placeholders = info.placeholdersJSON { text += "placeholders \(placeholders)\n" }
@@ -272,7 +281,7 @@ struct KeyRecord: Equatable {
         var unescaped: [UInt8] = [], escaping = false
         for b in key.utf8 {
             if escaping {
-                unescaped.append(b == UInt8(ascii: "n") ? UInt8(ascii: "\n") : b)
+                unescaped.append(b == UInt8(ascii: "n") ? UInt8(ascii: "\n") : b == UInt8(ascii: "0") ? 0 : b)
                 escaping = false
             } else if b == UInt8(ascii: "\\") {
                 escaping = true

@@ -112,7 +112,7 @@ public final class Worker: Service, Sendable {
         services.append(
             .init(
                 service: WebhookDeliverer(
-                    configuration: configuration, conninfo: conninfo, wake: state.webhooksDue,
+                    worker: configuration, conninfo: conninfo, wake: state.webhooksDue,
                     stopRequested: { [state] in state.stopRequests > 0 }, logger: logger)))
         let recorder = OutcomeRecorder(configuration: configuration, queue: queue, state: state, metrics: metrics, logger: logger)
         let claimer = Claimer(

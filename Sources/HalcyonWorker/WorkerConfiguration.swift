@@ -120,30 +120,71 @@ public struct QueueSlots: Sendable, Equatable {
 
 /// How webhooks are delivered. Defaults as `halcyon work` documents them.
 public struct WebhookConfiguration: Sendable {
-    /// Key of the signatures (`webhook-signature`, Standard Webhooks; `X-Halcyon-Signature:
-    /// sha256=<hex HMAC-SHA256 of the body>`); nil: deliveries are not signed.
-    public var secret: String?
+    /// Keys of the signatures, in order: each signs `webhook-signature` (Standard Webhooks: one
+    /// `v1,…` per secret, so a receiver holding either the old or the new key verifies during a
+    /// rotation); the first also signs `X-Halcyon-Signature: sha256=<hex HMAC-SHA256 of the
+    /// body>`. Empty: deliveries are not signed.
+    public var secrets: [String] = []
 
-    /// Whether `secret` can sign: any text, but one written `whsec_…` must be base64 after it.
-    public static func isValidSecret(_ secret: String) -> Bool { WebhookSignature(secret: secret) != nil }
+    /// Most secrets at once (a rotation needs two).
+    public static let maxSecrets = 4
+    /// Bytes of one secret.
+    public static let secretBytes = 1...1024
+
+    /// Why `secret` cannot sign, or nil: 1–1024 bytes, and one written `whsec_…` must be
+    /// base64 after the prefix.
+    public static func secretProblem(_ secret: String) -> String? {
+        guard secretBytes.contains(secret.utf8.count) else { return "a webhook secret must have 1 to 1024 bytes" }
+        guard WebhookSignature(secrets: [secret]) != nil else {
+            return "a webhook secret written whsec_… must be base64 after the prefix (Standard Webhooks' form)"
+        }
+        return nil
+    }
     /// Time for one delivery attempt, connection included. Default 10 s.
     public var timeout: Duration = .seconds(10)
     /// Attempts before a delivery is given up (`callback_status = 'failed'`). Default 8.
     public var maxAttempts = 8
     /// Wait before the second attempt; doubles per attempt up to `maxRetryDelay`. Default 1 s.
     public var retryBase: Duration = .seconds(1)
-    /// Longest wait between attempts. Default 5 min.
+    /// Longest wait between attempts, and the most a receiver's `Retry-After` is honoured.
+    /// Default 5 min.
     public var maxRetryDelay: Duration = .seconds(300)
     /// Deliveries in flight at once per worker. Default 8.
     public var concurrency = 8
     /// Deliveries in flight at once to one host, per worker. Default 2.
     public var perHostConcurrency = 2
+    /// Failed attempts in a row to one host (timeouts, connection errors, 5xx, 408, 429) after
+    /// which a worker stops sending it deliveries for `breakerCooldown` (its circuit opens).
+    /// Default 5.
+    public var breakerThreshold = 5
+    /// How long an open circuit stays open before one delivery probes the host; each failed
+    /// probe doubles it, up to `maxRetryDelay`. Default 30 s.
+    public var breakerCooldown: Duration = .seconds(30)
+
+    /// Checks the values a command line or a program may set (`job.invalid_options` when not).
+    public func validate() throws(HalcyonError) {
+        func check(_ ok: Bool, _ message: @autoclosure () -> String) throws(HalcyonError) {
+            if !ok { throw HalcyonError(.invalidOptions, message()) }
+        }
+        try check(secrets.count <= Self.maxSecrets, "at most \(Self.maxSecrets) webhook secrets (a rotation needs two)")
+        for secret in secrets {
+            if let problem = Self.secretProblem(secret) { throw HalcyonError(.invalidOptions, problem) }
+        }
+        try check(timeout >= .seconds(1) && timeout <= .seconds(600), "the webhook timeout must be 1s–10m")
+        try check((1...50).contains(maxAttempts), "webhook attempts must be 1…50")
+        try check(concurrency >= 1 && perHostConcurrency >= 1 && breakerThreshold >= 1, "webhook concurrency and breaker threshold must be positive")
+        try check(retryBase > .zero && maxRetryDelay >= retryBase && breakerCooldown > .zero, "webhook delays must be positive")
+    }
 
     public init() {}
 
-    /// The wait after failed attempt `attempt` (1-based): base · 2^(attempt−1), capped.
-    public func retryDelay(afterAttempt attempt: Int) -> Duration {
+    /// The wait after failed attempt `attempt` (1-based): base · 2^(attempt−1), capped at
+    /// `maxRetryDelay`; longer when the receiver asked for more (`Retry-After`, in seconds),
+    /// up to that same cap.
+    public func retryDelay(afterAttempt attempt: Int, retryAfter: Double? = nil) -> Duration {
         let factor = pow(2.0, Double(min(max(attempt - 1, 0), 30)))
-        return min(maxRetryDelay, retryBase * factor)
+        let backoff = min(maxRetryDelay, retryBase * factor)
+        guard let retryAfter, retryAfter.isFinite, retryAfter > 0 else { return backoff }
+        return max(backoff, min(maxRetryDelay, .milliseconds(Int64(min(retryAfter, 86_400) * 1000))))
     }
 }

@@ -23,7 +23,7 @@ struct Work: AsyncParsableCommand {
             queues (halcyon pause) are never claimed from.
 
             Environment: HALCYON_FILE_ROOTS (comma-separated --file-root), HALCYON_ALLOW_NETWORKS \
-            (comma-separated --allow-network), HALCYON_WEBHOOK_SECRET (--webhook-secret), \
+            (comma-separated --allow-network), HALCYON_WEBHOOK_SECRET (space-separated --webhook-secret), \
             HALCYON_POLL_ONLY (--poll-only), HALCYON_STORE.
             """)
 
@@ -73,12 +73,7 @@ struct Work: AsyncParsableCommand {
     var statementTimeout = TimeSpanArgument(.seconds(30))
     @Option(name: .customLong("file-root"), help: "A directory file:// sources may read from (repeatable; also HALCYON_FILE_ROOTS).")
     var fileRoots: [String] = []
-    @Option(
-        name: .customLong("allow-network"),
-        help:
-            "A CIDR that downloads may connect to although it is internal, e.g. 10.1.0.0/16 or 127.0.0.1 (repeatable; also HALCYON_ALLOW_NETWORKS). Default: public addresses only."
-    )
-    var allowNetworks: [String] = []
+    @OptionGroup var network: AllowNetworkOptions
     @Option(
         help:
             "Retries per source for failures that can succeed later (timeouts, connection errors, 408, 429, 5xx), 0–20; a job's options.retry overrides."
@@ -146,15 +141,7 @@ struct Work: AsyncParsableCommand {
             "Downloads from one host at once, 1–1024 (per worker: N workers make N× this). A 429/503 with Retry-After also pauses the host's other downloads."
     )
     var perHostConcurrency: Int = 4
-    @Option(
-        help:
-            "Key of the webhooks' signatures (Standard Webhooks' webhook-signature, and X-Halcyon-Signature); a whsec_<base64> secret signs with the bytes it encodes. Also HALCYON_WEBHOOK_SECRET. Without it, webhooks are not signed."
-    )
-    var webhookSecret: String?
-    @Option(help: "Time for one webhook delivery attempt, 1s–10m.")
-    var webhookTimeout = TimeSpanArgument(.seconds(10))
-    @Option(help: "Delivery attempts before a webhook is given up (callback_status failed), 1–50; retries back off from 1s, doubling, to 5m.")
-    var webhookAttempts: Int = 8
+    @OptionGroup var webhooks: WebhookOptions
     @Option(help: "Delete succeeded rows this long after they finished (with each store sweep, one worker at a time), 1m–100y. Default: keep.")
     var retainSucceeded: TimeSpanArgument?
     @Option(help: "Delete failed and cancelled rows this long after they finished, 1m–100y. Default: keep.")
@@ -183,27 +170,14 @@ struct Work: AsyncParsableCommand {
         guard (1...10_000).contains(hitClaimBatch) else { throw ValidationError("--hit-claim-batch must be 1…10000") }
         guard (0...20).contains(fetchRetries) else { throw ValidationError("--fetch-retries must be 0…20") }
         guard (0...50).contains(maxRedirects) else { throw ValidationError("--max-redirects must be 0…50") }
-        for cidr in allNetworks where CIDR(cidr) == nil { throw ValidationError("--allow-network '\(cidr)' is not an address or CIDR") }
         if let p = metricsPort, !(0...65535).contains(p) { throw ValidationError("--metrics-port must be 0…65535") }
         guard (1...1024).contains(perHostConcurrency) else { throw ValidationError("--per-host-concurrency must be 1…1024") }
-        try webhookTimeout.check("--webhook-timeout", 1...600)
-        guard (1...50).contains(webhookAttempts) else { throw ValidationError("--webhook-attempts must be 1…50") }
-        if let secret = webhookSecretValue, !(1...1024).contains(secret.utf8.count) {
-            throw ValidationError("the webhook secret must have 1 to 1024 bytes")
-        }
-        if let secret = webhookSecretValue, !WebhookConfiguration.isValidSecret(secret) {
-            throw ValidationError("a webhook secret written whsec_… must be base64 after the prefix (Standard Webhooks' form)")
-        }
         for (option, value) in [("--retain-succeeded", retainSucceeded), ("--retain-failed", retainFailed)] {
             guard let value else { continue }
             try value.check(option, 60...36_500 * 86_400)
             if sweepInterval.duration == .zero { throw ValidationError("\(option) runs with the store sweep: it needs --sweep-interval above 0") }
         }
         _ = try queueSlots()
-    }
-
-    private var webhookSecretValue: String? {
-        webhookSecret ?? ProcessInfo.processInfo.environment["HALCYON_WEBHOOK_SECRET"].flatMap { $0.isEmpty ? nil : $0 }
     }
 
     /// `--queue NAME[=N]`, checked.
@@ -223,11 +197,6 @@ struct Work: AsyncParsableCommand {
             out.append(QueueSlots(name: parts[0], slots: slots))
         }
         return out
-    }
-
-    private var allNetworks: [String] {
-        let env = (ProcessInfo.processInfo.environment["HALCYON_ALLOW_NETWORKS"] ?? "").split(separator: ",")
-        return (allowNetworks + env.map { $0.trimmingCharacters(in: .whitespaces) }).filter { !$0.isEmpty }
     }
 
     func run() async throws {
@@ -328,15 +297,13 @@ struct Work: AsyncParsableCommand {
         configuration.sweepInterval = sweepInterval.duration
         configuration.storeSizeLimit = sizeLimit.bytes
         configuration.queues = (try? queueSlots()) ?? []
-        configuration.webhooks.secret = webhookSecretValue
-        configuration.webhooks.timeout = webhookTimeout.duration
-        configuration.webhooks.maxAttempts = webhookAttempts
+        configuration.webhooks = webhooks.configuration()
         configuration.retainSucceeded = retainSucceeded?.duration
         configuration.retainFailed = retainFailed?.duration
         var fetch = configuration.fetch
         let environmentRoots = (ProcessInfo.processInfo.environment["HALCYON_FILE_ROOTS"] ?? "").split(separator: ",").map(String.init)
         fetch.fileRoots = (fileRoots + environmentRoots).filter { !$0.isEmpty }
-        fetch.addressPolicy = AddressPolicy(allowed: allNetworks.compactMap(CIDR.init))
+        fetch.addressPolicy = network.policy
         fetch.retry = DelayRetryStrategy(RetryOptions(max: fetchRetries, interval: fetchRetryInterval.seconds, backoff: fetchRetryBackoff))
         fetch.maxRetryWait = maxRetryWait.seconds
         fetch.connectTimeout = connectTimeout.seconds

@@ -251,4 +251,50 @@ struct ApplicationTests {
         #expect(try await JobQueue(connection: c).claim(workerID: "w", limit: 5, lease: 30, queues: [("default", nil)]).count == 1)
         await c.close()
     }
+
+    /// A webhook body stays under its documented cap with every field at its largest and full of
+    /// characters JSON must escape; a failed job's error comes without its per-source list.
+    @Test func aWebhookBodyIsBoundedWhateverTheRowHolds() async throws {
+        let db = try await TestDatabase.create()
+        let q = try await queue(db)
+        let control = String(repeating: "\u{1}", count: 8192)
+        var jobs: [JobQueue.NewJob] = []
+        for n in 0..<2 {
+            var j = job(n, tags: (0..<32).map { "\($0)" + String(repeating: "\"", count: 126) })
+            j.cacheKey = control
+            j.options = #"{"callback_url": "https://hooks.example/h"}"#
+            jobs.append(j)
+        }
+        _ = try await q.enqueue(batch: jobs)
+        let claims = try await q.claim(workerID: "w", limit: 2, lease: 30).map(\.claim)
+        try #require(claims.count == 2)
+        let identifier = String(repeating: "\\", count: 65536)
+        let digest = String(repeating: "ab", count: 32)
+        let stored = JobResult(
+            key: control + "@" + identifier, digest: digest, path: "objects/ab/ab/\(digest).png", bytes: 1, width: 1, height: 1, format: "png",
+            cacheHit: false, source: "data:" + String(repeating: "\u{2}", count: 14 << 10))
+        _ = try await q.complete(claims[0], workerID: "w", result: stored)
+        let sources = (0..<17).map {
+            SourceFailure(
+                source: "data:" + String(repeating: "\u{2}", count: 14 << 10) + "\($0)", code: .notImage,
+                message: String(repeating: "\"", count: 4096), attempts: 3, permanent: true)
+        }
+        let error = HalcyonError(
+            .notImage, String(repeating: "\u{3}", count: 4096), permanent: true, source: "data:" + String(repeating: "\u{2}", count: 14 << 10),
+            sources: sources)
+        #expect(try await q.fail(claims[1], workerID: "w", error: error, retryDelay: 0) == .failed)
+        let taken = try await q.takeCallbacks(limit: 10, hold: .seconds(30))
+        #expect(taken.count == 2)
+        for callback in taken {
+            #expect(callback.body.utf8.count <= JobQueue.maxCallbackBodyBytes, "\(callback.body.utf8.count) bytes")
+            let body = JSONValue.parse(callback.body)
+            #expect(body?["id"] != nil, "the body is whole JSON")
+            if body?["state"]?.stringValue == "failed" {
+                #expect(body?["error"]?["code"]?.stringValue == "fetch.not_image")
+                #expect(body?["error"]?["sources"] == nil)
+            } else {
+                #expect(body?["result"]?["key"]?.stringValue == control + "@" + identifier, "the key is whole")
+            }
+        }
+    }
 }

@@ -39,6 +39,24 @@ import Testing
         #expect(mangled.info.source == nil && mangled.info.placeholdersJSON != nil)
     }
 
+    /// A scoped key is its own entry: found under its scope only, never under the bare key or
+    /// another scope, and it survives the key file's escaping (NUL, newline, backslash).
+    @Test func aScopedKeyIsFoundOnlyInItsScope() throws {
+        let root = try makeRoot()
+        defer { try? FileManager.default.removeItem(at: root) }
+        let store = DiskStore(root: root)
+        let key = "avatar\\1\n@format(png)"
+        let scoped = DiskStore.storeKey(key, scope: "tenant_a")
+        #expect(DiskStore.storeKey(key, scope: nil) == key)
+        #expect(scoped != key && DiskStore.keyPath(for: scoped) != DiskStore.keyPath(for: key))
+        let info = ResultInfo(format: "png", width: 1, height: 1)
+        _ = try store.store(Data([1, 2, 3]), ext: "png", info: info, key: scoped, expiration: .days(1))
+        #expect(store.lookup(scoped, extend: .none) != nil)
+        #expect(store.lookup(key, extend: .none) == nil)
+        #expect(store.lookup(DiskStore.storeKey(key, scope: "tenant_b"), extend: .none) == nil)
+        #expect(store.lookup("tenant_a" + key, extend: .none) == nil)
+    }
+
     @Test func sha256MatchesKnownVectors() {
         #expect(Digest.sha256Hex("") == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855")
         #expect(Digest.sha256Hex("abc") == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")
@@ -120,12 +138,15 @@ import Testing
         #expect(!FileManager.default.fileExists(atPath: final.path), "an object was published")
         #expect(isEmpty(elsewhere))
         #expect(FileManager.default.fileExists(atPath: root.appendingPathComponent("tmp").path), "the temp file was never made")
-        #expect(isEmpty(root.appendingPathComponent("tmp")), "a temp file was left: \((try? FileManager.default.contentsOfDirectory(atPath: root.appendingPathComponent("tmp").path)) ?? [])")
+        #expect(
+            isEmpty(root.appendingPathComponent("tmp")),
+            "a temp file was left: \((try? FileManager.default.contentsOfDirectory(atPath: root.appendingPathComponent("tmp").path)) ?? [])")
 
         // A key file (published by rename) the same way: the object is stored, the key is not.
         let key = "k@refused"
         let keyFile = root.appendingPathComponent(DiskStore.keyPath(for: key))
-        try FileManager.default.createDirectory(at: keyFile.deletingLastPathComponent().deletingLastPathComponent(), withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(
+            at: keyFile.deletingLastPathComponent().deletingLastPathComponent(), withIntermediateDirectories: true)
         try FileManager.default.createSymbolicLink(at: keyFile.deletingLastPathComponent(), withDestinationURL: elsewhere)
         let info = ResultInfo(format: "png", width: 1, height: 1)
         #expect { _ = try store.store(Data([1, 2, 3]), ext: "png", info: info, key: key, expiration: .days(1)) } throws: { error in

@@ -1,4 +1,5 @@
 import Foundation
+import HalcyonCore
 import Testing
 
 @testable import HalcyonWorker
@@ -13,13 +14,83 @@ import Testing
         #expect(ids.allSatisfy { $0.hasPrefix(prefix) && $0.count > prefix.count })
     }
 
-    /// Any text signs webhooks; one in Standard Webhooks' `whsec_<base64>` form must be base64.
+    /// Any text signs webhooks; one in Standard Webhooks' `whsec_<base64>` form must be base64;
+    /// at most four secrets, each 1–1024 bytes.
     @Test func aWebhookSecretInTheWhsecFormMustBeBase64() {
-        #expect(WebhookConfiguration.isValidSecret("any text at all"))
-        #expect(WebhookConfiguration.isValidSecret("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"))
-        #expect(WebhookConfiguration.isValidSecret("whsec_a2V5"), "unpadded base64")
-        #expect(!WebhookConfiguration.isValidSecret("whsec_not base64!"))
-        #expect(!WebhookConfiguration.isValidSecret("whsec_"))
+        #expect(WebhookConfiguration.secretProblem("any text at all") == nil)
+        #expect(WebhookConfiguration.secretProblem("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw") == nil)
+        #expect(WebhookConfiguration.secretProblem("whsec_a2V5") == nil, "unpadded base64")
+        #expect(WebhookConfiguration.secretProblem("whsec_not base64!") != nil)
+        #expect(WebhookConfiguration.secretProblem("whsec_") != nil)
+        #expect(WebhookConfiguration.secretProblem(String(repeating: "k", count: 1025)) != nil)
+        var webhooks = WebhookConfiguration()
+        webhooks.secrets = ["a", "b", "c", "d"]
+        #expect(throws: Never.self) { try webhooks.validate() }
+        webhooks.secrets.append("e")
+        #expect(throws: HalcyonError.self) { try webhooks.validate() }
+    }
+
+    /// The signature header carries one `v1,` signature per secret, the first secret's first.
+    @Test func everySecretSignsAndTheFirstSignsTheLegacyHeader() throws {
+        let one = try #require(WebhookSignature(secrets: ["new"]))
+        let two = try #require(WebhookSignature(secrets: ["new", "whsec_b2xk"]))
+        let body = Data("{}".utf8)
+        let a = one.headers(messageID: "job_1_x", timestamp: 1_700_000_000, body: body)
+        let b = two.headers(messageID: "job_1_x", timestamp: 1_700_000_000, body: body)
+        let parts = try #require(b["webhook-signature"]).split(separator: " ").map(String.init)
+        #expect(parts.count == 2 && parts.allSatisfy { $0.hasPrefix("v1,") })
+        #expect(parts.first == a["webhook-signature"])
+        #expect(a[WebhookSignature.legacyHeader] == b[WebhookSignature.legacyHeader])
+        #expect(WebhookSignature(secrets: []) == nil)
+    }
+
+    /// Retry-After lengthens a retry's wait, never shortens it, and is capped.
+    @Test func retryAfterIsHonouredWithinBounds() {
+        let webhooks = WebhookConfiguration()
+        #expect(webhooks.retryDelay(afterAttempt: 1) == .seconds(1))
+        #expect(webhooks.retryDelay(afterAttempt: 1, retryAfter: 3) == .seconds(3))
+        #expect(webhooks.retryDelay(afterAttempt: 4, retryAfter: 3) == .seconds(8), "the backoff is longer")
+        #expect(webhooks.retryDelay(afterAttempt: 1, retryAfter: 1e9) == .seconds(300), "capped at maxRetryDelay")
+        #expect(webhooks.retryDelay(afterAttempt: 1, retryAfter: -5) == .seconds(1))
+        #expect(webhooks.retryDelay(afterAttempt: 1, retryAfter: .nan) == .seconds(1))
+    }
+
+    /// A host's circuit: closed until `breakerThreshold` failures in a row; open (deliveries
+    /// refused for the cooldown); then one probe at a time; a failed probe doubles the cooldown,
+    /// an answer closes it. An answer before the threshold resets the count.
+    @Test func aHostsCircuitOpensProbesAndCloses() {
+        var webhooks = WebhookConfiguration()
+        webhooks.breakerThreshold = 3
+        webhooks.breakerCooldown = .seconds(10)
+        webhooks.perHostConcurrency = 1
+        let gate = WebhookDeliverer.HostGate(configuration: webhooks)
+        let t0 = ContinuousClock.now
+        func fail(_ at: ContinuousClock.Instant) -> Duration? {
+            #expect(gate.admit("h", now: at) == .go)
+            return gate.end("h", .failed, now: at)
+        }
+        #expect(fail(t0) == nil)
+        #expect(gate.admit("h", now: t0) == .go)
+        #expect(gate.admit("h", now: t0) == .busy, "one in flight per host here")
+        #expect(gate.end("h", .answered, now: t0) == nil)
+        #expect(fail(t0) == nil)
+        #expect(fail(t0) == nil)
+        #expect(fail(t0) == .seconds(10), "the third failure in a row opens it")
+        #expect(gate.admit("h", now: t0 + .seconds(4)) == .open(.seconds(6)))
+        #expect(gate.admit("other", now: t0 + .seconds(4)) == .go, "other hosts go on")
+        _ = gate.end("other", .answered)
+        let probe = t0 + .seconds(11)
+        #expect(gate.admit("h", now: probe) == .go, "after the cooldown, one probe")
+        #expect(gate.admit("h", now: probe) == .busy)
+        #expect(gate.end("h", .failed, now: probe) == .seconds(20), "a failed probe doubles the cooldown")
+        #expect(gate.admit("h", now: probe + .seconds(19)) == .open(.seconds(1)))
+        let second = probe + .seconds(21)
+        #expect(gate.admit("h", now: second) == .go)
+        #expect(gate.end("h", .neutral, now: second) == nil, "a stopped probe says nothing")
+        #expect(gate.admit("h", now: second) == .go, "and another may probe")
+        #expect(gate.end("h", .answered, now: second) == nil)
+        #expect(gate.admit("h", now: second) == .go, "closed again")
+        #expect(gate.inFlight == 1)
     }
 
     @Test func heartbeatsHaveADeadlineShorterThanTheLease() {

@@ -19,8 +19,12 @@ struct JobPlan: Sendable {
         var options: JobOptions
         var chain: ProcessorChain
         var fetch: FetchRequest
-        /// The store key of the result: the chain's identifier applied to the cache key.
+        /// The key of the result, as recorded (`result_key`): the chain's identifier applied to
+        /// the cache key.
         var resultKey: String
+        /// What the store files it under: `resultKey`, scoped to the queue when the queue
+        /// isolates its keys (`DiskStore.storeKey`).
+        var storeKey: String
     }
 
     /// Judges `job`, reusing what `memo` holds from earlier jobs of its batch.
@@ -32,9 +36,10 @@ struct JobPlan: Sendable {
             let fetch = try FetchRequest(
                 sources: [job.source] + job.fallbackSources, headers: options.headers,
                 retry: options.retry.map { DelayRetryStrategy($0) }, maxDataBytes: maxDataBytes)
+            let resultKey = chain.resultKey(cacheKey: cacheKey(source: job.source, explicit: job.cacheKey))
             return Valid(
-                jobID: job.id, options: options, chain: chain, fetch: fetch,
-                resultKey: chain.resultKey(cacheKey: cacheKey(source: job.source, explicit: job.cacheKey)))
+                jobID: job.id, options: options, chain: chain, fetch: fetch, resultKey: resultKey,
+                storeKey: DiskStore.storeKey(resultKey, scope: job.isolatedKeys ? job.queue : nil))
         }
     }
 

@@ -79,8 +79,8 @@ struct JobRunner: Sendable {
             // A stored result serves a job only with every placeholder the job asks for (the
             // stored ones are read only for a job that asks for some).
             let stored =
-                plan.options.placeholders == nil ? nil : hits.found[plan.resultKey]?.info.placeholdersJSON.flatMap(Placeholders.init(jsonText:))
-            if let hit = hits.found[plan.resultKey], !plan.options.forceRefresh, plan.options.placeholders?.isSatisfied(by: stored) ?? true {
+                plan.options.placeholders == nil ? nil : hits.found[plan.storeKey]?.info.placeholdersJSON.flatMap(Placeholders.init(jsonText:))
+            if let hit = hits.found[plan.storeKey], !plan.options.forceRefresh, plan.options.placeholders?.isSatisfied(by: stored) ?? true {
                 var result = JobResult(key: plan.resultKey, object: hit.object, info: hit.info, cacheHit: true, source: nil)
                 result.placeholdersJSON = plan.options.placeholders?.select(from: stored)?.json.jsonText
                 results[index] = .success(result)
@@ -108,7 +108,7 @@ struct JobRunner: Sendable {
     func lookUp(_ plans: [JobPlan]) async -> StoreHits {
         let lookups: [(key: String, extend: ExpirationExtending)] = plans.compactMap { plan in
             guard case .success(let valid) = plan.validated, !valid.options.forceRefresh else { return nil }
-            return (valid.resultKey, valid.options.extend)
+            return (valid.storeKey, valid.options.extend)
         }
         guard !lookups.isEmpty else { return StoreHits() }
         let store = self.store
@@ -243,7 +243,7 @@ struct JobRunner: Sendable {
             let (object, cpu) = try await Blocking.run {
                 var clock = StageClock()
                 let object = try store.store(
-                    image.data, ext: image.format.fileExtension, info: info, key: plan.resultKey, expiration: plan.options.expiration)
+                    image.data, ext: image.format.fileExtension, info: info, key: plan.storeKey, expiration: plan.options.expiration)
                 return (object, clock.lap().cpu)
             }
             timing.storeCPU = cpu

@@ -19,21 +19,80 @@ import Synchronization
 /// once, for any worker. A worker that drained (`--drain`) instead finishes them, and goes on
 /// delivering until no delivery is due now or due for a retry within `--grace` — a stop request
 /// meanwhile ends that too.
-struct WebhookDeliverer: Service {
-    let configuration: WorkerConfiguration
+///
+/// `halcyon deliver` runs one alone (`init(deliveringOnly:…)`): it delivers any job's webhooks,
+/// claims no job, and with `--drain` exits as a drained worker would.
+public struct WebhookDeliverer: Service {
+    /// What a deliverer needs of its worker's configuration.
+    public struct Settings: Sendable {
+        public var webhooks: WebhookConfiguration
+        /// Connection limits and the address policy (the SSRF guard) deliveries go through.
+        public var fetch: FetchConfiguration
+        /// Finish once no delivery is due now or due for a retry within `grace`.
+        public var drain: Bool
+        public var grace: Duration
+        /// How often to look for due deliveries when nothing wakes the deliverer.
+        public var pollInterval: Duration
+        public var statementTimeout: Duration
+
+        public init(
+            webhooks: WebhookConfiguration, fetch: FetchConfiguration = FetchConfiguration(), drain: Bool = false,
+            grace: Duration = .seconds(20), pollInterval: Duration = .seconds(1), statementTimeout: Duration = .seconds(30)
+        ) {
+            self.webhooks = webhooks
+            self.fetch = fetch
+            self.drain = drain
+            self.grace = grace
+            self.pollInterval = pollInterval
+            self.statementTimeout = statementTimeout
+        }
+
+        init(_ worker: WorkerConfiguration) {
+            self.init(
+                webhooks: worker.webhooks, fetch: worker.fetch, drain: worker.drain, grace: worker.grace, pollInterval: worker.pollInterval,
+                statementTimeout: worker.statementTimeout)
+        }
+    }
+
+    let configuration: Settings
     let conninfo: String
     let wake: WakeSignal
     /// Whether the worker was asked to stop (a signal, not the end of a drain).
     let stopRequested: @Sendable () -> Bool
     let logger: Logger
+    /// Delivering only, with `drain`: finish as soon as nothing is due, not at a shutdown.
+    var drainsFromStart = false
 
-    /// The header carrying `sha256=<hex HMAC-SHA256 of the body>`.
-    static let signatureHeader = "X-Halcyon-Signature"
+    init(
+        worker configuration: WorkerConfiguration, conninfo: String, wake: WakeSignal, stopRequested: @escaping @Sendable () -> Bool,
+        logger: Logger
+    ) {
+        self.configuration = Settings(configuration)
+        self.conninfo = conninfo
+        self.wake = wake
+        self.stopRequested = stopRequested
+        self.logger = logger
+    }
 
-    func run() async {
+    /// A deliverer with no worker around it: it polls for due deliveries every
+    /// `settings.pollInterval`. With `settings.drain` it returns once no delivery is due now or
+    /// due for a retry within `settings.grace`; otherwise it runs until a graceful shutdown.
+    /// `stopRequested` says a stop was asked for (a signal): deliveries in flight then end at
+    /// once, and are due again for any worker.
+    public init(deliveringOnly settings: Settings, conninfo: String, stopRequested: @escaping @Sendable () -> Bool, logger: Logger) {
+        configuration = settings
+        self.conninfo = conninfo
+        wake = WakeSignal()
+        self.stopRequested = stopRequested
+        self.logger = logger
+        drainsFromStart = settings.drain
+    }
+
+    public func run() async {
         // `cancel` ends deliveries in flight; `finishing` makes a drained worker stop once
         // nothing is left to deliver soon.
         let cancel = CancellationFlag(), finishing = CancellationFlag()
+        if drainsFromStart { finishing.cancel() }
         await withGracefulShutdownHandler {
             await deliverUntilShutdown(cancel: cancel, finishing: finishing)
         } onGracefulShutdown: { [configuration, stopRequested] in
@@ -61,8 +120,8 @@ struct WebhookDeliverer: Service {
         else { return }
         defer { Task { await connection.close() } }
         let queue = JobQueue(connection: connection)
-        // The key is derived once (a `whsec_` secret is base64), not per delivery.
-        let signature = webhooks.secret.flatMap(WebhookSignature.init(secret:))
+        // The keys are derived once (a `whsec_` secret is base64), not per delivery.
+        let signature = WebhookSignature(secrets: webhooks.secrets)
         if signature == nil {
             logger.debug("no webhook secret: deliveries are not signed")
         }
@@ -70,14 +129,14 @@ struct WebhookDeliverer: Service {
         // host: as each ends another is taken, so one slow receiver holds one slot (or a host's
         // few), never the pipeline. A delivery taken for a host already at its limit is put back
         // at once, its attempt not spent, due again a moment later.
-        let flight = InFlight()
+        let hosts = HostGate(configuration: webhooks)
         await withDiscardingTaskGroup { group in
             while !cancel.isCancelled {
                 if finishing.isCancelled && stopRequested() {
                     cancel.cancel()
                     break
                 }
-                let free = webhooks.concurrency - flight.count
+                let free = webhooks.concurrency - hosts.inFlight
                 var taken: [JobQueue.Callback] = []
                 if free > 0 {
                     do {
@@ -90,23 +149,33 @@ struct WebhookDeliverer: Service {
                         continue
                     }
                 }
-                var putBack: [JobQueue.Callback] = []
+                var putBack: [(callback: JobQueue.Callback, dueIn: Duration)] = []
                 for callback in taken {
                     let host = Self.hostKey(callback.url)
-                    guard flight.start(host: host, limit: webhooks.perHostConcurrency) else {
-                        putBack.append(callback)
+                    switch hosts.admit(host) {
+                    case .busy:
+                        putBack.append((callback, Self.hostBusyDelay))
                         continue
+                    case .open(let remaining):
+                        putBack.append((callback, max(remaining, Self.hostBusyDelay)))
+                        continue
+                    case .go:
+                        break
                     }
                     group.addTask {
-                        await deliver(callback, http: http, signature: signature, queue: queue, cancel: cancel)
-                        flight.end(host: host)
+                        let verdict = await deliver(callback, http: http, signature: signature, queue: queue, cancel: cancel)
+                        if let opened = hosts.end(host, verdict) {
+                            logger.warning(
+                                "webhook receiver keeps failing: its deliveries wait (circuit open)",
+                                metadata: ["host": "\(host)", "for": "\(TimeSpan.format(opened))"])
+                        }
                         wake.wake()
                     }
                 }
-                for callback in putBack {
-                    _ = try? await queue.putBack(callback, dueIn: Self.hostBusyDelay)
+                for (callback, dueIn) in putBack {
+                    _ = try? await queue.putBack(callback, dueIn: dueIn)
                 }
-                if taken.isEmpty && flight.count == 0 && finishing.isCancelled {
+                if taken.isEmpty && hosts.inFlight == 0 && finishing.isCancelled {
                     let soon = try? await queue.callbackDue(within: configuration.grace)
                     if soon != true {
                         logger.info("drained: no webhook delivery is due")
@@ -115,7 +184,7 @@ struct WebhookDeliverer: Service {
                 }
                 // Until a delivery ends, another becomes due (a NOTIFY-free wake from the
                 // recorder), or the poll interval passes.
-                if taken.isEmpty || flight.count >= webhooks.concurrency || !putBack.isEmpty {
+                if taken.isEmpty || hosts.inFlight >= webhooks.concurrency || !putBack.isEmpty {
                     await wake.wait(timeout: max(configuration.pollInterval, .milliseconds(200)))
                 }
             }
@@ -128,49 +197,127 @@ struct WebhookDeliverer: Service {
     /// The host a delivery goes to, for the per-host limit (lowercased; the URL if it has none).
     static func hostKey(_ url: String) -> String { URL(string: url)?.host?.lowercased() ?? url }
 
-    /// Deliveries in flight, in all and per host.
-    final class InFlight: Sendable {
-        private let state = Mutex<(count: Int, hosts: [String: Int])>((0, [:]))
+    /// Deliveries in flight, in all and per host, and each host's circuit breaker: after
+    /// `breakerThreshold` failed attempts in a row (the receiver unreachable, slow or answering
+    /// 5xx/408/429) a host's circuit opens — its deliveries are put back, attempts not spent,
+    /// until `breakerCooldown` has passed; then one delivery probes it: a success closes the
+    /// circuit, a failure opens it again for twice as long (up to `maxRetryDelay`).
+    final class HostGate: Sendable {
+        private struct Host {
+            var inFlight = 0
+            var failures = 0
+            var openUntil: ContinuousClock.Instant?
+            var cooldown: Duration
+            var probing = false
+        }
+        private let state = Mutex<(inFlight: Int, hosts: [String: Host])>((0, [:]))
+        private let configuration: WebhookConfiguration
+        /// Hosts remembered at most (beyond it, idle hosts with closed or expired circuits are forgotten).
+        static let maxHosts = 4096
 
-        var count: Int { state.withLock { $0.count } }
+        init(configuration: WebhookConfiguration) { self.configuration = configuration }
 
-        /// Counts one more to `host` unless it has `limit` already.
-        func start(host: String, limit: Int) -> Bool {
+        enum Admission: Equatable {
+            case go
+            /// At its limit of deliveries in flight, or being probed.
+            case busy
+            /// Its circuit is open for this much longer.
+            case open(Duration)
+        }
+
+        /// How a delivery went, for the breaker.
+        enum Verdict {
+            /// Delivered, or the receiver answered (a refusal is the receiver's, not an outage).
+            case answered
+            /// No answer worth having: a timeout, a connection error, 5xx, 408, 429.
+            case failed
+            /// Says nothing of the receiver (stopped, refused address, bad URL).
+            case neutral
+        }
+
+        var inFlight: Int { state.withLock { $0.inFlight } }
+
+        /// Counts one more delivery to `host`, or says why not.
+        func admit(_ host: String, now: ContinuousClock.Instant = .now) -> Admission {
             state.withLock { s in
-                guard s.hosts[host, default: 0] < limit else { return false }
-                s.hosts[host, default: 0] += 1
-                s.count += 1
-                return true
+                var h = s.hosts[host] ?? Host(cooldown: configuration.breakerCooldown)
+                if let until = h.openUntil {
+                    if now < until { return .open(until - now) }
+                    if h.probing { return .busy }
+                    h.probing = true
+                }
+                guard h.inFlight < configuration.perHostConcurrency else { return .busy }
+                h.inFlight += 1
+                s.inFlight += 1
+                s.hosts[host] = h
+                return .go
             }
         }
 
-        func end(host: String) {
+        /// Ends one delivery to `host`; returns how long its circuit now stays open when this
+        /// ending opened (or reopened) it.
+        func end(_ host: String, _ verdict: Verdict, now: ContinuousClock.Instant = .now) -> Duration? {
             state.withLock { s in
-                s.count -= 1
-                s.hosts[host, default: 1] -= 1
-                if s.hosts[host] == 0 { s.hosts[host] = nil }
+                s.inFlight -= 1
+                guard var h = s.hosts[host] else { return nil }
+                h.inFlight -= 1
+                var opened: Duration?
+                switch verdict {
+                case .answered:
+                    h = Host(inFlight: h.inFlight, cooldown: configuration.breakerCooldown)
+                case .failed:
+                    h.failures += 1
+                    if h.probing {
+                        h.probing = false
+                        h.cooldown = min(h.cooldown * 2, max(configuration.maxRetryDelay, configuration.breakerCooldown))
+                        h.openUntil = now + h.cooldown
+                        opened = h.cooldown
+                    } else if h.openUntil == nil && h.failures >= configuration.breakerThreshold {
+                        h.openUntil = now + h.cooldown
+                        opened = h.cooldown
+                    }
+                case .neutral:
+                    h.probing = false
+                }
+                if h.inFlight == 0 && h.failures == 0 && h.openUntil == nil {
+                    s.hosts[host] = nil
+                } else {
+                    s.hosts[host] = h
+                }
+                if s.hosts.count > Self.maxHosts {
+                    s.hosts = s.hosts.filter { $0.value.inFlight > 0 || ($0.value.openUntil.map { now < $0 } ?? false) }
+                }
+                return opened
             }
         }
     }
 
+    /// Makes one attempt and records it; says how it went, for the host's circuit breaker.
     private func deliver(
         _ callback: JobQueue.Callback, http: HTTPClient, signature: WebhookSignature?, queue: JobQueue, cancel: CancellationFlag
-    ) async {
+    ) async -> HostGate.Verdict {
         let webhooks = configuration.webhooks
         let started = ContinuousClock.now
         let outcome: JobQueue.CallbackOutcome
+        let verdict: HostGate.Verdict
         do {
             try await post(callback, http: http, signature: signature, cancel: cancel)
             outcome = .delivered
+            verdict = .answered
         } catch {
             if cancel.isCancelled && error.code == .cancelled {
                 // Stopped mid-delivery: try again soon, from whichever worker is running. (A
                 // delivery that failed for a reason of its own is recorded as that.)
                 outcome = .retry(after: .zero, error: "\(ErrorCode.cancelled): the worker stopped during the delivery")
-            } else if error.permanent || callback.attempt >= webhooks.maxAttempts {
-                outcome = .failed(error: "\(error.code): \(error.message)")
+                verdict = .neutral
             } else {
-                outcome = .retry(after: webhooks.retryDelay(afterAttempt: callback.attempt), error: "\(error.code): \(error.message)")
+                if error.permanent || callback.attempt >= webhooks.maxAttempts {
+                    outcome = .failed(error: "\(error.code): \(error.message)")
+                } else {
+                    let delay = webhooks.retryDelay(afterAttempt: callback.attempt, retryAfter: error.retryAfter)
+                    outcome = .retry(after: delay, error: "\(error.code): \(error.message)")
+                }
+                verdict = Self.verdict(error)
             }
         }
         var meta: Logger.Metadata = [
@@ -194,6 +341,16 @@ struct WebhookDeliverer: Service {
             // Not recorded: the delivery stays pending and is taken again after its hold.
             logger.warning("could not record a webhook delivery", metadata: ["job": "\(callback.jobID)", "error": "\(error)"])
         }
+        return verdict
+    }
+
+    /// What a failed attempt says of its host: a refusal the receiver sent (any status but
+    /// 5xx, 408, 429) means it is up; a refused address or a bad URL says nothing.
+    static func verdict(_ error: HalcyonError) -> HostGate.Verdict {
+        switch error.code {
+        case .blockedAddress, .invalidOptions, .cancelled: return .neutral
+        default: return error.permanent ? .answered : .failed
+        }
     }
 
     /// One POST; throws the categorized error of a failed delivery (a 3xx is not followed and
@@ -206,6 +363,11 @@ struct WebhookDeliverer: Service {
             throw HalcyonError(.invalidOptions, "callback_url is not an http(s) URL", source: callback.url)
         }
         let body = Data(callback.body.utf8)
+        guard body.count <= JobQueue.maxCallbackBodyBytes else {
+            throw HalcyonError(
+                .invalidOptions, "the webhook body would be \(body.count) bytes, over the \(JobQueue.maxCallbackBodyBytes >> 10) KiB cap",
+                permanent: true, source: callback.url)
+        }
         let timestamp = Int(Date().timeIntervalSince1970)
         var headers = [
             "Content-Type": "application/json", "X-Halcyon-Job": "\(callback.jobID)", "X-Halcyon-Delivery-Attempt": "\(callback.attempt)",

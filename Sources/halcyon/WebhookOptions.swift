@@ -1,0 +1,71 @@
+import ArgumentParser
+import Foundation
+import HalcyonCLI
+import HalcyonFetch
+import HalcyonWorker
+
+/// The webhook options `halcyon work` and `halcyon deliver` share; they fill a
+/// `WebhookConfiguration` (whose defaults they show).
+struct WebhookOptions: ParsableArguments {
+    @Option(
+        name: .customLong("webhook-secret"),
+        help:
+            "Key of the webhooks' signatures (Standard Webhooks' webhook-signature; the first also signs X-Halcyon-Signature); a whsec_<base64> secret signs with the bytes it encodes. Repeatable, up to 4: each signs, so receivers holding the old or the new key verify during a rotation. Also HALCYON_WEBHOOK_SECRET (space-separated). Without one, webhooks are not signed."
+    )
+    var secrets: [String] = []
+    @Option(help: "Time for one webhook delivery attempt, 1s–10m.")
+    var webhookTimeout = TimeSpanArgument(.seconds(10))
+    @Option(
+        help:
+            "Delivery attempts before a webhook is given up (callback_status failed), 1–50; retries back off from 1s, doubling, to 5m (longer when the receiver's Retry-After asks, up to 5m)."
+    )
+    var webhookAttempts: Int = 8
+
+    func validate() throws {
+        try webhookTimeout.check("--webhook-timeout", 1...600)
+        do {
+            try configuration().validate()
+        } catch {
+            throw ValidationError(error.message)
+        }
+    }
+
+    /// `--webhook-secret`, else HALCYON_WEBHOOK_SECRET's space-separated secrets.
+    var allSecrets: [String] {
+        if !secrets.isEmpty { return secrets }
+        let env = ProcessInfo.processInfo.environment["HALCYON_WEBHOOK_SECRET"] ?? ""
+        return env.split(whereSeparator: { $0 == " " || $0 == "\n" || $0 == "\t" }).map(String.init)
+    }
+
+    /// The configuration these options describe.
+    func configuration() -> WebhookConfiguration {
+        var webhooks = WebhookConfiguration()
+        webhooks.secrets = allSecrets
+        webhooks.timeout = webhookTimeout.duration
+        webhooks.maxAttempts = webhookAttempts
+        return webhooks
+    }
+}
+
+/// `--allow-network`, shared by what connects out (downloads, webhook deliveries).
+struct AllowNetworkOptions: ParsableArguments {
+    @Option(
+        name: .customLong("allow-network"),
+        help:
+            "A CIDR that downloads and webhook deliveries may connect to although it is internal, e.g. 10.1.0.0/16 or 127.0.0.1 (repeatable; also HALCYON_ALLOW_NETWORKS, comma-separated). Default: public addresses only."
+    )
+    var allowNetworks: [String] = []
+
+    func validate() throws {
+        for cidr in all where CIDR(cidr) == nil { throw ValidationError("--allow-network '\(cidr)' is not an address or CIDR") }
+    }
+
+    /// The option's and HALCYON_ALLOW_NETWORKS's networks.
+    var all: [String] {
+        let env = (ProcessInfo.processInfo.environment["HALCYON_ALLOW_NETWORKS"] ?? "").split(separator: ",")
+        return (allowNetworks + env.map { $0.trimmingCharacters(in: .whitespaces) }).filter { !$0.isEmpty }
+    }
+
+    /// The address policy these networks make.
+    var policy: AddressPolicy { AddressPolicy(allowed: all.compactMap(CIDR.init)) }
+}
