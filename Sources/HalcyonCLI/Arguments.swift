@@ -51,28 +51,13 @@ package enum Seconds: ArgumentUnit {
 package enum Bytes: ArgumentUnit {
     package static func parse(_ text: String) -> Int? { ByteSize.parse(text) }
     /// `50MiB` when exact, else `1.5 MiB`.
-    package static func format(_ value: Int) -> String {
-        for (unit, scale) in [("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)] where value >= scale && value % scale == 0 {
-            return "\(value / scale)\(unit)"
-        }
-        return ByteSize.format(Int64(value))
-    }
+    package static func format(_ value: Int) -> String { ByteSize.formatExact(value) }
 }
 
 /// Pixel counts — `25000000`, `25MP` (megapixels), `500KP`.
 package enum Pixels: ArgumentUnit {
-    package static func parse(_ text: String) -> Int? {
-        let lower = text.lowercased().trimmingCharacters(in: .whitespaces)
-        let (number, scale): (Substring, Double) =
-            lower.hasSuffix("mp")
-            ? (lower.dropLast(2), 1e6)
-            : lower.hasSuffix("kp") ? (lower.dropLast(2), 1e3) : (Substring(lower), 1)
-        guard let n = Double(number), n.isFinite, n >= 0, n * scale < 1e15 else { return nil }
-        return Int(n * scale)
-    }
-    package static func format(_ value: Int) -> String {
-        value >= 1_000_000 && value % 1_000_000 == 0 ? "\(value / 1_000_000)MP" : "\(value) pixels"
-    }
+    package static func parse(_ text: String) -> Int? { PixelCount.parse(text) }
+    package static func format(_ value: Int) -> String { PixelCount.format(value) }
 }
 
 package typealias TimeSpanArgument = UnitArgument<Seconds>

@@ -22,6 +22,7 @@ public enum TimeSpan {
     /// A compact rendering: `1.5s`, `2m`, `3h`, `7d`.
     public static func format(_ seconds: Double) -> String {
         guard seconds.isFinite, abs(seconds) < 1e15 else { return "\(seconds)s" }
+        if seconds == 0 { return "0s" }
         if seconds < 1 { return "\(Int((seconds * 1000).rounded()))ms" }
         for (suffix, scale) in [("d", 86400.0), ("h", 3600), ("m", 60)] where seconds >= scale && seconds.truncatingRemainder(dividingBy: scale) == 0
         {
@@ -51,6 +52,16 @@ public enum ByteSize {
         return n
     }
 
+    /// `50MiB` when a whole number of a unit, else `format(_:)`'s `1.5 MiB`: how an option's
+    /// value is written back.
+    public static func formatExact(_ value: Int) -> String {
+        if value < 1024 { return "\(value)" }
+        for (unit, scale) in [("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)] where value >= scale && value % scale == 0 {
+            return "\(value / scale)\(unit)"
+        }
+        return format(Int64(value))
+    }
+
     /// `512 B`, `1.5 KiB`, `12.3 MiB`, `4.0 GiB`.
     public static func format(_ bytes: Int64) -> String {
         let units = ["KiB", "MiB", "GiB", "TiB"]
@@ -69,4 +80,22 @@ extension TimeSpan {
 extension Duration {
     /// The duration in seconds.
     public var seconds: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
+}
+
+/// Pixel counts: `25000000`, `25MP` (megapixels), `500KP`.
+public enum PixelCount {
+    public static func parse(_ text: String) -> Int? {
+        let lower = text.lowercased().trimmingCharacters(in: .whitespaces)
+        let (number, scale): (Substring, Double) =
+            lower.hasSuffix("mp")
+            ? (lower.dropLast(2), 1e6)
+            : lower.hasSuffix("kp") ? (lower.dropLast(2), 1e3) : (Substring(lower), 1)
+        guard let n = Double(number), n.isFinite, n >= 0, n * scale < 1e15 else { return nil }
+        return Int(n * scale)
+    }
+
+    /// `25MP` when a whole number of megapixels, else the number.
+    public static func format(_ value: Int) -> String {
+        value >= 1_000_000 && value % 1_000_000 == 0 ? "\(value / 1_000_000)MP" : "\(value)"
+    }
 }

@@ -78,7 +78,7 @@ package struct Demo: AsyncParsableCommand {
             var c = WorkerConfiguration(storeRoot: storeOptions.root(), workerID: "demo-\(n)-\(getpid())")
             c.fetch.fileRoots = [images.path]
             c.fetch.addressPolicy = AddressPolicy(allowed: [CIDR("127.0.0.1/32")!])
-            c.backoff.base = 1
+            c.backoff.base = .seconds(1)
             c.pollInterval = .milliseconds(500)
             c.sweepInterval = .zero
             return Worker(configuration: c, conninfo: conninfo, logger: logger)

@@ -1,27 +1,28 @@
 import Foundation
 import HalcyonCore
 
-/// Download limits and policy. Defaults suit a server fetching images from the Internet.
+/// Download limits and policy. Defaults suit a server fetching images from the Internet; each
+/// setting `halcyon work` exposes is described once in `Settings`.
 public struct FetchConfiguration: Sendable {
-    /// Seconds to establish a connection. Default 10.
-    public var connectTimeout: Double = 10
-    /// Seconds for the whole transfer. Default 60.
-    public var totalTimeout: Double = 60
-    /// Abort when slower than `lowSpeedBytes` per second for `lowSpeedSeconds`. Defaults 1 KiB/s for 15 s.
+    /// Time to establish a connection. Default 10 s.
+    public var connectTimeout: Duration = Settings.connectTimeout.defaultValue
+    /// Time for the whole transfer. Default 60 s.
+    public var totalTimeout: Duration = Settings.totalTimeout.defaultValue
+    /// Abort when slower than `lowSpeedBytes` per second for `lowSpeedTime`. Defaults 1 KiB/s for 15 s.
     public var lowSpeedBytes: Int = 1024
-    public var lowSpeedSeconds: Int = 15
+    public var lowSpeedTime: Duration = .seconds(15)
     /// Largest body accepted, checked against Content-Length and while streaming. Default 50 MiB.
-    public var maxBytes: Int = 50 << 20
+    public var maxBytes: Int = Settings.maxBytes.defaultValue
     /// Largest inline `data:` source: 10 MiB, or `maxBytes` when that is smaller.
     public var maxDataBytes: Int { min(Source.maxDataBytes, maxBytes) }
     /// Longest an attempt waits between download retries, all its sources together; a retry
     /// that would wait past it is not made (the job is retried later with the job-level
     /// backoff instead, holding no slot). Default 60 s.
-    public var maxRetryWait: Double = 60
+    public var maxRetryWait: Duration = Settings.maxRetryWait.defaultValue
     /// Downloads from one host at a time, per worker (`--per-host-concurrency`). Default 4.
-    public var perHostConcurrency: Int = 4
+    public var perHostConcurrency: Int = Settings.perHostConcurrency.defaultValue
     /// Redirects followed before `fetch.too_many_redirects`. Default 5.
-    public var maxRedirects: Int = 5
+    public var maxRedirects: Int = Settings.maxRedirects.defaultValue
     /// Directories `file://` sources may read from. Default: none (file sources refused).
     public var fileRoots: [String] = [] { didSet { files = FileRoots(fileRoots) } }
     /// `fileRoots`, resolved once, and the reader that stays beneath them.
@@ -33,11 +34,55 @@ public struct FetchConfiguration: Sendable {
     /// exponential from 0.5 s.
     public var retry = DelayRetryStrategy()
     /// How long a downloaded original is reused without asking the origin; after that it is
-    /// revalidated (If-None-Match / If-Modified-Since; a 304 reuses it). 0 (default) keeps no
+    /// revalidated (If-None-Match / If-Modified-Since; a 304 reuses it). Zero (default) keeps no
     /// originals. Needs `originals`.
-    public var originalsTTL: Double = 0
+    public var originalsTTL: Duration = Settings.originalsTTL.defaultValue
     /// Where originals are kept (the store's `originals/`), when `originalsTTL` > 0.
     public var originals: (any OriginalsCache)?
 
     public init() {}
+
+    /// The settings `halcyon work` exposes for downloads.
+    public enum Settings {
+        public static let connectTimeout = Setting.duration(
+            "--connect-timeout", default: .seconds(10), .milliseconds(100)...(.minutes(10)), "Time to establish a connection")
+        public static let totalTimeout = Setting.duration(
+            "--fetch-timeout", default: .seconds(60), .seconds(1)...(.days(1)), "Time for a whole download")
+        public static let maxBytes = Setting.bytes(
+            "--max-download-size", default: 50 << 20, 1...(16 << 30), "Largest download accepted (checked against Content-Length and while streaming)"
+        )
+        public static let maxRetryWait = Setting.duration(
+            "--max-retry-wait", default: .seconds(60), .zero...(.days(1)),
+            "Most an attempt waits between download retries, all its sources together",
+            detail: "A retry that would wait longer is not made (the job is retried later instead, holding no slot).")
+        public static let perHostConcurrency = Setting.count(
+            "--per-host-concurrency", default: 4, 1...1024,
+            "Downloads from one host at once (per worker: N workers make N× this)",
+            detail: "A 429/503 with Retry-After also pauses the host's other downloads.")
+        public static let maxRedirects = Setting.count("--max-redirects", default: 5, 0...50, "Redirects followed per download")
+        public static let originalsTTL = Setting.duration(
+            "--originals-ttl", default: .zero, .zero...(.days(365)),
+            "Keep downloaded originals in the store and reuse them this long without a request; then revalidate (If-None-Match/If-Modified-Since, a 304 reuses them)",
+            detail: "0s keeps none.")
+        public static let retries = Setting.count(
+            "--fetch-retries", default: 2, 0...20,
+            "Retries per source for failures that can succeed later (timeouts, connection errors, 408, 429, 5xx)",
+            detail: "A job's options.retry overrides.")
+        public static let retryInterval = Setting.duration(
+            "--fetch-retry-interval", default: .milliseconds(500), .zero...(.hours(1)), "Interval before a download retry")
+    }
+
+    /// Checks every setting (`job.invalid_options` naming the option).
+    public func validate() throws(HalcyonError) {
+        try Settings.connectTimeout.check(connectTimeout)
+        try Settings.totalTimeout.check(totalTimeout)
+        try Settings.maxBytes.check(maxBytes)
+        try Settings.maxRetryWait.check(maxRetryWait)
+        try Settings.perHostConcurrency.check(perHostConcurrency)
+        try Settings.maxRedirects.check(maxRedirects)
+        try Settings.originalsTTL.check(originalsTTL)
+        try Settings.retries.check(retry.maxRetries)
+        try Settings.retryInterval.check(.seconds(retry.interval.seconds))
+        guard lowSpeedBytes >= 0, lowSpeedTime >= .zero else { throw HalcyonError(.invalidOptions, "the low-speed limit must not be negative") }
+    }
 }

@@ -36,7 +36,7 @@ public struct Fetcher: Sendable {
         self.configuration = configuration
         self.http = HTTPClient(configuration: configuration)
         self.slots = AsyncSemaphore(max(1, concurrency))
-        self.hosts = HostLimiter(perHost: configuration.perHostConcurrency, maxPause: .seconds(configuration.maxRetryWait))
+        self.hosts = HostLimiter(perHost: configuration.perHostConcurrency, maxPause: configuration.maxRetryWait)
         self.gate = gate
     }
 
@@ -50,7 +50,7 @@ public struct Fetcher: Sendable {
         var failures: [SourceFailure] = []
         var lastError: HalcyonError?
         // What this attempt may spend waiting between retries, across all its sources.
-        var waitBudget = configuration.maxRetryWait
+        var waitBudget = configuration.maxRetryWait.seconds
         for source in request.sources {
             let (result, attempts) = await fetchWithRetries(source, request, strategy: strategy, waitBudget: &waitBudget, cancel: cancel)
             switch result {
@@ -177,7 +177,7 @@ public struct Fetcher: Sendable {
         _ url: URL, _ source: SourceReference, _ request: FetchRequest, http: HTTPClient,
         configuration: FetchConfiguration, cancel: CancellationFlag
     ) throws(HalcyonError) -> Data {
-        guard configuration.originalsTTL > 0, let cache = configuration.originals else {
+        guard configuration.originalsTTL > .zero, let cache = configuration.originals else {
             return try http.get(url, headers: request.headers, cancel: cancel).body
         }
         let key = request.key(for: source)
@@ -185,7 +185,7 @@ public struct Fetcher: Sendable {
         if let cached, cached.expires > Date() { return cached.data }
         let revalidate = cached.flatMap { $0.hasValidators ? $0 : nil }
         let response = try http.get(url, headers: request.headers, revalidating: revalidate, cancel: cancel)
-        let expires = Date().addingTimeInterval(configuration.originalsTTL)
+        let expires = Date().addingTimeInterval(configuration.originalsTTL.seconds)
         if response.status == 304, let revalidate {
             cache.refresh(key, until: expires)
             return revalidate.data

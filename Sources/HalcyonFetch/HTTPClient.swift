@@ -89,10 +89,10 @@ public struct HTTPClient: Sendable {
             hc_setopt_long(handle, CURLOPT_FOLLOWLOCATION, 1)
             hc_setopt_long(handle, CURLOPT_MAXREDIRS, settings.maxRedirects)
         }
-        hc_setopt_long(handle, CURLOPT_CONNECTTIMEOUT_MS, Self.milliseconds(settings.connectTimeout))
-        hc_setopt_long(handle, CURLOPT_TIMEOUT_MS, Self.milliseconds(settings.totalTimeout))
+        hc_setopt_long(handle, CURLOPT_CONNECTTIMEOUT_MS, Self.milliseconds(settings.connectTimeout.seconds))
+        hc_setopt_long(handle, CURLOPT_TIMEOUT_MS, Self.milliseconds(settings.totalTimeout.seconds))
         hc_setopt_long(handle, CURLOPT_LOW_SPEED_LIMIT, settings.lowSpeedBytes)
-        hc_setopt_long(handle, CURLOPT_LOW_SPEED_TIME, settings.lowSpeedSeconds)
+        hc_setopt_long(handle, CURLOPT_LOW_SPEED_TIME, Int(settings.lowSpeedTime.seconds.rounded(.up)))
         hc_setopt_off(handle, CURLOPT_MAXFILESIZE_LARGE, curl_off_t(maxBytes))
         hc_setopt_long(handle, CURLOPT_NOSIGNAL, 1)
         hc_setopt_string(handle, CURLOPT_USERAGENT, settings.userAgent)

@@ -19,6 +19,13 @@ public struct DelayRetryStrategy: RetryStrategy, Equatable {
         case fixed(Double)
         case accumulated(Double)
         case exponential(Double)
+
+        /// Its seconds (the first interval).
+        public var seconds: Double {
+            switch self {
+            case .fixed(let s), .accumulated(let s), .exponential(let s): s
+            }
+        }
     }
 
     public var maxRetries: Int

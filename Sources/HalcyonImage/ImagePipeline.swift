@@ -12,13 +12,13 @@ public struct ImageLimits: Sendable {
     /// Most pixels one image may hold, all its frames together. Default 100 megapixels. An
     /// image costs ImageMagick 8 bytes a pixel (16-bit RGBA), so a job holds about 800 MB at
     /// most per image, twice that while a step makes a new one from an old one.
-    public var maxPixels = 100_000_000
+    public var maxPixels = Settings.maxPixels.defaultValue
     /// Most frames (animation frames, TIFF pages). Default 300.
     public var maxFrames = 300
     /// How long a source's decode may take, and then each chain's steps and encode. Default 120 s; past it the work
     /// stops at its next check (between steps, every row of a blur, sharpen or resize — not
     /// inside another single ImageMagick call) with `image.too_costly`.
-    public var maxJobTime: Duration = .seconds(120)
+    public var maxJobTime: Duration = Settings.maxJobTime.defaultValue
     /// The work a chain may be estimated to need, in pixel-taps (each step's pixels times the
     /// samples it reads per pixel: a blur's kernel width twice, a resize's filter taps, …):
     /// `pixelTapsPerSecond` for each second of `maxJobTime` (1.2 × 10^11 by default). A chain
@@ -29,6 +29,29 @@ public struct ImageLimits: Sendable {
     public var pixelTapsPerSecond = 1e9
 
     public init() {}
+
+    /// The limits `halcyon work` exposes.
+    public enum Settings {
+        public static let maxPixels = Setting.pixels(
+            "--max-pixels", default: 100_000_000, 1...(16384 * 16384),
+            "Pixel budget: most pixels any image a job holds may have, all frames together — the decoded source and every step's output (e.g. 25MP)",
+            detail: "A job uses up to about 20 bytes per budgeted pixel.")
+        public static let maxJobTime = Setting.duration(
+            "--max-job-time", default: .seconds(120), .seconds(1)...(.days(1)),
+            "Deadline of a source's decode, and of each job's steps and encode",
+            detail:
+                "Past it the job fails with image.too_costly. A chain estimated to need more than 1 G pixel-taps per second of it is refused before decoding."
+        )
+    }
+
+    /// Checks the limits a command line or a program may set (`job.invalid_options`).
+    public func validate() throws(HalcyonError) {
+        try Settings.maxPixels.check(maxPixels)
+        try Settings.maxJobTime.check(maxJobTime)
+        guard maxWidth >= 1, maxHeight >= 1, maxFrames >= 1, pixelTapsPerSecond > 0 else {
+            throw HalcyonError(.invalidOptions, "image limits must be positive")
+        }
+    }
 
     private var budget: String {
         maxPixels % 1_000_000 == 0 ? "\(maxPixels / 1_000_000) MP" : "\(maxPixels) pixels"

@@ -5,22 +5,22 @@ import Foundation
 /// factor in `[1 − jitter, 1]` so that a burst of failures does not come back in lockstep.
 public struct Backoff: Sendable, Equatable {
     /// Delay after the first failed attempt. Default 2 s.
-    public var base: Double
+    public var base: Duration
     /// Upper bound before jitter. Default 10 minutes.
-    public var maximum: Double
+    public var maximum: Duration
     /// Fraction of the delay that is randomised, 0…1. Default 0.25.
     public var jitter: Double
 
-    public init(base: Double = 2, maximum: Double = 600, jitter: Double = 0.25) {
+    public init(base: Duration = .seconds(2), maximum: Duration = .seconds(600), jitter: Double = 0.25) {
         self.base = base
         self.maximum = maximum
         self.jitter = min(max(jitter, 0), 1)
     }
 
-    /// The delay in seconds after failed attempt `attempt`, with `random` in 0…1.
-    public func delay(afterAttempt attempt: Int, random: Double = Double.random(in: 0...1)) -> Double {
+    /// The delay after failed attempt `attempt`, with `random` in 0…1.
+    public func delay(afterAttempt attempt: Int, random: Double = Double.random(in: 0...1)) -> Duration {
         let exponent = Double(min(max(attempt - 1, 0), 40))
-        let raw = min(base * pow(2, exponent), maximum)
-        return raw * (1 - jitter * min(max(random, 0), 1))
+        let raw = min(base.seconds * pow(2, exponent), maximum.seconds)
+        return .seconds(raw * (1 - jitter * min(max(random, 0), 1)))
     }
 }

@@ -56,6 +56,7 @@ public final class Worker: Service, Sendable {
     /// Runs until stopped (or, with `drain`, until there is nothing left to do).
     public func run() async throws {
         let configuration = configuration
+        try configuration.validate()
         let stopping = { self.state.stopRequests > 0 }
         // Claims and outcomes on one connection; heartbeats and rescues on another, so that a
         // slow outcome (a row lock, a busy server) never holds a lease renewal back.

@@ -15,44 +15,44 @@ public struct WorkerConfiguration: Sendable {
     /// left the cores idle about a fifth of the time in W1 (README, Benchmark).
     public var concurrency: Int
     /// Concurrent downloads, separate from processing. Default 8.
-    public var fetchConcurrency: Int = 8
+    public var fetchConcurrency: Int = Settings.fetchConcurrency.defaultValue
     /// Jobs claimed per round trip while ≥ 90 % of recent jobs were store hits. Default 250;
     /// at most concurrency + fetchConcurrency turns the larger claims off.
-    public var hitClaimBatch: Int = 250
+    public var hitClaimBatch: Int = Settings.hitClaimBatch.defaultValue
     /// How long a claim is leased for; renewed every lease/3. Default 30 s.
-    public var lease: Duration = .seconds(30)
+    public var lease: Duration = Settings.lease.defaultValue
     /// Between polls when no notification arrives. Default 1 s.
-    public var pollInterval: Duration = .seconds(1)
+    public var pollInterval: Duration = Settings.pollInterval.defaultValue
     /// Poll only, no LISTEN (for PgBouncer transaction pooling). Default false.
     public var pollOnly = false
     /// Exit once nothing is runnable now and nothing is running. Default false.
     public var drain = false
     /// What in-flight jobs get to finish after SIGTERM before they are released. Default 20 s.
-    public var grace: Duration = .seconds(20)
+    public var grace: Duration = Settings.grace.defaultValue
     /// Deadline of every database statement (heartbeats and rescues: at most half the lease,
     /// at least 2 s). Past it the statement is cancelled and its connection reset. Default 30 s.
-    public var statementTimeout: Duration = .seconds(30)
+    public var statementTimeout: Duration = Settings.statementTimeout.defaultValue
     /// Bytes of downloaded sources that may wait for a processing slot; a download starts only
     /// while fewer are waiting. Default 256 MiB. (Downloads in progress add at most
     /// fetchConcurrency × the download limit.)
-    public var maxPendingBytes: Int = 256 << 20
+    public var maxPendingBytes: Int = Settings.maxPendingBytes.defaultValue
     /// glibc's mmap threshold for the process: allocations this large or larger (source bytes,
     /// ImageMagick pixel caches) are mapped and given back to the system when freed. Default
     /// 4 MiB; 0 leaves glibc's dynamic threshold, which rises to the largest block freed (up to
     /// 32 MiB) and keeps such blocks in the heap, where they fragment it: W1's peak RSS was
     /// 164 MB that way and 133 MB with 4 MiB, at the same speed (`halcyon work` takes 4 KiB–32 MiB).
     /// A `GLIBC_TUNABLES` setting of `glibc.malloc.mmap_threshold` wins over this.
-    public var mmapThreshold: Int = 4 << 20
+    public var mmapThreshold: Int = Settings.mmapThreshold.defaultValue
     /// Between sweeps for expired leases. Default min(5 s, lease/3).
     public var rescueInterval: Duration?
-    /// Backoff of transiently failed jobs.
-    public var backoff = Backoff()
+    /// Backoff of transiently failed jobs (its base is `--retry-base`).
+    public var backoff = Backoff(base: Settings.retryBase.defaultValue)
     public var fetch = FetchConfiguration()
     public var limits = ImageLimits()
     /// Root of the content-addressed store.
     public var storeRoot: URL
     /// Between store sweeps (one worker at a time sweeps); zero turns them off. Default 10 min.
-    public var sweepInterval: Duration = .seconds(600)
+    public var sweepInterval: Duration = Settings.sweepInterval.defaultValue
     /// Bytes the store may hold before sweeps trim it to half by least recent access; nil for
     /// no limit (the default).
     public var storeSizeLimit: Int64?
@@ -75,7 +75,88 @@ public struct WorkerConfiguration: Sendable {
     public init(storeRoot: URL, workerID: String? = nil, concurrency: Int? = nil) {
         self.storeRoot = storeRoot
         self.workerID = workerID ?? Self.defaultWorkerID()
-        self.concurrency = max(1, concurrency ?? Self.defaultConcurrency)
+        self.concurrency = concurrency ?? Self.defaultConcurrency
+    }
+
+    /// The settings `halcyon work` exposes, each with its option, default, accepted values and
+    /// meaning; the properties above default to them and `validate()` checks them.
+    public enum Settings {
+        public static let concurrency = Setting.count(
+            "--concurrency", default: WorkerConfiguration.defaultConcurrency, 1...256, "Processing slots (concurrent decode/process/encode)",
+            detail: "Default: number of cores + 1.")
+        public static let fetchConcurrency = Setting.count(
+            "--fetch-concurrency", default: 8, 1...1024, "Concurrent downloads, separate from processing slots")
+        public static let hitClaimBatch = Setting.count(
+            "--hit-claim-batch", default: 250, 1...10_000,
+            "Jobs claimed per round trip while ≥ 90 % of recent jobs were store hits (hits take no slot)",
+            detail: "At most concurrency + fetch-concurrency turns it off.")
+        public static let lease = Setting.duration(
+            "--lease", default: .seconds(30), .seconds(1)...(.days(1)), "Lease per claimed job (renewed every lease/3)")
+        public static let pollInterval = Setting.duration(
+            "--poll-interval", default: .seconds(1), .milliseconds(10)...(.hours(1)), "How often to poll when no notification arrives")
+        public static let grace = Setting.duration(
+            "--grace", default: .seconds(20), .zero...(.days(1)), "Time in-flight jobs get to finish after SIGTERM",
+            detail: "Then they are released.")
+        public static let retryBase = Setting.duration(
+            "--retry-base", default: .seconds(2), .zero...(.days(1)),
+            "Backoff after the first transient failure (doubles per attempt, capped at 10m, with jitter)")
+        public static let statementTimeout = Setting.duration(
+            "--statement-timeout", default: .seconds(30), .seconds(1)...(.hours(1)),
+            "Deadline of every database statement (heartbeats and rescues: at most half the lease, at least 2s)",
+            detail: "Past it the statement is cancelled and the connection reset.")
+        public static let maxPendingBytes = Setting.bytes(
+            "--max-pending-bytes", default: 256 << 20, (1 << 20)...(1 << 40), "Bytes of downloaded sources that may wait for a processing slot",
+            detail: "Downloads wait while more are waiting.")
+        public static let mmapThreshold = Setting.bytes(
+            "--mmap-threshold", default: 4 << 20, 4096...(32 << 20), off: 0,
+            "Allocations this large or larger are mapped and returned to the system when freed (glibc's M_MMAP_THRESHOLD)",
+            detail: "Off leaves glibc's dynamic threshold; GLIBC_TUNABLES wins.")
+        public static let sweepInterval = Setting.duration(
+            "--sweep-interval", default: .seconds(600), .seconds(1)...(.days(30)), off: .zero,
+            "How often a worker sweeps the store (expired files, dangling keys, --store-size-limit); one worker at a time")
+        public static let retainSucceeded = Setting.duration(
+            "--retain-succeeded", default: .zero, .minutes(1)...(.days(36_500)),
+            "Delete succeeded rows this long after they finished (with each store sweep, one worker at a time)", detail: "Default: keep.")
+        public static let retainFailed = Setting.duration(
+            "--retain-failed", default: .zero, .minutes(1)...(.days(36_500)), "Delete failed and cancelled rows this long after they finished",
+            detail: "Default: keep.")
+        public static let queueSlots = 1...256
+    }
+
+    /// Checks every setting and what the settings must agree on (`job.invalid_options`, naming
+    /// the option). `Worker.run()` calls it: a program that builds a configuration gets the same
+    /// checks as the command line.
+    public func validate() throws(HalcyonError) {
+        try Settings.concurrency.check(concurrency)
+        try Settings.fetchConcurrency.check(fetchConcurrency)
+        try Settings.hitClaimBatch.check(hitClaimBatch)
+        try Settings.lease.check(lease)
+        try Settings.pollInterval.check(pollInterval)
+        try Settings.grace.check(grace)
+        try Settings.retryBase.check(backoff.base)
+        try Settings.statementTimeout.check(statementTimeout)
+        try Settings.maxPendingBytes.check(maxPendingBytes)
+        try Settings.mmapThreshold.check(mmapThreshold)
+        try Settings.sweepInterval.check(sweepInterval)
+        try Settings.retainSucceeded.check(retainSucceeded)
+        try Settings.retainFailed.check(retainFailed)
+        for (setting, value) in [(Settings.retainSucceeded, retainSucceeded), (Settings.retainFailed, retainFailed)] where value != nil {
+            if sweepInterval == .zero {
+                throw HalcyonError(.invalidOptions, "\(setting.option) runs with the store sweep: it needs --sweep-interval above 0")
+            }
+        }
+        var names: Set<String> = []
+        for queue in queues {
+            if let problem = QueueName.problem(queue.name) { throw HalcyonError(.invalidOptions, "--queue '\(queue.name)': \(problem)") }
+            if let slots = queue.slots, !Settings.queueSlots.contains(slots) {
+                throw HalcyonError(.invalidOptions, "--queue '\(queue.name)': the slots after '=' must be a number from 1 to 256")
+            }
+            guard names.insert(queue.name).inserted else { throw HalcyonError(.invalidOptions, "--queue '\(queue.name)' is given twice") }
+        }
+        if let storeSizeLimit, storeSizeLimit < 1 { throw HalcyonError(.invalidOptions, "--store-size-limit must be positive") }
+        try fetch.validate()
+        try limits.validate()
+        try webhooks.validate()
     }
 
     /// The cores plus one.
@@ -141,9 +222,18 @@ public struct WebhookConfiguration: Sendable {
         return nil
     }
     /// Time for one delivery attempt, connection included. Default 10 s.
-    public var timeout: Duration = .seconds(10)
+    public var timeout: Duration = Settings.timeout.defaultValue
     /// Attempts before a delivery is given up (`callback_status = 'failed'`). Default 8.
-    public var maxAttempts = 8
+    public var maxAttempts = Settings.maxAttempts.defaultValue
+
+    /// The webhook settings `halcyon work` and `halcyon deliver` expose.
+    public enum Settings {
+        public static let timeout = Setting.duration(
+            "--webhook-timeout", default: .seconds(10), .seconds(1)...(.minutes(10)), "Time for one webhook delivery attempt")
+        public static let maxAttempts = Setting.count(
+            "--webhook-attempts", default: 8, 1...50, "Delivery attempts before a webhook is given up (callback_status failed)",
+            detail: "Retries back off from 1s, doubling, to 5m (longer when the receiver's Retry-After asks, up to 5m).")
+    }
     /// Wait before the second attempt; doubles per attempt up to `maxRetryDelay`. Default 1 s.
     public var retryBase: Duration = .seconds(1)
     /// Longest wait between attempts, and the most a receiver's `Retry-After` is honoured.
@@ -166,12 +256,12 @@ public struct WebhookConfiguration: Sendable {
         func check(_ ok: Bool, _ message: @autoclosure () -> String) throws(HalcyonError) {
             if !ok { throw HalcyonError(.invalidOptions, message()) }
         }
-        try check(secrets.count <= Self.maxSecrets, "at most \(Self.maxSecrets) webhook secrets (a rotation needs two)")
+        try check(secrets.count <= Self.maxSecrets, "--webhook-secret: at most \(Self.maxSecrets) secrets (a rotation needs two)")
         for secret in secrets {
-            if let problem = Self.secretProblem(secret) { throw HalcyonError(.invalidOptions, problem) }
+            if let problem = Self.secretProblem(secret) { throw HalcyonError(.invalidOptions, "--webhook-secret: \(problem)") }
         }
-        try check(timeout >= .seconds(1) && timeout <= .seconds(600), "the webhook timeout must be 1s–10m")
-        try check((1...50).contains(maxAttempts), "webhook attempts must be 1…50")
+        try Settings.timeout.check(timeout)
+        try Settings.maxAttempts.check(maxAttempts)
         try check(concurrency >= 1 && perHostConcurrency >= 1 && breakerThreshold >= 1, "webhook concurrency and breaker threshold must be positive")
         try check(retryBase > .zero && maxRetryDelay >= retryBase && breakerCooldown > .zero, "webhook delays must be positive")
     }

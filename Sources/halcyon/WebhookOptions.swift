@@ -13,16 +13,12 @@ struct WebhookOptions: ParsableArguments {
             "Key of the webhooks' signatures (Standard Webhooks' webhook-signature; the first also signs X-Halcyon-Signature); a whsec_<base64> secret signs with the bytes it encodes. Repeatable, up to 4: each signs, so receivers holding the old or the new key verify during a rotation. Also HALCYON_WEBHOOK_SECRET (space-separated). Without one, webhooks are not signed."
     )
     var secrets: [String] = []
-    @Option(help: "Time for one webhook delivery attempt, 1s–10m.")
-    var webhookTimeout = TimeSpanArgument(.seconds(10))
-    @Option(
-        help:
-            "Delivery attempts before a webhook is given up (callback_status failed), 1–50; retries back off from 1s, doubling, to 5m (longer when the receiver's Retry-After asks, up to 5m)."
-    )
-    var webhookAttempts: Int = 8
+    @Option(help: ArgumentHelp(WebhookConfiguration.Settings.timeout.help))
+    var webhookTimeout = TimeSpanArgument(WebhookConfiguration.Settings.timeout.defaultValue)
+    @Option(help: ArgumentHelp(WebhookConfiguration.Settings.maxAttempts.help))
+    var webhookAttempts = WebhookConfiguration.Settings.maxAttempts.defaultValue
 
     func validate() throws {
-        try webhookTimeout.check("--webhook-timeout", 1...600)
         do {
             try configuration().validate()
         } catch {

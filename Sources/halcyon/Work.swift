@@ -4,6 +4,7 @@ import Foundation
 import HalcyonCLI
 import HalcyonCore
 import HalcyonFetch
+import HalcyonImage
 import HalcyonQueue
 import HalcyonWorker
 import Logging
@@ -32,19 +33,16 @@ struct Work: AsyncParsableCommand {
     @OptionGroup var logging: LoggingOptions
     @OptionGroup var sizeLimit: StoreSizeLimitOption
 
-    @Option(help: "Processing slots (concurrent decode/process/encode). Default: number of cores + 1.")
+    @Option(help: ArgumentHelp(Settings.concurrency.help))
     var concurrency: Int?
-    @Option(help: "Concurrent downloads, separate from processing slots.")
-    var fetchConcurrency: Int = 8
-    @Option(
-        help:
-            "Jobs claimed per round trip while ≥ 90 % of recent jobs were store hits (hits take no slot). At most concurrency + fetch-concurrency turns it off."
-    )
-    var hitClaimBatch: Int = 250
-    @Option(help: "Lease per claimed job (renewed every lease/3), 1s–1d.")
-    var lease = TimeSpanArgument(.seconds(30))
-    @Option(help: "How often to poll when no notification arrives, 10ms–1h.")
-    var pollInterval = TimeSpanArgument(.seconds(1))
+    @Option(help: ArgumentHelp(Settings.fetchConcurrency.help))
+    var fetchConcurrency = Settings.fetchConcurrency.defaultValue
+    @Option(help: ArgumentHelp(Settings.hitClaimBatch.help))
+    var hitClaimBatch = Settings.hitClaimBatch.defaultValue
+    @Option(help: ArgumentHelp(Settings.lease.help))
+    var lease = TimeSpanArgument(Settings.lease.defaultValue)
+    @Option(help: ArgumentHelp(Settings.pollInterval.help))
+    var pollInterval = TimeSpanArgument(Settings.pollInterval.defaultValue)
     @Flag(help: "Never LISTEN; poll only (for PgBouncer transaction pooling; also HALCYON_POLL_ONLY=1).")
     var pollOnly = false
     @Flag(help: "Exit when no job is runnable now and none is running (jobs scheduled for later stay).")
@@ -57,72 +55,45 @@ struct Work: AsyncParsableCommand {
             "Run the image work in a child process under a small supervisor: a crash there (a fault in a C library, the OOM killer, --max-memory) costs the jobs in processing an attempt (worker.crashed), releases the others, and a new child starts. --no-supervise runs everything in one process."
     )
     var supervise = true
-    @Option(
-        help:
-            "With the supervisor: end the child (SIGKILL) when its resident memory passes this, as a contained crash, 64MiB–1PiB. Default: no ceiling."
-    )
+    @Option(help: ArgumentHelp(SupervisorConfiguration.maxMemorySetting.help))
     var maxMemory: ByteSizeArgument?
-    @Option(help: "Time in-flight jobs get to finish after SIGTERM, 0s–1d; then they are released.")
-    var grace = TimeSpanArgument(.seconds(20))
-    @Option(help: "Backoff after the first transient failure (doubles per attempt, capped at 10m, with jitter), 0s–1d.")
-    var retryBase = TimeSpanArgument(.seconds(2))
-    @Option(
-        help:
-            "Deadline of every database statement (heartbeats and rescues: at most half the lease, at least 2s), 1s–1h; past it the statement is cancelled and the connection reset."
-    )
-    var statementTimeout = TimeSpanArgument(.seconds(30))
+    @Option(help: ArgumentHelp(Settings.grace.help))
+    var grace = TimeSpanArgument(Settings.grace.defaultValue)
+    @Option(help: ArgumentHelp(Settings.retryBase.help))
+    var retryBase = TimeSpanArgument(Settings.retryBase.defaultValue)
+    @Option(help: ArgumentHelp(Settings.statementTimeout.help))
+    var statementTimeout = TimeSpanArgument(Settings.statementTimeout.defaultValue)
     @Option(name: .customLong("file-root"), help: "A directory file:// sources may read from (repeatable; also HALCYON_FILE_ROOTS).")
     var fileRoots: [String] = []
     @OptionGroup var network: AllowNetworkOptions
-    @Option(
-        help:
-            "Retries per source for failures that can succeed later (timeouts, connection errors, 408, 429, 5xx), 0–20; a job's options.retry overrides."
-    )
-    var fetchRetries: Int = 2
-    @Option(help: "Interval before a download retry, 0s–1h.")
-    var fetchRetryInterval = TimeSpanArgument(.milliseconds(500))
+    @Option(help: ArgumentHelp(Fetch.retries.help))
+    var fetchRetries = Fetch.retries.defaultValue
+    @Option(help: ArgumentHelp(Fetch.retryInterval.help))
+    var fetchRetryInterval = TimeSpanArgument(Fetch.retryInterval.defaultValue)
     @Option(help: "How the retry interval grows: fixed, accumulated (n × interval) or exponential (with jitter).")
     var fetchRetryBackoff: RetryOptions.Backoff = .exponential
-    @Option(
-        help:
-            "Most an attempt waits between download retries, all its sources together, 0s–1d; a retry that would wait longer is not made (the job is retried later instead, holding no slot)."
-    )
-    var maxRetryWait = TimeSpanArgument(.seconds(60))
-    @Option(help: "Time to establish a connection, 100ms–10m.")
-    var connectTimeout = TimeSpanArgument(.seconds(10))
-    @Option(help: "Time for a whole download, 1s–1d.")
-    var fetchTimeout = TimeSpanArgument(.seconds(60))
-    @Option(help: "Largest download accepted, 1 byte–16GiB (checked against Content-Length and while streaming).")
-    var maxDownloadSize = ByteSizeArgument(50 << 20)
-    @Option(help: "Bytes of downloaded sources that may wait for a processing slot, 1MiB–1TiB; downloads wait while more are waiting.")
-    var maxPendingBytes = ByteSizeArgument(256 << 20)
-    @Option(
-        help:
-            "Allocations this large or larger are mapped and returned to the system when freed (glibc's M_MMAP_THRESHOLD), 0 (glibc's dynamic threshold) or 4KiB–32MiB; GLIBC_TUNABLES wins."
-    )
-    var mmapThreshold = ByteSizeArgument(4 << 20)
-    @Option(
-        help:
-            "Pixel budget: most pixels any image a job holds may have, all frames together — the decoded source and every step's output (e.g. 25MP), 1–268MP. A job uses up to about 20 bytes per budgeted pixel."
-    )
-    var maxPixels = PixelCountArgument(100_000_000)
-    @Option(
-        help:
-            "Deadline of a source's decode, and of each job's steps and encode, 1s–1d; past it the job fails with image.too_costly. A chain estimated to need more than 1 G pixel-taps per second of it is refused before decoding."
-    )
-    var maxJobTime = TimeSpanArgument(.seconds(120))
-    @Option(help: "Redirects followed per download, 0–50.")
-    var maxRedirects: Int = 5
-    @Option(
-        help:
-            "Keep downloaded originals in the store and reuse them this long without a request; then revalidate (If-None-Match/If-Modified-Since, a 304 reuses them). 0 keeps none; at most 365d."
-    )
-    var originalsTTL = TimeSpanArgument(.seconds(0))
-    @Option(
-        help:
-            "How often a worker sweeps the store (expired files, dangling keys, --store-size-limit); one worker at a time. 0 turns it off; else 1s–30d."
-    )
-    var sweepInterval = TimeSpanArgument(.seconds(600))
+    @Option(help: ArgumentHelp(Fetch.maxRetryWait.help))
+    var maxRetryWait = TimeSpanArgument(Fetch.maxRetryWait.defaultValue)
+    @Option(help: ArgumentHelp(Fetch.connectTimeout.help))
+    var connectTimeout = TimeSpanArgument(Fetch.connectTimeout.defaultValue)
+    @Option(help: ArgumentHelp(Fetch.totalTimeout.help))
+    var fetchTimeout = TimeSpanArgument(Fetch.totalTimeout.defaultValue)
+    @Option(help: ArgumentHelp(Fetch.maxBytes.help))
+    var maxDownloadSize = ByteSizeArgument(Fetch.maxBytes.defaultValue)
+    @Option(help: ArgumentHelp(Settings.maxPendingBytes.help))
+    var maxPendingBytes = ByteSizeArgument(Settings.maxPendingBytes.defaultValue)
+    @Option(help: ArgumentHelp(Settings.mmapThreshold.help))
+    var mmapThreshold = ByteSizeArgument(Settings.mmapThreshold.defaultValue)
+    @Option(help: ArgumentHelp(ImageLimits.Settings.maxPixels.help))
+    var maxPixels = PixelCountArgument(ImageLimits.Settings.maxPixels.defaultValue)
+    @Option(help: ArgumentHelp(ImageLimits.Settings.maxJobTime.help))
+    var maxJobTime = TimeSpanArgument(ImageLimits.Settings.maxJobTime.defaultValue)
+    @Option(help: ArgumentHelp(Fetch.maxRedirects.help))
+    var maxRedirects = Fetch.maxRedirects.defaultValue
+    @Option(help: ArgumentHelp(Fetch.originalsTTL.help))
+    var originalsTTL = TimeSpanArgument(Fetch.originalsTTL.defaultValue)
+    @Option(help: ArgumentHelp(Settings.sweepInterval.help))
+    var sweepInterval = TimeSpanArgument(Settings.sweepInterval.defaultValue)
     @Option(help: "Serve Prometheus metrics on this port at /metrics (and /healthz). Default: off.")
     var metricsPort: Int?
     @Option(help: "Address the metrics port listens on (IPv4).")
@@ -136,67 +107,41 @@ struct Work: AsyncParsableCommand {
         help: "Claim from this queue, optionally with at most N of its jobs in processing at once: NAME or NAME=N (repeatable). Default: every queue."
     )
     var queues: [String] = []
-    @Option(
-        help:
-            "Downloads from one host at once, 1–1024 (per worker: N workers make N× this). A 429/503 with Retry-After also pauses the host's other downloads."
-    )
-    var perHostConcurrency: Int = 4
+    @Option(help: ArgumentHelp(Fetch.perHostConcurrency.help))
+    var perHostConcurrency = Fetch.perHostConcurrency.defaultValue
     @OptionGroup var webhooks: WebhookOptions
-    @Option(help: "Delete succeeded rows this long after they finished (with each store sweep, one worker at a time), 1m–100y. Default: keep.")
+    @Option(help: ArgumentHelp(Settings.retainSucceeded.help))
     var retainSucceeded: TimeSpanArgument?
-    @Option(help: "Delete failed and cancelled rows this long after they finished, 1m–100y. Default: keep.")
+    @Option(help: ArgumentHelp(Settings.retainFailed.help))
     var retainFailed: TimeSpanArgument?
 
+    private typealias Settings = WorkerConfiguration.Settings
+    private typealias Fetch = FetchConfiguration.Settings
+
+    /// The configuration's own checks (every range, what settings must agree on), as usage errors.
     func validate() throws {
-        try lease.check("--lease", 1...86_400)
-        try pollInterval.check("--poll-interval", 0.01...3600)
-        try grace.check("--grace", 0...86_400)
-        try retryBase.check("--retry-base", 0...86_400)
-        try statementTimeout.check("--statement-timeout", 1...3600)
-        try fetchRetryInterval.check("--fetch-retry-interval", 0...3600)
-        try maxRetryWait.check("--max-retry-wait", 0...86_400)
-        try connectTimeout.check("--connect-timeout", 0.1...600)
-        try fetchTimeout.check("--fetch-timeout", 1...86_400)
-        try originalsTTL.check("--originals-ttl", 0...365 * 86_400)
-        if sweepInterval.duration != .zero { try sweepInterval.check("--sweep-interval", 1...30 * 86_400) }
-        try maxDownloadSize.check("--max-download-size", 1...(16 << 30))
-        try maxPendingBytes.check("--max-pending-bytes", (1 << 20)...(1 << 40))
-        if mmapThreshold.bytes != 0 { try mmapThreshold.check("--mmap-threshold", 4096...(32 << 20)) }
-        try maxPixels.check("--max-pixels", 1...(16384 * 16384))
-        try maxJobTime.check("--max-job-time", 1...86_400)
-        if let maxMemory { try maxMemory.check("--max-memory", (64 << 20)...(1 << 50)) }
-        if let c = concurrency, !(1...256).contains(c) { throw ValidationError("--concurrency must be 1…256") }
-        guard (1...1024).contains(fetchConcurrency) else { throw ValidationError("--fetch-concurrency must be 1…1024") }
-        guard (1...10_000).contains(hitClaimBatch) else { throw ValidationError("--hit-claim-batch must be 1…10000") }
-        guard (0...20).contains(fetchRetries) else { throw ValidationError("--fetch-retries must be 0…20") }
-        guard (0...50).contains(maxRedirects) else { throw ValidationError("--max-redirects must be 0…50") }
         if let p = metricsPort, !(0...65535).contains(p) { throw ValidationError("--metrics-port must be 0…65535") }
-        guard (1...1024).contains(perHostConcurrency) else { throw ValidationError("--per-host-concurrency must be 1…1024") }
-        for (option, value) in [("--retain-succeeded", retainSucceeded), ("--retain-failed", retainFailed)] {
-            guard let value else { continue }
-            try value.check(option, 60...36_500 * 86_400)
-            if sweepInterval.duration == .zero { throw ValidationError("\(option) runs with the store sweep: it needs --sweep-interval above 0") }
+        let configuration = try workerConfiguration()
+        do {
+            try configuration.validate()
+            var supervisor = SupervisorConfiguration(workerID: configuration.workerID, arguments: [])
+            supervisor.maxMemory = maxMemory?.bytes
+            try supervisor.validate()
+        } catch {
+            throw ValidationError(error.message)
         }
-        _ = try queueSlots()
     }
 
-    /// `--queue NAME[=N]`, checked.
+    /// `--queue NAME[=N]` as written (the configuration checks names and slots).
     private func queueSlots() throws -> [QueueSlots] {
-        var out: [QueueSlots] = []
-        for entry in queues {
+        try queues.map { entry in
             let parts = entry.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false).map(String.init)
-            if let problem = QueueName.problem(parts[0]) { throw ValidationError("--queue '\(entry)': \(problem)") }
-            var slots: Int?
-            if parts.count == 2 {
-                guard let n = Int(parts[1]), (1...256).contains(n) else {
-                    throw ValidationError("--queue '\(entry)': the slots after '=' must be a number from 1 to 256")
-                }
-                slots = n
+            guard parts.count == 2 else { return QueueSlots(name: parts[0]) }
+            guard let n = Int(parts[1]) else {
+                throw ValidationError("--queue '\(entry)': the slots after '=' must be a number from 1 to 256")
             }
-            guard !out.contains(where: { $0.name == parts[0] }) else { throw ValidationError("--queue '\(parts[0])' is given twice") }
-            out.append(QueueSlots(name: parts[0], slots: slots))
+            return QueueSlots(name: parts[0], slots: n)
         }
-        return out
     }
 
     func run() async throws {
@@ -206,7 +151,7 @@ struct Work: AsyncParsableCommand {
         if supervise, channel == nil {
             return try await runSupervisor(conninfo: conninfo, logger: logger)
         }
-        var configuration = workerConfiguration()
+        var configuration = try workerConfiguration()
         if let channel {
             configuration.supervisor = channel
             configuration.restarts = ProcessInfo.processInfo.environment[Supervisor.restartsKey].flatMap { Int($0) } ?? 0
@@ -278,8 +223,8 @@ struct Work: AsyncParsableCommand {
         if status != 0 { throw ExitCode(status) }
     }
 
-    /// The worker's configuration from the options.
-    private func workerConfiguration() -> WorkerConfiguration {
+    /// The worker's configuration from the options and the environment (not yet checked).
+    private func workerConfiguration() throws -> WorkerConfiguration {
         var configuration = WorkerConfiguration(storeRoot: storeOptions.root(), workerID: workerID, concurrency: concurrency)
         configuration.fetchConcurrency = fetchConcurrency
         configuration.hitClaimBatch = hitClaimBatch
@@ -288,7 +233,7 @@ struct Work: AsyncParsableCommand {
         configuration.pollOnly = pollOnly || PollOnlyEnvironment.isSet
         configuration.drain = drain
         configuration.grace = grace.duration
-        configuration.backoff.base = retryBase.seconds
+        configuration.backoff.base = retryBase.duration
         configuration.statementTimeout = statementTimeout.duration
         configuration.maxPendingBytes = maxPendingBytes.bytes
         configuration.mmapThreshold = mmapThreshold.bytes
@@ -296,7 +241,7 @@ struct Work: AsyncParsableCommand {
         configuration.limits.maxJobTime = maxJobTime.duration
         configuration.sweepInterval = sweepInterval.duration
         configuration.storeSizeLimit = sizeLimit.bytes
-        configuration.queues = (try? queueSlots()) ?? []
+        configuration.queues = try queueSlots()
         configuration.webhooks = webhooks.configuration()
         configuration.retainSucceeded = retainSucceeded?.duration
         configuration.retainFailed = retainFailed?.duration
@@ -305,13 +250,13 @@ struct Work: AsyncParsableCommand {
         fetch.fileRoots = (fileRoots + environmentRoots).filter { !$0.isEmpty }
         fetch.addressPolicy = network.policy
         fetch.retry = DelayRetryStrategy(RetryOptions(max: fetchRetries, interval: fetchRetryInterval.seconds, backoff: fetchRetryBackoff))
-        fetch.maxRetryWait = maxRetryWait.seconds
-        fetch.connectTimeout = connectTimeout.seconds
-        fetch.totalTimeout = fetchTimeout.seconds
+        fetch.maxRetryWait = maxRetryWait.duration
+        fetch.connectTimeout = connectTimeout.duration
+        fetch.totalTimeout = fetchTimeout.duration
         fetch.maxBytes = maxDownloadSize.bytes
         fetch.maxRedirects = maxRedirects
         fetch.perHostConcurrency = perHostConcurrency
-        fetch.originalsTTL = originalsTTL.seconds
+        fetch.originalsTTL = originalsTTL.duration
         configuration.fetch = fetch
         return configuration
     }

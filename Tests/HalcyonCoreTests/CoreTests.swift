@@ -174,3 +174,27 @@ import Testing
         #expect(Int(saturating: 9_223_372_036_854_774_784.0) == 9_223_372_036_854_774_784)
     }
 }
+
+@Suite struct SettingTests {
+    /// A setting's help says its meaning, its accepted values and its detail; its check names
+    /// the option and what it accepts, and lets an "off" value through.
+    @Test func helpAndCheckComeFromOneDescription() throws {
+        let lease = Setting.duration("--lease", default: .seconds(30), .seconds(1)...(.days(1)), "Lease per claimed job", detail: "Renewed.")
+        #expect(lease.help == "Lease per claimed job, 1s–1d. Renewed.")
+        #expect(throws: Never.self) { try lease.check(Duration.seconds(30)) }
+        do {
+            try lease.check(Duration.milliseconds(500))
+            Issue.record("500ms accepted")
+        } catch {
+            #expect(error.code == .invalidOptions && error.message == "--lease must be from 1s to 1d; got 500ms")
+        }
+        let sweep = Setting.duration("--sweep-interval", default: .seconds(600), .seconds(1)...(.days(30)), off: .zero, "How often")
+        #expect(sweep.help == "How often; 0s turns it off, else 1s–30d.")
+        #expect(throws: Never.self) { try sweep.check(Duration.zero) }
+        let size = Setting.bytes("--mmap-threshold", default: 4 << 20, 4096...(32 << 20), off: 0, "Threshold")
+        #expect(size.help == "Threshold; 0 turns it off, else 4KiB–32MiB.")
+        #expect(throws: HalcyonError.self) { try size.check(64 << 20) }
+        let none: Int? = nil
+        #expect(throws: Never.self) { try size.check(none) }
+    }
+}

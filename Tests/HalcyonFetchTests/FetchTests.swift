@@ -75,8 +75,8 @@ import Testing
 struct HTTPFetchTests {
     let fetcher: Fetcher = {
         var c = FetchConfiguration()
-        c.totalTimeout = 3
-        c.connectTimeout = 2
+        c.totalTimeout = .seconds(3)
+        c.connectTimeout = .seconds(2)
         c.maxBytes = 2 << 20
         c.addressPolicy = AddressPolicy(allowed: [CIDR("127.0.0.1/32")!])
         return Fetcher(configuration: c)

@@ -16,8 +16,8 @@ struct FetcherTests {
         tweak: (inout FetchConfiguration) -> Void = { _ in }
     ) -> Fetcher {
         var c = FetchConfiguration()
-        c.totalTimeout = 5
-        c.connectTimeout = 2
+        c.totalTimeout = .seconds(5)
+        c.connectTimeout = .seconds(2)
         c.addressPolicy = AddressPolicy(allowed: allow.compactMap(CIDR.init))
         c.retry = DelayRetryStrategy(maxRetries: retries, interval: .fixed(0.05))
         tweak(&c)
@@ -68,7 +68,7 @@ struct FetcherTests {
     /// past `maxRetryWait` in total — the job is retried later instead, holding nothing.
     @Test func retriesStopAtTheWaitBudget() async throws {
         let path = "/status/503?\(unique("budget"))"
-        let fetcher = Self.makeFetcher { $0.maxRetryWait = 1 }
+        let fetcher = Self.makeFetcher { $0.maxRetryWait = .seconds(1) }
         let started = ContinuousClock.now
         await #expect {
             _ = try await fetcher.fetch(
@@ -84,7 +84,7 @@ struct FetcherTests {
         // Within the budget, retries happen as asked.
         let counted = "/status/503?\(unique("within"))"
         await #expect(throws: HalcyonError.self) {
-            _ = try await Self.makeFetcher { $0.maxRetryWait = 1 }.fetch(
+            _ = try await Self.makeFetcher { $0.maxRetryWait = .seconds(1) }.fetch(
                 sources: [TestEnvironment.origin + counted], retry: DelayRetryStrategy(RetryOptions(max: 3, interval: 0.1, backoff: .fixed)),
                 cancel: CancellationFlag())
         }
@@ -143,7 +143,7 @@ struct FetcherTests {
     }
 
     @Test func theLastWaiterLeavingAbortsTheDownload() async throws {
-        let fetcher = Self.makeFetcher { $0.totalTimeout = 600 }
+        let fetcher = Self.makeFetcher { $0.totalTimeout = .seconds(600) }
         let flag = CancellationFlag()
         let started = ContinuousClock.now
         DispatchQueue.global().asyncAfter(deadline: .now() + 0.3) { flag.cancel() }  // not on the busy cooperative pool
@@ -184,7 +184,7 @@ struct FetcherTests {
     @Test func limitsYieldTheirCodes() async throws {
         let o = TestEnvironment.origin
         let fetcher = Self.makeFetcher(retries: 0) {
-            $0.maxBytes = 1 << 20; $0.totalTimeout = 2; $0.lowSpeedSeconds = 1; $0.lowSpeedBytes = 1000
+            $0.maxBytes = 1 << 20; $0.totalTimeout = .seconds(2); $0.lowSpeedTime = .seconds(1); $0.lowSpeedBytes = 1000
         }
         let cases: [(String, ErrorCode)] = [
             ("/huge/5000000", .tooLarge),  // no Content-Length: stopped while streaming

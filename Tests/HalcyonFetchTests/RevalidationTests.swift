@@ -13,7 +13,7 @@ struct RevalidationTests {
     func makeFetcher(store: URL, ttl: Double) -> Fetcher {
         var c = FetchConfiguration()
         c.addressPolicy = AddressPolicy(allowed: [CIDR("127.0.0.1/32")!])
-        c.originalsTTL = ttl
+        c.originalsTTL = .milliseconds(Int64(ttl * 1000))
         c.originals = OriginalsStore(storeRoot: store)
         return Fetcher(configuration: c)
     }

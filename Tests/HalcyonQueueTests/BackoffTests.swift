@@ -3,21 +3,21 @@ import Testing
 
 @Suite struct BackoffTests {
     @Test func doublesPerAttemptUpToTheCap() {
-        let b = Backoff(base: 2, maximum: 60, jitter: 0)
-        #expect(b.delay(afterAttempt: 1) == 2)
-        #expect(b.delay(afterAttempt: 2) == 4)
-        #expect(b.delay(afterAttempt: 5) == 32)
-        #expect(b.delay(afterAttempt: 6) == 60)
-        #expect(b.delay(afterAttempt: 1000) == 60)
+        let b = Backoff(base: .seconds(2), maximum: .seconds(60), jitter: 0)
+        #expect(b.delay(afterAttempt: 1) == .seconds(2))
+        #expect(b.delay(afterAttempt: 2) == .seconds(4))
+        #expect(b.delay(afterAttempt: 5) == .seconds(32))
+        #expect(b.delay(afterAttempt: 6) == .seconds(60))
+        #expect(b.delay(afterAttempt: 1000) == .seconds(60))
     }
 
     @Test func jitterOnlyShortens() {
-        let b = Backoff(base: 10, maximum: 600, jitter: 0.25)
-        #expect(b.delay(afterAttempt: 1, random: 0) == 10)
-        #expect(b.delay(afterAttempt: 1, random: 1) == 7.5)
+        let b = Backoff(base: .seconds(10), maximum: .seconds(600), jitter: 0.25)
+        #expect(b.delay(afterAttempt: 1, random: 0) == .seconds(10))
+        #expect(b.delay(afterAttempt: 1, random: 1) == .milliseconds(7500))
         for _ in 0..<100 {
             let d = b.delay(afterAttempt: 3)
-            #expect(d >= 30 && d <= 40)
+            #expect(d >= .seconds(30) && d <= .seconds(40))
         }
     }
 

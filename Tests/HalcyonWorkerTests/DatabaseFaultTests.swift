@@ -108,7 +108,7 @@ struct DatabaseFaultTests {
         let store = try TestEnvironment.temporaryDirectory("store")
         // A 6 s lease (renewed every 2 s): room for a loaded machine, the whole suite on 2 cores.
         let args = ["work", "--store", store.path, "--allow-network", "127.0.0.1/32", "--lease", "6s", "--log-level", "info"]
-        let holder = try HalcyonProcess(args + ["--concurrency", "2", "--fetch-concurrency", "4"], conninfo: db.conninfo)
+        let holder = try HalcyonProcess(args + ["--concurrency", "2", "--fetch-concurrency", "4", "--log-level", "debug"], conninfo: db.conninfo)
         // One session polls and locks in the same step: a row seen running by one statement
         // and looked for by the next was gone twice under the full suite (finished, or its
         // lease rescued on an overloaded machine) — CI saw "no running row left to lock".
@@ -128,7 +128,20 @@ struct DatabaseFaultTests {
             if locked == nil { try await operatorSession.execute("ROLLBACK") }
             return locked != nil
         }
-        try #require(gotLock, "never two running rows to lock one of: \(holder.output.suffix(2000))")
+        if !gotLock {
+            // What the worker was doing: its sessions and the rows (the holder logs at debug, so
+            // its claims show too).
+            _ = try? await operatorSession.execute("ROLLBACK")
+            let sessions = try await db.query(
+                """
+                SELECT a.application_name, a.state, a.wait_event_type, a.wait_event, left(a.query, 100) AS query
+                FROM pg_stat_activity a WHERE a.datname = current_database() AND a.pid <> pg_backend_pid()
+                """)
+            let rows = try await db.query("SELECT id, state::text, attempt, locked_by, run_at::text FROM halcyon.jobs ORDER BY id")
+            Issue.record(
+                "never two running rows to lock one of; rows \(rows.dictionaries); sessions \(sessions.dictionaries); \(holder.output.suffix(4000))")
+            return
+        }
         let lockedID = try #require(locked)
         // A second worker, the would-be rescuer (nothing is left for it to claim).
         let peer = try HalcyonProcess(args, conninfo: db.conninfo)

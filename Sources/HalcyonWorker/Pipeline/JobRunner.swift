@@ -35,7 +35,7 @@ struct JobRunner: Sendable {
     init(configuration: WorkerConfiguration, metrics: Metrics) {
         self.metrics = metrics
         var fetch = configuration.fetch
-        if fetch.originalsTTL > 0, fetch.originals == nil {
+        if fetch.originalsTTL > .zero, fetch.originals == nil {
             fetch.originals = OriginalsStore(storeRoot: configuration.storeRoot)
         }
         pendingBytes = PendingBytes(limit: configuration.maxPendingBytes)

@@ -42,11 +42,15 @@ public struct SupervisorConfiguration: Sendable {
         self.arguments = arguments
     }
 
+    /// `--max-memory` (no default: no ceiling).
+    public static let maxMemorySetting = Setting.bytes(
+        "--max-memory", default: 0, (64 << 20)...(1 << 50),
+        "With the supervisor: end the child (SIGKILL) when its resident memory passes this, as a contained crash",
+        detail: "Default: no ceiling.")
+
     /// Checks the values a command line or a program may set.
     public func validate() throws(HalcyonError) {
-        if let m = maxMemory, !(64 << 20...(1 << 50)).contains(m) {
-            throw HalcyonError(.invalidOptions, "the memory ceiling must be 64MiB–1PiB")
-        }
+        try Self.maxMemorySetting.check(maxMemory)
         guard (1...10).contains(poisonAfter) else { throw HalcyonError(.invalidOptions, "poisonAfter must be 1–10") }
         guard restartDelay >= .zero, maxRestartDelay >= restartDelay else {
             throw HalcyonError(.invalidOptions, "the restart delays must be ≥ 0 and the maximum at least the first")

@@ -107,8 +107,8 @@ public struct WebhookDeliverer: Service {
     private func deliverUntilShutdown(cancel: CancellationFlag, finishing: CancellationFlag) async {
         let webhooks = configuration.webhooks
         var fetch = configuration.fetch
-        fetch.connectTimeout = min(fetch.connectTimeout, webhooks.timeout.seconds)
-        fetch.totalTimeout = webhooks.timeout.seconds
+        fetch.connectTimeout = min(fetch.connectTimeout, webhooks.timeout)
+        fetch.totalTimeout = webhooks.timeout
         let http = HTTPClient(configuration: fetch)
         let stopping = { cancel.isCancelled }
         guard
