@@ -55,11 +55,14 @@ let package = Package(
         .target(name: "HalcyonImage", dependencies: ["HalcyonCore", "CMagickWand", "CImageCodecs"], swiftSettings: magickIncludes),
         // Content-addressed disk store.
         .target(name: "HalcyonStore", dependencies: ["HalcyonCore"]),
+        // One sweep of the store under the fleet-wide sweep lease, recorded in the database: what
+        // workers run periodically and `halcyon sweep` on demand.
+        .target(name: "HalcyonStoreMaintenance", dependencies: ["HalcyonCore", "HalcyonQueue", "HalcyonStore", .product(name: "Logging", package: "swift-log")]),
         // The worker runtime: claim loop, slots, heartbeat, rescuer, graceful stop.
         .target(
             name: "HalcyonWorker",
             dependencies: [
-                "HalcyonCore", "HalcyonQueue", "HalcyonFetch", "HalcyonImage", "HalcyonStore",
+                "HalcyonCore", "HalcyonQueue", "HalcyonFetch", "HalcyonImage", "HalcyonStore", "HalcyonStoreMaintenance",
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
@@ -101,7 +104,7 @@ let package = Package(
         .executableTarget(
             name: "halcyon",
             dependencies: [
-                "HalcyonCore", "HalcyonQueue", "HalcyonFetch", "HalcyonImage", "HalcyonStore", "HalcyonWorker",
+                "HalcyonCore", "HalcyonQueue", "HalcyonFetch", "HalcyonImage", "HalcyonStore", "HalcyonStoreMaintenance", "HalcyonWorker",
                 "HalcyonCLI", "HalcyonEmbedded", "HalcyonBench", "HalcyonDemo", "HalcyonDashboard",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),

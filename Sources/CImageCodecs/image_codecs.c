@@ -38,37 +38,6 @@ static void hc_error_setup(hc_error_manager *e, char *message) {
     if (message) message[0] = 0;
 }
 
-// MARK: EXIF orientation
-
-static unsigned read16(const uint8_t *p, int little) { return little ? p[0] | p[1] << 8 : p[0] << 8 | p[1]; }
-static unsigned long read32(const uint8_t *p, int little) {
-    return little ? (unsigned long)p[0] | (unsigned long)p[1] << 8 | (unsigned long)p[2] << 16 | (unsigned long)p[3] << 24
-                  : (unsigned long)p[0] << 24 | (unsigned long)p[1] << 16 | (unsigned long)p[2] << 8 | (unsigned long)p[3];
-}
-
-/// Tag 0x0112 of IFD0 in an APP1 "Exif\0\0" payload; 0 when absent or malformed.
-static int exif_orientation(const uint8_t *p, size_t n) {
-    if (n < 14 || memcmp(p, "Exif\0\0", 6) != 0) return 0;
-    const uint8_t *t = p + 6;
-    size_t tn = n - 6;
-    int little;
-    if (t[0] == 'I' && t[1] == 'I') little = 1;
-    else if (t[0] == 'M' && t[1] == 'M') little = 0;
-    else return 0;
-    unsigned long ifd = read32(t + 4, little);
-    if (ifd + 2 > tn) return 0;
-    unsigned count = read16(t + ifd, little);
-    for (unsigned i = 0; i < count; i++) {
-        size_t entry = ifd + 2 + (size_t)i * 12;
-        if (entry + 12 > tn) return 0;
-        if (read16(t + entry, little) == 0x0112) {
-            unsigned value = read16(t + entry + 8, little);
-            return value >= 1 && value <= 8 ? (int)value : 0;
-        }
-    }
-    return 0;
-}
-
 // MARK: JPEG
 
 /// Reads the headers into `info` (when not NULL) and, when `pixels` is not NULL, decodes at
@@ -85,7 +54,6 @@ static int jpeg_read(const uint8_t *data, size_t size, hc_jpeg_info *info, int n
     }
     jpeg_create_decompress(&cinfo);
     if (info) {
-        jpeg_save_markers(&cinfo, JPEG_APP0 + 1, 0xffff);
         jpeg_save_markers(&cinfo, JPEG_APP0 + 2, 0xffff);
     }
     jpeg_mem_src(&cinfo, data, (unsigned long)size);
@@ -103,7 +71,6 @@ static int jpeg_read(const uint8_t *data, size_t size, hc_jpeg_info *info, int n
             info->luma_v = cinfo.comp_info[0].v_samp_factor / cinfo.comp_info[1].v_samp_factor;
         }
         for (jpeg_saved_marker_ptr m = cinfo.marker_list; m; m = m->next) {
-            if (m->marker == JPEG_APP0 + 1 && !info->orientation) info->orientation = exif_orientation(m->data, m->data_length);
             if (m->marker == JPEG_APP0 + 2 && m->data_length >= 12 && memcmp(m->data, "ICC_PROFILE", 12) == 0) info->has_icc = 1;
         }
     }

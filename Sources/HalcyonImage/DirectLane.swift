@@ -72,8 +72,7 @@ package enum DirectLane {
                 }
             }
             // Grey, YCbCr or RGB; no rotation to apply; no profile to convert from.
-            guard ok, info.rgb_decodable == 1, info.orientation <= 1, info.has_icc == 0, info.width > 0, info.height > 0
-            else { return nil }
+            guard ok, info.rgb_decodable == 1, info.has_icc == 0, info.width > 0, info.height > 0, !needsRotation(data) else { return nil }
             return Source(
                 format: .jpeg, width: Int(info.width), height: Int(info.height), channels: 3,
                 sampling: info.luma_h > 0 && info.luma_v > 0 ? (Int(info.luma_h), Int(info.luma_v)) : nil)
@@ -82,6 +81,15 @@ package enum DirectLane {
         default:
             return nil
         }
+    }
+
+    /// Whether a JPEG's EXIF (read by the one EXIF reader, `ExifReader`) may ask for a rotation:
+    /// an orientation other than 1, or an EXIF block too malformed to tell — ImageMagick's own
+    /// reader might still find one there.
+    static func needsRotation(_ data: Data) -> Bool {
+        guard let block = ExifLocator.block(in: data, format: .jpeg) else { return false }
+        guard let reader = ExifReader(block) else { return true }
+        return (reader.read().orientation ?? 1) != 1
     }
 
     /// Decodes `source` at the smallest scale that covers `hint`; nil when the decoder fails

@@ -4,7 +4,7 @@ import HalcyonCLI
 import HalcyonCore
 import HalcyonQueue
 import HalcyonStore
-import HalcyonWorker
+import HalcyonStoreMaintenance
 
 /// `--store-size-limit` for `sweep` and `work`.
 struct StoreSizeLimitOption: ParsableArguments {

@@ -71,6 +71,10 @@ extension DirectLaneTests {
         // A rotation to apply, a profile to convert from, CMYK.
         #expect(DirectLane.source(SampleImages.withEXIFOrientation(jpeg, 6), format: .jpeg) == nil)
         #expect(DirectLane.source(SampleImages.withEXIFOrientation(jpeg, 1), format: .jpeg) != nil)
+        // An EXIF block too broken to read (no TIFF header): it might still rotate for ImageMagick.
+        let garbage: [UInt8] = Array("Exif\0\0".utf8) + [0x4D, 0x4D, 0x00, 0x2B, 0, 0, 0, 8]
+        let broken = jpeg.prefix(2) + Data([0xFF, 0xE1, 0, UInt8(garbage.count + 2)] + garbage) + jpeg.dropFirst(2)
+        #expect(DirectLane.source(broken, format: .jpeg) == nil)
         let icc = try ColourProfileTests.solid([128, 64, 200], profile: ColourProfileTests.linear, format: "JPEG")
         #expect(DirectLane.source(icc, format: .jpeg) == nil)
         let cmyk = try Self.reencode(jpeg, .jpeg, as: "JPEG") { _ = MagickTransformImageColorspace($0, CMYKColorspace) }

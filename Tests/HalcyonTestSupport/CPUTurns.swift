@@ -4,12 +4,17 @@ import HalcyonQueue
 import Testing
 
 /// Tests that keep a core busy inside the test process (decoding and resampling in a debug
-/// build) take turns. Swift Testing runs everything in parallel on a cooperative pool with one
-/// thread per core; without turns two such tests would hold both threads for seconds, and the
+/// build) take turns, and run on a thread of their own. Swift Testing runs everything in
+/// parallel on a cooperative pool with one thread per core; a test body that computes for
+/// seconds holds its pool thread all that time, and with one such test on each thread the
 /// end-to-end tests beside them, which poll a database for states that last a second or two,
-/// would not get to run their polls.
+/// did not get to run their polls (a worker's jobs ran and finished unseen). So a `.cpuHeavy`
+/// test's body runs with a task executor preference for `thread`, outside the pool, and such
+/// tests take turns on it.
 public struct CPUTurns: SuiteTrait, TestTrait, TestScoping {
     private static let turns = AsyncSemaphore(1)
+    /// The thread `.cpuHeavy` test bodies run on.
+    private static let executor = ThreadExecutor(name: "halcyon.test.cpu-heavy")
 
     public var isRecursive: Bool { true }
 
@@ -21,7 +26,22 @@ public struct CPUTurns: SuiteTrait, TestTrait, TestScoping {
         for test: Test, testCase: Test.Case?,
         performing function: @Sendable () async throws -> Void
     ) async throws {
-        try await Self.turns.withPermit { try await function() }
+        try await Self.turns.withPermit {
+            try await withTaskExecutorPreference(Self.executor) { try await function() }
+        }
+    }
+}
+
+/// A task executor on one thread of its own (`SerialThread`): the jobs of tasks that prefer
+/// it run there, one after another, and never on the cooperative pool.
+final class ThreadExecutor: TaskExecutor, @unchecked Sendable {
+    private let thread: SerialThread
+
+    init(name: String) { thread = SerialThread(name: name, stackSize: 8 << 20) }
+
+    func enqueue(_ job: consuming ExecutorJob) {
+        let job = UnownedJob(job)
+        thread.async { job.runSynchronously(on: self.asUnownedTaskExecutor()) }
     }
 }
 

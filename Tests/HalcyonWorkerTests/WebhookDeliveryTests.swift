@@ -65,12 +65,12 @@ struct WebhookDeliveryTests {
         let signature = try #require(delivery["webhook_signature"]?.stringValue)
         #expect(signature.split(separator: " ").count == 2, "one v1 signature per secret: \(signature)")
         for secret in [newSecret, oldSecret] {
-            let verdict = try ApplicationWorkerTests.standardWebhooksVerify(
+            let verdict = try await ApplicationWorkerTests.standardWebhooksVerify(
                 secret: secret, body: delivery["body"]?.stringValue ?? "", id: delivery["webhook_id"]?.stringValue ?? "",
                 timestamp: delivery["webhook_timestamp"]?.stringValue ?? "", signature: signature)
             #expect(verdict == "ok", "secret \(secret): \(verdict)")
         }
-        let stranger = try ApplicationWorkerTests.standardWebhooksVerify(
+        let stranger = try await ApplicationWorkerTests.standardWebhooksVerify(
             secret: "another-secret", body: delivery["body"]?.stringValue ?? "", id: delivery["webhook_id"]?.stringValue ?? "",
             timestamp: delivery["webhook_timestamp"]?.stringValue ?? "", signature: signature)
         #expect(stranger != "ok")

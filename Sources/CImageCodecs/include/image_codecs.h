@@ -21,8 +21,6 @@ typedef struct {
     /// 1 when the decoder can give RGB without a colour conversion of its own: grey, YCbCr or
     /// RGB (not CMYK or YCCK).
     int rgb_decodable;
-    /// EXIF orientation 1–8, 0 when absent.
-    int orientation;
     /// 1 when an APP2 ICC_PROFILE marker is present.
     int has_icc;
     int progressive;

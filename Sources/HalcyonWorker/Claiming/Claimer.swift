@@ -114,7 +114,7 @@ struct Claimer: Service {
                 timings.total = total
                 metrics.observe(timings)
                 group.addTask {
-                    await recorder.record(plan.job, outcomes[index].result, timings: timings, cancel: flags[index])
+                    await recorder.record(plan, outcomes[index].result, timings: timings, cancel: flags[index])
                 }
             }
         }

@@ -1,6 +1,7 @@
 import HalcyonCore
 import HalcyonQueue
 import HalcyonStore
+import HalcyonStoreMaintenance
 import Logging
 import ServiceLifecycle
 

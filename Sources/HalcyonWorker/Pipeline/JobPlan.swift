@@ -27,6 +27,11 @@ struct JobPlan: Sendable {
         var storeKey: String
     }
 
+    /// Whether the job's outcome goes to a webhook (its `callback_url`, as judged): a finished
+    /// one wakes the deliverer rather than waiting for its poll. (A job whose options are
+    /// invalid gets its delivery from the row all the same, at the next poll.)
+    var wantsWebhook: Bool { (try? validated.get())?.options.callbackURL != nil }
+
     /// Judges `job`, reusing what `memo` holds from earlier jobs of its batch.
     init(_ job: Job, maxDataBytes: Int, memo: inout Memo) {
         self.job = job

@@ -24,7 +24,8 @@ struct OutcomeRecorder: Sendable {
     }
 
     /// Records one job's outcome (unless it is no longer ours) and frees its place.
-    func record(_ job: Job, _ outcome: Result<JobResult, HalcyonError>, timings: StageTimings, cancel: CancellationFlag) async {
+    func record(_ plan: JobPlan, _ outcome: Result<JobResult, HalcyonError>, timings: StageTimings, cancel: CancellationFlag) async {
+        let job = plan.job, webhook = plan.wantsWebhook
         var log = logger
         log[metadataKey: "job"] = "\(job.id)"
         log[metadataKey: "attempt"] = "\(job.attempt)"
@@ -45,31 +46,31 @@ struct OutcomeRecorder: Sendable {
         state.noteOutcome(hit: hit)
         state.wake.wake()
         switch outcome {
-        case .success(let result): await recordSuccess(job, result, timings: timings, log: log)
-        case .failure(let error): await recordFailure(job, error, timings: timings, log: log)
+        case .success(let result): await recordSuccess(job, result, webhook: webhook, timings: timings, log: log)
+        case .failure(let error): await recordFailure(job, error, webhook: webhook, timings: timings, log: log)
         }
     }
 
-    private func recordSuccess(_ job: Job, _ result: JobResult, timings: StageTimings, log: Logger) async {
+    private func recordSuccess(_ job: Job, _ result: JobResult, webhook: Bool, timings: StageTimings, log: Logger) async {
         let recorded: Bool?
         do {
             recorded = try await recordOrGiveUp("complete", log) {
                 try await completions.complete((job.claim, result, timings))
             }
         } catch {
-            await rejected(job, outcome: "success", error, log: log)
+            await rejected(job, webhook: webhook, outcome: "success", error, log: log)
             return
         }
         if recorded == true {
             state.updateSummary { $0.succeeded += 1 }
             state.unreported(done: 1)
-            wakeWebhooks(job)
+            if webhook { state.webhooksDue.wake() }
         }
         metrics.count(recorded == true ? .succeeded : .abandoned)
         log.debug("job succeeded", metadata: ["key": "\(result.key)", "path": "\(result.path)", "bytes": "\(result.bytes)"])
     }
 
-    private func recordFailure(_ job: Job, _ error: HalcyonError, timings: StageTimings, log: Logger) async {
+    private func recordFailure(_ job: Job, _ error: HalcyonError, webhook: Bool, timings: StageTimings, log: Logger) async {
         let delay = configuration.backoff.delay(afterAttempt: job.attempt)
         let recorded: JobQueue.FailOutcome?
         do {
@@ -77,14 +78,14 @@ struct OutcomeRecorder: Sendable {
                 try await queue.fail(job.claim, workerID: configuration.workerID, error: error, retryDelay: delay.seconds, timings: timings)
             }
         } catch let refusal {
-            await rejected(job, outcome: "failure (\(error.code))", refusal, log: log)
+            await rejected(job, webhook: webhook, outcome: "failure (\(error.code))", refusal, log: log)
             return
         }
         var meta: Logger.Metadata = ["code": "\(error.code)", "message": "\(error.message)"]
         if let source = error.source { meta["source"] = "\(source.prefix(200))" }
         switch recorded {
         case .failed?:
-            wakeWebhooks(job)
+            if webhook { state.webhooksDue.wake() }
             metrics.count(.failed, code: error.code)
             state.updateSummary { $0.failed += 1 }
             state.unreported(failed: 1)
@@ -100,18 +101,12 @@ struct OutcomeRecorder: Sendable {
         }
     }
 
-    /// A finished job with a webhook: its delivery is due now (the row says so; this only
-    /// saves the deliverer its poll interval).
-    private func wakeWebhooks(_ job: Job) {
-        if job.options.contains("\"callback_url\"") { state.webhooksDue.wake() }
-    }
-
     /// The database refused an outcome for good (an application's trigger or constraint on
     /// `halcyon.jobs`): retrying the same statement would fail forever. The job fails at once
     /// with `worker.outcome_rejected`; if the database refuses that too, the refusal is noted on
     /// the row (if it takes that much) and the claim let go: its lease lapses and the rescue
     /// takes it. Logged as an error either way.
-    private func rejected(_ job: Job, outcome: String, _ error: any Error, log: Logger) async {
+    private func rejected(_ job: Job, webhook: Bool, outcome: String, _ error: any Error, log: Logger) async {
         metrics.count(.rejected, code: .outcomeRejected)
         var meta: Logger.Metadata = ["code": "\(ErrorCode.outcomeRejected)", "error": "\(error)"]
         var rejection: JobQueue.Rejection?
@@ -122,7 +117,7 @@ struct OutcomeRecorder: Sendable {
         }
         switch rejection {
         case .failed?:
-            wakeWebhooks(job)
+            if webhook { state.webhooksDue.wake() }
             state.updateSummary { $0.failed += 1 }
             state.unreported(failed: 1)
             log.error("the database refused this job's \(outcome); the job failed with worker.outcome_rejected", metadata: meta)
