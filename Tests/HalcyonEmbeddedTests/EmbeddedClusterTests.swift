@@ -72,7 +72,9 @@ struct EmbeddedClusterTests {
             return (status, (try? String(contentsOfFile: out, encoding: .utf8)) ?? "")
         }
         let nobody = try await psqlAs("nobody")
-        #expect(nobody.status != 0 && nobody.said.contains("Permission denied"), "another user reached the cluster: exit \(nobody.status), \(nobody.said)")
+        #expect(
+            nobody.status != 0 && nobody.said.contains("Permission denied"), "another user reached the cluster: exit \(nobody.status), \(nobody.said)"
+        )
         // The same command as the server's own user gets in: what refused nobody is the socket's permissions.
         let owner = try #require(getpwuid(serverUID)).pointee.pw_name.map { String(cString: $0) } ?? "root"
         let own = try await psqlAs(owner)

@@ -80,7 +80,8 @@ struct PendingBytesTests {
             SELECT count(DISTINCT started_at) AS claims, count(*) FILTER (WHERE attempt = 1) AS first
             FROM halcyon.jobs WHERE cache_key LIKE 'pending-miss-%'
             """)
-        #expect(claims.value(0, "claims") == "1" && claims.value(0, "first") == "20", "the 20 misses were not claimed in one go: \(claims.dictionaries)")
+        #expect(
+            claims.value(0, "claims") == "1" && claims.value(0, "first") == "20", "the 20 misses were not claimed in one go: \(claims.dictionaries)")
         // In a slot (1) + one waiting, over the budget (1) + the other download slots' downloads,
         // started before it filled (3): 5 held at most — 5 measured. One more may be counted
         // while its outcome is being recorded (the count of done jobs comes from the rows).

@@ -92,7 +92,10 @@ struct PoolerTests {
             try await waitUntil(60) { try await db.query("SELECT count(*) AS n FROM halcyon.jobs").value(0, "n") == String(ids.count + 1) },
             "\(waiter.output)")
         let late = try HalcyonProcess(
-            ["work", "--drain", "--store", store.path, "--file-root", dir.path, "--worker-id", "pooled-3", "--sweep-interval", "0s", "--log-level", "info"],
+            [
+                "work", "--drain", "--store", store.path, "--file-root", dir.path, "--worker-id", "pooled-3", "--sweep-interval", "0s",
+                "--log-level", "info",
+            ],
             conninfo: pooled, environment: env)
         #expect(await waiter.wait(timeout: 150) == 0, "\(waiter.output)")
         #expect(waiter.output.contains("succeeded"), "\(waiter.output)")
