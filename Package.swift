@@ -1,4 +1,4 @@
-// swift-tools-version:6.0
+// swift-tools-version:6.1
 import PackageDescription
 
 // Halcyon: a batch image pipeline worker fed by a PostgreSQL job queue.
@@ -24,6 +24,13 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.6.0"),
         .package(url: "https://github.com/apple/swift-metrics", from: "2.4.1"),
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.0.0"),
+        // Every HTTP surface (dashboard, metrics and health, the demo's origin). No package traits:
+        // their default, swift-configuration support, is a package more to build for nothing here.
+        .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.0", traits: []),
+        // Already Hummingbird's; named for the HTTP/1 pipeline HalcyonHTTP sets up itself.
+        .package(url: "https://github.com/apple/swift-nio", from: "2.101.0"),
+        .package(url: "https://github.com/apple/swift-nio-extras", from: "1.35.0"),
+        .package(url: "https://github.com/apple/swift-http-types", from: "1.8.0", traits: []),
     ],
     targets: [
         // C libraries, linked through pkg-config.
@@ -46,6 +53,22 @@ let package = Package(
             name: "HalcyonCore",
             dependencies: [
                 "CMalloc", .product(name: "Logging", package: "swift-log"),
+            ]),
+        // HTTP servers on Hummingbird: one HTTP/1.1 pipeline with Halcyon's limits (whole-request
+        // deadline, bounded head and body, connections with eviction), shared by every surface.
+        .target(
+            name: "HalcyonHTTP",
+            dependencies: [
+                "HalcyonCore",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdCore", package: "hummingbird"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOHTTPTypes", package: "swift-nio-extras"),
+                .product(name: "NIOHTTPTypesHTTP1", package: "swift-nio-extras"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Logging", package: "swift-log"),
             ]),
         // PostgreSQL: connection, migrations, the job queue (claim, lease, complete, rescue).
         .target(name: "HalcyonQueue", dependencies: ["HalcyonCore", "CLibPQ"]),
