@@ -118,7 +118,7 @@ let package = Package(
             name: "HalcyonDemo",
             dependencies: [
                 "HalcyonCLI", "HalcyonCore", "HalcyonQueue", "HalcyonFetch", "HalcyonImage", "HalcyonStore", "HalcyonWorker", "HalcyonEmbedded",
-                "HalcyonSamples",
+                "HalcyonSamples", "HalcyonHTTP", .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]),
