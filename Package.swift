@@ -27,6 +27,7 @@ let package = Package(
         // Every HTTP surface (dashboard, metrics and health, the demo's origin). No package traits:
         // their default, swift-configuration support, is a package more to build for nothing here.
         .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.0", traits: []),
+        .package(url: "https://github.com/hummingbird-project/swift-mustache", from: "2.1.0"),
         // Already Hummingbird's; named for the HTTP/1 pipeline HalcyonHTTP sets up itself.
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.0"),
         .package(url: "https://github.com/apple/swift-nio-extras", from: "1.35.0"),
@@ -90,11 +91,16 @@ let package = Package(
             ]),
 
         // The operators' web dashboard (`halcyon dashboard`): pages and JSON over the queue and the store.
+        // Pages are mustache templates (Templates/*.mustache), compiled in as Templates.swift by
+        // scripts/dashboard-templates, so the binary needs no file beside it.
         .target(
             name: "HalcyonDashboard",
             dependencies: [
-                "HalcyonCore", "HalcyonQueue", "HalcyonImage", "HalcyonStore", .product(name: "Logging", package: "swift-log"),
-            ]),
+                "HalcyonCore", "HalcyonQueue", "HalcyonImage", "HalcyonStore", "HalcyonHTTP", .product(name: "Logging", package: "swift-log"),
+                .product(name: "Hummingbird", package: "hummingbird"), .product(name: "Mustache", package: "swift-mustache"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            exclude: ["Templates"]),
 
         // Not what a worker runs: the embedded PostgreSQL cluster (the CLI's default database,
         // and the demo's, the bench's and the tests'), sample images, the CLI's shared options,
