@@ -182,6 +182,6 @@ let package = Package(
 )
 
 // The fuzz targets' executables, `Fuzz<Name>` (Sources/Fuzz<Name>/Fuzz<Name>.swift), one per target of HalcyonFuzz.
-package.targets += ["Chain", "Options", "Source", "Header", "Exif", "Direct", "HTTP"].map {
+package.targets += ["Chain", "Options", "Source", "Header", "Exif", "Direct"].map {
     .executableTarget(name: "Fuzz\($0)", dependencies: ["HalcyonFuzz"])
 }
