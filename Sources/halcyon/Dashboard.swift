@@ -34,7 +34,9 @@ struct Dashboard: AsyncParsableCommand {
     @Option(help: "TCP port (0: any free port, printed at start).")
     var port = 8080
     @Option(
-        help: "Shared secret of at least 16 characters (default: HALCYON_DASHBOARD_TOKEN, better: an argument is visible to others in ps).")
+        help:
+            "The operator's shared secret (sees and acts), at least 16 characters (default: HALCYON_DASHBOARD_TOKEN, better: an argument is visible to others in ps)."
+    )
     var authToken: String?
     @Option(
         help:
