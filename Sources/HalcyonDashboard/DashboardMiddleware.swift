@@ -28,8 +28,11 @@ struct DashboardResponses: RouterMiddleware {
             response = try await next(request, context)
         } catch let error as HTTPError where error.status == .notFound {
             response = notFound(request)
-        } catch let error as HTTPError {
-            response = .text(error.status, (error.body ?? error.status.reasonPhrase) + "\n")
+        } catch let error as any HTTPResponseError {
+            // A body over the upload limit (the guard refuses declared ones before this), or
+            // another of Hummingbird's own refusals.
+            let text = error.status == .contentTooLarge ? "request body over \(context.uploadLimit) bytes" : error.status.reasonPhrase
+            response = .text(error.status, text + "\n")
         } catch {
             app.logger.error("dashboard: a request failed", metadata: ["path": "\(request.uri.path)", "error": "\(error)"])
             response = .text(.internalServerError, "internal error\n")
