@@ -1,4 +1,4 @@
-// swift-tools-version:6.0
+// swift-tools-version:6.1
 import PackageDescription
 
 // Halcyon: a batch image pipeline worker fed by a PostgreSQL job queue.
@@ -24,6 +24,14 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.6.0"),
         .package(url: "https://github.com/apple/swift-metrics", from: "2.4.1"),
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.0.0"),
+        // Every HTTP surface (dashboard, metrics and health, the demo's origin). No package traits:
+        // their default, swift-configuration support, is a package more to build for nothing here.
+        .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.0", traits: []),
+        .package(url: "https://github.com/hummingbird-project/swift-mustache", from: "2.1.0"),
+        // Already Hummingbird's; named for the HTTP/1 pipeline HalcyonHTTP sets up itself.
+        .package(url: "https://github.com/apple/swift-nio", from: "2.101.0"),
+        .package(url: "https://github.com/apple/swift-nio-extras", from: "1.35.0"),
+        .package(url: "https://github.com/apple/swift-http-types", from: "1.8.0", traits: []),
     ],
     targets: [
         // C libraries, linked through pkg-config.
@@ -47,6 +55,22 @@ let package = Package(
             dependencies: [
                 "CMalloc", "CCrypto", .product(name: "Logging", package: "swift-log"),
             ]),
+        // HTTP servers on Hummingbird: one HTTP/1.1 pipeline with Halcyon's limits (whole-request
+        // deadline, bounded head and body, connections with eviction), shared by every surface.
+        .target(
+            name: "HalcyonHTTP",
+            dependencies: [
+                "HalcyonCore",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdCore", package: "hummingbird"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOHTTPTypes", package: "swift-nio-extras"),
+                .product(name: "NIOHTTPTypesHTTP1", package: "swift-nio-extras"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Logging", package: "swift-log"),
+            ]),
         // PostgreSQL: connection, migrations, the job queue (claim, lease, complete, rescue).
         .target(name: "HalcyonQueue", dependencies: ["HalcyonCore", "CLibPQ"]),
         // Sources and downloads.
@@ -62,18 +86,24 @@ let package = Package(
         .target(
             name: "HalcyonWorker",
             dependencies: [
-                "HalcyonCore", "HalcyonQueue", "HalcyonFetch", "HalcyonImage", "HalcyonStore", "HalcyonStoreMaintenance",
+                "HalcyonCore", "HalcyonQueue", "HalcyonFetch", "HalcyonImage", "HalcyonStore", "HalcyonStoreMaintenance", "HalcyonHTTP",
+                .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
             ]),
 
         // The operators' web dashboard (`halcyon dashboard`): pages and JSON over the queue and the store.
+        // Pages are mustache templates (Templates/*.mustache), compiled in as Templates.swift by
+        // scripts/dashboard-templates, so the binary needs no file beside it.
         .target(
             name: "HalcyonDashboard",
             dependencies: [
-                "HalcyonCore", "HalcyonQueue", "HalcyonImage", "HalcyonStore", .product(name: "Logging", package: "swift-log"),
-            ]),
+                "HalcyonCore", "HalcyonQueue", "HalcyonImage", "HalcyonStore", "HalcyonHTTP", .product(name: "Logging", package: "swift-log"),
+                .product(name: "Hummingbird", package: "hummingbird"), .product(name: "Mustache", package: "swift-mustache"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            exclude: ["Templates"]),
 
         // Not what a worker runs: the embedded PostgreSQL cluster (the CLI's default database,
         // and the demo's, the bench's and the tests'), sample images, the CLI's shared options,
@@ -97,7 +127,7 @@ let package = Package(
             name: "HalcyonDemo",
             dependencies: [
                 "HalcyonCLI", "HalcyonCore", "HalcyonQueue", "HalcyonFetch", "HalcyonImage", "HalcyonStore", "HalcyonWorker", "HalcyonEmbedded",
-                "HalcyonSamples",
+                "HalcyonSamples", "HalcyonHTTP", .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]),
@@ -155,6 +185,6 @@ let package = Package(
 )
 
 // The fuzz targets' executables, `Fuzz<Name>` (Sources/Fuzz<Name>/Fuzz<Name>.swift), one per target of HalcyonFuzz.
-package.targets += ["Chain", "Options", "Source", "Header", "Exif", "Direct", "HTTP"].map {
+package.targets += ["Chain", "Options", "Source", "Header", "Exif", "Direct"].map {
     .executableTarget(name: "Fuzz\($0)", dependencies: ["HalcyonFuzz"])
 }

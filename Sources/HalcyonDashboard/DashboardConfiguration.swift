@@ -1,17 +1,23 @@
 import Foundation
 import HalcyonCore
+import HalcyonHTTP
 import HalcyonQueue
 
 /// How `halcyon dashboard` serves. Defaults: loopback, port 8080, no token, pages refreshed
-/// every 5 s in the browser.
+/// every 5 s in the browser, `HTTPServerSettings`' limits (64 KiB bodies, 16 KiB heads, a
+/// request whole within 5 s, 64 connections).
 public struct DashboardConfiguration: Sendable {
     /// IPv4 address to listen on. Anything outside 127.0.0.0/8 requires `authToken`.
     public var address = "127.0.0.1"
     /// TCP port; 0 picks a free one.
     public var port = 8080
-    /// A shared secret (at least `minimumTokenLength` characters): with it, every request must
-    /// carry it as `Authorization: Bearer …` or the session cookie `/login` sets.
+    /// The operator's shared secret (at least `minimumTokenLength` characters): with it, every
+    /// request must carry a token as `Authorization: Bearer …` or the session cookie `/login`
+    /// sets, and this one may also retry and cancel.
     public var authToken: String?
+    /// A second secret, for viewers: every page and the JSON API, but no retry or cancel (403).
+    /// Needs `authToken`, and must differ from it.
+    public var viewerToken: String?
     /// The store whose results `/results/SHA256` serves; nil serves none.
     public var storeRoot: URL?
     /// How often a page with live parts reloads them (JavaScript; without it, pages are static).
@@ -28,6 +34,9 @@ public struct DashboardConfiguration: Sendable {
     public var connections = 3
     /// A result larger than this is not served.
     public var maxResultBytes = 64 << 20
+    /// The HTTP server's limits and timeouts (`address` and `port` above take precedence over
+    /// the ones here). Default: `HTTPServerSettings()`'s — a form post of 64 KiB at most.
+    public var http = HTTPServerSettings()
 
     public static let minimumTokenLength = 16
 
@@ -42,8 +51,17 @@ public struct DashboardConfiguration: Sendable {
         return inet_pton(AF_INET, String(text), &a) == 1 && (UInt32(bigEndian: a.s_addr) >> 24) == 127
     }
 
+    /// The server's settings: `http` with this configuration's address and port.
+    public var serverSettings: HTTPServerSettings {
+        var settings = http
+        settings.address = address
+        settings.port = port
+        return settings
+    }
+
     /// What would be unsafe or cannot work, or nil: a non-loopback address without a token, a
-    /// short token, a bad port, page size or cap.
+    /// short token, a viewer token without an operator token or equal to it, a bad port, page
+    /// size, cap or server limit.
     public var problem: String? {
         var a = in_addr()
         guard inet_pton(AF_INET, address, &a) == 1 else { return "--address '\(address)' is not an IPv4 address" }
@@ -51,12 +69,28 @@ public struct DashboardConfiguration: Sendable {
         if let authToken, authToken.count < Self.minimumTokenLength {
             return "the auth token has \(authToken.count) characters; at least \(Self.minimumTokenLength) are required"
         }
+        if let viewerToken {
+            guard viewerToken.count >= Self.minimumTokenLength else {
+                return "the viewer token has \(viewerToken.count) characters; at least \(Self.minimumTokenLength) are required"
+            }
+            guard authToken != nil else {
+                return
+                    "a viewer token needs an operator token too (--auth-token or HALCYON_DASHBOARD_TOKEN): without one, anyone on this machine could act"
+            }
+            guard viewerToken != authToken else { return "the viewer token must differ from the auth token" }
+        }
         if !isLoopback && authToken == nil {
             return "listening on \(address) (not loopback) needs --auth-token or HALCYON_DASHBOARD_TOKEN: "
                 + "anyone who can reach the port could see every job and retry or cancel them"
         }
         guard (1...500).contains(pageSize) else { return "--page-size must be 1–500" }
         guard countCap >= 1, connections >= 1, maxResultBytes >= 1 else { return "caps and connection counts must be positive" }
+        do { try serverSettings.validate() } catch { return error.message }
         return nil
+    }
+
+    /// Throws `problem`, if any (`job.invalid_options`, as every configuration's check).
+    public func validate() throws(HalcyonError) {
+        if let problem { throw HalcyonError(.invalidOptions, problem) }
     }
 }

@@ -1,6 +1,8 @@
 import Foundation
+import HTTPTypes
 import HalcyonCore
 import HalcyonStore
+import Hummingbird
 
 /// Who may see the dashboard and change jobs through it.
 ///
@@ -12,31 +14,44 @@ import HalcyonStore
 ///   would open a token-less dashboard to whoever reaches the proxy.
 /// - With a token: an `Authorization: Bearer TOKEN` header, or the session cookie that
 ///   `POST /login` sets (HttpOnly, SameSite=Strict; its value is an HMAC of the token, so the
-///   token itself is never stored in the browser).
+///   token itself is never stored in the browser). The operator token (`--auth-token`) may see
+///   and act; the viewer token (`--viewer-token`), when there is one, may only see.
 /// - Every state-changing request is a POST carrying the form token (`csrf` field or
 ///   `X-CSRF-Token` header), except one authorized by a Bearer header (which a browser never
 ///   sends on its own). A POST whose `Origin` is another site is refused either way.
 struct DashboardSecurity: Sendable {
+    /// What a caller may do.
+    enum Role: Sendable, Equatable {
+        /// See everything, retry and cancel.
+        case `operator`
+        /// See everything, change nothing.
+        case viewer
+    }
+
     let token: String?
-    let port: Int
+    let viewerToken: String?
     /// The form token: random per process (a restarted dashboard asks for a reload).
     let csrf: String
     let sessionValue: String?
+    let viewerSessionValue: String?
 
     static let sessionCookie = "halcyon_session"
 
-    init(token: String?, port: Int) {
+    init(token: String?, viewerToken: String? = nil) {
         self.token = token
-        self.port = port
+        self.viewerToken = token == nil ? nil : viewerToken
         var random = SystemRandomNumberGenerator()
         let secret = (0..<32).map { _ in UInt8.random(in: 0...255, using: &random) }
         csrf = Digest.sha256Hex(secret)
         sessionValue = token.map { Digest.hmacSHA256Hex(key: Array($0.utf8), message: Array("halcyon-dashboard-session".utf8)) }
+        viewerSessionValue = self.viewerToken.map {
+            Digest.hmacSHA256Hex(key: Array($0.utf8), message: Array("halcyon-dashboard-viewer-session".utf8))
+        }
     }
 
     enum Access: Equatable {
-        /// Allowed; `bearer` when by the Authorization header (no form token needed).
-        case allowed(bearer: Bool)
+        /// Allowed as `role`; `bearer` when by the Authorization header (no form token needed).
+        case allowed(Role, bearer: Bool)
         /// Not signed in: a browser is sent to `/login`, an API client gets 401.
         case signIn
         /// A Host this dashboard does not answer to (DNS rebinding).
@@ -46,59 +61,83 @@ struct DashboardSecurity: Sendable {
     }
 
     /// Headers a proxy adds; any of them on a request means it did not come from this machine's
-    /// own user directly.
-    static func proxyHeader(in request: HTTPServer.Request) -> String? {
-        // Header names are stored lowercased.
-        request.headers.keys.sorted().first { $0 == "forwarded" || $0 == "via" || $0 == "x-real-ip" || $0.hasPrefix("x-forwarded-") }
+    /// own user directly. The first such name, lower-cased.
+    static func proxyHeader(in headers: HTTPFields) -> String? {
+        headers.map { $0.name.canonicalName }.sorted().first {
+            $0 == "forwarded" || $0 == "via" || $0 == "x-real-ip" || $0.hasPrefix("x-forwarded-")
+        }
     }
 
-    func access(_ request: HTTPServer.Request) -> Access {
+    /// The `Host` a request names (HTTP/1's first `Host` header is the request's authority);
+    /// several are joined by ", ", which no check accepts.
+    static func host(_ head: HTTPRequest) -> String? {
+        let all = (head.authority.map { [$0] } ?? []) + head.headerFields[values: Self.hostField]
+        return all.isEmpty ? nil : all.joined(separator: ", ")
+    }
+
+    /// Who sends the request `head` to the dashboard listening on `port`.
+    func access(_ head: HTTPRequest, port: Int) -> Access {
+        let headers = head.headerFields
         guard let token, let sessionValue else {
-            if let header = Self.proxyHeader(in: request) { return .proxied(header: header) }
-            return Self.isLocalHost(request.header("host"), port: port) ? .allowed(bearer: false) : .wrongHost
+            if let header = Self.proxyHeader(in: headers) { return .proxied(header: header) }
+            return Self.isLocalHost(Self.host(head), port: port) ? .allowed(.operator, bearer: false) : .wrongHost
         }
-        if let auth = request.header("authorization"), auth.lowercased().hasPrefix("bearer "),
-            Self.constantTimeEqual(String(auth.dropFirst(7)).trimmingCharacters(in: .whitespaces), token)
-        {
-            return .allowed(bearer: true)
+        if let auth = headers[.authorization], auth.lowercased().hasPrefix("bearer ") {
+            let sent = String(auth.dropFirst(7)).trimmingCharacters(in: .whitespaces)
+            if Self.constantTimeEqual(sent, token) { return .allowed(.operator, bearer: true) }
+            if let viewerToken, Self.constantTimeEqual(sent, viewerToken) { return .allowed(.viewer, bearer: true) }
         }
-        if let cookie = Self.cookie(Self.sessionCookie, in: request.header("cookie")), Self.constantTimeEqual(cookie, sessionValue) {
-            return .allowed(bearer: false)
+        if let cookie = Self.cookie(Self.sessionCookie, in: headers[.cookie]) {
+            if Self.constantTimeEqual(cookie, sessionValue) { return .allowed(.operator, bearer: false) }
+            if let viewerSessionValue, Self.constantTimeEqual(cookie, viewerSessionValue) { return .allowed(.viewer, bearer: false) }
         }
         return .signIn
     }
 
-    /// Whether a POST may change state: a Bearer request, or the form token from this process,
-    /// and never from another site's page.
-    func mayChange(_ request: HTTPServer.Request, access: Access) -> Bool {
-        if let origin = request.header("origin"), origin != "null", let host = request.header("host"),
+    /// Whether a POST may change state: a Bearer request, or the form token from this process
+    /// (`X-CSRF-Token`, or the form's `csrf` field), and never from another site's page. The
+    /// caller's role is checked apart (`Role.viewer` changes nothing).
+    func mayChange(_ head: HTTPRequest, form: [(name: String, value: String)], access: Access) -> Bool {
+        let headers = head.headerFields
+        if let origin = headers[.origin], origin != "null", let host = Self.host(head),
             origin.lowercased() != "http://\(host.lowercased())" && origin.lowercased() != "https://\(host.lowercased())"
         {
             return false
         }
-        if request.header("sec-fetch-site")?.lowercased() == "cross-site" { return false }
-        if access == .allowed(bearer: true) { return true }
-        let sent = request.header("x-csrf-token") ?? request.form.last(where: { $0.name == "csrf" })?.value
+        if headers[Self.secFetchSite]?.lowercased() == "cross-site" { return false }
+        if case .allowed(_, bearer: true) = access { return true }
+        let sent = headers[Self.csrfHeader] ?? form.last(where: { $0.name == "csrf" })?.value
         return sent.map { Self.constantTimeEqual($0, csrf) } ?? false
     }
 
-    func signIn(with candidate: String) -> Bool {
-        guard let token else { return false }
-        return Self.constantTimeEqual(candidate, token)
+    static let secFetchSite = HTTPField.Name("Sec-Fetch-Site")!
+    /// A second `Host` header (HTTP/1's first one is the request's authority).
+    static let hostField = HTTPField.Name("Host")!
+    static let csrfHeader = HTTPField.Name("X-CSRF-Token")!
+
+    /// The role whose token `candidate` is (the login form), or nil.
+    func signIn(with candidate: String) -> Role? {
+        guard let token else { return nil }
+        if Self.constantTimeEqual(candidate, token) { return .operator }
+        if let viewerToken, Self.constantTimeEqual(candidate, viewerToken) { return .viewer }
+        return nil
     }
 
-    var sessionCookieHeader: String? {
-        sessionValue.map { "\(Self.sessionCookie)=\($0); Path=/; HttpOnly; SameSite=Strict" }
+    /// The `Set-Cookie` value that signs a browser in as `role`.
+    func sessionCookieHeader(for role: Role) -> String? {
+        (role == .operator ? sessionValue : viewerSessionValue).map { "\(Self.sessionCookie)=\($0); Path=/; HttpOnly; SameSite=Strict" }
     }
 
     /// Headers on every response: no framing, no sniffing, no referrer, scripts and styles from
     /// this origin only (the pages have no inline script or style).
-    static let headers: [String: String] = [
-        "Content-Security-Policy":
-            "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
-        "X-Content-Type-Options": "nosniff",
-        "X-Frame-Options": "DENY",
-        "Referrer-Policy": "no-referrer",
+    static let headers: [(HTTPField.Name, String)] = [
+        (
+            HTTPField.Name("Content-Security-Policy")!,
+            "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+        ),
+        (HTTPField.Name("X-Content-Type-Options")!, "nosniff"),
+        (HTTPField.Name("X-Frame-Options")!, "DENY"),
+        (HTTPField.Name("Referrer-Policy")!, "no-referrer"),
     ]
 
     static func isLocalHost(_ host: String?, port: Int) -> Bool {

@@ -4,10 +4,12 @@ import HalcyonCLI
 import HalcyonCore
 import HalcyonEmbedded
 import HalcyonFetch
+import HalcyonHTTP
 import HalcyonImage
 import HalcyonQueue
 import HalcyonSamples
 import HalcyonWorker
+import Hummingbird
 import Logging
 import Synchronization
 
@@ -57,7 +59,7 @@ package struct Demo: AsyncParsableCommand {
         try Self.generateSamples(in: images)
         print("sample images:  \(images.path)")
 
-        let origin = try DemoOrigin(directory: images)
+        let origin = try await DemoOrigin(directory: images, logger: logger)
         defer { origin.stop() }
         print("local origin:   \(origin.base)  (/images/NAME, /flaky/… answers 503 once, /missing/… is 404)")
 
@@ -250,36 +252,61 @@ package struct Demo: AsyncParsableCommand {
 }
 
 /// The demo's local origin: serves the sample images, answers 503 (with Retry-After) to the
-/// first request of each `/flaky/…` path, and 404 to `/missing/…`.
+/// first request of each `/flaky/…` path, and 404 to `/missing/…`. A Hummingbird server in a
+/// service group of its own, for as long as the demo runs.
 final class DemoOrigin: Sendable {
-    let server: HTTPServer
-    var base: String { "http://127.0.0.1:\(server.port)" }
+    private let services: BackgroundServices
+    let base: String
 
-    init(directory: URL) throws {
-        let seen = Mutex<Set<String>>([])
-        server = try HTTPServer { method, target in
-            let path = String(target.split(separator: "?").first ?? "")
-            let parts = path.split(separator: "/").map(String.init)
-            guard method == "GET", let name = parts.last, !name.hasPrefix("."), !parts.contains("..") else { return .text(404, "not found\n") }
-            switch parts.first {
-            case "images":
-                return Self.file(directory.appendingPathComponent(name))
-            case "flaky":
-                let first = seen.withLock { $0.insert(path).inserted }
-                return first
-                    ? HTTPServer.Response(status: 503, headers: ["Retry-After": "1"], body: Data("try again\n".utf8))
-                    : Self.file(directory.appendingPathComponent(name))
-            default:
-                return .text(404, "not found\n")
-            }
+    /// Starts serving `directory` on a free loopback port.
+    init(directory: URL, logger: Logger) async throws {
+        let server = try HTTPServerService(responder: Files(directory: directory), settings: HTTPServerSettings(), logger: logger)
+        services = BackgroundServices([server], logger: logger)
+        do {
+            base = "http://127.0.0.1:\(try await server.listening.wait())"
+        } catch {
+            services.stop()
+            throw error
         }
     }
 
-    static func file(_ url: URL) -> HTTPServer.Response {
-        guard let data = FileManager.default.contents(atPath: url.path) else { return .text(404, "not found\n") }
-        let types = ["jpg": "image/jpeg", "png": "image/png", "gif": "image/gif"]
-        return HTTPServer.Response(status: 200, contentType: types[url.pathExtension] ?? "application/octet-stream", body: data)
-    }
+    func stop() { services.stop() }
 
-    func stop() { server.stop() }
+    /// The origin's answers.
+    private struct Files: HTTPResponder {
+        let directory: URL
+        /// The `/flaky/…` paths answered once.
+        let seen = Seen()
+
+        final class Seen: Sendable {
+            let paths = Mutex<Set<String>>([])
+        }
+
+        func respond(to request: Request, context: BasicRequestContext) async throws -> Response {
+            let path = request.uri.path
+            let parts = path.split(separator: "/").map(String.init)
+            guard request.method == .get, let name = parts.last, !name.hasPrefix("."), !parts.contains("..") else {
+                return .text(.notFound, "not found\n")
+            }
+            switch parts.first {
+            case "images":
+                return try await file(directory.appendingPathComponent(name))
+            case "flaky":
+                let first = seen.paths.withLock { $0.insert(path).inserted }
+                return first
+                    ? .text(.serviceUnavailable, "try again\n", headers: [.retryAfter: "1"]) : try await file(directory.appendingPathComponent(name))
+            default:
+                return .text(.notFound, "not found\n")
+            }
+        }
+
+        /// A sample image, read off the event loops and the cooperative pool.
+        func file(_ url: URL) async throws -> Response {
+            guard let data = try await Blocking.run(.io, { FileManager.default.contents(atPath: url.path) }) else {
+                return .text(.notFound, "not found\n")
+            }
+            let types = ["jpg": "image/jpeg", "png": "image/png", "gif": "image/gif"]
+            return .body(.ok, contentType: types[url.pathExtension] ?? "application/octet-stream", data)
+        }
+    }
 }

@@ -21,7 +21,6 @@ public enum FuzzTargets {
         FuzzTarget(name: "header", summary: "declared sizes from image headers, the byte checks, the plan before a decode", run: HeaderFuzz.run),
         FuzzTarget(name: "exif", summary: "EXIF blocks in JPEG, PNG, WebP or alone, and the source_meta they make", run: ExifFuzz.run),
         FuzzTarget(name: "direct", summary: "the direct JPEG/PNG lane: libjpeg/libpng shims, resize, JPEG and PNG writers", run: DirectFuzz.run),
-        FuzzTarget(name: "http", summary: "HTTP requests as the built-in server reads them, in pieces of any size", run: HTTPFuzz.run),
     ]
 
     /// The target called `name`.

@@ -3,7 +3,7 @@ import Foundation
 import HalcyonCLI
 import HalcyonCore
 import HalcyonDashboard
-import Synchronization
+import ServiceLifecycle
 
 struct Dashboard: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -15,9 +15,11 @@ struct Dashboard: AsyncParsableCommand {
             Security: bound to 127.0.0.1 by default, where requests must name 127.0.0.1 or \
             localhost as their Host. Any other --address needs --auth-token (or \
             HALCYON_DASHBOARD_TOKEN, at least 16 characters): then every request carries it as \
-            'Authorization: Bearer TOKEN' or signs in at /login for a session cookie. Retry and \
-            cancel are POSTs with a per-process form token. Serve it over TLS through a reverse \
-            proxy when it leaves the machine.
+            'Authorization: Bearer TOKEN' or signs in at /login for a session cookie. \
+            --viewer-token (or HALCYON_DASHBOARD_VIEWER_TOKEN) adds a second token that sees every \
+            page and the API but may not retry or cancel (403). Retry and cancel are POSTs with a \
+            per-process form token. Serve it over TLS through a reverse proxy when it leaves the \
+            machine.
 
             Run it as the store's owner (or root): results are then read without moving their \
             access time, which the store's expiry is computed from.
@@ -32,8 +34,15 @@ struct Dashboard: AsyncParsableCommand {
     @Option(help: "TCP port (0: any free port, printed at start).")
     var port = 8080
     @Option(
-        help: "Shared secret of at least 16 characters (default: HALCYON_DASHBOARD_TOKEN, better: an argument is visible to others in ps).")
+        help:
+            "The operator's shared secret (sees and acts), at least 16 characters (default: HALCYON_DASHBOARD_TOKEN, better: an argument is visible to others in ps)."
+    )
     var authToken: String?
+    @Option(
+        help:
+            "A read-only token of at least 16 characters, besides --auth-token: every page and the API, no retry or cancel (default: HALCYON_DASHBOARD_VIEWER_TOKEN)."
+    )
+    var viewerToken: String?
     @Option(help: "How often open pages refresh their live parts, 0s (never)–1h.")
     var refresh = TimeSpanArgument(.seconds(5))
     @Option(help: "Jobs per page of the list, 1–500.")
@@ -51,8 +60,10 @@ struct Dashboard: AsyncParsableCommand {
         var c = DashboardConfiguration()
         c.address = address
         c.port = port
-        let environment = ProcessInfo.processInfo.environment["HALCYON_DASHBOARD_TOKEN"]
-        c.authToken = authToken ?? (environment?.isEmpty == false ? environment : nil)
+        let environment = ProcessInfo.processInfo.environment
+        func variable(_ name: String) -> String? { environment[name].flatMap { $0.isEmpty ? nil : $0 } }
+        c.authToken = authToken ?? variable("HALCYON_DASHBOARD_TOKEN")
+        c.viewerToken = viewerToken ?? variable("HALCYON_DASHBOARD_VIEWER_TOKEN")
         c.storeRoot = storeOptions.root()
         c.liveInterval = .seconds(refresh.seconds)
         c.pageSize = pageSize
@@ -64,18 +75,23 @@ struct Dashboard: AsyncParsableCommand {
         let logger = logging.makeLogger("halcyon.dashboard")
         let (_, conninfo) = try await database.connect()
         let server = try await DashboardServer(configuration: makeConfiguration(), conninfo: conninfo, logger: logger)
-        print("dashboard: \(server.url)\(server.configuration.authToken == nil ? "" : "  (token required)")")
-        fflush(nil)
-        logger.info("dashboard listening", metadata: ["url": "\(server.url)", "store": "\(storeOptions.root().path)"])
-        let stopped = Mutex<CheckedContinuation<Void, Never>?>(nil)
-        let signals = SignalForwarder(signals: [SIGTERM, SIGINT]) {
-            stopped.withLock {
-                $0?.resume(); $0 = nil
-            }
-        }
+        let group = ServiceGroup(configuration: .init(services: [server], logger: logger))
+        // Not ServiceGroup's own signal handling (a DispatchSource that can lose an early
+        // SIGTERM on Linux, see SignalForwarder): a signal starts the group's graceful shutdown,
+        // which lets the requests being answered finish.
+        let signals = SignalForwarder(signals: [SIGTERM, SIGINT]) { Task { await group.triggerGracefulShutdown() } }
         defer { signals.cancel() }
-        await withCheckedContinuation { continuation in stopped.withLock { $0 = continuation } }
-        server.stop()
+        let announce = Task {
+            guard (try? await server.listening()) != nil else { return }
+            let tokens =
+                server.configuration.authToken == nil
+                ? "" : server.configuration.viewerToken == nil ? "  (token required)" : "  (token required; viewer token: read-only)"
+            print("dashboard: \(server.url)\(tokens)")
+            fflush(nil)
+            logger.info("dashboard listening", metadata: ["url": "\(server.url)", "store": "\(storeOptions.root().path)"])
+        }
+        defer { announce.cancel() }
+        try await group.run()
         logger.info("dashboard stopped")
     }
 }

@@ -193,11 +193,14 @@ struct Work: AsyncParsableCommand {
         defer { orphanWatch?.cancel() }
         let progressLine = drain && progress ? ProgressReporter(conninfo: conninfo) : nil
         // The exporter first, so it is shut down last: its final write has the worker's totals.
+        // The worker starts once the metrics endpoint listens: a port in use ends the command
+        // before a job is claimed.
         try await ServiceGroup(
             configuration: .init(
                 services: [
                     .init(service: exporter),
-                    .init(service: worker, successTerminationBehavior: .gracefullyShutdownGroup),
+                    .init(
+                        service: StartingAfter(worker) { _ = try await exporter.listening() }, successTerminationBehavior: .gracefullyShutdownGroup),
                 ], logger: logger)
         ).run()
         await progressLine?.finish()
@@ -278,5 +281,21 @@ extension Work {
             await connection.close()
             return conninfo
         }
+    }
+}
+
+/// Runs `service` once `ready` has returned (and not at all when it throws).
+private struct StartingAfter<Wrapped: Service>: Service {
+    let service: Wrapped
+    let ready: @Sendable () async throws -> Void
+
+    init(_ service: Wrapped, ready: @escaping @Sendable () async throws -> Void) {
+        self.service = service
+        self.ready = ready
+    }
+
+    func run() async throws {
+        try await ready()
+        try await service.run()
     }
 }

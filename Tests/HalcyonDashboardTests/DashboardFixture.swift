@@ -61,7 +61,7 @@ struct DashboardFixture: Sendable {
         configure(&c)
         var logger = Logger(label: "dashboard-test")
         logger.logLevel = .critical
-        return try await DashboardServer(configuration: c, conninfo: db.conninfo, logger: logger)
+        return try await DashboardServer.start(configuration: c, conninfo: db.conninfo, logger: logger)
     }
 
     func value(_ sql: String, _ params: [String?] = []) async throws -> String? {

@@ -181,7 +181,7 @@ struct DashboardSecurityTests {
         defer { server.stop() }
         let big = try await HTTP.request(
             port: server.port, "POST", "/jobs/retry", headers: ["Content-Type": "application/x-www-form-urlencoded"],
-            body: Data(repeating: 0x61, count: HTTPServer.maxBodyBytes + 1))
+            body: Data(repeating: 0x61, count: DashboardConfiguration().http.maxBodyBytes + 1))
         #expect(big.status == 413)
         let hugeHead = try await HTTP.get(server, "/", headers: ["X-Filler": String(repeating: "x", count: 20_000)])
         #expect(hugeHead.status == 431)

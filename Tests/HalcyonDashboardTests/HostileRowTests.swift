@@ -18,7 +18,7 @@ struct HostileRowTests {
         configuration.storeRoot = try TestEnvironment.temporaryDirectory("hostile-rows-store")
         var logger = Logger(label: "dashboard-test")
         logger.logLevel = .critical
-        let server = try await DashboardServer(configuration: configuration, conninfo: db.conninfo, logger: logger)
+        let server = try await DashboardServer.start(configuration: configuration, conninfo: db.conninfo, logger: logger)
         defer { server.stop() }
         for target in ["/jobs/\(id)", "/api/jobs/\(id)", "/", "/jobs", "/jobs?state=failed", "/api/overview"] {
             let page = try await HTTP.get(server, target)

@@ -3,9 +3,10 @@ import HalcyonCore
 import HalcyonQueue
 import HalcyonStore
 
-/// `/jobs/ID`: inputs, the chain's canonical identifier, the result image with its expiry, the
-/// source's facts, stage timings, every attempt's error, and retry/cancel.
-enum JobPage {
+/// `/jobs/ID` (template `job`): inputs, the chain's canonical identifier, the result image with
+/// its expiry, the source's facts, stage timings, every attempt's error, and retry/cancel (for
+/// the operator).
+struct JobPage {
     /// The row as `JobQueue.show` returns it, with what the dashboard adds.
     struct Model {
         var row: [String: String?]
@@ -15,122 +16,138 @@ enum JobPage {
         var resultExpires: Date?
         var resultInStore: Bool
     }
+    struct Outcome {
+        let digest: String
+        let inStore: Bool
+        let resultRows: [Row]
+    }
+    struct Facts {
+        let factRows: [Row]
+    }
+    struct Timings {
+        let stages: Charts.Stages
+        let totalMs: String?
+    }
+    struct Attempt {
+        struct PerSource {
+            let sourceClip: Clipped
+            let sourceCode: String
+            let messageClip: Clipped
+            let attempts: String
+            let permanent: Bool
+        }
+        let attempt: String
+        let at: String
+        let code: String
+        let message: String
+        let perSource: [PerSource]
+        let soleSource: Clipped?
+    }
 
     static let stageOrder = ["queue_wait_ms", "fetch_ms", "decode_ms", "process_ms", "encode_ms", "store_ms"]
 
-    static func render(_ m: Model, csrf: String, notice: String?) -> String {
+    let id: String
+    let state: String
+    let notice: String?
+    let retry: Button?
+    let cancel: Button?
+    let inputs: [Row]
+    let result: Outcome?
+    let facts: Facts?
+    let timings: Timings?
+    let hasErrors: Bool
+    let errors: [Attempt]
+
+    /// `csrf` is nil for a viewer: no action is offered.
+    init(_ m: Model, csrf: String?, notice: String?) {
         func v(_ c: String) -> String? { m.row[c] ?? nil }
-        let id = v("id") ?? "?"
-        let state = v("state") ?? "?"
-        var html = "<h1>Job \(HTML.escape(id)) \(HTML.badge(state))</h1>"
-        if let notice { html += "<p class=\"notice\" role=\"status\">\(HTML.escape(notice))</p>" }
-        html += "<div class=\"actions\">"
-        if ["failed", "cancelled"].contains(state) { html += HTML.button(action: "/jobs/\(id)/retry", label: "Retry", csrf: csrf) }
-        if ["queued", "running"].contains(state) { html += HTML.button(action: "/jobs/\(id)/cancel", label: "Cancel", csrf: csrf, danger: true) }
-        html += "<a href=\"/api/jobs/\(HTML.escape(id))\">JSON</a></div>"
-
-        html += "<div class=\"grid\"><section><h2>Inputs</h2><dl class=\"kv\">"
-        func row(_ label: String, _ value: String?) {
-            html +=
-                "<dt>\(label)</dt><dd>\(value.map { $0.isEmpty ? "<span class=\"muted\">—</span>" : $0 } ?? "<span class=\"muted\">—</span>")</dd>"
+        let id = v("id") ?? "?", state = v("state") ?? "?"
+        self.id = id
+        self.state = state
+        self.notice = notice
+        retry = csrf.flatMap { ["failed", "cancelled"].contains(state) ? Button(action: "/jobs/\(id)/retry", label: "Retry", csrf: $0) : nil }
+        cancel = csrf.flatMap {
+            ["queued", "running"].contains(state) ? Button(action: "/jobs/\(id)/cancel", label: "Cancel", csrf: $0, danger: true) : nil
         }
-        row("source", v("source").map(HTML.escape))
+
+        var inputs: [Row] = [.text("source", v("source"))]
         let fallbacks = v("fallback_sources").map(PGRows.parseTextArray) ?? []
-        if !fallbacks.isEmpty { row("fallback sources", fallbacks.map(HTML.escape).joined(separator: "<br>")) }
-        row("processors", v("processors").map { "<code>\(HTML.escape($0))</code>" })
+        if !fallbacks.isEmpty { inputs.append(.lines("fallback sources", fallbacks)) }
+        inputs.append(.code("processors", v("processors")))
         switch m.identifier {
-        case .success(let text): row("canonical identifier", "<code>\(HTML.escape(text))</code>")
-        case .failure(let error): row("canonical identifier", "<span class=\"muted\">\(HTML.escape(error.description))</span>")
+        case .success(let text): inputs.append(.code("canonical identifier", text))
+        case .failure(let error): inputs.append(.muted("canonical identifier", error.description))
         }
-        row("cache key", v("cache_key").map(HTML.escape))
-        row("options", v("options").flatMap { $0 == "{}" ? nil : "<pre>\(HTML.escape(JSONValue.parse($0)?.prettyText ?? $0))</pre>" })
-        row("queue", v("queue").map { "<a href=\"/jobs?queue=\(HTML.percent($0))\">\(HTML.escape($0))</a>" })
+        inputs.append(.text("cache key", v("cache_key")))
+        inputs.append(.pre("options", v("options").flatMap { $0 == "{}" ? nil : JSONValue.parse($0)?.prettyText ?? $0 }))
+        inputs.append(.links("queue", v("queue").map { [Row.Link(href: "/jobs?queue=\(Format.percent($0))", text: $0)] } ?? []))
         let tags = v("tags").map(PGRows.parseTextArray) ?? []
-        row("tags", tags.map { "<a href=\"/jobs?tag=\(HTML.percent($0))\">\(HTML.escape($0))</a>" }.joined(separator: ", "))
-        row("unique key", v("unique_key").map(HTML.escape))
-        row("priority", v("priority").map(HTML.escape))
-        row("attempts", "\(HTML.escape(v("attempt") ?? "0")) of \(HTML.escape(v("max_attempts") ?? "?"))")
-        row("created", HTML.time(v("created_at")))
-        row("run at", HTML.time(v("run_at")))
-        row("started", HTML.time(v("started_at")))
-        row("finished", HTML.time(v("finished_at")))
-        if let by = v("locked_by") { row("running on", "\(HTML.escape(by)) until \(HTML.time(v("locked_until")))") }
+        inputs.append(.links("tags", tags.map { Row.Link(href: "/jobs?tag=\(Format.percent($0))", text: $0) }))
+        inputs.append(.text("unique key", v("unique_key")))
+        inputs.append(.text("priority", v("priority")))
+        inputs.append(.text("attempts", "\(v("attempt") ?? "0") of \(v("max_attempts") ?? "?")"))
+        inputs.append(.text("created", Format.time(v("created_at"))))
+        inputs.append(.text("run at", Format.time(v("run_at"))))
+        inputs.append(.text("started", Format.time(v("started_at"))))
+        inputs.append(.text("finished", Format.time(v("finished_at"))))
+        if let by = v("locked_by") { inputs.append(.text("running on", "\(by) until \(Format.time(v("locked_until")))")) }
         if let status = v("callback_status") {
-            row(
-                "webhook",
-                "\(HTML.escape(status)), \(HTML.escape(v("callback_attempts") ?? "0")) attempts"
-                    + (v("callback_error").map { ": " + HTML.escape($0) } ?? ""))
+            inputs.append(.text("webhook", "\(status), \(v("callback_attempts") ?? "0") attempts" + (v("callback_error").map { ": " + $0 } ?? "")))
         }
-        html += "</dl></section><section><h2>Result</h2>"
-        if let digest = v("result_digest") {
-            if m.resultInStore {
-                html +=
-                    "<p><a href=\"/results/\(HTML.escape(digest))\"><img class=\"result\" src=\"/results/\(HTML.escape(digest))\" alt=\"result of job \(HTML.escape(id))\"></a></p>"
-            } else {
-                html += "<p class=\"muted\">not in this dashboard's store (swept, or stored elsewhere)</p>"
-            }
-            html += "<dl class=\"kv\">"
-            row("digest", "<code>\(HTML.escape(digest))</code>")
-            row(
-                "image",
-                [v("result_format"), v("result_width").map { w in "\(w)×\(v("result_height") ?? "?")" }].compactMap { $0 }.map(HTML.escape).joined(
-                    separator: " "))
-            row("bytes", v("result_bytes").flatMap { Int64($0) }.map { HTML.bytes($0) })
-            row("store hit", v("cache_hit").map { $0 == "t" ? "yes" : "no" })
-            row("made from", v("result_source").map(HTML.escape))
-            row("expires", m.resultExpires.map { HTML.escape(ISO8601.format($0).prefix(19).replacingOccurrences(of: "T", with: " ")) + " UTC" })
-            row("path", v("result_path").map(HTML.escape))
-            html += "</dl>"
-        } else {
-            html += "<p class=\"muted\">no result yet</p>"
-        }
-        html += "</section></div>"
+        self.inputs = inputs
 
-        html += "<div class=\"grid\"><section><h2>Source</h2>"
+        result = v("result_digest").map { digest in
+            Outcome(
+                digest: digest, inStore: m.resultInStore,
+                resultRows: [
+                    .code("digest", digest),
+                    .text("image", Self.size(format: v("result_format"), width: v("result_width"), height: v("result_height"))),
+                    .text("bytes", v("result_bytes").flatMap { Int64($0) }.map { Format.bytes($0) }),
+                    .text("store hit", v("cache_hit").map { $0 == "t" ? "yes" : "no" }),
+                    .text("made from", v("result_source")),
+                    .text("expires", m.resultExpires.map { Format.utc($0) + " UTC" }),
+                    .text("path", v("result_path")),
+                ])
+        }
+
         if v("source_width") != nil || v("source_format") != nil {
-            html += "<dl class=\"kv\">"
-            row(
-                "image",
-                [v("source_format"), v("source_width").map { w in "\(w)×\(v("source_height") ?? "?")" }].compactMap { $0 }.map(HTML.escape).joined(
-                    separator: " "))
-            row("bytes", v("source_bytes").flatMap { Int64($0) }.map { HTML.bytes($0) })
-            if let meta = v("source_meta") { row("metadata", "<pre>\(HTML.escape(JSONValue.parse(meta)?.prettyText ?? meta))</pre>") }
-            if let p = v("placeholders") { row("placeholders", "<pre>\(HTML.escape(JSONValue.parse(p)?.prettyText ?? p))</pre>") }
-            html += "</dl>"
+            var rows: [Row] = [
+                .text("image", Self.size(format: v("source_format"), width: v("source_width"), height: v("source_height"))),
+                .text("bytes", v("source_bytes").flatMap { Int64($0) }.map { Format.bytes($0) }),
+            ]
+            if let meta = v("source_meta") { rows.append(.pre("metadata", JSONValue.parse(meta)?.prettyText ?? meta)) }
+            if let p = v("placeholders") { rows.append(.pre("placeholders", JSONValue.parse(p)?.prettyText ?? p)) }
+            facts = Facts(factRows: rows)
         } else {
-            html += "<p class=\"muted\">not read yet</p>"
+            facts = nil
         }
-        html += "</section><section><h2>Stage timings (latest attempt, ms)</h2>"
-        if let t = v("timings"), case .object(let o)? = JSONValue.parse(t) {
-            let stages = stageOrder.compactMap { k in o[k]?.numberValue.map { (k.dropLast(3).replacingOccurrences(of: "_", with: " "), $0) } }
-            html += Charts.stages(stages)
-            if let total = o["total_ms"]?.numberValue { html += "<p class=\"muted\">total \(String(format: "%.1f", total)) ms</p>" }
-        } else {
-            html += "<p class=\"muted\">none</p>"
-        }
-        html += "</section></div>"
 
-        html += "<h2>Errors</h2>"
-        let errors = v("errors").flatMap { JSONValue.parse($0)?.arrayValue } ?? []
-        if errors.isEmpty {
-            html += "<p class=\"muted\">none</p>"
+        if let t = v("timings"), case .object(let o)? = JSONValue.parse(t) {
+            let stages = Self.stageOrder.compactMap { k in o[k]?.numberValue.map { (k.dropLast(3).replacingOccurrences(of: "_", with: " "), $0) } }
+            timings = Timings(stages: Charts.stages(stages), totalMs: o["total_ms"]?.numberValue.map { String(format: "%.1f", $0) })
         } else {
-            html += "<table><thead><tr><th class=\"num\">attempt</th><th>at</th><th>code</th><th>message</th><th>per source</th></tr></thead><tbody>"
-            for e in errors.reversed() {
-                var detail = ""
-                for s in e["sources"]?.arrayValue ?? [] {
-                    detail +=
-                        "<div>\(HTML.clipped(s["source"]?.stringValue ?? "?", 60)): <code>\(HTML.escape(s["code"]?.stringValue ?? "?"))</code> "
-                        + "\(HTML.clipped(s["message"]?.stringValue ?? "", 200)) (\(Int(saturating: s["attempts"]?.numberValue ?? 0)) tries"
-                        + "\(s["permanent"]?.boolValue == true ? ", permanent" : ""))</div>"
-                }
-                if detail.isEmpty, let s = e["source"]?.stringValue { detail = HTML.clipped(s, 60) }
-                html +=
-                    "<tr><td class=\"num\">\(Int(saturating: e["attempt"]?.numberValue ?? 0))</td><td>\(HTML.time(e["at"]?.stringValue))</td>"
-                    + "<td><code>\(HTML.escape(e["code"]?.stringValue ?? "?"))</code></td><td>\(HTML.escape(e["message"]?.stringValue ?? ""))</td><td>\(detail)</td></tr>"
-            }
-            html += "</tbody></table>"
+            timings = nil
         }
-        return html
+
+        errors = (v("errors").flatMap { JSONValue.parse($0)?.arrayValue } ?? []).reversed().map { e in
+            let perSource = (e["sources"]?.arrayValue ?? []).map { s in
+                Attempt.PerSource(
+                    sourceClip: Clipped(s["source"]?.stringValue ?? "?", 60), sourceCode: s["code"]?.stringValue ?? "?",
+                    messageClip: Clipped(s["message"]?.stringValue ?? "", 200), attempts: String(Int(saturating: s["attempts"]?.numberValue ?? 0)),
+                    permanent: s["permanent"]?.boolValue == true)
+            }
+            return Attempt(
+                attempt: String(Int(saturating: e["attempt"]?.numberValue ?? 0)), at: Format.time(e["at"]?.stringValue),
+                code: e["code"]?.stringValue ?? "?", message: e["message"]?.stringValue ?? "", perSource: perSource,
+                soleSource: perSource.isEmpty ? e["source"]?.stringValue.map { Clipped($0, 60) } : nil)
+        }
+        hasErrors = !errors.isEmpty
     }
+
+    /// `jpeg 640×480`: the parts that are known.
+    static func size(format: String?, width: String?, height: String?) -> String {
+        [format, width.map { "\($0)×\(height ?? "?")" }].compactMap { $0 }.joined(separator: " ")
+    }
+
+    func render() -> String { Views.render("job", self) }
 }

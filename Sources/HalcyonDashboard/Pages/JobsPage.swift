@@ -99,74 +99,83 @@ struct JobsFilter: Sendable {
     }
 }
 
-/// `/jobs`: the filter form, bulk retry and cancel for the filter, and a page of jobs with a
-/// thumbnail of each stored result.
-enum JobsPage {
-    static func render(
-        filter: JobsFilter, page: JobQueue.JobPage, matching: Int, cap: Int, before: Int64?, csrf: String, notice: String?
-    ) -> String {
-        var html = "<h1>Jobs</h1>"
-        if let notice { html += "<p class=\"notice\" role=\"status\">\(HTML.escape(notice))</p>" }
-        html += "<form class=\"filters\" method=\"get\" action=\"/jobs\">"
-        html += "<label>state<select name=\"state\"><option value=\"\">any</option>"
-        for s in JobState.allCases {
-            html += "<option\(filter.state == s ? " selected" : "")>\(s.rawValue)</option>"
-        }
-        html += "</select></label>"
-        for (name, value, hint) in [
+/// `/jobs` (template `jobs`): the filter form, bulk retry and cancel for the filter (for the
+/// operator), and a page of jobs with a thumbnail of each stored result.
+struct JobsPage {
+    struct Option {
+        let name: String
+        let selected: Bool
+    }
+    struct TextField {
+        let name: String
+        let value: String
+        let hint: String
+        let maxLength: Int
+    }
+    struct JobRow {
+        let id: String
+        let thumb: String?
+        let state: String
+        let queue: String
+        let source: Clipped
+        let chain: Clipped
+        let attempt: String
+        let maxAttempts: String
+        let created: String
+        let finished: String
+        let errorCode: String?
+    }
+
+    let notice: String?
+    let states: [Option]
+    let textFields: [TextField]
+    let sinces: [Option]
+    let from: String
+    let to: String
+    let matching: String
+    let bulkRetry: Button?
+    let bulkCancel: Button?
+    let jobs: [JobRow]
+    /// The first page's query, when this is not it; the next page's.
+    let newest: String?
+    let older: String?
+
+    /// `csrf` is nil for a viewer: no action is offered.
+    init(filter: JobsFilter, page: JobQueue.JobPage, matching: Int, cap: Int, before: Int64?, csrf: String?, notice: String?) {
+        self.notice = notice
+        states = JobState.allCases.map { Option(name: $0.rawValue, selected: filter.state == $0) }
+        textFields = [
             ("queue", filter.queue, "default"), ("code", filter.code, "fetch.http_status"), ("tag", filter.tag, ""),
             ("source", filter.source, "part of the URL"),
-        ] {
-            html +=
-                "<label>\(name)<input name=\"\(name)\" value=\"\(HTML.escape(value ?? ""))\" placeholder=\"\(hint)\" maxlength=\"\(JobsFilter.maxFieldLength)\"></label>"
-        }
-        html += "<label>finished within<select name=\"since\"><option value=\"\">any time</option>"
-        for s in JobsFilter.Since.allCases { html += "<option\(filter.since == s ? " selected" : "")>\(s.rawValue)</option>" }
-        html += "</select></label>"
-        html += "<label>from (UTC)<input type=\"datetime-local\" step=\"1\" name=\"from\" value=\"\(JobsFilter.local(filter.from))\"></label>"
-        html += "<label>to (UTC)<input type=\"datetime-local\" step=\"1\" name=\"to\" value=\"\(JobsFilter.local(filter.to))\"></label>"
-        html += "<button type=\"submit\">Filter</button> <a href=\"/jobs\">clear</a></form>"
-
-        let over = matching > cap
-        let n = over ? HTML.grouped(cap) + "+" : HTML.grouped(matching)
-        html += "<div class=\"actions\"><span><strong>\(n)</strong> jobs match</span>"
+        ].map { TextField(name: $0.0, value: $0.1 ?? "", hint: $0.2, maxLength: JobsFilter.maxFieldLength) }
+        sinces = JobsFilter.Since.allCases.map { Option(name: $0.rawValue, selected: filter.since == $0) }
+        from = JobsFilter.local(filter.from)
+        to = JobsFilter.local(filter.to)
+        self.matching = matching > cap ? Format.grouped(cap) + "+" : Format.grouped(matching)
         // Bulk actions for what the filter can hold: retry for failed and cancelled jobs,
         // cancel for queued and running ones.
-        let hidden = filter.fields.filter { !$0.1.isEmpty }
-        if matching > 0 && [nil, .failed, .cancelled].contains(filter.state) {
-            html += HTML.button(
-                action: "/jobs/retry", label: "Retry the failed and cancelled ones", csrf: csrf, fields: hidden,
-                confirm: "Retry every failed or cancelled job this filter matches?")
+        let hidden = filter.fields.filter { !$0.1.isEmpty }.map { Button.Field(name: $0.0, value: $0.1) }
+        bulkRetry = csrf.flatMap { csrf in
+            matching > 0 && [nil, .failed, .cancelled].contains(filter.state)
+                ? Button(
+                    action: "/jobs/retry", label: "Retry the failed and cancelled ones", csrf: csrf, fields: hidden,
+                    confirm: "Retry every failed or cancelled job this filter matches?") : nil
         }
-        if matching > 0 && [nil, .queued, .running].contains(filter.state) {
-            html += HTML.button(
-                action: "/jobs/cancel", label: "Cancel the queued and running ones", csrf: csrf, fields: hidden, danger: true,
-                confirm: "Cancel every queued or running job this filter matches?")
+        bulkCancel = csrf.flatMap { csrf in
+            matching > 0 && [nil, .queued, .running].contains(filter.state)
+                ? Button(
+                    action: "/jobs/cancel", label: "Cancel the queued and running ones", csrf: csrf, fields: hidden, danger: true,
+                    confirm: "Cancel every queued or running job this filter matches?") : nil
         }
-        html += "</div>"
-
-        html +=
-            "<table><thead><tr><th></th><th>job</th><th>state</th><th>queue</th><th>source</th><th>chain</th>"
-            + "<th class=\"num\">attempts</th><th>created</th><th>finished</th><th>error</th></tr></thead><tbody>"
-        for j in page.jobs {
-            var thumb = ""
-            if j.state == .succeeded, let d = j.resultDigest {
-                thumb =
-                    "<a href=\"/jobs/\(j.id)\"><img class=\"thumb\" loading=\"lazy\" src=\"/results/\(HTML.escape(d))\" alt=\"result of job \(j.id)\"></a>"
-            }
-            html +=
-                "<tr><td>\(thumb)</td><td><a href=\"/jobs/\(j.id)\">\(j.id)</a></td><td>\(HTML.badge(j.state.rawValue))</td>"
-                + "<td>\(HTML.escape(j.queue))</td><td>\(HTML.clipped(j.source, 60))</td><td>\(HTML.clipped(j.processors, 48))</td>"
-                + "<td class=\"num\">\(j.attempt)/\(j.maxAttempts)</td><td>\(HTML.time(j.createdAt))</td><td>\(HTML.time(j.finishedAt))</td>"
-                + "<td>\(j.code.map { "<code>\(HTML.escape($0))</code>" } ?? "")</td></tr>"
+        jobs = page.jobs.map { j in
+            JobRow(
+                id: String(j.id), thumb: j.state == .succeeded ? j.resultDigest : nil, state: j.state.rawValue, queue: j.queue,
+                source: Clipped(j.source, 60), chain: Clipped(j.processors, 48), attempt: String(j.attempt), maxAttempts: String(j.maxAttempts),
+                created: Format.time(j.createdAt), finished: Format.time(j.finishedAt), errorCode: j.code)
         }
-        if page.jobs.isEmpty { html += "<tr><td colspan=\"10\" class=\"muted\">no job matches</td></tr>" }
-        html += "</tbody></table><div class=\"pager\">"
-        if before != nil { html += "<a href=\"/jobs\(HTML.escape(HTML.query(filter.fields)))\">« newest</a>" }
-        if let next = page.nextBefore {
-            html += "<a href=\"/jobs\(HTML.escape(HTML.query(filter.fields + [("before", String(next))])))\">older »</a>"
-        }
-        html += "</div>"
-        return html
+        newest = before != nil ? Format.query(filter.fields) : nil
+        older = page.nextBefore.map { Format.query(filter.fields + [("before", String($0))]) }
     }
+
+    func render() -> String { Views.render("jobs", self) }
 }

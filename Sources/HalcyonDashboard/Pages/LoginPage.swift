@@ -1,13 +1,19 @@
-/// `/login`: the token form (only when the dashboard has a token).
-enum LoginPage {
-    static func render(next: String, failed: Bool) -> String {
-        var html = "<h1>Sign in</h1>"
-        if failed { html += "<p class=\"error\" role=\"alert\">That is not this dashboard's token.</p>" }
-        html +=
-            "<form method=\"post\" action=\"/login\" class=\"filters\"><input type=\"hidden\" name=\"next\" value=\"\(HTML.escape(next))\">"
-            + "<label>token<input type=\"password\" name=\"token\" autocomplete=\"current-password\" autofocus required></label>"
-            + "<button type=\"submit\">Sign in</button></form>"
-            + "<p class=\"muted\">The token is the one given to <code>halcyon dashboard --auth-token</code> (or HALCYON_DASHBOARD_TOKEN).</p>"
-        return html
-    }
+/// `/login` (template `login`): the token form (only when the dashboard has a token).
+struct LoginPage {
+    /// Where to go once signed in (a path on this site, `DashboardApp.localPath`).
+    let next: String
+    /// The last attempt sent a wrong token.
+    let failed: Bool
+
+    func render() -> String { Views.render("login", self) }
+}
+
+/// The body of an error or not-found page (template `message`).
+struct MessagePage {
+    let heading: String?
+    let message: String
+    /// Shown as an error (red).
+    let error: Bool
+
+    func render() -> String { Views.render("message", self) }
 }

@@ -2,95 +2,113 @@ import Foundation
 import HalcyonCore
 import HalcyonQueue
 
-/// `/`: counts by state and queue, the last hour's throughput, failures by code, workers, the
-/// store against its limit, paused queues.
-enum OverviewPage {
-    static func render(_ o: QueueOverview, now: Date) -> String {
-        var html =
-            "<h1>Overview</h1><p class=\"muted\">as of \(HTML.escape(ISO8601.format(now).prefix(19).replacingOccurrences(of: "T", with: " "))) UTC"
-        html += " · counts stop at \(HTML.grouped(o.cap)) per state (“+”); “≈” is the table’s estimate</p>"
-
-        html += "<div class=\"cards\">"
-        for state in JobState.allCases {
-            let c = o.counts[state] ?? QueueOverview.Count(0)
-            html +=
-                "<a class=\"card\" href=\"/jobs?state=\(state.rawValue)\"><div class=\"n\" data-state=\"\(state.rawValue)\">\(HTML.count(c))</div>"
-                + "<div class=\"l\">\(HTML.badge(state.rawValue))</div></a>"
-        }
-        html += "</div>"
-
-        let finished = o.throughput.reduce(0) { $0 + $1.succeeded + $1.failed + $1.cancelled }
-        html += "<h2>Throughput, last hour</h2><p class=\"muted\">\(HTML.grouped(finished))\(o.throughputCapped ? "+" : "") jobs finished"
-        html += o.throughputCapped ? " (the chart reads the latest \(HTML.grouped(2 * o.cap)))" : ""
-        html += "</p>" + Charts.throughput(o.throughput, now: now)
-
-        let paused = o.queues.filter(\.paused)
-        html += "<div class=\"grid\"><section><h2>Queues</h2>"
-        if !paused.isEmpty {
-            html +=
-                "<p>Paused: " + paused.map { "<a href=\"/jobs?queue=\(HTML.percent($0.name))\">\(HTML.escape($0.name))</a>" }.joined(separator: ", ")
-                + "</p>"
-        }
-        html +=
-            "<table><thead><tr><th>queue</th><th></th><th class=\"num\">queued</th><th class=\"num\">running</th>"
-            + "<th class=\"num\">failed</th><th class=\"num\">cancelled</th></tr></thead><tbody>"
-        for q in o.queues {
-            html += "<tr><td><a href=\"/jobs?queue=\(HTML.percent(q.name))\">\(HTML.escape(q.name))</a></td><td>"
-            html += q.paused ? HTML.badge("paused") + (q.pausedFor.map { " <span class=\"muted\">\(HTML.age($0))</span>" } ?? "") : ""
-            html += "</td>"
-            for s: JobState in [.queued, .running, .failed, .cancelled] {
-                let c = q.counts[s] ?? QueueOverview.Count(0)
-                html +=
-                    "<td class=\"num\">\(c.value == 0 ? "<span class=\"muted\">0</span>" : "<a href=\"/jobs?state=\(s.rawValue)&amp;queue=\(HTML.percent(q.name))\">\(HTML.count(c))</a>")</td>"
-            }
-            html += "</tr>"
-        }
-        html += "</tbody></table></section>"
-
-        html += "<section><h2>Failures, last 24 hours</h2>"
-        if o.failures.isEmpty {
-            html += "<p class=\"muted\">no job failed in the last 24 hours</p>"
-        } else {
-            html += "<table><thead><tr><th>code</th><th class=\"num\">jobs</th><th>latest message</th><th>last seen</th></tr></thead><tbody>"
-            for f in o.failures {
-                let seen = f.latestJob.map { "<a href=\"/jobs/\($0)\">\(HTML.time(f.lastSeen))</a>" } ?? HTML.time(f.lastSeen)
-                html += "<tr><td><a href=\"/jobs?state=failed&amp;code=\(HTML.percent(f.code))&amp;since=24h\">\(HTML.escape(f.code))</a></td>"
-                html += "<td class=\"num\">\(HTML.grouped(f.count))</td><td>\(HTML.clipped(f.latestMessage, 120))</td><td>\(seen)</td></tr>"
-            }
-            html += "</tbody></table>"
-            if o.failuresCapped { html += "<p class=\"muted\">from the latest \(HTML.grouped(o.cap)) failures</p>" }
-        }
-        html += "</section></div>"
-
-        html += "<div class=\"grid\"><section><h2>Workers</h2>"
-        if o.workers.isEmpty {
-            html += "<p class=\"muted\">no worker has run in the last hour</p>"
-        } else {
-            html +=
-                "<table><thead><tr><th>worker</th><th></th><th>heartbeat</th><th class=\"num\">slots</th><th class=\"num\">done</th>"
-                + "<th class=\"num\">failed</th><th class=\"num\">restarts</th></tr></thead><tbody>"
-            for w in o.workers {
-                html +=
-                    "<tr><td>\(HTML.escape(w.id))<br><span class=\"muted\">\(HTML.escape(w.host)) pid \(w.pid)</span></td>"
-                    + "<td>\(HTML.badge(w.status.rawValue))</td><td>\(HTML.age(w.heartbeatAge))</td><td class=\"num\">\(w.concurrency)</td>"
-                    + "<td class=\"num\">\(HTML.grouped(w.done))</td><td class=\"num\">\(HTML.grouped(w.failed))</td>"
-                    + "<td class=\"num\"\(w.lastCrash.map { " title=\"last: \(HTML.escape($0))\"" } ?? "")>\(HTML.grouped(w.restarts))</td></tr>"
-            }
-            html += "</tbody></table>"
-        }
-        html += "</section><section><h2>Store</h2>"
-        if let s = o.store {
-            html += "<p>\(HTML.bytes(s.bytes)) in \(HTML.grouped(s.files)) files"
-            if let limit = s.sizeLimit {
-                html += " of \(HTML.bytes(limit))</p>" + Charts.usage(s.bytes, of: limit)
-            } else {
-                html += ", no size limit</p>"
-            }
-            html += "<p class=\"muted\">at \(HTML.escape(s.root)), as the last sweep (\(HTML.escape(s.sweptBy)), \(HTML.age(s.age))) left it</p>"
-        } else {
-            html += "<p class=\"muted\">never swept: its size is known after the first sweep (<code>halcyon sweep</code>, or a worker’s)</p>"
-        }
-        html += "</section></div>"
-        return html
+/// `/` (template `overview`): counts by state and queue, the last hour's throughput, failures by
+/// code, workers, the store against its limit, paused queues.
+struct OverviewPage {
+    struct Card {
+        let state: String
+        let count: String
     }
+    struct QueueLink {
+        let name: String
+        let query: String
+    }
+    struct QueueRow {
+        struct Cell {
+            let state: String
+            let count: String
+            let zero: Bool
+        }
+        let name: String
+        let query: String
+        let paused: Bool
+        let pausedFor: String?
+        let cells: [Cell]
+    }
+    struct Failure {
+        let code: String
+        let codeQuery: String
+        let jobs: String
+        let latestMessage: Clipped
+        let latestJob: String?
+        let lastSeen: String
+    }
+    struct WorkerRow {
+        let id: String
+        let host: String
+        let pid: String
+        let status: String
+        let heartbeat: String
+        let slots: String
+        let done: String
+        let failedJobs: String
+        let restarts: String
+        let lastCrash: String?
+    }
+    struct Store {
+        let size: String
+        let files: String
+        let usage: Charts.Usage?
+        let root: String
+        let sweptBy: String
+        let age: String
+    }
+
+    let asOf: String
+    let cap: String
+    let cards: [Card]
+    let finished: String
+    let chartReads: String?
+    let throughput: Charts.Throughput
+    let hasPaused: Bool
+    let pausedQueues: [QueueLink]
+    let queues: [QueueRow]
+    let hasFailures: Bool
+    let failures: [Failure]
+    let failuresCapped: Bool
+    let hasWorkers: Bool
+    let workers: [WorkerRow]
+    let store: Store?
+
+    init(_ o: QueueOverview, now: Date) {
+        asOf = Format.utc(now)
+        cap = Format.grouped(o.cap)
+        cards = JobState.allCases.map { Card(state: $0.rawValue, count: Format.count(o.counts[$0] ?? QueueOverview.Count(0))) }
+        let done = o.throughput.reduce(0) { $0 + $1.succeeded + $1.failed + $1.cancelled }
+        finished = Format.grouped(done) + (o.throughputCapped ? "+" : "")
+        chartReads = o.throughputCapped ? Format.grouped(2 * o.cap) : nil
+        throughput = Charts.throughput(o.throughput, now: now)
+        pausedQueues = o.queues.filter(\.paused).map { QueueLink(name: $0.name, query: Format.percent($0.name)) }
+        hasPaused = !pausedQueues.isEmpty
+        queues = o.queues.map { q in
+            QueueRow(
+                name: q.name, query: Format.percent(q.name), paused: q.paused, pausedFor: q.paused ? q.pausedFor.map(Format.age) : nil,
+                cells: [JobState.queued, .running, .failed, .cancelled].map { s in
+                    let c = q.counts[s] ?? QueueOverview.Count(0)
+                    return QueueRow.Cell(state: s.rawValue, count: Format.count(c), zero: c.value == 0)
+                })
+        }
+        failures = o.failures.map { f in
+            Failure(
+                code: f.code, codeQuery: Format.percent(f.code), jobs: Format.grouped(f.count), latestMessage: Clipped(f.latestMessage, 120),
+                latestJob: f.latestJob.map { String($0) }, lastSeen: Format.time(f.lastSeen))
+        }
+        hasFailures = !failures.isEmpty
+        failuresCapped = o.failuresCapped
+        workers = o.workers.map { w in
+            WorkerRow(
+                id: w.id, host: w.host, pid: String(w.pid), status: w.status.rawValue, heartbeat: Format.age(w.heartbeatAge),
+                slots: String(w.concurrency), done: Format.grouped(w.done), failedJobs: Format.grouped(w.failed),
+                restarts: Format.grouped(w.restarts),
+                lastCrash: w.lastCrash)
+        }
+        hasWorkers = !workers.isEmpty
+        store = o.store.map { s in
+            Store(
+                size: Format.bytes(s.bytes), files: Format.grouped(s.files), usage: s.sizeLimit.map { Charts.usage(s.bytes, of: $0) }, root: s.root,
+                sweptBy: s.sweptBy, age: Format.age(s.age))
+        }
+    }
+
+    func render() -> String { Views.render("overview", self) }
 }

@@ -1,61 +1,76 @@
 import Foundation
 import HalcyonCore
+import HalcyonHTTP
+import Hummingbird
 import Logging
 import Prometheus
 import ServiceLifecycle
 
 /// Publishes a Prometheus registry: an HTTP endpoint (`/metrics`, plus `/healthz` for container
 /// health checks) and/or a file rewritten atomically every 15 s for node_exporter's textfile
-/// collector. Either, both or neither. A `Service`: on graceful shutdown it stops the endpoint
-/// and writes the file a last time.
+/// collector. Either, both or neither. A `Service`: the endpoint is a Hummingbird application
+/// (with `HTTPServerSettings`' limits) run inside it, and on graceful shutdown it stops the
+/// endpoint and writes the file a last time.
 public struct MetricsExporter: Service {
-    private let server: HTTPServer?
+    private let server: HTTPServerService<RouterResponder<BasicRequestContext>>?
+    private let address: String
     private let file: String?
     private let registry: PrometheusCollectorRegistry
     private let logger: Logger
     /// Between two writes of the file.
     public static let fileInterval: Duration = .seconds(15)
 
-    /// Starts the endpoint at once (so a bad port fails before the worker starts).
+    /// An endpoint on `address`:`port` when `port` is given (0: any free port), a file when
+    /// `file` is. Throws for an address or port that cannot work; the port is bound when the
+    /// service runs (`listening()` waits for it).
     public init(registry: PrometheusCollectorRegistry, port: Int?, address: String = "127.0.0.1", file: String?, logger: Logger) throws {
         self.registry = registry
+        self.address = address
         self.file = file
         self.logger = logger
         if let port {
-            let server = try HTTPServer(host: address, port: port) { [registry] method, target in
-                switch (method, target.split(separator: "?").first ?? "") {
-                case ("GET", "/metrics"), ("HEAD", "/metrics"):
-                    return HTTPServer.Response(
-                        status: 200, contentType: "text/plain; version=0.0.4; charset=utf-8",
-                        body: Data(Self.text(registry).utf8))
-                case ("GET", "/healthz"), ("HEAD", "/healthz"):
-                    return .text(200, "ok\n")
-                default:
-                    return .text(404, "not found: try /metrics or /healthz\n")
-                }
+            let router = Router(options: .autoGenerateHeadEndpoints)
+            router.add(middleware: NotFoundText(text: "not found: try /metrics or /healthz\n"))
+            router.get("/metrics") { _, _ in
+                Response.body(.ok, contentType: "text/plain; version=0.0.4; charset=utf-8", Array(Self.text(registry).utf8))
             }
-            logger.info("metrics endpoint listening", metadata: ["url": "http://\(address):\(server.port)/metrics"])
-            self.server = server
+            router.get("/healthz") { _, _ in Response.text(.ok, "ok\n") }
+            server = try HTTPServerService(
+                responder: router.buildResponder(), settings: HTTPServerSettings(address: address, port: port), logger: logger)
         } else {
             server = nil
         }
     }
 
-    public func run() async {
-        if let file {
-            while !Task.isShuttingDownGracefully, !Task.isCancelled {
-                Self.write(Self.text(registry), to: file, logger: logger)
-                try? await cancelWhenGracefulShutdown { try await Task.sleep(for: Self.fileInterval) }
+    /// The endpoint's port once it listens (nil without an endpoint); throws when it cannot listen.
+    public func listening() async throws -> Int? {
+        guard let server else { return nil }
+        return try await server.listening.wait()
+    }
+
+    public func run() async throws {
+        try await withThrowingDiscardingTaskGroup { group in
+            if let server {
+                group.addTask { try await server.run() }
+                group.addTask { [address, logger] in
+                    guard let port = try? await server.listening.wait() else { return }
+                    logger.info("metrics endpoint listening", metadata: ["url": "http://\(address):\(port)/metrics"])
+                }
             }
-        } else {
-            try? await gracefulShutdown()
+            if let file {
+                while !Task.isShuttingDownGracefully, !Task.isCancelled {
+                    Self.write(Self.text(registry), to: file, logger: logger)
+                    try? await cancelWhenGracefulShutdown { try await Task.sleep(for: Self.fileInterval) }
+                }
+            } else {
+                try? await gracefulShutdown()
+            }
         }
         finish()
     }
 
-    /// Stops the endpoint and writes the file a last time.
+    /// Writes the file a last time.
     public func finish() {
-        server?.stop()
         if let file { Self.write(Self.text(registry), to: file, logger: nil) }
     }
 
