@@ -48,7 +48,8 @@ let package = Package(
                 "CMalloc", "CCrypto", .product(name: "Logging", package: "swift-log"),
             ]),
         // PostgreSQL: connection, migrations, the job queue (claim, lease, complete, rescue).
-        .target(name: "HalcyonQueue", dependencies: ["HalcyonCore", "CLibPQ"]),
+        // Its SQL is in Queries/*.sql, embedded in the binary (no resource bundle to install).
+        .target(name: "HalcyonQueue", dependencies: ["HalcyonCore", "CLibPQ"], resources: [.embedInCode("Queries")]),
         // Sources and downloads.
         .target(name: "HalcyonFetch", dependencies: ["HalcyonCore", "CCurl"]),
         // Chain grammar, processors and MagickWand.

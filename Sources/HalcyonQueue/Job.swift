@@ -62,7 +62,7 @@ extension Job {
 public struct Claim: Hashable, Sendable, CustomStringConvertible {
     public var id: Int64
     public var attempt: Int
-    /// The claim's `started_at` in UTC, as the claim returned it (`SQL.claimStamp`): microseconds,
+    /// The claim's `started_at` in UTC, as the claim returned it (claim.sql): microseconds,
     /// unique per claim of a row. Nil matches any claim of this attempt (a caller that did not
     /// claim the job itself).
     public var stamp: String?

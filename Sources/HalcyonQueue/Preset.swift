@@ -42,22 +42,15 @@ extension JobQueue {
     /// Adds or replaces a preset (the caller has validated its chain and options); true when new.
     @discardableResult
     public func setPreset(_ preset: Preset) async throws -> Bool {
-        let r = try await connection.execute(SQL.setPreset, [preset.name, preset.processors, JSONValue.object(preset.options).jsonText])
-        return r.value(0, "created") == "t"
+        try await connection.row(SQL.SetPreset(preset: preset))?.created ?? false
     }
 
     public func presets() async throws -> [Preset] {
-        let r = try await connection.execute(SQL.listPresets)
-        return (0..<r.count).compactMap { i in
-            guard let name = r.value(i, "name"), let processors = r.value(i, "processors") else { return nil }
-            var options: [String: JSONValue] = [:]
-            if case .object(let o)? = r.value(i, "options").flatMap(JSONValue.parse) { options = o }
-            return Preset(name: name, processors: processors, options: options)
-        }
+        try await connection.rows(SQL.ListPresets()).map(\.preset)
     }
 
     /// Deletes a preset; false when there was none by that name.
     public func deletePreset(named name: String) async throws -> Bool {
-        try await connection.execute(SQL.deletePreset, [name]).count == 1
+        try await connection.row(SQL.DeletePreset(name: name)) != nil
     }
 }
