@@ -18,7 +18,8 @@ public struct Job: Sendable, Identifiable {
     public var queueWait: Double
     /// The named queue it was claimed from.
     public var queue: String
-    /// The presets its chain names (`preset(NAME)`), as they were when it was claimed.
+    /// The presets its chain names (`preset(NAME)`), as the worker read them right after the
+    /// claim (`JobQueue.presets(named:)`); empty as `claim` returns it.
     public var presets: [String: Preset]
     /// When this claim was made (`started_at`, `Claim.stamp`).
     public var claimedAt: String?

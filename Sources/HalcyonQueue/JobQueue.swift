@@ -37,7 +37,7 @@ public struct JobQueue: Sendable {
             return Job(
                 id: j.id, source: source, fallbackSources: j.fallbackSources ?? [], processors: j.processors ?? "", cacheKey: j.cacheKey,
                 options: j.options ?? "{}", priority: j.priority ?? 0, attempt: j.attempt ?? 1, maxAttempts: j.maxAttempts ?? 5,
-                queueWait: max(0, row.queueWait ?? 0), queue: j.queue ?? QueueName.default, presets: row.presets, claimedAt: row.claimedAt,
+                queueWait: max(0, row.queueWait ?? 0), queue: j.queue ?? QueueName.default, claimedAt: row.claimedAt,
                 isolatedKeys: row.isolatedKeys ?? false)
         }
     }

@@ -60,6 +60,7 @@ struct QueryPlanTests {
             ("claim", claim(6)),
             ("claim, named queues with limits", claim(6, [("default", nil), ("thumbnails", 2)])),
             ("claim, store hits (250, no siblings)", claim(250, siblings: false)),
+            ("presets of a claimed batch", SQL.PresetsNamed(names: ["card", "thumb"])),
             ("heartbeat", SQL.HeartbeatJobs(claims: claims, workerID: "w", lease: .seconds(30))),
             ("complete (group commit)", SQL.Complete(workerID: "w", batch: claims.map { ($0, result, StageTimings()) })),
             ("fail / retry", SQL.Fail(claim: one, workerID: "w", error: error, retryDelay: .seconds(2), timings: StageTimings())),

@@ -9,8 +9,8 @@
 -- (source, fallbacks, options) to claim at once: rows past it (in claim order) stay queued, but
 -- the first is always claimed; $5 the queues to claim from (text[]; empty: every queue) and $6
 -- at most how many from each (int[], null: the batch size); $7 whether to claim siblings (bool).
--- Returns the claimed rows in claim order, with each claim's stamp, how long it waited, whether
--- its queue isolates its keys, and the presets its chain names (`{name: {processors, options}}`).
+-- Returns the claimed rows in claim order, with each claim's stamp, how long it waited and
+-- whether its queue isolates its keys.
 --
 -- Paused queues, and queues at their limit, are left alone. Each queue is one scan of
 -- `jobs_claim_idx`; the batch is the best of them by priority. Then, when $7 is true, its
@@ -27,6 +27,10 @@
 -- lock up to $2 rows for the statement's few milliseconds, which other workers skip); the batch
 -- is cut at $2; and a sibling search is 16 probes of `jobs_pkey` by value, each id written out
 -- (a range on `id` from a join is guessed at 0.5 % of the table).
+--
+-- The presets a claimed chain names are read by the worker afterwards (presets.sql,
+-- `presetsNamed`), once for the batch and only when some chain names one: the chain grammar
+-- that finds their names is the worker's.
 WITH wanted AS (
     SELECT q.name, least($2::int, coalesce(w.slots, $2::int)) AS slots, w.slots IS NULL AS open, q.isolated_keys
     FROM halcyon.queues q
@@ -80,13 +84,7 @@ WITH wanted AS (
               extract(epoch FROM (now() - j.run_at))::float8 AS queue_wait
 )
 SELECT id, source, fallback_sources, processors, cache_key, options, priority, attempt, max_attempts, queue, queue_wait, claimed_at,
-       (SELECT w.isolated_keys FROM wanted w WHERE w.name = claimed.queue) AS isolated_keys,
-       -- The presets a chain names, read in the claim's snapshot (a chain without the
-       -- word pays one strpos).
-       CASE WHEN strpos(lower(processors), 'preset') > 0 THEN (
-           SELECT jsonb_object_agg(p.name, jsonb_build_object('processors', p.processors, 'options', p.options))::text
-           FROM halcyon.presets p WHERE p.name = ANY(halcyon.chain_preset_names(claimed.processors))
-       ) END AS presets
+       (SELECT w.isolated_keys FROM wanted w WHERE w.name = claimed.queue) AS isolated_keys
 FROM claimed ORDER BY priority DESC, run_at, id;
 
 -- name: drainCheck :one

@@ -13,3 +13,8 @@ SELECT name, processors, options::text AS options, created_at, updated_at FROM h
 -- name: deletePreset :one
 -- $1 name. Returns the deleted name.
 DELETE FROM halcyon.presets WHERE name = $1 RETURNING name;
+
+-- name: presetsNamed :many
+-- The presets of names $1 (text[]), for a claimed batch whose chains name them: the worker finds
+-- the names with its chain grammar and reads them in this one statement, right after the claim.
+SELECT name, processors, options::text AS options FROM halcyon.presets WHERE name = ANY($1::text[]);

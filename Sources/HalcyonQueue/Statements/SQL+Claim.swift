@@ -26,13 +26,12 @@ extension SQL {
         struct Row: QueryRow {
             static let columns = [
                 "id", "source", "fallback_sources", "processors", "cache_key", "options", "priority", "attempt", "max_attempts", "queue",
-                "queue_wait", "claimed_at", "isolated_keys", "presets",
+                "queue_wait", "claimed_at", "isolated_keys",
             ]
             var job: JobRow
             var queueWait: Double?
             var claimedAt: String?
             var isolatedKeys: Bool?
-            var presets: [String: Preset]
 
             init?(_ row: RowReader) {
                 guard let job = JobRow(row) else { return nil }
@@ -40,7 +39,6 @@ extension SQL {
                 queueWait = row.double("queue_wait")
                 claimedAt = row.text("claimed_at")
                 isolatedKeys = row.bool("isolated_keys")
-                presets = row.text("presets").map(Preset.parse(map:)) ?? [:]
             }
         }
     }

@@ -127,6 +127,13 @@ extension SQL {
         func bind(_ p: inout QueryParameters) { p.add(name) }
     }
 
+    struct PresetsNamed: Query {
+        typealias Row = PresetRow
+        static let name = "presetsNamed"
+        var names: [String]
+        func bind(_ p: inout QueryParameters) { p.add(names) }
+    }
+
     struct OverviewCounts: Query {
         static let name = "overviewCounts"
         var cap: Int
