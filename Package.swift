@@ -90,7 +90,7 @@ let package = Package(
                 "HalcyonCLI", "HalcyonCore", "HalcyonQueue", "HalcyonImage", "HalcyonStore", "HalcyonEmbedded", "HalcyonSamples", "CMagickWand",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
-            ], swiftSettings: magickIncludes),
+            ], resources: [.embedInCode("Queries")], swiftSettings: magickIncludes),
         .target(
             name: "HalcyonDemo",
             dependencies: [

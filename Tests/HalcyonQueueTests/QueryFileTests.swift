@@ -105,8 +105,6 @@ import Testing
         ]
     }
 
-    static func name(_ query: any Query) -> String { type(of: query).name }
-
     @Test func theFilesParseAndEveryOneIsEmbedded() throws {
         let parsed = try QueryLibrary.parse(Queries.files)
         #expect(parsed.count == Queries.queue.statements.count)
@@ -121,12 +119,7 @@ import Testing
     /// Each named statement is one `Query` type, and each type names a statement: an unknown or
     /// repeated name is caught here, not at a worker's first call.
     @Test func everyStatementIsDeclaredOnce() {
-        let declared = Self.samples.map(Self.name)
-        #expect(Set(declared).count == declared.count, "a statement declared twice: \(declared.sorted())")
-        #expect(Set(declared) == Set(Queries.queue.statements.keys))
-        for sample in Self.samples {
-            #expect(Set(type(of: sample).statement.slots) == Set(sample.slots.keys), "\(Self.name(sample)): a value for each slot")
-        }
+        #expect(QueryChecks.declarationProblems(Self.samples, library: Queries.queue) == [])
     }
 
     @Test func theParserRefusesMistakes() throws {
@@ -204,30 +197,11 @@ import Testing
         #expect(SQL.CountFiltered(filter: two).text.contains("j.state IN ('cancelled', 'failed')"))
     }
 
-    /// The type OIDs a parameter of each kind may be prepared as.
-    static let acceptedTypes: [QueryParameters.Kind: Set<UInt32>] = [
-        .text: [25, 1043, 705], .integer: [20, 21, 23], .float: [700, 701, 1700], .boolean: [16], .timestamp: [1184],
-        .json: [3802, 114], .textArray: [1009], .integerArray: [1005, 1007, 1016],
-    ]
-
     @Test(.enabled(if: TestEnvironment.available, "needs scripts/test (PostgreSQL)"))
     func everyStatementPreparesWithItsParametersAndColumns() async throws {
-        let db = try await TestDatabase.create()
-        let c = try await db.connect()
-        defer { Task { await c.close() } }
-        for sample in Self.samples {
-            let name = Self.name(sample)
-            let described = try await c.describe(sample.text)
-            let parameters = sample.parameters
-            #expect(described.parameterTypes.count == parameters.values.count, "\(name): $n written vs. prepared")
-            for (index, (type, kind)) in zip(described.parameterTypes, parameters.kinds).enumerated() {
-                #expect(Self.acceptedTypes[kind]?.contains(type) == true, "\(name): $\(index + 1) is written as \(kind), prepared as type \(type)")
-            }
-            #expect(described.columns == Self.columns(of: sample), "\(name): the result's columns vs. its row type's")
-        }
+        let problems = try await QueryChecks.preparedProblems(Self.samples)
+        #expect(problems.isEmpty, "\(problems.joined(separator: "\n"))")
     }
-
-    static func columns<Q: Query>(of query: Q) -> [String] { Q.Row.columns }
 
     /// `JobRow` defines every column of `halcyon.jobs` once, and `showJob` selects them all.
     @Test(.enabled(if: TestEnvironment.available, "needs scripts/test (PostgreSQL)"))

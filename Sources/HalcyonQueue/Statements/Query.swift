@@ -138,6 +138,13 @@ public struct IDRow: QueryRow, Equatable {
     }
 }
 
+/// The row of a `count(*) AS n`.
+public struct CountRow: QueryRow, Equatable {
+    public static let columns = ["n"]
+    public var n: Int
+    public init?(_ row: RowReader) { n = row.int("n") ?? 0 }
+}
+
 /// One row of a result, read by column name: the one place where result text becomes Swift
 /// values (`t`/`f`, numbers, `text[]` literals).
 public struct RowReader {

@@ -83,13 +83,6 @@ extension SQL {
         }
     }
 
-    /// The row of a `count(*) AS n`.
-    struct CountRow: QueryRow {
-        static let columns = ["n"]
-        var n: Int
-        init?(_ row: RowReader) { n = row.int("n") ?? 0 }
-    }
-
     struct CountFiltered: Query {
         typealias Row = CountRow
         static let name = "countFiltered"
