@@ -72,7 +72,8 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]),
         // PostgreSQL: connection, migrations, the job queue (claim, lease, complete, rescue).
-        .target(name: "HalcyonQueue", dependencies: ["HalcyonCore", "CLibPQ"]),
+        // Its SQL is in Queries/*.sql, embedded in the binary (no resource bundle to install).
+        .target(name: "HalcyonQueue", dependencies: ["HalcyonCore", "CLibPQ"], resources: [.embedInCode("Queries")]),
         // Sources and downloads.
         .target(name: "HalcyonFetch", dependencies: ["HalcyonCore", "CCurl"]),
         // Chain grammar, processors and MagickWand.
@@ -122,7 +123,7 @@ let package = Package(
                 "HalcyonCLI", "HalcyonCore", "HalcyonQueue", "HalcyonImage", "HalcyonStore", "HalcyonEmbedded", "HalcyonSamples", "CMagickWand",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
-            ], swiftSettings: magickIncludes),
+            ], resources: [.embedInCode("Queries")], swiftSettings: magickIncludes),
         .target(
             name: "HalcyonDemo",
             dependencies: [

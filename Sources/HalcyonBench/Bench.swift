@@ -194,14 +194,14 @@ package struct Bench: AsyncParsableCommand {
                 record(
                     .w2, "halcyon",
                     try await runVariants(
-                        corpus, chains: Self.variants, label: "W2", expected: Self.w2Expected, conninfo: conninfo, scratch: scratch))
+                        corpus, chains: Self.variants, label: "W2", expected: .w2, conninfo: conninfo, scratch: scratch))
                 record(.w2, BenchFloor.tool, try await BenchFloor.run(corpus, chains: Self.variants, concurrency: concurrency))
             }
             if runs(.w3) {
                 record(
                     .w3, "halcyon",
                     try await runVariants(
-                        corpus, chains: Self.effectChains, label: "W3", expected: Self.w3Expected, conninfo: conninfo, scratch: scratch))
+                        corpus, chains: Self.effectChains, label: "W3", expected: .w3, conninfo: conninfo, scratch: scratch))
             }
             if runs(.l) {
                 let latency = try await runLatency(corpus, conninfo: conninfo, scratch: scratch)
@@ -336,8 +336,8 @@ package struct Bench: AsyncParsableCommand {
             return nil
         }
         let admin = try await PGConnection.connect(cluster.conninfo)
-        if try await admin.execute("SELECT 1 FROM pg_database WHERE datname = 'halcyon_bench_pgqueuer'").count == 0 {
-            try await admin.execute("CREATE DATABASE halcyon_bench_pgqueuer")
+        if try await admin.row(BenchSQL.DatabaseExists(database: "halcyon_bench_pgqueuer")) == nil {
+            try await admin.run(BenchSQL.CreatePgqueuerDatabase())
         }
         await admin.close()
         return BenchPeers.PeerDatabase(
@@ -353,8 +353,8 @@ package struct Bench: AsyncParsableCommand {
         case .embedded(let cluster):
             try cluster.ensureRunning()
             let admin = try await PGConnection.connect(cluster.conninfo)
-            if try await admin.execute("SELECT 1 FROM pg_database WHERE datname = 'halcyon_bench'").count == 0 {
-                try await admin.execute("CREATE DATABASE halcyon_bench")
+            if try await admin.row(BenchSQL.DatabaseExists(database: "halcyon_bench")) == nil {
+                try await admin.run(BenchSQL.CreateBenchDatabase())
             }
             await admin.close()
             let conninfo = cluster.conninfo.replacingOccurrences(of: "dbname=postgres", with: "dbname=halcyon_bench")
@@ -364,10 +364,5 @@ package struct Bench: AsyncParsableCommand {
             return conninfo
         }
     }
-
-    /// A stage's milliseconds from a job's `timings` (0 when it did not run).
-    static func stage(_ name: String) -> String { "coalesce((timings->>'\(name)_ms')::float8, 0)" }
-    /// What a job's image cost: its stages' sum, without its wait for a processing slot.
-    static let stageSum = ["fetch", "decode", "process", "encode", "store"].map(stage).joined(separator: " + ")
 
 }

@@ -28,7 +28,7 @@ extension Bench {
             print("S: \(size) queued jobs: writing the backlog…")
             let filled = ContinuousClock.now, filledAt = Date()
             try await backlog.fill(c)
-            let rows = try await c.execute("SELECT count(*) AS n FROM halcyon.jobs").value(0, "n").flatMap { Int($0) } ?? 0
+            let rows = try await c.row(BenchSQL.CountJobs())?.n ?? 0
             print("S: \(rows) rows written in \(TimeSpan.format((ContinuousClock.now - filled).seconds)); two workers…")
             let store = scratch.appendingPathComponent("store-scale-\(getpid())")
             try? FileManager.default.removeItem(at: store)
@@ -61,7 +61,7 @@ extension Bench {
                 // ANALYZE would follow it; then the measured window.
                 let warm = max(200, Int(2000 * min(1, scale)))
                 _ = try await work { n, t in n >= warm || t >= .seconds(60) }
-                try await c.execute("ANALYZE halcyon.jobs")
+                try await c.run(BenchSQL.AnalyzeJobs())
                 let window = Duration.seconds(max(2, 20 * min(1, scale)))
                 let measured = try await work { _, t in t >= window }
                 throughput = Double(measured.finished) / measured.elapsed.seconds
@@ -147,8 +147,7 @@ extension Bench {
     static let failingSource = "http://127.0.0.1:9/gone.jpg"
 
     static func finished(since: Date, on c: PGConnection) async throws -> Int {
-        try await c.execute("SELECT count(*) AS n FROM halcyon.jobs WHERE finished_at >= $1::timestamptz", [ISO8601.format(since)])
-            .value(0, "n").flatMap { Int($0) } ?? 0
+        try await c.row(BenchSQL.FinishedSince(since: since))?.n ?? 0
     }
 
     /// Each hot statement's latency on the table as it is, through `JobQueue` (what a worker

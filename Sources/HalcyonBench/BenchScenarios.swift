@@ -20,8 +20,8 @@ extension Bench {
     ) async throws -> (w1: BenchRun, hits: HitRun?) {
         let c = try await PGConnection.connect(conninfo)
         try await Self.ensureOnlyBenchJobs(c)
-        try await c.execute("DELETE FROM halcyon.jobs WHERE cache_key LIKE 'halcyon-bench:%'")
-        try await c.execute("DELETE FROM halcyon.workers WHERE id LIKE 'halcyon-bench-%'")
+        try await c.run(BenchSQL.DeleteBenchJobs())
+        try await c.run(BenchSQL.DeleteBenchWorkers())
         _ = try await JobQueue(connection: c).enqueue(
             batch: corpus.files.map { f in
                 var j = JobQueue.NewJob(source: "file://" + f.path)
@@ -41,20 +41,16 @@ extension Bench {
         let seconds = Date().timeIntervalSince(started)  // before the reporter's last tick
         let machine = MachineCPU.now().flatMap { cpuBefore?.shares(until: $0) }
         await progress.finish()
-        let ok =
-            try await c.execute(
-                """
-                SELECT count(*) FILTER (WHERE state = 'succeeded' AND result_width = 320 AND result_height = 320 AND result_format = 'jpeg') AS ok
-                FROM halcyon.jobs
-                """
-            ).value(0, "ok").flatMap { Int($0) } ?? 0
+        let ok = try await c.row(BenchSQL.W1Outputs())?.ok ?? 0
         guard ok == corpus.files.count else { throw CommandFailure("only \(ok) of \(corpus.files.count) outputs are 320×320 JPEGs") }
         // Per-image times (the stages' sum: what the image cost, not its wait for a slot) and
         // the quality sample's outputs.
         var ms: [Double] = [], paths: [String: String] = [:]
-        for row in try await c.execute("SELECT cache_key, result_path, \(Self.stageSum) AS ms FROM halcyon.jobs").rows {
-            if let v = row[2].flatMap({ Double($0) }) { ms.append(v) }
-            if let key = row[0], let path = row[1] { paths[String(key.dropFirst("halcyon-bench:".count))] = store.appendingPathComponent(path).path }
+        for row in try await c.rows(BenchSQL.W1Images()) {
+            if let v = row.ms { ms.append(v) }
+            if let key = row.cacheKey, let path = row.resultPath {
+                paths[String(key.dropFirst("halcyon-bench:".count))] = store.appendingPathComponent(path).path
+            }
         }
         let w1 = BenchRun(
             seconds: seconds, cpuSeconds: usage.cpuSeconds, peakRSS: usage.peakRSS, images: corpus.files.count, perImageMs: ms,
@@ -67,40 +63,32 @@ extension Bench {
         }
         // H: the same jobs again, copied to about 5,000, on the store W1 filled — every one a hit.
         let copies = max(1, 5000 / corpus.files.count)
-        try await c.execute(
-            """
-            INSERT INTO halcyon.jobs (source, processors, cache_key)
-            SELECT source, processors, cache_key FROM halcyon.jobs, generate_series(1, $1::int)
-            WHERE cache_key LIKE 'halcyon-bench:%' AND state = 'succeeded'
-            """, [String(copies)])
-        try await c.execute("DELETE FROM halcyon.jobs WHERE cache_key LIKE 'halcyon-bench:%' AND state = 'succeeded'")
+        try await c.run(BenchSQL.CopyForHits(copies: copies))
+        try await c.run(BenchSQL.DeleteSucceeded())
         let hitJobs = corpus.files.count * copies
         let hitStarted = Date()
         let hitUsage = try await drainWorker(conninfo: conninfo, store: store, corpus: corpus, scratch: scratch)
         let hitSeconds = Date().timeIntervalSince(hitStarted)
-        let r = try await c.execute(
-            """
-            SELECT count(*) FILTER (WHERE state = 'succeeded' AND cache_hit) AS n,
-                   extract(epoch FROM max(finished_at) - min(started_at))::float8 AS drain
-            FROM halcyon.jobs
-            """)
+        let r = try await c.row(BenchSQL.HitDrain())
         await c.close()
-        let hits = r.value(0, "n").flatMap { Int($0) } ?? 0
-        guard hits == hitJobs, let drain = r.value(0, "drain").flatMap({ Double($0) }), drain > 0 else {
+        let hits = r?.hits ?? 0
+        guard hits == hitJobs, let drain = r?.drain, drain > 0 else {
             throw CommandFailure("H: only \(hits) of \(hitJobs) jobs were store hits")
         }
         return (w1, HitRun(jobs: hitJobs, seconds: drain, cpuSeconds: hitUsage.cpuSeconds, processSeconds: hitSeconds))
     }
 
+    /// What W2's or W3's outputs must be (bench.sql's `w2Outputs`, `w3Outputs`).
+    enum VariantCheck: Sendable { case w2, w3 }
+
     /// W2 (and W3): every source → each of `chains`, enqueued together so a claim holds a
-    /// source's jobs and decodes it once. Every output is checked with `expected` (a SQL
-    /// condition on a job's row that its result must meet).
+    /// source's jobs and decodes it once. Every output is checked as `expected` says.
     func runVariants(
-        _ corpus: BenchCorpus, chains: [String], label: String, expected: String, conninfo: String, scratch: URL
+        _ corpus: BenchCorpus, chains: [String], label: String, expected: VariantCheck, conninfo: String, scratch: URL
     ) async throws -> BenchRun {
         let c = try await PGConnection.connect(conninfo)
         defer { Task { await c.close() } }
-        try await c.execute("DELETE FROM halcyon.jobs WHERE cache_key LIKE 'halcyon-bench:%'")
+        try await c.run(BenchSQL.DeleteBenchJobs())
         let prefix = "halcyon-bench:\(label.lowercased())-"
         _ = try await JobQueue(connection: c).enqueue(
             batch: corpus.files.flatMap { f in
@@ -120,35 +108,18 @@ extension Bench {
         let seconds = Date().timeIntervalSince(started)
         let machine = MachineCPU.now().flatMap { cpuBefore?.shares(until: $0) }
         let ok =
-            try await c.execute(
-                "SELECT count(*) FILTER (WHERE state = 'succeeded' AND (\(expected))) AS ok FROM halcyon.jobs WHERE cache_key LIKE $1",
-                [prefix + "%"]
-            ).value(0, "ok").flatMap { Int($0) } ?? 0
+            switch expected {
+            case .w2: try await c.row(BenchSQL.W2Outputs(keyPattern: prefix + "%"))?.ok ?? 0
+            case .w3: try await c.row(BenchSQL.W3Outputs(keyPattern: prefix + "%"))?.ok ?? 0
+            }
         let want = corpus.files.count * chains.count
         guard ok == want else { throw CommandFailure("\(label): only \(ok) of \(want) outputs are as asked") }
         // A source's jobs share its fetch and decode; each adds its own processing.
-        let ms = try await c.execute(
-            """
-            SELECT max(\(Self.stage("fetch")) + \(Self.stage("decode"))) + sum(\(Self.stage("process")) + \(Self.stage("encode")) + \(Self.stage("store"))) AS ms
-            FROM halcyon.jobs WHERE cache_key LIKE $1 GROUP BY source
-            """, [prefix + "%"]
-        ).rows.compactMap { $0[0].flatMap { Double($0) } }
+        let ms = try await c.rows(BenchSQL.SourceCosts(keyPattern: prefix + "%")).map(\.ms)
         return BenchRun(
             seconds: seconds, cpuSeconds: usage.cpuSeconds, peakRSS: usage.peakRSS, images: corpus.files.count, perImageMs: ms,
             stages: try await Self.stageMeans(c, perSource: true), machine: machine)
     }
-
-    /// W2's checks: a 320×320 JPEG, a WebP fitted to 1024, a 64×64 PNG.
-    static let w2Expected = """
-        (result_format = 'jpeg' AND result_width = 320 AND result_height = 320) OR
-        (result_format = 'webp' AND greatest(result_width, result_height) = 1024) OR
-        (result_format = 'png' AND result_width = 64 AND result_height = 64)
-        """
-    /// W3's: a PNG fitted to 800, a 640×640 WebP.
-    static let w3Expected = """
-        (result_format = 'png' AND greatest(result_width, result_height) = 800) OR
-        (result_format = 'webp' AND result_width = 640 AND result_height = 640)
-        """
 
     /// The stages whose CPU time a job records (`decode_cpu_ms` …).
     static let stageNames = ["decode", "process", "encode", "store"]
@@ -156,15 +127,8 @@ extension Bench {
     /// Mean CPU milliseconds per image (or per source: its jobs share one decode, and add their
     /// own processing) in each stage, over the bench's jobs.
     static func stageMeans(_ c: PGConnection, perSource: Bool) async throws -> [(name: String, ms: Double)] {
-        let columns = stageNames.map { "avg(\"\($0)\") AS \"\($0)\"" }.joined(separator: ", ")  // quoted: FETCH is a keyword
-        let inner = stageNames.map { name in
-            let agg = perSource && name != "decode" ? "sum" : "max"
-            return "\(agg)(\(stage(name + "_cpu"))) AS \"\(name)\""
-        }.joined(separator: ", ")
-        let grouping = perSource ? "source" : "id"
-        let r = try await c.execute(
-            "SELECT \(columns) FROM (SELECT \(inner) FROM halcyon.jobs WHERE cache_key LIKE 'halcyon-bench:%' GROUP BY \(grouping)) per")
-        return stageNames.map { ($0, r.value(0, $0).flatMap { Double($0) } ?? 0) }
+        let row = perSource ? try await c.row(BenchSQL.StageCPUPerSource()) : try await c.row(BenchSQL.StageCPUPerImage())
+        return row?.means ?? stageNames.map { ($0, 0) }
     }
 
     /// Runs `halcyon work --drain` as a child on the bench's database and store.
@@ -189,7 +153,7 @@ extension Bench {
     func runLatency(_ corpus: BenchCorpus, conninfo: String, scratch: URL, samples: Int = 40) async throws -> LatencyRun {
         let c = try await PGConnection.connect(conninfo)
         defer { Task { await c.close() } }
-        try await c.execute("DELETE FROM halcyon.jobs WHERE cache_key LIKE 'halcyon-bench:%'")
+        try await c.run(BenchSQL.DeleteBenchJobs())
         let tiny = scratch.appendingPathComponent("latency.png")
         try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
         try SampleImages.solid(width: 16, height: 16, red: 10, green: 200, blue: 90).write(to: tiny)
@@ -263,9 +227,7 @@ extension Bench {
     /// The bench's workers take whatever is queued, so it only runs on a database that holds
     /// nothing but its own jobs, and it deletes only those.
     static func ensureOnlyBenchJobs(_ c: PGConnection) async throws {
-        let foreign = try await c.execute(
-            "SELECT count(*) AS n FROM (SELECT 1 FROM halcyon.jobs WHERE cache_key IS NULL OR cache_key NOT LIKE 'halcyon-bench:%' LIMIT 1) f")
-        guard foreign.value(0, "n") == "0" else {
+        guard try await c.row(BenchSQL.ForeignJobs())?.n == 0 else {
             throw CommandFailure(
                 "this database holds jobs that are not the bench's; run the bench on the embedded default or an empty database of its own")
         }
@@ -314,12 +276,7 @@ extension Bench {
             guard ms.count == mine.count else { throw CommandFailure("L: \(mine.count - ms.count) jobs sent no halcyon_job_finished; see \(log)") }
             return ms
         }
-        let rows = try await c.execute(
-            """
-            SELECT extract(epoch FROM started_at - created_at)::float8 * 1000 AS ms FROM halcyon.jobs
-            WHERE cache_key LIKE 'halcyon-bench:latency-\(run)-%' AND started_at IS NOT NULL AND NOT cache_hit
-            """
-        ).rows.compactMap { $0[0].flatMap { Double($0) } }
+        let rows = try await c.rows(BenchSQL.StartDelays(keyPattern: "halcyon-bench:latency-\(run)-%")).map(\.ms)
         guard rows.count == samples else { throw CommandFailure("L: only \(rows.count) of \(samples) jobs started; see \(log)") }
         return LatencyRun(milliseconds: rows, finishedMiss: try finished(hit: false), finishedHit: try finished(hit: true))
     }

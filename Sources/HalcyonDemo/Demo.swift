@@ -105,26 +105,18 @@ package struct Demo: AsyncParsableCommand {
         }
         await connection.close()
         await progress.finish()
-        let ids = staged.map(\.id)
         print(String(format: "\nall demo jobs finished in %.1f s\n", Date().timeIntervalSince(started)))
         guard finished else { throw CommandFailure("the demo jobs did not finish within \(timeout); see `halcyon status`") }
 
         let (check, _) = try await database.connect()
-        let rows = try await check.execute(
-            """
-            SELECT id, state::text AS state, attempt, cache_hit, result_source, last_error, errors::text AS errors, result_path
-            FROM halcyon.jobs WHERE id = ANY($1::bigint[])
-            """, ["{" + ids.map(String.init).joined(separator: ",") + "}"]
-        ).dictionaries
-        let byID = Dictionary(uniqueKeysWithValues: rows.map { (Int64(($0["id"] ?? nil) ?? "") ?? 0, $0) })
+        let rows = JobQueue(connection: check)
         var mismatches: [String] = []
         print("WHAT HAPPENED")
         for s in staged {
-            let r = byID[s.id] ?? [:]
-            func v(_ k: String) -> String? { r[k] ?? nil }
+            let r = try await rows.job(id: s.id)
             let (ok, story) = Self.judge(
-                s, state: v("state"), attempt: v("attempt"), cacheHit: v("cache_hit") == "t",
-                resultSource: v("result_source"), lastError: v("last_error"))
+                s, state: r?.state?.rawValue, attempt: r?.attempt.map { String($0) }, cacheHit: r?.cacheHit == true,
+                resultSource: r?.resultSource, lastError: r?.lastError)
             print("  \(ok ? "✔" : "✘") job \(s.id) \(s.name): \(story)")
             if !ok { mismatches.append("job \(s.id) (\(s.name))") }
         }

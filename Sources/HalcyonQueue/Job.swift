@@ -18,7 +18,8 @@ public struct Job: Sendable, Identifiable {
     public var queueWait: Double
     /// The named queue it was claimed from.
     public var queue: String
-    /// The presets its chain names (`preset(NAME)`), as they were when it was claimed.
+    /// The presets its chain names (`preset(NAME)`), as the worker read them right after the
+    /// claim (`JobQueue.presets(named:)`); empty as `claim` returns it.
     public var presets: [String: Preset]
     /// When this claim was made (`started_at`, `Claim.stamp`).
     public var claimedAt: String?
@@ -62,7 +63,7 @@ extension Job {
 public struct Claim: Hashable, Sendable, CustomStringConvertible {
     public var id: Int64
     public var attempt: Int
-    /// The claim's `started_at` in UTC, as the claim returned it (`SQL.claimStamp`): microseconds,
+    /// The claim's `started_at` in UTC, as the claim returned it (claim.sql): microseconds,
     /// unique per claim of a row. Nil matches any claim of this attempt (a caller that did not
     /// claim the job itself).
     public var stamp: String?

@@ -15,14 +15,21 @@ public final class JobListener: Sendable {
     public static let finishedChannel = "halcyon_job_finished"
 
     private let conninfo: String
-    private let channelName: String
+    /// Sends the channel's LISTEN, on the connection's thread.
+    private let listen: @Sendable (PGConnection) throws -> Int
     private let onNotify: @Sendable ([String]) -> Void
     private let stopped = Atomic<Bool>(false)
     private let logger: Logger
 
+    /// `channel` is `JobListener.channel` or `JobListener.finishedChannel` (session.sql has a
+    /// LISTEN statement for each).
     public init(conninfo: String, channel: String = JobListener.channel, logger: Logger, onNotify: @escaping @Sendable ([String]) -> Void) {
         self.conninfo = conninfo
-        self.channelName = channel
+        switch channel {
+        case Self.channel: listen = { try $0.runLocked(SQL.ListenJobs()) }
+        case Self.finishedChannel: listen = { try $0.runLocked(SQL.ListenFinished()) }
+        default: preconditionFailure("no LISTEN statement for channel '\(channel)'")
+        }
         self.logger = logger
         self.onNotify = onNotify
     }
@@ -48,7 +55,7 @@ public final class JobListener: Sendable {
         while !stopped.load(ordering: .relaxed) {
             do {
                 let connection = try PGConnection.connectBlocking(conninfo, label: "listen")
-                try connection.sync { [channelName] in _ = try connection.executeLocked("LISTEN \(channelName)") }
+                try connection.sync { [listen] in _ = try listen(connection) }
                 delay = 0.1
                 onNotify([])
                 try listen(on: connection)

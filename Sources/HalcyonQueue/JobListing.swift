@@ -35,28 +35,13 @@ extension JobQueue {
 
     /// Up to `limit` jobs matching `filter` with ids below `before` (nil: from the newest).
     public func list(_ filter: JobFilter, before: Int64?, limit: Int) async throws -> JobPage {
-        let rows = try await connection.execute(filter.bind(SQL.listJobs), filter.parameters + [before.map { String($0) }, String(limit + 1)])
-            .dictionaries
-        var jobs: [ListedJob] = []
-        for row in rows.prefix(limit) {
-            func text(_ c: String) -> String? { row[c] ?? nil }
-            func int(_ c: String) -> Int? { text(c).flatMap { Int($0) } }
-            guard let id = text("id").flatMap({ Int64($0) }), let state = text("state").flatMap(JobState.init(rawValue:)) else { continue }
-            jobs.append(
-                ListedJob(
-                    id: id, state: state, queue: text("queue") ?? "", source: text("source") ?? "", processors: text("processors") ?? "",
-                    attempt: int("attempt") ?? 0, maxAttempts: int("max_attempts") ?? 0, createdAt: text("created_at") ?? "",
-                    finishedAt: text("finished_at"), code: text("code"), lastError: text("last_error"), resultDigest: text("result_digest"),
-                    resultFormat: text("result_format"), resultWidth: int("result_width"), resultHeight: int("result_height"),
-                    resultBytes: text("result_bytes").flatMap { Int64($0) }, cacheHit: text("cache_hit").map { $0 == "t" },
-                    tags: text("tags").map(PGRows.parseTextArray) ?? []))
-        }
-        return JobPage(jobs: jobs, nextBefore: rows.count > limit ? jobs.last?.id : nil)
+        let rows = try await connection.rows(SQL.ListJobs(filter: filter, before: before, limit: limit + 1))
+        let jobs = rows.prefix(limit).map(\.job)
+        return JobPage(jobs: Array(jobs), nextBefore: rows.count > limit ? jobs.last?.id : nil)
     }
 
     /// How many jobs match `filter`, counting at most `cap + 1` (more than `cap` means "over").
     public func count(_ filter: JobFilter, cap: Int) async throws -> Int {
-        try await connection.execute(filter.bind(SQL.countFilteredCapped), filter.parameters + [String(cap + 1)]).value(0, "n").flatMap { Int($0) }
-            ?? 0
+        try await connection.row(SQL.CountFilteredCapped(filter: filter, cap: cap + 1))?.n ?? 0
     }
 }

@@ -22,14 +22,6 @@ extension JobQueue {
         public var tags: [String] = []
 
         public init(source: String) { self.source = source }
-
-        /// The parameters of `SQL.enqueue`, in order.
-        var parameters: [String?] {
-            [
-                source, processors, cacheKey, PGRows.textArrayLiteral(fallbackSources), options,
-                String(priority), String(maxAttempts), runAt, queue, uniqueKey, PGRows.textArrayLiteral(tags),
-            ]
-        }
     }
 
     /// An enqueued job's id, and whether it is new: false when its unique key was held by a
@@ -41,48 +33,43 @@ extension JobQueue {
 
     /// Inserts a job through `halcyon.enqueue_job`.
     public func enqueue(_ job: NewJob) async throws -> Enqueued {
-        try Self.enqueued(try await connection.execute(SQL.enqueue, job.parameters))
+        try Self.enqueued(try await connection.row(SQL.Enqueue(job: job)))
     }
 
     /// Inserts many jobs in one transaction; all or nothing. Duplicates of a unique key (of an
     /// unfinished job, or of an earlier job in the batch) come back with `inserted` false.
     public func enqueue(batch jobs: [NewJob]) async throws -> [Enqueued] {
         try await connection.withLocked { c in
-            try c.executeLocked("BEGIN")
-            do {
-                var out: [Enqueued] = []
-                out.reserveCapacity(jobs.count)
-                for job in jobs { out.append(try Self.enqueued(try c.executeLocked(SQL.enqueue, job.parameters))) }
-                try c.executeLocked("COMMIT")
-                return out
-            } catch {
-                _ = try? c.executeLocked("ROLLBACK")
-                throw error
+            try c.transactionLocked {
+                try jobs.map { try Self.enqueued(try c.rowLocked(SQL.Enqueue(job: $0))) }
             }
         }
     }
 
-    private static func enqueued(_ r: PGRows) throws -> Enqueued {
-        guard let id = r.value(0, "id").flatMap({ Int64($0) }) else {
-            throw DatabaseError(message: "enqueue returned no id", connectionLost: false)
-        }
-        return Enqueued(id: id, inserted: r.value(0, "inserted") == "t")
+    private static func enqueued(_ row: SQL.Enqueue.Row?) throws -> Enqueued {
+        guard let row else { throw DatabaseError(message: "enqueue returned no id", connectionLost: false) }
+        return row.enqueued
     }
 
     /// The whole row of job `id`, or nil.
+    public func job(id: Int64) async throws -> JobRow? {
+        try await connection.row(SQL.ShowJob(id: id))
+    }
+
+    /// The whole row of job `id` as text, column by column, or nil.
     public func show(id: Int64) async throws -> [String: String?]? {
-        try await connection.execute(SQL.showJob, [String(id)]).dictionaries.first
+        try await connection.result(SQL.ShowJob(id: id)).dictionaries.first
     }
 
     /// Requeues failed or cancelled jobs; returns the ids requeued. A job whose unique key is
     /// held by another unfinished job stays as it is.
     public func retry(ids: [Int64]) async throws -> [Int64] {
-        try await connection.execute(SQL.retry, [Self.idArray(ids)]).rows.compactMap { $0[0].flatMap { Int64($0) } }
+        try await connection.rows(SQL.Retry(ids: ids)).map(\.id)
     }
 
     /// Cancels queued or running jobs; returns the ids cancelled.
     public func cancel(ids: [Int64]) async throws -> [Int64] {
-        try await connection.execute(SQL.cancel, [Self.idArray(ids)]).rows.compactMap { $0[0].flatMap { Int64($0) } }
+        try await connection.rows(SQL.Cancel(ids: ids)).map(\.id)
     }
 
     /// Which jobs a bulk `retry` or `cancel` acts on. Nil fields match anything.
@@ -116,15 +103,20 @@ extension JobQueue {
             self.to = to
         }
 
-        var parameters: [String?] {
-            [code, since.map { String($0.seconds) }, queue, tag, sourceContains, from.map(ISO8601.format), to.map(ISO8601.format)]
+        /// Writes $1–$7 of a filtered statement (admin.sql).
+        func bind(_ p: inout QueryParameters) {
+            p.add(code)
+            p.add(since)
+            p.add(queue)
+            p.add(tag)
+            p.add(sourceContains)
+            p.add(from)
+            p.add(to)
         }
 
-        /// `sql` with the states written in as literals (a closed set: no quoting to get wrong).
-        func bind(_ sql: String) -> String {
-            let states = states.isEmpty ? "NULL" : Set(states).map { "'\($0.rawValue)'" }.sorted().joined(separator: ", ")
-            return sql.replacingOccurrences(of: SQL.filterStates, with: states)
-        }
+        /// The states, as literals in the statement's `/*states*/` (a closed set: no quoting to
+        /// get wrong).
+        var slots: [String: QuerySlot] { ["states": .literals(states.map(\.rawValue))] }
     }
 
     /// Rows touched per statement of a bulk operation: short transactions, few locks at once.
@@ -132,26 +124,27 @@ extension JobQueue {
 
     /// How many jobs match `filter`.
     public func count(_ filter: JobFilter) async throws -> Int {
-        try await connection.execute(filter.bind(SQL.countFiltered), filter.parameters).value(0, "n").flatMap { Int($0) } ?? 0
+        try await connection.row(SQL.CountFiltered(filter: filter))?.n ?? 0
     }
 
     /// Requeues the failed or cancelled jobs matching `filter`, a batch at a time; returns how many.
     public func retry(_ filter: JobFilter) async throws -> Int {
-        try await inBatches(SQL.retryFiltered, filter)
+        try await inBatches(filter) { SQL.RetryFiltered(batch: $0) }
     }
 
     /// Cancels the queued or running jobs matching `filter`, a batch at a time; returns how many.
     public func cancel(_ filter: JobFilter) async throws -> Int {
-        try await inBatches(SQL.cancelFiltered, filter)
+        try await inBatches(filter) { SQL.CancelFiltered(batch: $0) }
     }
 
     /// Runs a bulk statement a batch at a time over the rows that matched when it started (as of
     /// the database's clock then), so that it ends whatever happens to the rows meanwhile.
-    private func inBatches(_ sql: String, _ filter: JobFilter) async throws -> Int {
-        let asOf = try await connection.execute(SQL.now).value(0, "now")
+    private func inBatches<Q: Query>(_ filter: JobFilter, _ query: (SQL.FilteredBatch) -> Q) async throws -> Int {
+        let asOf = try await connection.row(SQL.Now())?.now
+        let statement = query(SQL.FilteredBatch(filter: filter, limit: Self.bulkBatch, asOf: asOf))
         var total = 0
         while true {
-            let n = try await connection.execute(filter.bind(sql), filter.parameters + [String(Self.bulkBatch), asOf]).count
+            let n = try await connection.rows(statement).count
             total += n
             if n < Self.bulkBatch { return total }
         }
@@ -162,19 +155,17 @@ extension JobQueue {
     /// delivered. Returns how many of each state went.
     public func prune(olderThan: Duration, states: [JobState]) async throws -> [JobState: Int] {
         var pruned: [JobState: Int] = [:]
+        let batch = SQL.PruneBatch(states: states, olderThan: olderThan, limit: Self.bulkBatch)
         while true {
-            let r = try await connection.execute(
-                SQL.pruneBatch, [PGRows.textArrayLiteral(states.map(\.rawValue)), String(olderThan.seconds), String(Self.bulkBatch)])
-            for row in r.rows { if let s = row[0].flatMap(JobState.init(rawValue:)) { pruned[s, default: 0] += 1 } }
-            if r.count < Self.bulkBatch { return pruned }
+            let rows = try await connection.rows(batch)
+            for row in rows { if let s = row.state { pruned[s, default: 0] += 1 } }
+            if rows.count < Self.bulkBatch { return pruned }
         }
     }
 
     /// Records a retention run for `halcyon status`.
     public func recordPrune(by: String, _ pruned: [JobState: Int], seconds: Double) async throws {
-        try await connection.execute(
-            SQL.recordPrune,
-            [by, String(pruned[.succeeded] ?? 0), String(pruned[.failed] ?? 0), String(pruned[.cancelled] ?? 0), String(seconds)])
+        try await connection.run(SQL.RecordPrune(by: by, pruned: pruned, seconds: seconds))
     }
 
     /// A job's state as `wait` sees it.
@@ -189,16 +180,7 @@ extension JobQueue {
 
     /// The states of `ids`; an id missing from the answer has no row.
     public func states(of ids: [Int64]) async throws -> [Int64: JobStatus] {
-        var out: [Int64: JobStatus] = [:]
-        for row in try await connection.execute(SQL.jobStates, [Self.idArray(ids)]).dictionaries {
-            guard let id = (row["id"] ?? nil).flatMap({ Int64($0) }), let state = (row["state"] ?? nil).flatMap(JobState.init(rawValue:)) else {
-                continue
-            }
-            out[id] = JobStatus(
-                id: id, state: state, code: row["code"] ?? nil, cacheHit: (row["cache_hit"] ?? nil).map { $0 == "t" },
-                resultPath: row["result_path"] ?? nil)
-        }
-        return out
+        Dictionary(try await connection.rows(SQL.JobStates(ids: ids)).map { ($0.status.id, $0.status) }, uniquingKeysWith: { a, _ in a })
     }
 }
 

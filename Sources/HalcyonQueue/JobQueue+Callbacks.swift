@@ -35,38 +35,25 @@ extension JobQueue {
     /// Takes up to `limit` due deliveries, each for `hold` (past it, another worker may take it
     /// again), counting the attempt.
     public func takeCallbacks(limit: Int, hold: Duration) async throws -> [Callback] {
-        try await connection.execute(SQL.takeCallbacks, [String(limit), String(hold.seconds)]).dictionaries.compactMap { row in
-            guard let id = (row["id"] ?? nil).flatMap({ Int64($0) }), let attempt = (row["callback_attempts"] ?? nil).flatMap({ Int($0) }),
-                let url = row["url"] ?? nil, let body = row["body"] ?? nil
-            else { return nil }
-            return Callback(jobID: id, attempt: attempt, url: url, body: body, messageID: (row["message_id"] ?? nil) ?? "job_\(id)")
-        }
+        try await connection.rows(SQL.TakeCallbacks(limit: limit, hold: hold)).map(\.callback)
     }
 
     /// Puts back a delivery just taken without spending its attempt, due again after `dueIn`;
     /// false when the row moved on meanwhile.
     @discardableResult
     public func putBack(_ callback: Callback, dueIn: Duration) async throws -> Bool {
-        try await connection.execute(SQL.putBackCallback, [String(callback.jobID), String(callback.attempt), String(dueIn.seconds)]).count == 1
+        try await connection.row(SQL.PutBackCallback(callback: callback, dueIn: dueIn)) != nil
     }
 
     /// Whether any job's delivery is pending and due within `window` (now, or a retry soon).
     public func callbackDue(within window: Duration) async throws -> Bool {
-        try await connection.execute(SQL.callbackDueSoon, [String(window.seconds)]).value(0, "due") == "t"
+        try await connection.row(SQL.CallbackDueSoon(window: window))?.due ?? false
     }
 
     /// Records a delivery attempt's outcome; false when the row moved on meanwhile (retried,
     /// deleted, or taken again after its hold ran out).
     @discardableResult
     public func record(_ callback: Callback, _ outcome: CallbackOutcome) async throws -> Bool {
-        let (status, error, delay): (String, String?, Double) =
-            switch outcome {
-            case .delivered: ("delivered", nil, 0)
-            case .retry(let after, let error): ("pending", error, after.seconds)
-            case .failed(let error): ("failed", error, 0)
-            }
-        return try await connection.execute(
-            SQL.recordCallback, [String(callback.jobID), String(callback.attempt), status, error.map { String($0.prefix(2048)) }, String(delay)]
-        ).count == 1
+        try await connection.row(SQL.RecordCallback(callback: callback, outcome: outcome)) != nil
     }
 }

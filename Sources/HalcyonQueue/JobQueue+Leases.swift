@@ -25,17 +25,17 @@ extension JobQueue {
     /// Takes `name` for `holder` when it is free (or lapsed, or `holder`'s already); false when
     /// someone else holds it.
     public func acquireLease(_ name: LeaseName, holder: String, for duration: Duration = JobQueue.leaseDuration) async throws -> Bool {
-        try await connection.execute(SQL.acquireLease, [name.rawValue, holder, String(duration.seconds)]).count == 1
+        try await connection.row(SQL.AcquireLease(lease: SQL.DutyLease(name: name, holder: holder, duration: duration))) != nil
     }
 
     /// Extends `holder`'s lease; false when it no longer holds it.
     public func renewLease(_ name: LeaseName, holder: String, for duration: Duration = JobQueue.leaseDuration) async throws -> Bool {
-        try await connection.execute(SQL.renewLease, [name.rawValue, holder, String(duration.seconds)]).count == 1
+        try await connection.row(SQL.RenewLease(lease: SQL.DutyLease(name: name, holder: holder, duration: duration))) != nil
     }
 
     /// Gives `holder`'s lease up (nothing when it no longer holds it).
     public func releaseLease(_ name: LeaseName, holder: String) async throws {
-        try await connection.execute(SQL.releaseLease, [name.rawValue, holder])
+        try await connection.run(SQL.ReleaseLease(name: name, holder: holder))
     }
 
     /// Runs `body` holding lease `name`, or returns nil at once when another holder has it.

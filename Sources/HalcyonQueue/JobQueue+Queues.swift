@@ -6,17 +6,17 @@ extension JobQueue {
     /// Pauses `name`: no worker claims its jobs until it is resumed; running jobs finish.
     /// Throws `QueueError.unknown` for a queue no job was ever enqueued to.
     public func pause(queue name: String) async throws {
-        guard try await connection.execute(SQL.pauseQueue, [name]).count == 1 else { throw try await unknown(name) }
+        guard try await connection.row(SQL.PauseQueue(queue: name)) != nil else { throw try await unknown(name) }
     }
 
     /// Resumes `name` and wakes the listening workers.
     public func resume(queue name: String) async throws {
-        guard try await connection.execute(SQL.resumeQueue, [name]).count == 1 else { throw try await unknown(name) }
+        guard try await connection.row(SQL.ResumeQueue(queue: name)) != nil else { throw try await unknown(name) }
     }
 
     /// Every known queue's name.
     public func queueNames() async throws -> [String] {
-        try await connection.execute(SQL.queueNames).rows.compactMap { $0[0] }
+        try await connection.rows(SQL.QueueNames()).map(\.name)
     }
 
     private func unknown(_ name: String) async throws -> QueueError {

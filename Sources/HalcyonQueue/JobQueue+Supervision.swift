@@ -10,14 +10,13 @@ extension JobQueue {
 
     /// The jobs `workerID` holds (running, locked by it).
     public func heldJobs(workerID: String) async throws -> [HeldJob] {
-        try await connection.execute(SQL.heldJobs, [workerID]).rows.compactMap { row in
-            guard let id = row[0].flatMap({ Int64($0) }), let attempt = row[1].flatMap({ Int($0) }) else { return nil }
-            return HeldJob(claim: Claim(id: id, attempt: attempt, stamp: row[3]), crashes: row[2].flatMap { Int($0) } ?? 0)
+        try await connection.rows(SQL.HeldJobs(workerID: workerID)).map { row in
+            HeldJob(claim: Claim(id: row.job.id, attempt: row.job.attempt ?? 0, stamp: row.claimedAt), crashes: row.crashes)
         }
     }
 
     /// Counts a restart of `workerID`'s image process, with what ended the last one.
     public func recordRestart(workerID: String, reason: String) async throws {
-        try await connection.execute(SQL.recordRestart, [workerID, reason])
+        try await connection.run(SQL.RecordRestart(workerID: workerID, reason: reason))
     }
 }

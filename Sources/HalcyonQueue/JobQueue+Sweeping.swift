@@ -27,11 +27,6 @@ extension JobQueue {
     }
 
     public func recordSweep(_ r: SweepRecord) async throws {
-        try await connection.execute(
-            SQL.recordSweep,
-            [
-                r.sweptBy, r.storeRoot, String(r.keptFiles), String(r.keptBytes), r.sizeLimit.map(String.init),
-                String(r.removedFiles), String(r.removedKeys), String(r.freedBytes), String(r.seconds),
-            ])
+        try await connection.run(SQL.RecordSweep(record: r))
     }
 }

@@ -22,36 +22,23 @@ public struct JobQueue: Sendable {
     /// fewer when their rows hold more than `maxBytes` of text (but always the first). With
     /// `queues`, only from those queues, each at most its limit (nil: `limit`); without, from
     /// every queue. Paused queues are never claimed from. With `siblings`, also up to 16 queued
-    /// jobs of the chosen jobs' sources enqueued right after them (`SQL.claim`), so that a
+    /// jobs of the chosen jobs' sources enqueued right after them (claim.sql), so that a
     /// source's variants run as one group.
     public func claim(
         workerID: String, limit: Int, lease: Double, queues: [(name: String, limit: Int?)] = [],
         maxBytes: Int = JobQueue.maxClaimBytes, siblings: Bool = true
     ) async throws -> [Job] {
         guard limit > 0 else { return [] }
-        let r = try await connection.execute(
-            SQL.claim,
-            [
-                workerID, String(limit), String(lease), String(maxBytes),
-                PGRows.textArrayLiteral(queues.map(\.name)),
-                "{" + queues.map { $0.limit.map(String.init) ?? "NULL" }.joined(separator: ",") + "}",
-                siblings ? "true" : "false",
-            ])
-        return (0..<r.count).compactMap { i in
-            guard let id = r.value(i, "id").flatMap({ Int64($0) }), let source = r.value(i, "source") else { return nil }
+        let claim = SQL.Claim(
+            workerID: workerID, limit: limit, lease: .seconds(lease), maxBytes: maxBytes, queues: queues, siblings: siblings)
+        return try await connection.rows(claim).compactMap { row in
+            let j = row.job
+            guard let source = j.source else { return nil }
             return Job(
-                id: id, source: source,
-                fallbackSources: PGRows.parseTextArray(r.value(i, "fallback_sources") ?? "{}"),
-                processors: r.value(i, "processors") ?? "",
-                cacheKey: r.value(i, "cache_key"),
-                options: r.value(i, "options") ?? "{}",
-                priority: r.value(i, "priority").flatMap { Int($0) } ?? 0,
-                attempt: r.value(i, "attempt").flatMap { Int($0) } ?? 1,
-                maxAttempts: r.value(i, "max_attempts").flatMap { Int($0) } ?? 5,
-                queueWait: max(0, r.value(i, "queue_wait").flatMap { Double($0) } ?? 0),
-                queue: r.value(i, "queue") ?? QueueName.default,
-                presets: r.value(i, "presets").map(Preset.parse(map:)) ?? [:],
-                claimedAt: r.value(i, "claimed_at"), isolatedKeys: r.value(i, "isolated_keys") == "t")
+                id: j.id, source: source, fallbackSources: j.fallbackSources ?? [], processors: j.processors ?? "", cacheKey: j.cacheKey,
+                options: j.options ?? "{}", priority: j.priority ?? 0, attempt: j.attempt ?? 1, maxAttempts: j.maxAttempts ?? 5,
+                queueWait: max(0, row.queueWait ?? 0), queue: j.queue ?? QueueName.default, claimedAt: row.claimedAt,
+                isolatedKeys: row.isolatedKeys ?? false)
         }
     }
 
@@ -68,16 +55,9 @@ public struct JobQueue: Sendable {
     /// Extends the leases of `claims`, skipping rows another session has locked.
     public func heartbeat(_ claims: [Claim], workerID: String, lease: Double) async throws -> Renewal {
         guard !claims.isEmpty else { return Renewal(renewed: [], locked: []) }
-        let r = try await connection.execute(
-            SQL.heartbeatJobs,
-            [
-                Self.idArray(claims.map(\.id)), Self.intArray(claims.map(\.attempt)),
-                workerID, String(lease),
-            ])
         var out = Renewal(renewed: [], locked: [])
-        for row in r.rows {
-            guard let id = row[0].flatMap({ Int64($0) }) else { continue }
-            if row[1] == "t" { out.renewed.insert(id) } else { out.locked.insert(id) }
+        for row in try await connection.rows(SQL.HeartbeatJobs(claims: claims, workerID: workerID, lease: .seconds(lease))) {
+            if row.renewed { out.renewed.insert(row.id) } else { out.locked.insert(row.id) }
         }
         return out
     }
@@ -92,25 +72,7 @@ public struct JobQueue: Sendable {
     /// were cancelled or rescued meanwhile and are left alone).
     public func complete(batch: [(claim: Claim, result: JobResult, timings: StageTimings)], workerID: String) async throws -> Set<Int64> {
         guard !batch.isEmpty else { return [] }
-        let rows: [JSONValue] = batch.map { b in
-            let r = b.result
-            return [
-                "id": .number(Double(b.claim.id)), "attempt": .number(Double(b.claim.attempt)),
-                "claimed_at": b.claim.stamp.map { .string($0) } ?? .null,
-                "result_key": .string(r.key), "result_digest": .string(r.digest),
-                "result_path": .string(r.path), "result_bytes": .number(Double(r.bytes)), "result_width": .number(Double(r.width)),
-                "result_height": .number(Double(r.height)), "result_format": .string(r.format), "cache_hit": .bool(r.cacheHit),
-                "result_source": r.source.map { .string(SourceLabel.label($0)) } ?? .null, "timings": b.timings.json,
-                "source_width": r.facts.map { .number(Double($0.width)) } ?? .null,
-                "source_height": r.facts.map { .number(Double($0.height)) } ?? .null,
-                "source_format": r.facts.map { .string($0.format) } ?? .null,
-                "source_bytes": r.facts.map { .number(Double($0.bytes)) } ?? .null,
-                // JSON text, relayed: the statement casts it.
-                "source_meta": r.facts.map { .string($0.metaJSON) } ?? .null, "placeholders": r.placeholdersJSON.map { .string($0) } ?? .null,
-            ]
-        }
-        let r = try await connection.execute(SQL.complete, [workerID, JSONValue.array(rows).jsonText])
-        return Set(r.rows.compactMap { $0[0].flatMap { Int64($0) } })
+        return Set(try await connection.rows(SQL.Complete(workerID: workerID, batch: batch)).map(\.id))
     }
 
     /// The outcome of recording a failure.
@@ -127,14 +89,9 @@ public struct JobQueue: Sendable {
         _ claim: Claim, workerID: String, error: HalcyonError, retryDelay: Double,
         timings: StageTimings = StageTimings()
     ) async throws -> FailOutcome {
-        let r = try await connection.execute(
-            SQL.fail,
-            [
-                String(claim.id), workerID, error.errorEntry.jsonText, error.description.prefix(utf8Bytes: 4096),
-                error.permanent ? "true" : "false", String(retryDelay), timings.json.jsonText, String(claim.attempt), claim.stamp,
-            ])
-        guard r.count == 1 else { return .notOwned }
-        return r.value(0, "state") == "failed" ? .failed : .retryScheduled
+        let fail = SQL.Fail(claim: claim, workerID: workerID, error: error, retryDelay: .seconds(retryDelay), timings: timings)
+        guard let row = try await connection.row(fail) else { return .notOwned }
+        return row.state == .failed ? .failed : .retryScheduled
     }
 
     /// What became of an outcome the database refused.
@@ -154,13 +111,11 @@ public struct JobQueue: Sendable {
     /// its lease lapses. Throws when even the note is refused.
     public func recordRejection(_ claim: Claim, workerID: String, outcome: String, error: DatabaseError) async throws -> Rejection {
         let e = HalcyonError(.outcomeRejected, "the database refused to record this attempt's \(outcome): \(error)")
-        let params: [String?] = [
-            String(claim.id), String(claim.attempt), workerID, e.errorEntry.jsonText, e.description.prefix(utf8Bytes: 4096), claim.stamp,
-        ]
+        let rejection = SQL.Rejection(claim: claim, workerID: workerID, error: e)
         do {
-            return try await connection.execute(SQL.failRejected, params).count == 1 ? .failed : .notOwned
+            return try await connection.row(SQL.FailRejected(rejection: rejection)) != nil ? .failed : .notOwned
         } catch let refused as DatabaseError where !refused.isTransient {
-            return try await connection.execute(SQL.markOutcomeRejected, params).count == 1 ? .noted : .notOwned
+            return try await connection.row(SQL.MarkOutcomeRejected(rejection: rejection)) != nil ? .noted : .notOwned
         }
     }
 
@@ -168,13 +123,7 @@ public struct JobQueue: Sendable {
     @discardableResult
     public func release(_ claims: [Claim], workerID: String) async throws -> Int {
         guard !claims.isEmpty else { return 0 }
-        return try await connection.execute(
-            SQL.release,
-            [
-                Self.idArray(claims.map(\.id)), Self.intArray(claims.map(\.attempt)), workerID,
-                "{" + claims.map { $0.stamp.map { "\"\($0)\"" } ?? "NULL" }.joined(separator: ",") + "}",
-            ]
-        ).count
+        return try await connection.rows(SQL.Release(claims: claims, workerID: workerID)).count
     }
 
     /// A job whose lease ended, after rescue.
@@ -186,43 +135,36 @@ public struct JobQueue: Sendable {
     /// Requeues (or fails, when out of attempts) running jobs whose lease has ended, leaving
     /// out `excluding`.
     public func rescueExpired(limit: Int = 1000, excluding: [Int64] = []) async throws -> [Rescued] {
-        Self.rescued(try await connection.execute(SQL.rescue, [String(limit), Self.idArray(excluding)]))
+        try await connection.rows(SQL.Rescue(scan: SQL.ExpiredScan(limit: limit, excluding: excluding))).map(\.rescued)
     }
 
     /// The running jobs whose lease has ended (without taking them), leaving out `excluding`.
     public func expiredLeases(limit: Int = 1000, excluding: [Int64] = []) async throws -> [Int64] {
-        try await connection.execute(SQL.expiredLeases, [String(limit), Self.idArray(excluding)]).rows.compactMap { $0[0].flatMap { Int64($0) } }
+        try await connection.rows(SQL.ExpiredLeases(scan: SQL.ExpiredScan(limit: limit, excluding: excluding))).map(\.id)
     }
 
     /// Rescues one job whose lease has ended; nil when it no longer needs it.
     public func rescue(id: Int64) async throws -> Rescued? {
-        Self.rescued(try await connection.execute(SQL.rescueOne, [String(id)])).first
-    }
-
-    private static func rescued(_ r: PGRows) -> [Rescued] {
-        r.rows.compactMap { row in
-            guard let id = row[0].flatMap({ Int64($0) }) else { return nil }
-            return Rescued(id: id, failed: row[1] == "failed")
-        }
+        try await connection.row(SQL.RescueOne(id: id))?.rescued
     }
 
     /// Whether any job of `queues` (empty: every queue) is runnable now in an unpaused queue,
     /// and whether any is running anywhere.
     public func drainState(queues: [String] = []) async throws -> (runnable: Bool, running: Bool) {
-        let r = try await connection.execute(SQL.drainCheck, [PGRows.textArrayLiteral(queues)])
-        return (r.value(0, "runnable") == "t", r.value(0, "running") == "t")
+        let r = try await connection.row(SQL.DrainCheck(queues: queues))
+        return (r?.runnable ?? false, r?.running ?? false)
     }
 
     public func registerWorker(id: String, host: String, pid: Int32, concurrency: Int) async throws {
-        try await connection.execute(SQL.registerWorker, [id, host, String(pid), String(concurrency)])
+        try await connection.run(SQL.RegisterWorker(id: id, host: host, pid: Int(pid), concurrency: concurrency))
     }
 
     public func heartbeatWorker(id: String, done: Int, failed: Int) async throws {
-        try await connection.execute(SQL.heartbeatWorker, [id, String(done), String(failed)])
+        try await connection.run(SQL.HeartbeatWorker(id: id, done: done, failed: failed))
     }
 
     public func stopWorker(id: String) async throws {
-        try await connection.execute(SQL.stopWorker, [id])
+        try await connection.run(SQL.StopWorker(id: id))
     }
 
     /// Counts for a progress line.
@@ -232,16 +174,10 @@ public struct JobQueue: Sendable {
 
     /// Runnable and running jobs now; succeeded and failed since `since`.
     public func progress(since: Date) async throws -> Progress {
-        let r = try await connection.execute(SQL.progressCounts, [ISO8601.format(since)])
-        func n(_ c: String) -> Int { r.value(0, c).flatMap { Int($0) } ?? 0 }
-        return Progress(runnable: n("runnable"), running: n("running"), succeeded: n("succeeded"), failed: n("failed"))
+        try await connection.row(SQL.ProgressCounts(since: since))?.progress ?? Progress()
     }
+}
 
-    static func idArray(_ ids: [Int64]) -> String {
-        "{" + ids.map(String.init).joined(separator: ",") + "}"
-    }
-
-    static func intArray(_ values: [Int]) -> String {
-        "{" + values.map(String.init).joined(separator: ",") + "}"
-    }
+extension SQL.RescuedRow {
+    var rescued: JobQueue.Rescued { JobQueue.Rescued(id: id, failed: state == .failed) }
 }

@@ -47,10 +47,11 @@ public enum Migrator {
     @discardableResult
     public static func migrate(_ connection: PGConnection, migrations: [Migration]) async throws -> [String] {
         try await connection.withLocked { c in
-            try transaction(c) {
-                try c.executeLocked(SQL.migrationLock)
-                try c.executeScriptLocked(SQL.migrationBootstrap)
-                let applied = Set(try c.executeLocked(SQL.appliedVersions).rows.compactMap { $0[0].flatMap { Int($0) } })
+            try c.transactionLocked {
+                try c.runLocked(SQL.MigrationLock())
+                try c.runLocked(SQL.CreateSchema())
+                try c.runLocked(SQL.CreateMigrationsTable())
+                let applied = Set(try c.rowsLocked(SQL.AppliedVersions()).map(\.version))
                 var done: [String] = []
                 for m in migrations where !applied.contains(m.version) {
                     do {
@@ -59,7 +60,7 @@ public enum Migrator {
                         throw DatabaseError(
                             message: "migration \(m.name) failed, so none of the pending ones was applied: \(error)", connectionLost: false)
                     }
-                    try c.executeLocked(SQL.recordMigration, [String(m.version), m.name])
+                    try c.runLocked(SQL.RecordMigration(version: m.version, file: m.name))
                     done.append(m.name)
                 }
                 return done
@@ -67,24 +68,9 @@ public enum Migrator {
         }
     }
 
-    /// Runs `body` in a transaction on `c` (inside `withLocked`): committed when it returns,
-    /// rolled back when it throws.
-    private static func transaction<T>(_ c: PGConnection, _ body: () throws -> T) throws -> T {
-        try c.executeLocked("BEGIN")
-        do {
-            let value = try body()
-            try c.executeLocked("COMMIT")
-            return value
-        } catch {
-            _ = try? c.executeLocked("ROLLBACK")
-            throw error
-        }
-    }
-
     /// Versions recorded as applied (empty when the schema does not exist yet).
     public static func appliedVersions(_ connection: PGConnection) async throws -> [Int] {
-        let exists = try await connection.execute("SELECT to_regclass('halcyon.schema_migrations') IS NOT NULL AS e")
-        guard exists.value(0, "e") == "t" else { return [] }
-        return try await connection.execute(SQL.appliedVersions).rows.compactMap { $0[0].flatMap { Int($0) } }
+        guard try await connection.row(SQL.MigrationsTableExists())?.exists == true else { return [] }
+        return try await connection.rows(SQL.AppliedVersions()).map(\.version)
     }
 }

@@ -81,6 +81,30 @@ public final class PGConnection: @unchecked Sendable {
         try await onQueue { try self.executeLocked(sql, params, timeout: timeout) }
     }
 
+    /// What the server makes of a statement, without running it: its parameters' types (OIDs) and
+    /// its result's column names.
+    public struct Description: Sendable, Equatable {
+        public var parameterTypes: [UInt32]
+        public var columns: [String]
+    }
+
+    /// Prepares `sql` as the unnamed statement (`PQprepare`) and describes it
+    /// (`PQdescribePrepared`): how the tests check the query files against PostgreSQL.
+    public func describe(_ sql: String) async throws -> Description {
+        try await onQueue {
+            try self.ensureConnected()
+            let prepared = PQprepare(self.handle, "", sql, 0, nil)
+            defer { PQclear(prepared) }
+            try self.check(prepared)
+            let described = PQdescribePrepared(self.handle, "")
+            defer { PQclear(described) }
+            try self.check(described)
+            return Description(
+                parameterTypes: (0..<PQnparams(described)).map { UInt32(PQparamtype(described, $0)) },
+                columns: (0..<PQnfields(described)).map { String(cString: PQfname(described, $0)) })
+        }
+    }
+
     /// Runs several statements (no parameters) in one round trip, e.g. a migration file.
     public func executeScript(_ sql: String) async throws {
         try await onQueue { try self.executeScriptLocked(sql) }

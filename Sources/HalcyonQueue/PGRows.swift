@@ -47,8 +47,6 @@ extension PGRows {
 
     /// Renders Swift strings as a PostgreSQL text array literal.
     public static func textArrayLiteral(_ items: [String]) -> String {
-        "{"
-            + items.map { "\"" + $0.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"") + "\"" }.joined(
-                separator: ",") + "}"
+        "{" + items.map(QueryParameters.quotedElement).joined(separator: ",") + "}"
     }
 }

@@ -24,40 +24,29 @@ public struct Preset: Sendable, Equatable {
         return chars.allSatisfy { $0 == UInt8(ascii: "_") || (0x61...0x7A).contains($0) || (0x30...0x39).contains($0) }
     }
 
-    /// The claim's `presets` column: `{name: {processors, options}}`.
-    static func parse(map text: String) -> [String: Preset] {
-        guard case .object(let all)? = JSONValue.parse(text) else { return [:] }
-        var presets: [String: Preset] = [:]
-        for (name, value) in all {
-            guard let processors = value["processors"]?.stringValue else { continue }
-            var options: [String: JSONValue] = [:]
-            if case .object(let o)? = value["options"] { options = o }
-            presets[name] = Preset(name: name, processors: processors, options: options)
-        }
-        return presets
-    }
 }
 
 extension JobQueue {
     /// Adds or replaces a preset (the caller has validated its chain and options); true when new.
     @discardableResult
     public func setPreset(_ preset: Preset) async throws -> Bool {
-        let r = try await connection.execute(SQL.setPreset, [preset.name, preset.processors, JSONValue.object(preset.options).jsonText])
-        return r.value(0, "created") == "t"
+        try await connection.row(SQL.SetPreset(preset: preset))?.created ?? false
     }
 
     public func presets() async throws -> [Preset] {
-        let r = try await connection.execute(SQL.listPresets)
-        return (0..<r.count).compactMap { i in
-            guard let name = r.value(i, "name"), let processors = r.value(i, "processors") else { return nil }
-            var options: [String: JSONValue] = [:]
-            if case .object(let o)? = r.value(i, "options").flatMap(JSONValue.parse) { options = o }
-            return Preset(name: name, processors: processors, options: options)
-        }
+        try await connection.rows(SQL.ListPresets()).map(\.preset)
     }
 
     /// Deletes a preset; false when there was none by that name.
     public func deletePreset(named name: String) async throws -> Bool {
-        try await connection.execute(SQL.deletePreset, [name]).count == 1
+        try await connection.row(SQL.DeletePreset(name: name)) != nil
+    }
+
+    /// The presets named `names` (those that exist), read in one statement: what the chains of a
+    /// claimed batch name, right after the claim. Nothing is read for no names.
+    public func presets(named names: Set<String>) async throws -> [String: Preset] {
+        guard !names.isEmpty else { return [:] }
+        let rows = try await connection.rows(SQL.PresetsNamed(names: names.sorted()))
+        return Dictionary(rows.map { ($0.preset.name, $0.preset) }, uniquingKeysWith: { a, _ in a })
     }
 }

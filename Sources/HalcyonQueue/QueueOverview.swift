@@ -77,13 +77,11 @@ public struct QueueOverview: Sendable {
     public static let maxQueues = 200
 
     public static func load(_ connection: PGConnection, cap: Int = defaultCap, deadAfter: Double = 60) async throws -> QueueOverview {
-        let capText = String(cap + 1)
         var totals: [JobState: Int] = [:]
         var perQueue: [String: [JobState: Int]] = [:]
-        for row in try await connection.execute(SQL.overviewCounts, [capText]).rows {
-            guard let state = row[0].flatMap(JobState.init(rawValue:)), let queue = row[1], let n = row[2].flatMap({ Int($0) }) else { continue }
-            totals[state, default: 0] += n
-            perQueue[queue, default: [:]][state, default: 0] += n
+        for row in try await connection.rows(SQL.OverviewCounts(cap: cap + 1)) {
+            totals[row.state, default: 0] += row.count
+            perQueue[row.queue, default: [:]][row.state, default: 0] += row.count
         }
         let unsuccessful: [JobState] = [.queued, .running, .failed, .cancelled]
         var counts: [JobState: Count] = [:]
@@ -91,63 +89,44 @@ public struct QueueOverview: Sendable {
         counts[.succeeded] = try await succeeded(connection, others: unsuccessful.reduce(0) { $0 + min(cap, totals[$1] ?? 0) })
 
         var queues: [Queue] = []
-        for row in try await connection.execute(SQL.queueList, [String(maxQueues)]).dictionaries {
-            guard let name = row["name"] ?? nil else { continue }
-            let seen = perQueue[name] ?? [:]
+        for row in try await connection.rows(SQL.QueueList(limit: maxQueues)) {
+            let seen = perQueue[row.name] ?? [:]
             var c: [JobState: Count] = [:]
             // Under a capped state, a queue's share of the rows read is only a lower bound.
             for s in unsuccessful { c[s] = Count(min(cap, seen[s] ?? 0), (totals[s] ?? 0) > cap && (seen[s] ?? 0) > 0 ? .atLeast : .exact) }
-            queues.append(
-                Queue(name: name, paused: (row["paused"] ?? nil) == "t", pausedFor: (row["paused_for"] ?? nil).flatMap { Double($0) }, counts: c))
+            queues.append(Queue(name: row.name, paused: row.paused, pausedFor: row.pausedFor, counts: c))
         }
 
         let chartCap = 2 * cap
         var minutes: [Minute] = []
         var finished = 0
-        for row in try await connection.execute(SQL.throughputByMinute, [String(chartCap)]).dictionaries {
-            func int(_ c: String) -> Int { (row[c] ?? nil).flatMap { Int($0) } ?? 0 }
-            guard let start = (row["minute"] ?? nil).flatMap({ Int64($0) }) else { continue }
-            minutes.append(Minute(start: start, succeeded: int("succeeded"), failed: int("failed"), cancelled: int("cancelled")))
-            finished += int("finished")
+        for row in try await connection.rows(SQL.ThroughputByMinute(limit: chartCap)) {
+            minutes.append(row.minute)
+            finished += row.finished
         }
 
-        let failureRows = try await connection.execute(SQL.failuresByCode, [String(cap)]).dictionaries
-        let failures = failureRows.map { row in
-            Failure(
-                code: (row["code"] ?? nil) ?? "?", count: (row["count"] ?? nil).flatMap { Int($0) } ?? 0,
-                latestMessage: (row["latest_message"] ?? nil) ?? "", lastSeen: (row["last_seen"] ?? nil) ?? "",
-                latestJob: (row["latest_id"] ?? nil).flatMap { Int64($0) })
-        }
+        let failureRows = try await connection.rows(SQL.FailuresByCode(limit: cap))
+        let failures = failureRows.map(\.failure)
 
-        let workers = try await connection.execute(SQL.workerList, [String(deadAfter)]).dictionaries.compactMap { row -> Worker? in
-            guard let id = row["id"] ?? nil else { return nil }
-            func int(_ c: String) -> Int64 { (row[c] ?? nil).flatMap { Int64($0) } ?? 0 }
-            return Worker(
-                id: id, host: (row["host"] ?? nil) ?? "", pid: Int(int("pid")), concurrency: Int(int("concurrency")),
-                status: (row["status"] ?? nil).flatMap(Worker.Status.init(rawValue:)) ?? .dead,
-                heartbeatAge: (row["heartbeat_age"] ?? nil).flatMap { Double($0) } ?? 0, done: int("jobs_done"), failed: int("jobs_failed"),
-                restarts: int("restarts"), lastCrash: row["last_crash"] ?? nil)
-        }
+        let workers = try await connection.rows(SQL.WorkerList(deadAfter: .seconds(deadAfter))).map(\.worker)
 
         let store = try await QueueStatus.StoreState.latest(connection)
 
         return QueueOverview(
             counts: counts, queues: queues, throughput: minutes, throughputCapped: finished >= chartCap, failures: failures,
-            failuresCapped: (failureRows.first?["read_rows"] ?? nil).flatMap { Int($0) }.map { $0 >= cap } ?? false, workers: workers, store: store,
+            failuresCapped: failureRows.first?.readRows.map { $0 >= cap } ?? false, workers: workers, store: store,
             cap: cap)
     }
 
     /// Succeeded rows: counted when the table is small, else the table's estimated row count
     /// (its density at the last ANALYZE times its current size) less the other states.
     private static func succeeded(_ connection: PGConnection, others: Int) async throws -> Count {
-        let t = try await connection.execute(SQL.tableEstimate)
-        let bytes = t.value(0, "bytes").flatMap { Int64($0) } ?? 0
+        let t = try await connection.row(SQL.TableEstimate())
+        let bytes = t?.bytes ?? 0
         if bytes < exactTableBytes {
-            return Count(try await connection.execute(SQL.succeededCount).value(0, "n").flatMap { Int($0) } ?? 0)
+            return Count(try await connection.row(SQL.SucceededCount())?.n ?? 0)
         }
-        let tuples = t.value(0, "tuples").flatMap { Double($0) } ?? -1
-        let pages = t.value(0, "pages").flatMap { Double($0) } ?? 0
-        let block = t.value(0, "block").flatMap { Double($0) } ?? 8192
+        let tuples = t?.tuples ?? -1, pages = t?.pages ?? 0, block = t?.block ?? 8192
         // Never analyzed: assume the bench's ~300-byte rows.
         let density = tuples >= 0 && pages > 0 ? tuples / pages : block / 300
         let estimated = Int((density * Double(bytes) / block).rounded())

@@ -49,12 +49,7 @@ public struct QueueStatus: Sendable {
 
         /// The store as the latest sweep recorded it; nil when none has.
         static func latest(_ connection: PGConnection) async throws -> StoreState? {
-            let sweep = try await connection.execute(SQL.latestSweep)
-            guard sweep.count > 0 else { return nil }
-            return StoreState(
-                root: sweep.value(0, "store_root") ?? "", files: sweep.value(0, "kept_files").flatMap { Int64($0) } ?? 0,
-                bytes: sweep.value(0, "kept_bytes").flatMap { Int64($0) } ?? 0, sizeLimit: sweep.value(0, "size_limit").flatMap { Int64($0) },
-                sweptBy: sweep.value(0, "swept_by") ?? "", age: sweep.value(0, "age").flatMap { Double($0) } ?? 0)
+            try await connection.row(SQL.LatestSweep())?.store
         }
     }
 
@@ -62,44 +57,31 @@ public struct QueueStatus: Sendable {
     public static func load(_ connection: PGConnection, deadAfter: Double = 60, tag: String? = nil) async throws -> QueueStatus {
         // One scan gives both the per-queue and the overall counts.
         var queues: [QueueState] = []
-        for row in try await connection.execute(SQL.queueCounts).dictionaries {
-            guard let name = row["queue"] ?? nil else { continue }
-            if queues.last?.name != name {
-                queues.append(
-                    QueueState(
-                        name: name, paused: (row["paused"] ?? nil) == "t", pausedFor: (row["paused_for"] ?? nil).flatMap { Double($0) },
-                        counts: [:]))
+        for row in try await connection.rows(SQL.QueueCounts()) {
+            if queues.last?.name != row.queue {
+                queues.append(QueueState(name: row.queue, paused: row.paused, pausedFor: row.pausedFor, counts: [:]))
             }
-            if let state = row["state"] ?? nil { queues[queues.count - 1].counts[state] = (row["count"] ?? nil).flatMap { Int($0) } ?? 0 }
+            if let state = row.state { queues[queues.count - 1].counts[state] = row.count }
         }
         let counts = JobState.allCases.map { s in (s.rawValue, queues.reduce(0) { $0 + ($1.counts[s.rawValue] ?? 0) }) }
-        let prune = try await connection.execute(SQL.latestPrune)
-        let lastPrune =
-            prune.count == 0
-            ? nil
-            : PruneState(
-                prunedBy: prune.value(0, "pruned_by") ?? "", succeeded: prune.value(0, "succeeded").flatMap { Int($0) } ?? 0,
-                failed: prune.value(0, "failed").flatMap { Int($0) } ?? 0, cancelled: prune.value(0, "cancelled").flatMap { Int($0) } ?? 0,
-                age: prune.value(0, "age").flatMap { Double($0) } ?? 0)
+        let lastPrune = try await connection.row(SQL.LatestPrune())?.prune
         var tagged: (String, [(String, Int)])?
         if let tag {
             let byState = Dictionary(
-                uniqueKeysWithValues: try await connection.execute(SQL.tagCounts, [tag]).rows.map { ($0[0] ?? "?", Int($0[1] ?? "0") ?? 0) })
+                try await connection.rows(SQL.TagCounts(tag: tag)).map { ($0.state, $0.count) }, uniquingKeysWith: { a, _ in a })
             tagged = (tag, JobState.allCases.map { ($0.rawValue, byState[$0.rawValue] ?? 0) })
         }
-        let queue = try await connection.execute(SQL.queueDetail)
-        let windows = try await connection.execute(SQL.throughputWindows)
-        let failures = try await connection.execute(SQL.recentFailures)
-        let workers = try await connection.execute(SQL.workerList, [String(deadAfter)])
+        let queue = try await connection.row(SQL.QueueDetail())
+        let windows = try await connection.row(SQL.ThroughputWindows())
+        let failures = try await connection.rows(SQL.RecentFailures())
+        // As text, column by column (`workers` is what the status report and its JSON print).
+        let workers = try await connection.result(SQL.WorkerList(deadAfter: .seconds(deadAfter)))
         let store = try await StoreState.latest(connection)
-        func int(_ r: PGRows, _ c: String) -> Int { r.value(0, c).flatMap { Int($0) } ?? 0 }
         return QueueStatus(
             counts: counts,
-            runnable: int(queue, "runnable"), scheduled: int(queue, "scheduled"),
-            oldestRunnableAge: queue.value(0, "oldest_age").flatMap { Double($0) },
-            finishedLast1m: int(windows, "m1"), finishedLast5m: int(windows, "m5"), finishedLast15m: int(windows, "m15"),
-            failures: failures.rows.map { ($0[0] ?? "?", Int($0[1] ?? "0") ?? 0, $0[2] ?? "", $0[3] ?? "") },
-            workers: workers.dictionaries, store: store, queues: queues, lastPrune: lastPrune, tag: tagged)
+            runnable: queue?.runnable ?? 0, scheduled: queue?.scheduled ?? 0, oldestRunnableAge: queue?.oldestAge,
+            finishedLast1m: windows?.m1 ?? 0, finishedLast5m: windows?.m5 ?? 0, finishedLast15m: windows?.m15 ?? 0,
+            failures: failures.map(\.failure), workers: workers.dictionaries, store: store, queues: queues, lastPrune: lastPrune, tag: tagged)
     }
 
     public var json: JSONValue {

@@ -15,27 +15,13 @@ struct Show: AsyncParsableCommand {
     @Flag(help: "Print JSON.")
     var json = false
 
-    static let numericColumns: Set<String> = [
-        "id", "priority", "attempt", "max_attempts", "result_bytes", "result_width", "result_height", "callback_attempts",
-        "source_width", "source_height", "source_bytes",
-    ]
-
     func run() async throws {
         let (connection, _) = try await database.connect()
-        guard let row = try await JobQueue(connection: connection).show(id: id) else {
+        guard let row = try await JobQueue(connection: connection).job(id: id) else {
             throw CommandFailure("no job \(id)")
         }
-        var object: [String: JSONValue] = [:]
-        for (key, value) in row {
-            guard let value else { object[key] = .null; continue }
-            switch key {
-            case "options", "errors", "timings", "source_meta", "placeholders": object[key] = JSONValue.parse(value) ?? .string(value)
-            case "fallback_sources", "tags": object[key] = .array(PGRows.parseTextArray(value).map { .string($0) })
-            case "cache_hit": object[key] = .bool(value == "t")
-            case _ where Self.numericColumns.contains(key): object[key] = Double(value).map { .number($0) } ?? .string(value)
-            default: object[key] = .string(value)
-            }
-        }
+        // Every column: numbers, booleans and arrays as such, jsonb parsed, the rest as text.
+        var object = row.json
         let root = storeOptions.root()
         if let path = object["result_path"]?.stringValue {
             object["result_file"] = .string(root.appendingPathComponent(path).path)

@@ -41,54 +41,53 @@ struct QueryPlanTests {
             """)
         try await c.execute("ANALYZE halcyon.jobs")
         let held = try await c.execute(
-            "SELECT id, attempt, \(SQL.claimStamp("started_at")) FROM halcyon.jobs WHERE state = 'running' ORDER BY id LIMIT 6"
+            """
+            SELECT id, attempt, to_char(started_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS stamp
+            FROM halcyon.jobs WHERE state = 'running' ORDER BY id LIMIT 6
+            """
         ).rows
-        let ids = "{" + held.map { $0[0] ?? "" }.joined(separator: ",") + "}"
-        let attempts = "{" + held.map { $0[1] ?? "" }.joined(separator: ",") + "}"
-        let stamps = "{" + held.map { "\"\($0[2] ?? "")\"" }.joined(separator: ",") + "}"
-        let one = held[0][0], oneAttempt = held[0][1], oneStamp = held[0][2]
-        let results = JSONValue.array(
-            held.map { row in
-                [
-                    "id": .number(Double(row[0]!)!), "attempt": .number(Double(row[1]!)!), "result_key": "k", "result_digest": "d",
-                    "result_path": "p", "result_bytes": 1, "result_width": 1, "result_height": 1, "result_format": "jpeg",
-                    "cache_hit": false, "timings": [:], "claimed_at": .string(row[2]!),
-                ]
-            }
-        ).jsonText
-        let entry = #"{"code": "fetch.timeout", "message": "timed out"}"#
+        let claims = held.map { Claim(id: Int64($0[0]!)!, attempt: Int($0[1]!)!, stamp: $0[2]) }
+        let one = claims[0]
+        let result = JobResult(key: "k", digest: "d", path: "p", bytes: 1, width: 1, height: 1, format: "jpeg", cacheHit: false, source: nil)
+        let error = HalcyonError(.timeout, "timed out", permanent: false)
+        let rejection = SQL.Rejection(claim: one, workerID: "w", error: error)
+        let callback = JobQueue.Callback(jobID: one.id, attempt: 1, url: "http://127.0.0.1:9/", body: "{}", messageID: "m")
+        func claim(_ limit: Int, _ queues: [(name: String, limit: Int?)] = [], siblings: Bool = true) -> SQL.Claim {
+            SQL.Claim(workerID: "w", limit: limit, lease: .seconds(30), maxBytes: 67_108_864, queues: queues, siblings: siblings)
+        }
 
-        let statements: [(name: String, sql: String, params: [String?])] = [
-            ("claim", SQL.claim, ["w", "6", "30", "67108864", "{}", "{}", "true"]),
-            ("claim, named queues with limits", SQL.claim, ["w", "6", "30", "67108864", "{default,thumbnails}", "{NULL,2}", "true"]),
-            ("claim, store hits (250, no siblings)", SQL.claim, ["w", "250", "30", "67108864", "{}", "{}", "false"]),
-            ("heartbeat", SQL.heartbeatJobs, [ids, attempts, "w", "30"]),
-            ("complete (group commit)", SQL.complete, ["w", results]),
-            ("fail / retry", SQL.fail, [one, "w", entry, "fetch.timeout: timed out", "false", "2", "{}", oneAttempt, oneStamp]),
-            ("outcome rejected", SQL.failRejected, [one, oneAttempt, "w", entry, "x", oneStamp]),
-            ("outcome rejected, noted", SQL.markOutcomeRejected, [one, oneAttempt, "w", entry, "x", oneStamp]),
-            ("release", SQL.release, [ids, attempts, "w", stamps]),
-            ("rescue", SQL.rescue, ["1000", "{}"]),
-            ("expired leases", SQL.expiredLeases, ["1000", "{}"]),
-            ("rescue one", SQL.rescueOne, [one]),
-            ("drain check", SQL.drainCheck, ["{}"]),
-            ("webhook take", SQL.takeCallbacks, ["4", "30"]),
-            ("webhook record", SQL.recordCallback, [one, "1", "delivered", nil, "0"]),
-            ("worker heartbeat", SQL.heartbeatWorker, ["w", "10", "0"]),
-            ("job states (wait)", SQL.jobStates, [ids]),
-            ("retention", SQL.pruneBatch, ["{succeeded}", "86400", "1000"]),
-            ("overview counts", SQL.overviewCounts, ["100001"]),
-            ("overview failures", SQL.failuresByCode, ["100000"]),
-            ("overview throughput", SQL.throughputByMinute, ["200000"]),
-            ("overview queues", SQL.queueList, ["200"]),
+        let statements: [(name: String, query: any Query)] = [
+            ("claim", claim(6)),
+            ("claim, named queues with limits", claim(6, [("default", nil), ("thumbnails", 2)])),
+            ("claim, store hits (250, no siblings)", claim(250, siblings: false)),
+            ("presets of a claimed batch", SQL.PresetsNamed(names: ["card", "thumb"])),
+            ("heartbeat", SQL.HeartbeatJobs(claims: claims, workerID: "w", lease: .seconds(30))),
+            ("complete (group commit)", SQL.Complete(workerID: "w", batch: claims.map { ($0, result, StageTimings()) })),
+            ("fail / retry", SQL.Fail(claim: one, workerID: "w", error: error, retryDelay: .seconds(2), timings: StageTimings())),
+            ("outcome rejected", SQL.FailRejected(rejection: rejection)),
+            ("outcome rejected, noted", SQL.MarkOutcomeRejected(rejection: rejection)),
+            ("release", SQL.Release(claims: claims, workerID: "w")),
+            ("rescue", SQL.Rescue(scan: SQL.ExpiredScan(limit: 1000, excluding: []))),
+            ("expired leases", SQL.ExpiredLeases(scan: SQL.ExpiredScan(limit: 1000, excluding: []))),
+            ("rescue one", SQL.RescueOne(id: one.id)),
+            ("drain check", SQL.DrainCheck(queues: [])),
+            ("webhook take", SQL.TakeCallbacks(limit: 4, hold: .seconds(30))),
+            ("webhook record", SQL.RecordCallback(callback: callback, outcome: .delivered)),
+            ("worker heartbeat", SQL.HeartbeatWorker(id: "w", done: 10, failed: 0)),
+            ("job states (wait)", SQL.JobStates(ids: claims.map(\.id))),
+            ("retention", SQL.PruneBatch(states: [.succeeded], olderThan: .seconds(86400), limit: 1000)),
+            ("overview counts", SQL.OverviewCounts(cap: 100_001)),
+            ("overview failures", SQL.FailuresByCode(limit: 100_000)),
+            ("overview throughput", SQL.ThroughputByMinute(limit: 200_000)),
+            ("overview queues", SQL.QueueList(limit: 200)),
         ]
         var report: [String] = []
         for s in statements {
-            let plan = try await c.execute("EXPLAIN (FORMAT JSON) " + s.sql, s.params).rows[0][0] ?? ""
-            let text = try await c.execute("EXPLAIN " + s.sql, s.params).rows.compactMap { $0[0] }.joined(separator: "\n")
-            let cost = Self.totalCost(ofJSONPlan: plan)
+            let json = try await c.execute("EXPLAIN (FORMAT JSON) " + s.query.text, s.query.parameters.values).rows[0][0] ?? ""
+            let text = try await plan(c, s.query)
+            let cost = Self.totalCost(ofJSONPlan: json)
             report.append(s.name.padding(toLength: 40, withPad: " ", startingAt: 0) + String(format: "%10.0f", cost ?? -1))
-            #expect(cost != nil, "\(s.name): no cost in\n\(plan)")
+            #expect(cost != nil, "\(s.name): no cost in\n\(json)")
             #expect((cost ?? .infinity) < Self.jitThreshold, "\(s.name): estimated at \(cost ?? -1)\n\(text)")
             #expect(!text.contains("Seq Scan on jobs") || Self.boundedByTheirLimit.contains(s.name), "\(s.name) scans the table:\n\(text)")
         }
@@ -97,15 +96,15 @@ struct QueryPlanTests {
                 + report.joined(separator: "\n"))
 
         // The claim still reads each queue's index, and the overview its partial indexes.
-        let claim = try await plan(c, SQL.claim, ["w", "6", "30", "67108864", "{}", "{}", "true"])
-        #expect(claim.contains("jobs_claim_idx"), "claim plan:\n\(claim)")
-        let rescue = try await plan(c, SQL.rescue, ["100", "{}"])
+        let claimPlan = try await plan(c, claim(6))
+        #expect(claimPlan.contains("jobs_claim_idx"), "claim plan:\n\(claimPlan)")
+        let rescue = try await plan(c, SQL.Rescue(scan: SQL.ExpiredScan(limit: 100, excluding: [])))
         #expect(rescue.contains("jobs_lease_idx"), "rescue plan:\n\(rescue)")
-        let counts = try await plan(c, SQL.overviewCounts, ["100001"])
+        let counts = try await plan(c, SQL.OverviewCounts(cap: 100_001))
         #expect(counts.contains("jobs_unsuccessful_idx") && counts.contains("jobs_lease_idx"), "counts plan:\n\(counts)")
         // The list's state filter is written in as literals, so a failed-only page reads failed rows.
         let failed = JobQueue.JobFilter(states: [.failed])
-        let list = try await plan(c, failed.bind(SQL.countFilteredCapped), failed.parameters + ["10001"])
+        let list = try await plan(c, SQL.CountFilteredCapped(filter: failed, cap: 10_001))
         #expect(list.contains("jobs_unsuccessful_idx"), "failed-jobs count plan:\n\(list)")
     }
 
@@ -124,14 +123,14 @@ struct QueryPlanTests {
             """)
         try await c.execute("ANALYZE halcyon.jobs")
         let failed = JobQueue.JobFilter(states: [.failed])
-        let retry = try await plan(c, failed.bind(SQL.retryFiltered), failed.parameters + ["1000", "infinity"])
+        let retry = try await plan(c, SQL.RetryFiltered(batch: SQL.FilteredBatch(filter: failed, limit: 1000, asOf: "infinity")))
         #expect(retry.contains("jobs_unique_key_unsuccessful_idx") && !retry.contains("Seq Scan on jobs k"), "bulk retry plan:\n\(retry)")
     }
 
-    /// The text plan of `sql` with its parameters bound (generic plans see them as unknowns, so
+    /// The text plan of `query` with its parameters bound (generic plans see them as unknowns, so
     /// the custom plan a real call gets is what is shown).
-    private func plan(_ c: PGConnection, _ sql: String, _ params: [String?]) async throws -> String {
-        try await c.execute("EXPLAIN " + sql, params).rows.compactMap { $0[0] }.joined(separator: "\n")
+    private func plan(_ c: PGConnection, _ query: any Query) async throws -> String {
+        try await c.execute("EXPLAIN " + query.text, query.parameters.values).rows.compactMap { $0[0] }.joined(separator: "\n")
     }
 
     /// The top node's "Total Cost" in an `EXPLAIN (FORMAT JSON)` document.

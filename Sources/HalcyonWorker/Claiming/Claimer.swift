@@ -57,6 +57,13 @@ struct Claimer: Service {
                     return  // stopping
                 }
             }
+            let named = JobPlan.presetNames(claimed)
+            if !named.isEmpty {
+                // Held while their presets are read: their leases are renewed, and a stop releases them.
+                state.withHeld { held in claimed.forEach { held.hold($0, cancel: CancellationFlag()) } }
+                guard let presets = await presets(named: named) else { return }  // a second stop request
+                claimed = JobPlan.with(presets: presets, named: named, claimed)
+            }
             if !claimed.isEmpty {
                 let groups = JobPlan.groups(of: claimed, maxDataBytes: runner.fetcher.configuration.maxDataBytes)
                 let flags = groups.map { $0.map { _ in CancellationFlag() } }
@@ -75,6 +82,19 @@ struct Claimer: Service {
                 }
             }
             await state.wake.wait(timeout: configuration.pollInterval)
+        }
+    }
+
+    /// The presets a claimed batch's chains name, read in one statement right after the claim,
+    /// and retried through an outage as an outcome is (the jobs are claimed: they run, or a stop
+    /// releases them); nil after a second stop request.
+    private func presets(named: [String: Set<String>]) async -> [String: Preset]? {
+        let names = named.values.reduce(into: Set<String>()) { $0.formUnion($1) }
+        return try? await DatabaseRetry().run(
+            "read presets", logger: logger, giveUpWhen: { state.stopRequests >= 2 }, retryIf: { _ in true },
+            wait: { await state.wake.wait(timeout: $0) }
+        ) {
+            try await queue.presets(named: names)
         }
     }
 

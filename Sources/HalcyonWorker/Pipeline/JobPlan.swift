@@ -106,6 +106,40 @@ struct JobPlan: Sendable {
         }
     }
 
+    /// The preset names the chains of `jobs` use, by chain text: only chains that mention the
+    /// word are parsed (by the chain grammar, each text once); empty when none names a preset.
+    static func presetNames(_ jobs: [Job]) -> [String: Set<String>] {
+        var names: [String: Set<String>] = [:]
+        for job in jobs where names[job.processors] == nil && mentionsPreset(job.processors) {
+            let used = Set(ProcessorChain.presetNames(inOrder: job.processors))
+            if !used.isEmpty { names[job.processors] = used }
+        }
+        return names
+    }
+
+    /// Whether `text` holds `preset` in any case (the grammar lowercases words): a chain without
+    /// it names no preset, and costs this scan only.
+    static func mentionsPreset(_ text: String) -> Bool {
+        let word = Array(ProcessorChain.presetStep.utf8)
+        let bytes = Array(text.utf8)
+        guard bytes.count >= word.count else { return false }
+        return (0...(bytes.count - word.count)).contains { start in
+            word.indices.allSatisfy { bytes[start + $0] | 0x20 == word[$0] }
+        }
+    }
+
+    /// `jobs` with the presets their chains name (`Job.presets`), from `presets` (what the
+    /// database holds of those names; a name it lacks stays missing, and the chain fails with
+    /// `unknown preset`).
+    static func with(presets: [String: Preset], named: [String: Set<String>], _ jobs: [Job]) -> [Job] {
+        jobs.map { job in
+            guard let names = named[job.processors] else { return job }
+            var job = job
+            job.presets = presets.filter { names.contains($0.key) }
+            return job
+        }
+    }
+
     /// Plans a claimed batch and splits it into groups that share a source, keeping claim order.
     static func groups(of jobs: [Job], maxDataBytes: Int) -> [[JobPlan]] {
         var order: [String] = []

@@ -1,0 +1,27 @@
+-- Named queues (`halcyon.queues`): pausing, resuming, and their counts.
+
+-- name: pauseQueue :one
+-- $1 queue name. Returns the queue when it exists.
+UPDATE halcyon.queues SET paused = true, paused_at = coalesce(paused_at, now()) WHERE name = $1 RETURNING name;
+
+-- name: resumeQueue :one
+-- $1 queue name. Returns the queue when it exists, and wakes listening workers on
+-- `halcyon_jobs`, since the queue's jobs are claimable again.
+WITH resumed AS (UPDATE halcyon.queues SET paused = false, paused_at = NULL WHERE name = $1 RETURNING name)
+SELECT name, pg_notify('halcyon_jobs', '') FROM resumed;
+
+-- name: queueNames :many
+-- Every queue's name.
+SELECT name FROM halcyon.queues ORDER BY name;
+
+-- name: queueCounts :many
+-- Counts by queue and state (every queue, zero counts left out), with whether it is paused.
+SELECT q.name AS queue, q.paused, extract(epoch FROM now() - q.paused_at)::float8 AS paused_for,
+       j.state::text AS state, count(j.id) AS count
+FROM halcyon.queues q LEFT JOIN halcyon.jobs j ON j.queue = q.name
+GROUP BY q.name, q.paused, q.paused_at, j.state
+ORDER BY q.name, j.state;
+
+-- name: tagCounts :many
+-- Counts by state of the jobs tagged $1.
+SELECT state::text AS state, count(*) AS count FROM halcyon.jobs WHERE tags @> ARRAY[$1::text] GROUP BY state ORDER BY state;

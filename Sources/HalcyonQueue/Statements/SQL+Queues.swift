@@ -1,0 +1,136 @@
+import HalcyonCore
+
+// queues.sql, presets.sql.
+
+extension SQL {
+    /// The row of a statement returning a queue's `name`.
+    struct NameRow: QueryRow {
+        static let columns = ["name"]
+        var name: String
+        init?(_ row: RowReader) {
+            guard let name = row.text("name") else { return nil }
+            self.name = name
+        }
+    }
+
+    struct PauseQueue: Query {
+        typealias Row = NameRow
+        static let name = "pauseQueue"
+        var queue: String
+        func bind(_ p: inout QueryParameters) { p.add(queue) }
+    }
+
+    struct ResumeQueue: Query {
+        static let name = "resumeQueue"
+        var queue: String
+        func bind(_ p: inout QueryParameters) { p.add(queue) }
+
+        struct Row: QueryRow {
+            static let columns = ["name", "pg_notify"]
+            init?(_ row: RowReader) {}
+        }
+    }
+
+    struct QueueNames: Query {
+        typealias Row = NameRow
+        static let name = "queueNames"
+    }
+
+    struct QueueCounts: Query {
+        static let name = "queueCounts"
+
+        struct Row: QueryRow {
+            static let columns = ["queue", "paused", "paused_for", "state", "count"]
+            var queue: String
+            var paused: Bool
+            var pausedFor: Double?
+            /// Nil for a queue without jobs.
+            var state: String?
+            var count: Int
+
+            init?(_ row: RowReader) {
+                guard let queue = row.text("queue") else { return nil }
+                self.queue = queue
+                paused = row.bool("paused") ?? false
+                pausedFor = row.double("paused_for")
+                state = row.text("state")
+                count = row.int("count") ?? 0
+            }
+        }
+    }
+
+    /// A count of jobs in one state.
+    struct StateCountRow: QueryRow {
+        static let columns = ["state", "count"]
+        var state: String
+        var count: Int
+        init?(_ row: RowReader) {
+            state = row.text("state") ?? "?"
+            count = row.int("count") ?? 0
+        }
+    }
+
+    struct TagCounts: Query {
+        typealias Row = StateCountRow
+        static let name = "tagCounts"
+        var tag: String
+        func bind(_ p: inout QueryParameters) { p.add(tag) }
+    }
+
+    struct SetPreset: Query {
+        static let name = "setPreset"
+        var preset: Preset
+
+        func bind(_ p: inout QueryParameters) {
+            p.add(preset.name)
+            p.add(preset.processors)
+            p.add(json: .object(preset.options))
+        }
+
+        struct Row: QueryRow {
+            static let columns = ["created"]
+            var created: Bool
+            init?(_ row: RowReader) { created = row.bool("created") ?? false }
+        }
+    }
+
+    /// A preset's row.
+    struct PresetRow: QueryRow {
+        static let columns = ["name", "processors", "options"]
+        var preset: Preset
+
+        init?(_ row: RowReader) {
+            guard let name = row.text("name"), let processors = row.text("processors") else { return nil }
+            var options: [String: JSONValue] = [:]
+            if case .object(let o)? = row.text("options").flatMap(JSONValue.parse) { options = o }
+            preset = Preset(name: name, processors: processors, options: options)
+        }
+    }
+
+    struct ListPresets: Query {
+        static let name = "listPresets"
+
+        struct Row: QueryRow {
+            static let columns = ["name", "processors", "options", "created_at", "updated_at"]
+            var preset: Preset
+            init?(_ row: RowReader) {
+                guard let preset = PresetRow(row)?.preset else { return nil }
+                self.preset = preset
+            }
+        }
+    }
+
+    struct DeletePreset: Query {
+        typealias Row = NameRow
+        static let name = "deletePreset"
+        var name: String
+        func bind(_ p: inout QueryParameters) { p.add(name) }
+    }
+
+    struct PresetsNamed: Query {
+        typealias Row = PresetRow
+        static let name = "presetsNamed"
+        var names: [String]
+        func bind(_ p: inout QueryParameters) { p.add(names) }
+    }
+}
