@@ -73,7 +73,9 @@ let package = Package(
             ]),
         // PostgreSQL: connection, migrations, the job queue (claim, lease, complete, rescue).
         // Its SQL is in Queries/*.sql, embedded in the binary (no resource bundle to install).
-        .target(name: "HalcyonQueue", dependencies: ["HalcyonCore", "CLibPQ"], resources: [.embedInCode("Queries")]),
+        .target(
+            name: "HalcyonQueue", dependencies: ["HalcyonCore", "CLibPQ", .product(name: "Logging", package: "swift-log")],
+            resources: [.embedInCode("Queries")]),
         // Sources and downloads.
         .target(name: "HalcyonFetch", dependencies: ["HalcyonCore", "CCurl"]),
         // Chain grammar, processors and MagickWand.
@@ -82,7 +84,9 @@ let package = Package(
         .target(name: "HalcyonStore", dependencies: ["HalcyonCore"]),
         // One sweep of the store under the fleet-wide sweep lease, recorded in the database: what
         // workers run periodically and `halcyon sweep` on demand.
-        .target(name: "HalcyonStoreMaintenance", dependencies: ["HalcyonCore", "HalcyonQueue", "HalcyonStore", .product(name: "Logging", package: "swift-log")]),
+        .target(
+            name: "HalcyonStoreMaintenance",
+            dependencies: ["HalcyonCore", "HalcyonQueue", "HalcyonStore", .product(name: "Logging", package: "swift-log")]),
         // The worker runtime: claim loop, slots, heartbeat, rescuer, graceful stop.
         .target(
             name: "HalcyonWorker",
@@ -90,8 +94,9 @@ let package = Package(
                 "HalcyonCore", "HalcyonQueue", "HalcyonFetch", "HalcyonImage", "HalcyonStore", "HalcyonStoreMaintenance", "HalcyonHTTP",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
-                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "Logging", package: "swift-log"),
             ]),
 
         // The operators' web dashboard (`halcyon dashboard`): pages and JSON over the queue and the store.
@@ -102,6 +107,7 @@ let package = Package(
             dependencies: [
                 "HalcyonCore", "HalcyonQueue", "HalcyonImage", "HalcyonStore", "HalcyonHTTP", .product(name: "Logging", package: "swift-log"),
                 .product(name: "Hummingbird", package: "hummingbird"), .product(name: "Mustache", package: "swift-mustache"),
+                .product(name: "HTTPTypes", package: "swift-http-types"), .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             exclude: ["Templates"]),
@@ -109,13 +115,13 @@ let package = Package(
         // Not what a worker runs: the embedded PostgreSQL cluster (the CLI's default database,
         // and the demo's, the bench's and the tests'), sample images, the CLI's shared options,
         // and the bench and demo commands.
-        .target(name: "HalcyonEmbedded", dependencies: ["HalcyonCore", "HalcyonQueue"]),
+        .target(name: "HalcyonEmbedded", dependencies: ["HalcyonCore"]),
         .target(name: "HalcyonSamples", dependencies: ["HalcyonCore", "HalcyonImage", "CMagickWand"], swiftSettings: magickIncludes),
         .target(
             name: "HalcyonCLI",
             dependencies: [
-                "HalcyonCore", "HalcyonQueue", "HalcyonFetch", "HalcyonEmbedded",
-                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                "HalcyonCore", "HalcyonQueue", "HalcyonEmbedded",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"), .product(name: "Logging", package: "swift-log"),
             ]),
         .target(
             name: "HalcyonBench",
@@ -127,7 +133,7 @@ let package = Package(
         .target(
             name: "HalcyonDemo",
             dependencies: [
-                "HalcyonCLI", "HalcyonCore", "HalcyonQueue", "HalcyonFetch", "HalcyonImage", "HalcyonStore", "HalcyonWorker", "HalcyonEmbedded",
+                "HalcyonCLI", "HalcyonCore", "HalcyonQueue", "HalcyonFetch", "HalcyonImage", "HalcyonWorker", "HalcyonEmbedded",
                 "HalcyonSamples", "HalcyonHTTP", .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
@@ -141,6 +147,7 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "Logging", package: "swift-log"),
             ]),
 
         // Fuzzing (scripts/fuzz, Tests/Fixtures/fuzz/README.md): each parser's entry for libFuzzer, one
@@ -150,12 +157,14 @@ let package = Package(
 
         // Helpers for the integration tests: throwaway databases, the origin, worker processes.
         .target(
-            name: "HalcyonTestSupport", dependencies: ["HalcyonCore", "HalcyonQueue", "HalcyonFetch", "HalcyonEmbedded", "HalcyonSamples"],
+            name: "HalcyonTestSupport", dependencies: ["HalcyonCore", "HalcyonQueue", "HalcyonFetch", "HalcyonEmbedded"],
             path: "Tests/HalcyonTestSupport"),
 
         .testTarget(name: "HalcyonCoreTests", dependencies: ["HalcyonCore"]),
         .testTarget(
-            name: "HalcyonImageTests", dependencies: ["HalcyonImage", "HalcyonCore", "HalcyonSamples", "HalcyonBench", "HalcyonTestSupport"]),
+            name: "HalcyonImageTests",
+            dependencies: ["HalcyonImage", "HalcyonCore", "HalcyonSamples", "HalcyonBench", "HalcyonTestSupport", "CMagickWand"],
+            swiftSettings: magickIncludes),
         .testTarget(name: "HalcyonStoreTests", dependencies: ["HalcyonStore", "HalcyonCore"]),
         .testTarget(
             name: "HalcyonFetchTests",
@@ -165,7 +174,8 @@ let package = Package(
         .testTarget(name: "HalcyonQueueTests", dependencies: ["HalcyonQueue", "HalcyonCore", "HalcyonTestSupport", "HalcyonBench"]),
         .testTarget(name: "HalcyonEmbeddedTests", dependencies: ["HalcyonEmbedded", "HalcyonQueue", "HalcyonCore", "HalcyonTestSupport"]),
         .testTarget(
-            name: "HalcyonBenchTests", dependencies: ["HalcyonBench", "HalcyonImage", "HalcyonCore", "HalcyonSamples", "HalcyonTestSupport"]),
+            name: "HalcyonBenchTests",
+            dependencies: ["HalcyonBench", "HalcyonImage", "HalcyonCore", "HalcyonQueue", "HalcyonSamples", "HalcyonTestSupport"]),
         .testTarget(
             name: "HalcyonDashboardTests",
             dependencies: [
@@ -180,7 +190,7 @@ let package = Package(
             ]),
         .testTarget(name: "HalcyonFuzzTests", dependencies: ["HalcyonFuzz"]),
         // The documentation's runnable examples, the CLI reference's freshness and the install.
-        .testTarget(name: "HalcyonDocsTests", dependencies: ["HalcyonDemo", "HalcyonEmbedded", "HalcyonTestSupport"]),
+        .testTarget(name: "HalcyonDocsTests", dependencies: ["HalcyonCore", "HalcyonDemo", "HalcyonEmbedded", "HalcyonTestSupport"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -21,7 +21,8 @@ struct Halcyon: AsyncParsableCommand {
             """,
         subcommands: [
             Migrate.self, Enqueue.self, Wait.self, Work.self, Status.self, Show.self,
-            Retry.self, Cancel.self, Pause.self, Resume.self, Prune.self, Deliver.self, Sweep.self, Verify.self, Validate.self, Presets.self, Dashboard.self, Demo.self, Bench.self,
+            Retry.self, Cancel.self, Pause.self, Resume.self, Prune.self, Deliver.self, Sweep.self, Verify.self, Validate.self, Presets.self,
+            Dashboard.self, Demo.self, Bench.self,
             Embedded.self,
         ]
     )
