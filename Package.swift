@@ -16,7 +16,12 @@ let package = Package(
     name: "Halcyon",
     platforms: [.macOS(.v14)],
     products: [
-        .executable(name: "halcyon", targets: ["halcyon"])
+        // The worker and the operator commands: what production runs.
+        .executable(name: "halcyon", targets: ["halcyon"]),
+        // The benchmark and the demo, programs of their own (`halcyon bench` and `halcyon demo`
+        // run them): neither they nor the sample images are in the worker's binary.
+        .executable(name: "halcyon-bench", targets: ["halcyon-bench"]),
+        .executable(name: "halcyon-demo", targets: ["halcyon-demo"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
@@ -142,13 +147,16 @@ let package = Package(
             name: "halcyon",
             dependencies: [
                 "HalcyonCore", "HalcyonQueue", "HalcyonFetch", "HalcyonImage", "HalcyonStore", "HalcyonStoreMaintenance", "HalcyonWorker",
-                "HalcyonCLI", "HalcyonEmbedded", "HalcyonBench", "HalcyonDemo", "HalcyonDashboard",
+                "HalcyonCLI", "HalcyonEmbedded", "HalcyonDashboard",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "Logging", package: "swift-log"),
             ]),
+
+        .executableTarget(name: "halcyon-bench", dependencies: ["HalcyonBench"]),
+        .executableTarget(name: "halcyon-demo", dependencies: ["HalcyonDemo"]),
 
         // Fuzzing (scripts/fuzz, Tests/Fixtures/fuzz/README.md): each parser's entry for libFuzzer, one
         // executable per target; never linked into `halcyon`. Built as usual, each executable runs the

@@ -13,6 +13,8 @@ package struct Bench: AsyncParsableCommand {
     package init() {}
 
     package static let configuration = CommandConfiguration(
+        // The name a user types: `halcyon bench` runs this program (`halcyon-bench`).
+        commandName: "halcyon bench",
         abstract: "Measure W1, W2, W3, H, L, S and E end to end through the queue, beside Pillow, vipsthumbnail, convert and pgqueuer; or soak.",
         discussion: """
             W1: every corpus image → resize(320x320, mode=fill) |> format(jpeg, quality=82). The \
@@ -85,11 +87,11 @@ package struct Bench: AsyncParsableCommand {
     var noScale = false
     @Option(help: "Soak: drain this many queued jobs with two workers, reporting throughput and RSS per tenth (1000–10000000).")
     var soak: Int?
-    @Option(help: "Run the workers from this halcyon executable instead of this one (to compare two builds in one run).")
+    @Option(help: "Run the workers from this halcyon executable instead of the one beside halcyon-bench (to compare two builds in one run).")
     var workerBinary: String?
 
     /// What the bench's `halcyon work` processes run.
-    var workerExecutable: String { workerBinary ?? CommandLine.arguments[0] }
+    var workerExecutable: String { workerBinary ?? Sibling.halcyon }
     @Option(help: "Write the results as JSON here (default $HALCYON_HOME/bench/results.json).")
     var out: String?
     @Option(

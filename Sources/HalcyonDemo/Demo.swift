@@ -17,6 +17,8 @@ package struct Demo: AsyncParsableCommand {
     package init() {}
 
     package static let configuration = CommandConfiguration(
+        // The name a user types: `halcyon demo` runs this program (`halcyon-demo`).
+        commandName: "halcyon demo",
         abstract: "A guided run: sample images, a local origin with faults, two workers, the status.",
         discussion: """
             Generates sample images under $HALCYON_HOME/demo/images (photo-like JPEGs, one with an \
@@ -124,8 +126,9 @@ package struct Demo: AsyncParsableCommand {
         await check.close()
         print("\n" + QueueStatusText.render(status))
         print("outputs:   \(storeOptions.root().appendingPathComponent("objects").path)")
-        // As invoked, so the hint can be pasted as it is (scripts/demo runs .build/release/halcyon).
-        let me = CommandLine.arguments[0]
+        // The halcyon beside this program, so the hint can be pasted as it is (scripts/demo runs
+        // .build/release/halcyon demo).
+        let me = Sibling.halcyon
         print("look at:   \(me) show \(staged.first { if case .retriedThenSucceeds = $0.expect { true } else { false } }!.id)   (the 503, retried)")
         print("           \(me) show \(staged.first { if case .fails = $0.expect { true } else { false } }!.id)   (the permanent failure)")
         print("           \(me) status --watch")

@@ -1,9 +1,7 @@
 import ArgumentParser
 import Foundation
-import HalcyonBench
 import HalcyonCLI
 import HalcyonCore
-import HalcyonDemo
 import Logging
 
 @main
@@ -22,8 +20,16 @@ struct Halcyon: AsyncParsableCommand {
         subcommands: [
             Migrate.self, Enqueue.self, Wait.self, Work.self, Status.self, Show.self,
             Retry.self, Cancel.self, Pause.self, Resume.self, Prune.self, Deliver.self, Sweep.self, Verify.self, Validate.self, Presets.self,
-            Dashboard.self, Demo.self, Bench.self,
+            Dashboard.self, DemoTool.self, BenchTool.self,
             Embedded.self,
         ]
     )
+
+    /// `halcyon bench` and `halcyon demo` are programs of their own (`Tools`): handed over before
+    /// any parsing, so that their options and `--help` are theirs.
+    static func main() async {
+        let arguments = Array(CommandLine.arguments.dropFirst())
+        if let name = arguments.first, Tools.names.contains(name) { Tools.exec(name, Array(arguments.dropFirst())) }
+        await main(nil)
+    }
 }
