@@ -10,7 +10,7 @@ public struct DashboardConfiguration: Sendable {
     /// IPv4 address to listen on. Anything outside 127.0.0.0/8 requires `authToken`.
     public var address = "127.0.0.1"
     /// TCP port; 0 picks a free one.
-    public var port = 8080
+    public var port = Settings.port.defaultValue
     /// The operator's shared secret (at least `minimumTokenLength` characters): with it, every
     /// request must carry a token as `Authorization: Bearer …` or the session cookie `/login`
     /// sets, and this one may also retry and cancel.
@@ -21,15 +21,15 @@ public struct DashboardConfiguration: Sendable {
     /// The store whose results `/results/SHA256` serves; nil serves none.
     public var storeRoot: URL?
     /// How often a page with live parts reloads them (JavaScript; without it, pages are static).
-    public var liveInterval: Duration = .seconds(5)
+    public var liveInterval: Duration = Settings.liveInterval.defaultValue
     /// A worker without a heartbeat this long is shown as dead.
     public var deadAfter: Duration = .seconds(60)
     /// Jobs per page of the list.
-    public var pageSize = 50
+    public var pageSize = Settings.pageSize.defaultValue
     /// Counts stop here and say "N+" (the overview's per-state counts, the list's match count).
     public var countCap = QueueOverview.defaultCap
     /// The database statement deadline (a pathological filter is cut off here).
-    public var statementTimeout: Duration = .seconds(10)
+    public var statementTimeout: Duration = Settings.statementTimeout.defaultValue
     /// Database connections; requests share them.
     public var connections = 3
     /// A result larger than this is not served.
@@ -41,6 +41,27 @@ public struct DashboardConfiguration: Sendable {
     public static let minimumTokenLength = 16
 
     public init() {}
+
+    /// The settings `halcyon dashboard` exposes, each described once (option, default, accepted
+    /// values, meaning); `validate()` checks them.
+    public enum Settings {
+        public static let port = Setting.count("--port", default: 8080, 0...65535, "TCP port", detail: "0: any free port, printed at start.")
+        public static let liveInterval = Setting.duration(
+            "--refresh", default: .seconds(5), .zero...(.hours(1)), "How often open pages refresh their live parts (0s: never)")
+        public static let pageSize = Setting.count("--page-size", default: 50, 1...500, "Jobs per page of the list")
+        public static let statementTimeout = Setting.duration(
+            "--statement-timeout", default: .seconds(10), .seconds(1)...(.minutes(10)), "Deadline of every dashboard statement")
+    }
+
+    /// Checks the settings and what would be unsafe (`problem`), as `job.invalid_options`
+    /// naming the option; `DashboardServer` calls it before it serves.
+    public func validate() throws(HalcyonError) {
+        try Settings.port.check(port)
+        try Settings.liveInterval.check(liveInterval)
+        try Settings.pageSize.check(pageSize)
+        try Settings.statementTimeout.check(statementTimeout)
+        if let problem { throw HalcyonError(.invalidOptions, problem) }
+    }
 
     /// Whether `address` is a loopback address (127.0.0.0/8).
     public var isLoopback: Bool { Self.isLoopback(address) }
@@ -60,12 +81,11 @@ public struct DashboardConfiguration: Sendable {
     }
 
     /// What would be unsafe or cannot work, or nil: a non-loopback address without a token, a
-    /// short token, a viewer token without an operator token or equal to it, a bad port, page
-    /// size, cap or server limit.
+    /// short token, a viewer token without an operator token or equal to it, a cap or server
+    /// limit (the `Settings` are checked by `validate()`).
     public var problem: String? {
         var a = in_addr()
         guard inet_pton(AF_INET, address, &a) == 1 else { return "--address '\(address)' is not an IPv4 address" }
-        guard (0...65535).contains(port) else { return "--port \(port) is not a TCP port" }
         if let authToken, authToken.count < Self.minimumTokenLength {
             return "the auth token has \(authToken.count) characters; at least \(Self.minimumTokenLength) are required"
         }
@@ -83,14 +103,8 @@ public struct DashboardConfiguration: Sendable {
             return "listening on \(address) (not loopback) needs --auth-token or HALCYON_DASHBOARD_TOKEN: "
                 + "anyone who can reach the port could see every job and retry or cancel them"
         }
-        guard (1...500).contains(pageSize) else { return "--page-size must be 1–500" }
         guard countCap >= 1, connections >= 1, maxResultBytes >= 1 else { return "caps and connection counts must be positive" }
         do { try serverSettings.validate() } catch { return error.message }
         return nil
-    }
-
-    /// Throws `problem`, if any (`job.invalid_options`, as every configuration's check).
-    public func validate() throws(HalcyonError) {
-        if let problem { throw HalcyonError(.invalidOptions, problem) }
     }
 }

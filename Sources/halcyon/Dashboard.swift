@@ -31,8 +31,8 @@ struct Dashboard: AsyncParsableCommand {
 
     @Option(help: "IPv4 address to listen on; other than loopback requires --auth-token.")
     var address = "127.0.0.1"
-    @Option(help: "TCP port (0: any free port, printed at start).")
-    var port = 8080
+    @Option(help: ArgumentHelp(Settings.port.help))
+    var port = Settings.port.defaultValue
     @Option(
         help:
             "The operator's shared secret (sees and acts), at least 16 characters (default: HALCYON_DASHBOARD_TOKEN, better: an argument is visible to others in ps)."
@@ -43,17 +43,21 @@ struct Dashboard: AsyncParsableCommand {
             "A read-only token of at least 16 characters, besides --auth-token: every page and the API, no retry or cancel (default: HALCYON_DASHBOARD_VIEWER_TOKEN)."
     )
     var viewerToken: String?
-    @Option(help: "How often open pages refresh their live parts, 0s (never)–1h.")
-    var refresh = TimeSpanArgument(.seconds(5))
-    @Option(help: "Jobs per page of the list, 1–500.")
-    var pageSize = 50
-    @Option(help: "Deadline of every dashboard statement, 1s–10m.")
-    var statementTimeout = TimeSpanArgument(.seconds(10))
+    @Option(help: ArgumentHelp(Settings.liveInterval.help))
+    var refresh = TimeSpanArgument(Settings.liveInterval.defaultValue)
+    @Option(help: ArgumentHelp(Settings.pageSize.help))
+    var pageSize = Settings.pageSize.defaultValue
+    @Option(help: ArgumentHelp(Settings.statementTimeout.help))
+    var statementTimeout = TimeSpanArgument(Settings.statementTimeout.defaultValue)
+
+    private typealias Settings = DashboardConfiguration.Settings
 
     func validate() throws {
-        try refresh.check("--refresh", 0...3600)
-        try statementTimeout.check("--statement-timeout", 1...600)
-        if let problem = makeConfiguration().problem { throw ValidationError(problem) }
+        do {
+            try makeConfiguration().validate()
+        } catch {
+            throw ValidationError(error.message)
+        }
     }
 
     func makeConfiguration() -> DashboardConfiguration {
@@ -65,9 +69,9 @@ struct Dashboard: AsyncParsableCommand {
         c.authToken = authToken ?? variable("HALCYON_DASHBOARD_TOKEN")
         c.viewerToken = viewerToken ?? variable("HALCYON_DASHBOARD_VIEWER_TOKEN")
         c.storeRoot = storeOptions.root()
-        c.liveInterval = .seconds(refresh.seconds)
+        c.liveInterval = refresh.duration
         c.pageSize = pageSize
-        c.statementTimeout = .seconds(statementTimeout.seconds)
+        c.statementTimeout = statementTimeout.duration
         return c
     }
 
