@@ -251,12 +251,12 @@ struct WorkerTests {
     /// A worker that stalls (SIGSTOP to it and its image process, as a paused VM) past its lease
     /// is rescued by another worker, which claims the job again. When the stalled worker wakes
     /// with its download done, its outcome must not be recorded: the row's outcome is the second
-    /// worker's, recorded no sooner than its own 6 s download allows.
+    /// worker's, recorded no sooner than its own 12 s download allows.
     @Test func aStalledWorkersLateOutcomeIsRefusedAfterItsJobWasHandedOn() async throws {
         _ = try Self.published()
         let db = try await TestDatabase.create()
         let store = try TestEnvironment.temporaryDirectory("store")
-        let ids = try await enqueue(db, [job("\(TestEnvironment.origin)/slowfile/6/tiny.png?late=\(db.name)", "format(png)")])
+        let ids = try await enqueue(db, [job("\(TestEnvironment.origin)/slowfile/12/tiny.png?late=\(db.name)", "format(png)")])
         let id = String(ids[0])
         let stalled = try worker(db, store: store, ["--lease", "2s", "--concurrency", "1"])
         defer { stalled.signal(SIGKILL) }
@@ -266,6 +266,12 @@ struct WorkerTests {
         let frozen = [stalled.pid] + stalled.children
         for pid in frozen { kill(pid, SIGSTOP) }
         defer { for pid in frozen { kill(pid, SIGCONT) } }
+        // Frozen mid-download (12 s of it; under curl's low-speed limit of 1 KiB/s for 15 s): the test process itself may have been slow to get
+        // here on a loaded machine, so make sure the job did not finish first.
+        let frozenWhile = try await db.query(row, [id])
+        try #require(
+            frozenWhile.value(0, "state") == "running" && frozenWhile.value(0, "attempt") == "1",
+            "the job was no longer in its first attempt when its worker was frozen: \(frozenWhile.dictionaries)")
         let peer = try worker(db, store: store, ["--lease", "30s", "--concurrency", "1"])
         defer { peer.signal(SIGKILL) }
         // Rescued (attempt 1 ended by worker.lease_expired) and claimed again by the peer.
@@ -286,23 +292,23 @@ struct WorkerTests {
             )
         }
         let second = try await db.query(row, [id])
-        // The stalled worker wakes: its 6 s download has been waiting in its socket.
+        // The stalled worker wakes: its 12 s download has been waiting in its socket.
         for pid in frozen { kill(pid, SIGCONT) }
         #expect(try await waitUntil(60) { try await count(db, "state = 'succeeded'") == 1 }, "\(peer.output.suffix(2000))")
         let done = try await db.query(
             """
-            SELECT attempt, finished_at - started_at >= interval '6 seconds' AS peers_own,
+            SELECT attempt, finished_at - started_at >= interval '12 seconds' AS peers_own,
                    jsonb_array_length(errors) AS entries, errors->0->>'code' AS code
             FROM halcyon.jobs WHERE id = $1::bigint
             """, [id])
         #expect(
             done.value(0, "attempt") == "2" && done.value(0, "entries") == "1" && done.value(0, "code") == "worker.lease_expired",
             "\(done.dictionaries)")
-        // Claimed by the peer at started_at, its download takes 6 s: an outcome recorded sooner was the stalled worker's.
+        // Claimed by the peer at started_at, its download takes 12 s: an outcome recorded sooner was the stalled worker's.
         #expect(
             done.value(0, "peers_own") == "t",
             "the outcome recorded is not the peer's: \(done.dictionaries); claims \(first.dictionaries) \(second.dictionaries)")
-        #expect(try Origin.counts()["/slowfile/6/tiny.png?late=\(db.name)"] == 2)
+        #expect(try Origin.counts()["/slowfile/12/tiny.png?late=\(db.name)"] == 2)
         stalled.signal(SIGTERM)
         peer.signal(SIGTERM)
         #expect(await stalled.wait(timeout: 60) == 0, "\(stalled.output.suffix(2000))")
