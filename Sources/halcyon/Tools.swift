@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import HalcyonCLI
 import HalcyonCore
 
 /// Commands that are programs of their own — the benchmark and the demo link sample-image
@@ -11,17 +12,10 @@ enum Tools {
     /// The tools by subcommand name.
     static let names = ["bench", "demo"]
 
-    /// Replaces this process with `halcyon-NAME ARGUMENTS`; returns only when it cannot.
+    /// Replaces this process with `halcyon-NAME ARGUMENTS`; when it cannot, says why and exits 1.
     static func exec(_ name: String, _ arguments: [String]) -> Never {
         let program = "halcyon-\(name)"
-        let beside = URL(fileURLWithPath: ResourceLocator.executablePath).resolvingSymlinksInPath().deletingLastPathComponent()
-            .appendingPathComponent(program).path
-        let path =
-            FileManager.default.isExecutableFile(atPath: beside)
-            ? beside
-            : (ProcessInfo.processInfo.environment["PATH"] ?? "").split(separator: ":").map { "\($0)/\(program)" }
-                .first { FileManager.default.isExecutableFile(atPath: $0) }
-        guard let path else {
+        guard let path = Sibling.path(program) else {
             FileHandle.standardError.write(
                 Data(
                     ("Error: halcyon \(name) runs \(program), which is not beside \(ResourceLocator.executablePath) or on PATH "
