@@ -258,7 +258,9 @@ struct WorkerTests {
         let store = try TestEnvironment.temporaryDirectory("store")
         let ids = try await enqueue(db, [job("\(TestEnvironment.origin)/slowfile/12/tiny.png?late=\(db.name)", "format(png)")])
         let id = String(ids[0])
-        let stalled = try worker(db, store: store, ["--lease", "2s", "--concurrency", "1"])
+        // No download retries: the freeze can outlast curl's low-speed window, and a retry after
+        // the worker wakes would be a third request for the source.
+        let stalled = try worker(db, store: store, ["--lease", "2s", "--concurrency", "1", "--fetch-retries", "0"])
         defer { stalled.signal(SIGKILL) }
         let row = "SELECT state::text, attempt, locked_by, started_at::text AS started FROM halcyon.jobs WHERE id = $1::bigint"
         #expect(try await waitUntil(60) { try await db.query(row, [id]).value(0, "state") == "running" }, "\(stalled.output.suffix(1500))")
