@@ -54,12 +54,12 @@ struct CrashContainmentTests {
         return ids
     }
 
-    static func worker(_ db: TestDatabase, _ extra: [String], fault: String? = nil) throws -> HalcyonProcess {
+    static func worker(_ db: TestDatabase, _ extra: [String], fault: String? = nil, environment: [String: String] = [:]) throws -> HalcyonProcess {
         try HalcyonProcess(
             [
                 "work", "--no-progress", "--store", try TestEnvironment.temporaryDirectory("store").path,
                 "--allow-network", "127.0.0.1/32", "--fetch-retries", "0", "--lease", "60s",
-            ] + extra, conninfo: db.conninfo, environment: fault.map { ["HALCYON_TEST_FAULT": $0] } ?? [:])
+            ] + extra, conninfo: db.conninfo, environment: environment.merging(fault.map { ["HALCYON_TEST_FAULT": $0] } ?? [:]) { $1 })
     }
 
     /// SIGKILL to the child while it processes slow jobs among many quick ones, with two slots:
@@ -192,6 +192,27 @@ struct CrashContainmentTests {
         let overview = try await QueueOverview.load(c)
         await c.close()
         #expect(overview.workers.first?.restarts == 5 && overview.workers.first?.lastCrash != nil)
+    }
+
+    /// A crash whose backtrace takes longer than `--max-job-time` and its grace to write (a
+    /// loaded machine symbolicating a large binary) is a crash, not a job stuck in one call: the
+    /// supervisor waits for the runtime's backtracer — here a stand-in that takes 6 s, against a
+    /// 1 s deadline and 1 s grace — and charges the job `worker.crashed`.
+    @Test func aCrashStillWritingItsBacktraceIsNotTakenForAStuckJob() async throws {
+        let db = try await TestDatabase.create()
+        let image = try SampleImages.photo(width: 200, height: 150, seed: 11, format: .png)
+        let segv = try await Self.enqueue(db, try Origin.publish("crash-slow-backtrace.png", image), "resize(30x30) |> format(png)")
+        let backtracer = try TestEnvironment.temporaryDirectory("backtracer").appendingPathComponent("swift-backtrace")
+        try "#!/bin/sh\nsleep 6\n".write(to: backtracer, atomically: true, encoding: .utf8)
+        chmod(backtracer.path, 0o755)
+        let w = try Self.worker(
+            db, ["--drain", "--concurrency", "1", "--max-job-time", "1s"], fault: "segv:crash-slow-backtrace",
+            environment: ["SWIFT_BACKTRACE": "enable=yes,swift-backtrace=\(backtracer.path)"])
+        #expect(await w.wait(timeout: 120) == 0, "\(w.output.suffix(3000))")
+        let s = try #require(try await Self.rows(db, [segv])[segv])
+        #expect(s.state == "failed" && s.code == "worker.crashed" && s.crashes == 2, "\(s) \(w.output.suffix(3000))")
+        #expect(s.lastError.contains("SIGSEGV"), "\(s.lastError)")
+        #expect(!w.output.contains("stuck in one call"), "\(w.output.suffix(3000))")
     }
 
     /// SIGTERM while the supervisor is between two children (right after a crash): it exits 0

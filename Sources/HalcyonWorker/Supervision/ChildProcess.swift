@@ -74,4 +74,20 @@ struct ChildProcess: Sendable {
 
     /// The child's resident set now, in bytes.
     var residentBytes: Int? { ProcessMemory.residentRSS(of: pid) }
+
+    /// True while the Swift runtime's crash handler is writing the child's backtrace: the child
+    /// has crashed and will die once `swift-backtrace`, which it started, is done (within the
+    /// backtracer's own timeout). Until then it looks like a process stuck in one call.
+    var isWritingABacktrace: Bool {
+        let tasks = "/proc/\(pid)/task"
+        guard let threads = try? FileManager.default.contentsOfDirectory(atPath: tasks) else { return false }
+        for thread in threads {
+            guard let children = try? String(contentsOfFile: "\(tasks)/\(thread)/children", encoding: .utf8) else { continue }
+            for child in children.split(separator: " ") {
+                let name = (try? String(contentsOfFile: "/proc/\(child)/comm", encoding: .utf8)) ?? ""
+                if name.hasPrefix("swift-backtrace") { return true }
+            }
+        }
+        return false
+    }
 }

@@ -117,6 +117,8 @@ public final class Supervisor: Sendable {
             var environment = ProcessInfo.processInfo.environment
             environment[SupervisorChannel.environmentKey] = "3"
             environment[Self.restartsKey] = String(restarts)
+            // A crash's backtrace shows the thread that crashed, unless the operator chose otherwise.
+            if environment[Self.backtraceKey] == nil { environment[Self.backtraceKey] = Self.backtraceDefault }
             do {
                 child = try ChildProcess.spawn(executable: configuration.executable, arguments: configuration.arguments, environment: environment)
             } catch {
@@ -161,6 +163,15 @@ public final class Supervisor: Sendable {
     /// The environment variable that tells a child how many restarts came before it.
     public static let restartsKey = "HALCYON_WORKER_RESTARTS"
 
+    /// The Swift runtime's backtracer settings, and what a child gets when they are unset: the
+    /// crashed thread only (the other threads wait in the runtime and say nothing about the crash),
+    /// with the images it mentions — far less to symbolicate than every thread of a debug build.
+    static let backtraceKey = "SWIFT_BACKTRACE"
+    static let backtraceDefault = "threads=crashed,images=mentioned"
+
+    /// How long a crashed child may spend writing its backtrace before it is ended as stuck.
+    static let backtraceAllowance: Duration = .seconds(60)
+
     /// Why the supervisor ended a child, when it did.
     enum Cause: Equatable, Sendable {
         case signal(Int32)
@@ -190,6 +201,7 @@ public final class Supervisor: Sendable {
     /// job has been stuck in processing past the deadline and its grace.
     private func watch(_ child: ChildProcess, _ tracker: ProcessingTracker) async -> (ChildProcess.Exit, Cause?) {
         var cause: Cause?
+        var backtraceSince: ContinuousClock.Instant?
         while true {
             if let exit = child.exit(block: false) { return (exit, cause) }
             if cause == nil {
@@ -198,7 +210,14 @@ public final class Supervisor: Sendable {
                 } else {
                     let grace = configuration.stuckGrace ?? min(.seconds(30), configuration.maxJobTime)
                     let stuck = tracker.overdue(deadline: configuration.maxJobTime, grace: grace)
-                    if !stuck.isEmpty { cause = .stuck(stuck) }
+                    // A child that crashed is not stuck while its backtrace is being written
+                    // (for a minute at most: the backtracer could hang too).
+                    if !stuck.isEmpty, child.isWritingABacktrace {
+                        backtraceSince = backtraceSince ?? .now
+                    }
+                    if !stuck.isEmpty, backtraceSince.map({ .now - $0 >= Self.backtraceAllowance }) ?? true {
+                        cause = .stuck(stuck)
+                    }
                 }
                 if let cause {
                     logger.error("ending the worker process", metadata: ["pid": "\(child.pid)", "reason": "\(cause.description)"])
