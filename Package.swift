@@ -54,18 +54,22 @@ let package = Package(
         .target(
             name: "CImageCodecs", cSettings: [.unsafeFlags(["-O2"])], linkerSettings: [.linkedLibrary("jpeg"), .linkedLibrary("png16")]),
 
-        // Shared vocabulary: errors with categories, durations, job options, blocking-call offload.
+        // Runtime utilities every module may use: blocking-call offload, cancellation, semaphores,
+        // serial threads, signals, logging, JSON text, durations and sizes, digests.
         .target(
-            name: "HalcyonCore",
+            name: "HalcyonRuntime",
             dependencies: [
                 "CMalloc", "CCrypto", .product(name: "Logging", package: "swift-log"),
             ]),
+        // The domain's vocabulary: categorized errors, job options, expiration, retry options,
+        // image formats, source facts, placeholders, stage timings, configuration settings.
+        .target(name: "HalcyonDomain", dependencies: ["HalcyonRuntime"]),
         // HTTP servers on Hummingbird: one HTTP/1.1 pipeline with Halcyon's limits (whole-request
         // deadline, bounded head and body, connections with eviction), shared by every surface.
         .target(
             name: "HalcyonHTTP",
             dependencies: [
-                "HalcyonCore",
+                "HalcyonDomain",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
@@ -79,24 +83,26 @@ let package = Package(
         // PostgreSQL: connection, migrations, the job queue (claim, lease, complete, rescue).
         // Its SQL is in Queries/*.sql, embedded in the binary (no resource bundle to install).
         .target(
-            name: "HalcyonQueue", dependencies: ["HalcyonCore", "CLibPQ", .product(name: "Logging", package: "swift-log")],
+            name: "HalcyonQueue", dependencies: ["HalcyonDomain", "HalcyonRuntime", "CLibPQ", .product(name: "Logging", package: "swift-log")],
             resources: [.embedInCode("Queries")]),
         // Sources and downloads.
-        .target(name: "HalcyonFetch", dependencies: ["HalcyonCore", "CCurl"]),
+        .target(name: "HalcyonFetch", dependencies: ["HalcyonDomain", "HalcyonRuntime", "CCurl"]),
         // Chain grammar, processors and MagickWand.
-        .target(name: "HalcyonImage", dependencies: ["HalcyonCore", "CMagickWand", "CImageCodecs"], swiftSettings: magickIncludes),
+        .target(
+            name: "HalcyonImage", dependencies: ["HalcyonDomain", "HalcyonRuntime", "CMagickWand", "CImageCodecs"], swiftSettings: magickIncludes),
         // Content-addressed disk store.
-        .target(name: "HalcyonStore", dependencies: ["HalcyonCore"]),
+        .target(name: "HalcyonStore", dependencies: ["HalcyonDomain", "HalcyonRuntime"]),
         // One sweep of the store under the fleet-wide sweep lease, recorded in the database: what
         // workers run periodically and `halcyon sweep` on demand.
         .target(
             name: "HalcyonStoreMaintenance",
-            dependencies: ["HalcyonCore", "HalcyonQueue", "HalcyonStore", .product(name: "Logging", package: "swift-log")]),
+            dependencies: ["HalcyonRuntime", "HalcyonQueue", "HalcyonStore", .product(name: "Logging", package: "swift-log")]),
         // The worker runtime: claim loop, slots, heartbeat, rescuer, graceful stop.
         .target(
             name: "HalcyonWorker",
             dependencies: [
-                "HalcyonCore", "HalcyonQueue", "HalcyonFetch", "HalcyonImage", "HalcyonStore", "HalcyonStoreMaintenance", "HalcyonHTTP",
+                "HalcyonDomain", "HalcyonRuntime", "HalcyonQueue", "HalcyonFetch", "HalcyonImage", "HalcyonStore", "HalcyonStoreMaintenance",
+                "HalcyonHTTP",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
@@ -110,7 +116,8 @@ let package = Package(
         .target(
             name: "HalcyonDashboard",
             dependencies: [
-                "HalcyonCore", "HalcyonQueue", "HalcyonImage", "HalcyonStore", "HalcyonHTTP", .product(name: "Logging", package: "swift-log"),
+                "HalcyonDomain", "HalcyonRuntime", "HalcyonQueue", "HalcyonImage", "HalcyonStore", "HalcyonHTTP",
+                .product(name: "Logging", package: "swift-log"),
                 .product(name: "Hummingbird", package: "hummingbird"), .product(name: "Mustache", package: "swift-mustache"),
                 .product(name: "HTTPTypes", package: "swift-http-types"), .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -120,25 +127,26 @@ let package = Package(
         // Not what a worker runs: the embedded PostgreSQL cluster (the CLI's default database,
         // and the demo's, the bench's and the tests'), sample images, the CLI's shared options,
         // and the bench and demo commands.
-        .target(name: "HalcyonEmbedded", dependencies: ["HalcyonCore"]),
-        .target(name: "HalcyonSamples", dependencies: ["HalcyonCore", "HalcyonImage", "CMagickWand"], swiftSettings: magickIncludes),
+        .target(name: "HalcyonEmbedded", dependencies: []),
+        .target(name: "HalcyonSamples", dependencies: ["HalcyonDomain", "HalcyonImage", "CMagickWand"], swiftSettings: magickIncludes),
         .target(
             name: "HalcyonCLI",
             dependencies: [
-                "HalcyonCore", "HalcyonQueue", "HalcyonEmbedded",
+                "HalcyonDomain", "HalcyonRuntime", "HalcyonQueue", "HalcyonEmbedded",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"), .product(name: "Logging", package: "swift-log"),
             ]),
         .target(
             name: "HalcyonBench",
             dependencies: [
-                "HalcyonCLI", "HalcyonCore", "HalcyonQueue", "HalcyonImage", "HalcyonStore", "HalcyonEmbedded", "HalcyonSamples", "CMagickWand",
+                "HalcyonCLI", "HalcyonDomain", "HalcyonRuntime", "HalcyonQueue", "HalcyonImage", "HalcyonStore", "HalcyonEmbedded", "HalcyonSamples",
+                "CMagickWand",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ], resources: [.embedInCode("Queries")], swiftSettings: magickIncludes),
         .target(
             name: "HalcyonDemo",
             dependencies: [
-                "HalcyonCLI", "HalcyonCore", "HalcyonQueue", "HalcyonFetch", "HalcyonImage", "HalcyonWorker", "HalcyonEmbedded",
+                "HalcyonCLI", "HalcyonDomain", "HalcyonRuntime", "HalcyonQueue", "HalcyonFetch", "HalcyonImage", "HalcyonWorker", "HalcyonEmbedded",
                 "HalcyonSamples", "HalcyonHTTP", .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
@@ -146,7 +154,8 @@ let package = Package(
         .executableTarget(
             name: "halcyon",
             dependencies: [
-                "HalcyonCore", "HalcyonQueue", "HalcyonFetch", "HalcyonImage", "HalcyonStore", "HalcyonStoreMaintenance", "HalcyonWorker",
+                "HalcyonDomain", "HalcyonRuntime", "HalcyonQueue", "HalcyonFetch", "HalcyonImage", "HalcyonStore", "HalcyonStoreMaintenance",
+                "HalcyonWorker",
                 "HalcyonCLI", "HalcyonEmbedded", "HalcyonDashboard",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -155,50 +164,60 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]),
 
-        .executableTarget(name: "halcyon-bench", dependencies: ["HalcyonBench"]),
-        .executableTarget(name: "halcyon-demo", dependencies: ["HalcyonDemo"]),
+        .executableTarget(
+            name: "halcyon-bench", dependencies: ["HalcyonBench", .product(name: "ArgumentParser", package: "swift-argument-parser")]),
+        .executableTarget(
+            name: "halcyon-demo", dependencies: ["HalcyonDemo", .product(name: "ArgumentParser", package: "swift-argument-parser")]),
 
         // Fuzzing (scripts/fuzz, Tests/Fixtures/fuzz/README.md): each parser's entry for libFuzzer, one
         // executable per target; never linked into `halcyon`. Built as usual, each executable runs the
         // files named on its command line once; scripts/fuzz builds one with -sanitize=fuzzer.
-        .target(name: "HalcyonFuzz", dependencies: ["HalcyonCore", "HalcyonImage", "HalcyonFetch"]),
+        .target(name: "HalcyonFuzz", dependencies: ["HalcyonDomain", "HalcyonRuntime", "HalcyonImage", "HalcyonFetch"]),
 
         // Helpers for the integration tests: throwaway databases, the origin, worker processes.
         .target(
-            name: "HalcyonTestSupport", dependencies: ["HalcyonCore", "HalcyonQueue", "HalcyonFetch", "HalcyonEmbedded"],
+            name: "HalcyonTestSupport", dependencies: ["HalcyonDomain", "HalcyonRuntime", "HalcyonQueue", "HalcyonFetch", "HalcyonEmbedded"],
             path: "Tests/HalcyonTestSupport"),
 
-        .testTarget(name: "HalcyonCoreTests", dependencies: ["HalcyonCore"]),
+        .testTarget(name: "HalcyonRuntimeTests", dependencies: ["HalcyonRuntime"]),
+        .testTarget(name: "HalcyonDomainTests", dependencies: ["HalcyonDomain", "HalcyonRuntime"]),
         .testTarget(
             name: "HalcyonImageTests",
-            dependencies: ["HalcyonImage", "HalcyonCore", "HalcyonSamples", "HalcyonBench", "HalcyonTestSupport", "CMagickWand"],
+            dependencies: ["HalcyonImage", "HalcyonDomain", "HalcyonRuntime", "HalcyonSamples", "HalcyonBench", "HalcyonTestSupport", "CMagickWand"],
             swiftSettings: magickIncludes),
-        .testTarget(name: "HalcyonStoreTests", dependencies: ["HalcyonStore", "HalcyonCore"]),
+        .testTarget(name: "HalcyonStoreTests", dependencies: ["HalcyonStore", "HalcyonDomain", "HalcyonRuntime"]),
         .testTarget(
             name: "HalcyonFetchTests",
             dependencies: [
-                "HalcyonFetch", "HalcyonCore", "HalcyonTestSupport", "HalcyonImage", "HalcyonSamples", "HalcyonStore",
+                "HalcyonFetch", "HalcyonDomain", "HalcyonRuntime", "HalcyonTestSupport", "HalcyonImage", "HalcyonSamples", "HalcyonStore",
             ]),
-        .testTarget(name: "HalcyonQueueTests", dependencies: ["HalcyonQueue", "HalcyonCore", "HalcyonTestSupport", "HalcyonBench"]),
-        .testTarget(name: "HalcyonEmbeddedTests", dependencies: ["HalcyonEmbedded", "HalcyonQueue", "HalcyonCore", "HalcyonTestSupport"]),
+        .testTarget(
+            name: "HalcyonQueueTests",
+            dependencies: [
+                "HalcyonQueue", "HalcyonDomain", "HalcyonRuntime", "HalcyonTestSupport", "HalcyonBench",
+                .product(name: "Logging", package: "swift-log"),
+            ]),
+        .testTarget(name: "HalcyonEmbeddedTests", dependencies: ["HalcyonEmbedded", "HalcyonQueue", "HalcyonRuntime", "HalcyonTestSupport"]),
         .testTarget(
             name: "HalcyonBenchTests",
-            dependencies: ["HalcyonBench", "HalcyonImage", "HalcyonCore", "HalcyonQueue", "HalcyonSamples", "HalcyonTestSupport"]),
+            dependencies: ["HalcyonBench", "HalcyonDomain", "HalcyonImage", "HalcyonQueue", "HalcyonSamples", "HalcyonTestSupport"]),
         .testTarget(
             name: "HalcyonDashboardTests",
             dependencies: [
-                "HalcyonDashboard", "HalcyonQueue", "HalcyonCore", "HalcyonStore", "HalcyonImage", "HalcyonSamples", "HalcyonTestSupport",
+                "HalcyonDashboard", "HalcyonDomain", "HalcyonRuntime", "HalcyonHTTP", "HalcyonQueue", "HalcyonStore", "HalcyonImage",
+                "HalcyonSamples", "HalcyonTestSupport",
                 .product(name: "Logging", package: "swift-log"),
             ]),
         .testTarget(
             name: "HalcyonWorkerTests",
             dependencies: [
-                "HalcyonWorker", "HalcyonQueue", "HalcyonCore", "HalcyonImage", "HalcyonStore", "HalcyonEmbedded", "HalcyonSamples",
+                "HalcyonWorker", "HalcyonQueue", "HalcyonDomain", "HalcyonRuntime", "HalcyonImage", "HalcyonStore", "HalcyonEmbedded",
+                "HalcyonSamples",
                 "HalcyonTestSupport",
             ]),
         .testTarget(name: "HalcyonFuzzTests", dependencies: ["HalcyonFuzz"]),
         // The documentation's runnable examples, the CLI reference's freshness and the install.
-        .testTarget(name: "HalcyonDocsTests", dependencies: ["HalcyonCore", "HalcyonDemo", "HalcyonEmbedded", "HalcyonTestSupport"]),
+        .testTarget(name: "HalcyonDocsTests", dependencies: ["HalcyonRuntime", "HalcyonDemo", "HalcyonEmbedded", "HalcyonTestSupport"]),
     ],
     swiftLanguageModes: [.v6]
 )
@@ -206,4 +225,10 @@ let package = Package(
 // The fuzz targets' executables, `Fuzz<Name>` (Sources/Fuzz<Name>/Fuzz<Name>.swift), one per target of HalcyonFuzz.
 package.targets += ["Chain", "Options", "Source", "Header", "Exif", "Direct"].map {
     .executableTarget(name: "Fuzz\($0)", dependencies: ["HalcyonFuzz"])
+}
+
+// Every file imports the modules whose members it uses (extensions included), so that each
+// target's dependencies are what its files use — checked by the compiler and scripts/check-imports.
+for target in package.targets where target.type != .system {
+    target.swiftSettings = (target.swiftSettings ?? []) + [.enableUpcomingFeature("MemberImportVisibility")]
 }

@@ -1,6 +1,6 @@
 internal import CMagickWand
 import Foundation
-import HalcyonCore
+import HalcyonDomain
 import HalcyonImage
 
 /// A horizontal bar chart drawn with MagickWand (`halcyon bench` writes one beside its JSON):

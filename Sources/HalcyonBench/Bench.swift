@@ -2,10 +2,10 @@ import ArgumentParser
 import Dispatch
 import Foundation
 import HalcyonCLI
-import HalcyonCore
 import HalcyonEmbedded
 import HalcyonImage
 import HalcyonQueue
+import HalcyonRuntime
 import HalcyonSamples
 import HalcyonStore
 

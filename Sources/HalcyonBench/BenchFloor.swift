@@ -1,7 +1,8 @@
 import Foundation
 import HalcyonCLI
-import HalcyonCore
+import HalcyonDomain
 import HalcyonImage
+import HalcyonRuntime
 import Synchronization
 
 /// The decode floor: every corpus file read and decoded in this process by the direct lane's

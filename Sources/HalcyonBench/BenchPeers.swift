@@ -1,8 +1,8 @@
 import Dispatch
 import Foundation
 import HalcyonCLI
-import HalcyonCore
 import HalcyonEmbedded
+import HalcyonRuntime
 
 /// The tools `halcyon bench` measures Halcyon against, on the same files in the same run:
 /// ImageMagick's `convert` (naive and tuned, one process per image), `vipsthumbnail` (batched,

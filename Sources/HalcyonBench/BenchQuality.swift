@@ -1,6 +1,6 @@
 import Foundation
 import HalcyonCLI
-import HalcyonCore
+import HalcyonDomain
 import HalcyonImage
 
 /// The bench's quality guard: for a sample of the corpus (the first two images of each kind),

@@ -1,8 +1,9 @@
 import Dispatch
 import Foundation
 import HalcyonCLI
-import HalcyonCore
+import HalcyonDomain
 import HalcyonImage
+import HalcyonRuntime
 import HalcyonSamples
 import HalcyonStore
 

@@ -1,8 +1,9 @@
 import Foundation
 import HalcyonCLI
-import HalcyonCore
+import HalcyonDomain
 import HalcyonEmbedded
 import HalcyonQueue
+import HalcyonRuntime
 import HalcyonSamples
 
 /// S and the soak: the queue with a backlog, on the bench database's settings (the embedded

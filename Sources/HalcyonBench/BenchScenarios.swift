@@ -2,10 +2,11 @@ import ArgumentParser
 import Dispatch
 import Foundation
 import HalcyonCLI
-import HalcyonCore
+import HalcyonDomain
 import HalcyonEmbedded
 import HalcyonImage
 import HalcyonQueue
+import HalcyonRuntime
 import HalcyonSamples
 import HalcyonStore
 import Logging

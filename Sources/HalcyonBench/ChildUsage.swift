@@ -1,6 +1,6 @@
 import Foundation
-import HalcyonCore
 import HalcyonEmbedded
+import HalcyonRuntime
 
 extension Subprocess {
     /// What a finished child used.

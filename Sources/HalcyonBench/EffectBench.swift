@@ -1,7 +1,8 @@
 internal import CMagickWand
 import Foundation
-import HalcyonCore
+import HalcyonDomain
 import HalcyonImage
+import HalcyonRuntime
 
 /// For `halcyon bench`'s E set: `blur` and `sharpen` as Halcyon runs them against ImageMagick's
 /// 2-D kernels (`MagickGaussianBlurImage`, `MagickSharpenImage`) on the same decoded image, one

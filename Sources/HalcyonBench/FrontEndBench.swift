@@ -1,6 +1,7 @@
 import Foundation
-import HalcyonCore
+import HalcyonDomain
 import HalcyonImage
+import HalcyonRuntime
 
 /// For `halcyon bench`'s E set: what #18's front-end steps cost, in-process, one thread, on the
 /// corpus's 1920×1080 JPEGs — a fill with the centre against `entropy` and `attention` (both

@@ -1,6 +1,6 @@
 internal import CMagickWand
 import Foundation
-import HalcyonCore
+import HalcyonDomain
 import HalcyonImage
 
 /// Measures how far a produced image is from the best one could make: the source decoded in

@@ -1,5 +1,6 @@
 import ArgumentParser
-import HalcyonCore
+import HalcyonDomain
+import HalcyonRuntime
 
 /// A unit a command-line value is written in: how to read it and how to write it back.
 package protocol ArgumentUnit {

@@ -1,6 +1,6 @@
 import ArgumentParser
 import Foundation
-import HalcyonCore
+import HalcyonRuntime
 import Logging
 
 /// Options every command shares: logging.

@@ -1,6 +1,6 @@
 import Foundation
-import HalcyonCore
 import HalcyonQueue
+import HalcyonRuntime
 
 /// A progress line for `work --drain`, `demo` and `bench`: jobs done of the total, rate,
 /// failures and ETA. On a terminal it is redrawn in place every half second on standard error;

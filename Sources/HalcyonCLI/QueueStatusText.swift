@@ -1,6 +1,6 @@
 import Foundation
-import HalcyonCore
 import HalcyonQueue
+import HalcyonRuntime
 
 /// `halcyon status`'s report, also printed at the end of the demo.
 package enum QueueStatusText {

@@ -1,5 +1,5 @@
 import Foundation
-import HalcyonCore
+import HalcyonRuntime
 
 /// The programs that ship together — `halcyon`, `halcyon-bench`, `halcyon-demo` — find each
 /// other here: beside this program (its real path), else on PATH.

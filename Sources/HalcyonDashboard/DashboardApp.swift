@@ -1,9 +1,10 @@
 import Foundation
 import HTTPTypes
-import HalcyonCore
+import HalcyonDomain
 import HalcyonHTTP
 import HalcyonImage
 import HalcyonQueue
+import HalcyonRuntime
 import HalcyonStore
 import Hummingbird
 import Logging
@@ -131,12 +132,10 @@ struct DashboardApp: Sendable {
     private func job(_ idText: String, _ request: Request, _ context: DashboardContext, api: Bool) async throws -> Response {
         guard let id = Int64(idText), id > 0 else { throw DashboardRefusal(404, "no job '\(idText)': job ids are positive integers") }
         let queue = JobQueue(connection: connection())
-        guard let row = try await queue.show(id: id) else { throw DashboardRefusal(404, "no job \(id)") }
-        if api {
-            return json(.ok, .object(Dictionary(uniqueKeysWithValues: row.map { k, v in (k, v.map { Self.columnJSON(k, $0) } ?? .null) })))
-        }
+        guard let row = try await queue.job(id: id) else { throw DashboardRefusal(404, "no job \(id)") }
+        if api { return json(.ok, .object(row.json)) }
         let presets = try await queue.presets()
-        let processors = (row["processors"] ?? nil) ?? ""
+        let processors = row.processors ?? ""
         let identifier: Result<String, HalcyonError>
         do {
             let chain = try ProcessorChain.parse(
@@ -148,7 +147,7 @@ struct DashboardApp: Sendable {
         // The expiry from the object's inode; the image itself is fetched by the page's <img>.
         var expires: Date?
         var inStore = false
-        if let digest = row["result_digest"] ?? nil, let store {
+        if let digest = row.resultDigest, let store {
             let limit = configuration.maxResultBytes
             if let info = try await Blocking.run(.io, { store.objectInfo(digest: digest) }), info.bytes <= limit {
                 expires = info.expires
@@ -359,21 +358,5 @@ struct DashboardApp: Sendable {
             "result_bytes": j.resultBytes.map { .number(Double($0)) } ?? .null, "cache_hit": j.cacheHit.map { .bool($0) } ?? .null,
             "tags": .array(j.tags.map { .string($0) }),
         ]
-    }
-
-    static let jsonColumns: Set<String> = ["options", "errors", "timings", "source_meta", "placeholders"]
-    static let arrayColumns: Set<String> = ["tags", "fallback_sources"]
-    static let numberColumns: Set<String> = [
-        "id", "priority", "attempt", "max_attempts", "result_bytes", "result_width", "result_height", "callback_attempts", "source_width",
-        "source_height", "source_bytes",
-    ]
-
-    /// A `show` column as JSON: jsonb columns parsed, text arrays as arrays, the rest as text.
-    static func columnJSON(_ column: String, _ text: String) -> JSONValue {
-        if jsonColumns.contains(column), let parsed = JSONValue.parse(text) { return parsed }
-        if arrayColumns.contains(column) { return .array(PGRows.parseTextArray(text).map { .string($0) }) }
-        if numberColumns.contains(column), let n = Double(text) { return .number(n) }
-        if column == "cache_hit" { return .bool(text == "t") }
-        return .string(text)
     }
 }

@@ -1,7 +1,8 @@
 import Foundation
-import HalcyonCore
+import HalcyonDomain
 import HalcyonHTTP
 import HalcyonQueue
+import HalcyonRuntime
 
 /// How `halcyon dashboard` serves. Defaults: loopback, port 8080, no token, pages refreshed
 /// every 5 s in the browser, `HTTPServerSettings`' limits (64 KiB bodies, 16 KiB heads, a

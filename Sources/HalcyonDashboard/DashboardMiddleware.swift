@@ -1,6 +1,6 @@
 import Foundation
-import HalcyonCore
 import HalcyonHTTP
+import HalcyonRuntime
 import Hummingbird
 import Logging
 

@@ -1,6 +1,6 @@
 import Foundation
 import HTTPTypes
-import HalcyonCore
+import HalcyonRuntime
 import HalcyonStore
 import Hummingbird
 

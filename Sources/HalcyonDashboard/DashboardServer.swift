@@ -1,8 +1,8 @@
 import Foundation
 import HTTPTypes
-import HalcyonCore
 import HalcyonHTTP
 import HalcyonQueue
+import HalcyonRuntime
 import Hummingbird
 import Logging
 import ServiceLifecycle

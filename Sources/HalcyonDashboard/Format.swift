@@ -1,6 +1,6 @@
 import Foundation
-import HalcyonCore
 import HalcyonQueue
+import HalcyonRuntime
 
 /// How values read on the pages: counts, sizes, ages, times, and the links' query strings.
 /// Plain text: the templates escape it (`{{ }}`).

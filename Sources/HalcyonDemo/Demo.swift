@@ -1,12 +1,13 @@
 import ArgumentParser
 import Foundation
 import HalcyonCLI
-import HalcyonCore
+import HalcyonDomain
 import HalcyonEmbedded
 import HalcyonFetch
 import HalcyonHTTP
 import HalcyonImage
 import HalcyonQueue
+import HalcyonRuntime
 import HalcyonSamples
 import HalcyonWorker
 import Hummingbird

@@ -1,5 +1,4 @@
 import Foundation
-import HalcyonCore
 
 /// The embedded default database: a private PostgreSQL cluster under `$HALCYON_HOME/pg`,
 /// initialised and started on demand, listening only on a Unix socket. PostgreSQL refuses to

@@ -1,5 +1,6 @@
 import Foundation
-import HalcyonCore
+import HalcyonDomain
+import HalcyonRuntime
 import Synchronization
 
 /// Concurrent requests for the same key share one download (Kingfisher's `ImageDownloader`

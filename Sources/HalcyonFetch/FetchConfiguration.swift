@@ -1,5 +1,6 @@
 import Foundation
-import HalcyonCore
+import HalcyonDomain
+import HalcyonRuntime
 
 /// Download limits and policy. Defaults suit a server fetching images from the Internet; each
 /// setting `halcyon work` exposes is described once in `Settings`.

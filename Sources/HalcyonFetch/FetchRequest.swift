@@ -1,5 +1,5 @@
 import Foundation
-import HalcyonCore
+import HalcyonDomain
 
 /// A source as the job wrote it and what it names, parsed once.
 public struct SourceReference: Sendable, Equatable {

@@ -1,5 +1,6 @@
 import Foundation
-import HalcyonCore
+import HalcyonDomain
+import HalcyonRuntime
 
 /// Image bytes and where they came from.
 public struct FetchedImage: Sendable {

@@ -1,5 +1,6 @@
 import Foundation
-import HalcyonCore
+import HalcyonDomain
+import HalcyonRuntime
 
 /// Reads `file://` sources, only beneath the configured `--file-root` directories.
 ///

@@ -1,6 +1,7 @@
 internal import CCurl
 import Foundation
-import HalcyonCore
+import HalcyonDomain
+import HalcyonRuntime
 
 /// What a download returned.
 public struct HTTPResponse: Sendable {

@@ -1,4 +1,4 @@
-import HalcyonCore
+import HalcyonRuntime
 import Synchronization
 
 /// Politeness towards origins: at most `perHost` downloads from one host at a time across a

@@ -1,5 +1,5 @@
 import Foundation
-import HalcyonCore
+import HalcyonDomain
 
 /// Decides whether and when a failed download of one source is tried again (Kingfisher's
 /// `RetryStrategy`).

@@ -1,5 +1,5 @@
 import Foundation
-import HalcyonCore
+import HalcyonDomain
 
 /// Where a job's image comes from (Kingfisher's `Source`): a network URL, a file beneath a
 /// configured root, or inline `data:` bytes.

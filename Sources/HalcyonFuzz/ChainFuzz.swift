@@ -1,5 +1,5 @@
 import Foundation
-import HalcyonCore
+import HalcyonDomain
 import HalcyonImage
 
 /// Fuzz target `chain`: a job's `processors` text through the grammar (`ChainGrammar`), the

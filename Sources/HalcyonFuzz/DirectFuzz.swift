@@ -1,5 +1,5 @@
 import Foundation
-import HalcyonCore
+import HalcyonDomain
 import HalcyonImage
 
 /// Fuzz target `direct`: the pipeline's direct lane as `ImagePipeline.run` drives it, without

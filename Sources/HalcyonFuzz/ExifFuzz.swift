@@ -1,6 +1,7 @@
 import Foundation
-import HalcyonCore
+import HalcyonDomain
 import HalcyonImage
+import HalcyonRuntime
 
 /// Fuzz target `exif`: the EXIF reader — the block found in a JPEG (APP1), PNG (`eXIf`) or WebP
 /// (`EXIF`) file by walking its segments or chunks (`ExifLocator`), else the input itself as the

@@ -1,5 +1,5 @@
 import Foundation
-import HalcyonCore
+import HalcyonDomain
 import HalcyonImage
 
 /// Fuzz target `header`: what Halcyon reads from an image's bytes before any decoder runs — the

@@ -1,6 +1,7 @@
 import Foundation
-import HalcyonCore
+import HalcyonDomain
 import HalcyonFetch
+import HalcyonRuntime
 
 /// Fuzz target `options`: a job's `options` jsonb text through Halcyon's JSON reader
 /// (`JSONValue.parse`) and `JobOptions.parse`, then what the worker derives from valid options:

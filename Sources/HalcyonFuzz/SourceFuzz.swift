@@ -1,5 +1,5 @@
 import Foundation
-import HalcyonCore
+import HalcyonDomain
 import HalcyonFetch
 
 /// Fuzz target `source`: a job's `source` (and, one per line, its `fallback_sources`) through

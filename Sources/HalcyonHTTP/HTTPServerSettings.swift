@@ -1,5 +1,5 @@
 import Foundation
-import HalcyonCore
+import HalcyonDomain
 
 /// Where one of Halcyon's HTTP servers listens and what it accepts (the dashboard, a worker's
 /// `/metrics` and `/healthz`, the demo's origin). The defaults are what each of them uses.

@@ -168,9 +168,16 @@ final class RequestGuardHandler: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     /// Whether a request head's bytes hold a `Transfer-Encoding` field (any case).
+    /// Compared byte by byte on each line: as Characters, `\r\n` is one grapheme and a search for
+    /// `\ntransfer-encoding` would never match.
     static func hasTransferEncoding(_ head: [UInt8]) -> Bool {
-        let text = String(decoding: head, as: UTF8.self).lowercased()
-        return text.contains("\ntransfer-encoding:") || text.contains("\ntransfer-encoding ")
+        let name = Array("transfer-encoding".utf8)
+        for line in head.split(separator: UInt8(ascii: "\n")).dropFirst() where line.count > name.count {
+            let field = line.prefix(name.count).map { $0 | 0x20 }  // ASCII lower case (the name's '-' is unchanged)
+            let next = line[line.startIndex + name.count]
+            if field == name, next == UInt8(ascii: ":") || next == UInt8(ascii: " ") { return true }
+        }
+        return false
     }
 
     var isRefused: Bool {

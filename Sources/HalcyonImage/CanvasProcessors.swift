@@ -1,5 +1,5 @@
 internal import CMagickWand
-import HalcyonCore
+import HalcyonDomain
 
 /// `trim(fuzz=0)` — removes a uniform border: every edge row and column of the corners' colour
 /// (within `fuzz`, 0–1 of the full range) goes. An image of one colour is left as it is.

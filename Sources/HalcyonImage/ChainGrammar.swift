@@ -1,4 +1,5 @@
-import HalcyonCore
+import Foundation
+import HalcyonDomain
 
 /// A value written in a chain: `320x240`, `0.5`, `#ff0000`, `fill`.
 public enum ChainValue: Sendable, Equatable, CustomStringConvertible {

@@ -1,5 +1,5 @@
 import Foundation
-import HalcyonCore
+import HalcyonDomain
 
 /// What an image's own bytes say before ImageMagick reads them. The declared dimensions
 /// (PNG's IHDR, GIF's logical screen, JPEG's first SOF): a pixel bomb (100000×100000 in a few

@@ -1,7 +1,8 @@
 internal import CImageCodecs
 internal import CMagickWand
 import Foundation
-import HalcyonCore
+import HalcyonDomain
+import HalcyonRuntime
 
 /// The pipeline's fast lane: JPEG and PNG sources decoded straight into 8-bit pixels with
 /// libjpeg-turbo and libpng (the libraries ImageMagick decodes them with), resized by

@@ -1,7 +1,7 @@
 internal import CImageCodecs
 internal import CMagickWand
 import Foundation
-import HalcyonCore
+import HalcyonDomain
 
 /// PNG encoding without ImageMagick's PNG writer, where the file would be the same.
 ///

@@ -1,5 +1,5 @@
 internal import CMagickWand
-import HalcyonCore
+import HalcyonDomain
 
 /// `blur(R)` — Kingfisher's `BlurImageProcessor`: Gaussian blur with sigma R (0.1–100 px).
 public struct BlurProcessor: RadiusProcessor {

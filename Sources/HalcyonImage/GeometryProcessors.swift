@@ -1,5 +1,6 @@
 import Foundation
-import HalcyonCore
+import HalcyonDomain
+import HalcyonRuntime
 
 /// `resize(WxH, mode=fit|fill|stretch, gravity=center)` — Kingfisher's `ResizingImageProcessor`.
 /// `fit` scales to fit inside WxH keeping the aspect ratio; `fill` scales to cover WxH and crops

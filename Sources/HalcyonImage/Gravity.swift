@@ -1,5 +1,3 @@
-import HalcyonCore
-
 /// Where a fill's or a crop's window sits: a compass anchor, a focal point kept as close to
 /// the window's centre as the image allows, or a window chosen from the pixels
 /// (`entropy`: the most detail; `attention`: edges, skin tones and saturated colour, as

@@ -1,5 +1,6 @@
 import Foundation
-import HalcyonCore
+import HalcyonDomain
+import HalcyonRuntime
 import Synchronization
 
 /// The pixel budget: checked from the header before any pixel is decoded, and for every step

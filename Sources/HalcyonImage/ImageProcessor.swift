@@ -1,4 +1,4 @@
-import HalcyonCore
+import HalcyonDomain
 
 /// One step of a chain (Kingfisher's `ImageProcessor`): a canonical `identifier` that names
 /// exactly what it does, and a `process` step on the job's single MagickWand.

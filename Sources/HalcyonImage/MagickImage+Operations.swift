@@ -1,7 +1,7 @@
 internal import CImageCodecs
 internal import CMagickWand
 import Foundation
-import HalcyonCore
+import HalcyonDomain
 
 /// The pixel operations the processors call: blur, sharpen, rotate, flips, colour, rounded
 /// corners and compositing. Each runs on every frame.

@@ -1,6 +1,7 @@
 internal import CMagickWand
 import Foundation
-import HalcyonCore
+import HalcyonDomain
+import HalcyonRuntime
 
 /// One image in one MagickWand. Not thread-safe: a wand belongs to the one Dispatch thread
 /// running its job's chain, from read to encode.

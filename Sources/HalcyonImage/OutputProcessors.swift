@@ -1,5 +1,5 @@
 import Foundation
-import HalcyonCore
+import HalcyonDomain
 
 /// `format(jpeg|png|webp|gif|avif, quality=85, progressive=false, max_bytes=none, min_quality=10,
 /// compression=6)` — the output encoding (Kingfisher's `FormatIndicatedCacheSerializer`).

@@ -1,4 +1,4 @@
-import HalcyonCore
+import HalcyonDomain
 
 /// A parsed, validated chain and its canonical identifier.
 public struct ProcessorChain: Sendable {

@@ -1,6 +1,6 @@
 internal import CImageCodecs
 import Foundation
-import HalcyonCore
+import HalcyonRuntime
 
 /// ImageMagick 6's separable Gaussian (`-blur 0xσ`, `BlurImage`), done on a frame's exported
 /// 16-bit samples: the same kernel (a Gaussian sampled three times finer and summed into

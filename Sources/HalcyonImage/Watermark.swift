@@ -1,6 +1,7 @@
 internal import CMagickWand
 import Foundation
-import HalcyonCore
+import HalcyonDomain
+import HalcyonRuntime
 
 /// `watermark("SOURCE", gravity=south_east, margin=16, scale=0.2, opacity=0.6)` — draws the image
 /// at SOURCE (http(s), `file://` or `data:`, fetched like a job's source) over each frame:

@@ -1,4 +1,5 @@
 import Foundation
+import HalcyonRuntime
 
 /// When a transiently failed job runs again: exponential backoff with jitter, capped.
 /// Attempt n (1-based) waits `base × 2^(n−1)`, capped at `maximum`, then scaled by a random

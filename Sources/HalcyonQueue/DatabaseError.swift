@@ -1,7 +1,6 @@
 import CLibPQ
 import Dispatch
 import Foundation
-import HalcyonCore
 
 /// A database failure. `connectionLost` tells callers that retrying after a reconnect may help.
 public struct DatabaseError: Error, Sendable, CustomStringConvertible {

@@ -1,5 +1,5 @@
 import Foundation
-import HalcyonCore
+import HalcyonRuntime
 import Logging
 
 /// How Halcyon waits for a database that is down, restarting or failing over: the one place

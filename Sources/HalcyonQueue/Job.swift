@@ -1,5 +1,5 @@
 import Foundation
-import HalcyonCore
+import HalcyonDomain
 
 /// A claimed job, as the worker sees it: the row's inputs, not yet validated.
 public struct Job: Sendable, Identifiable {

@@ -1,5 +1,4 @@
 import Foundation
-import HalcyonCore
 
 /// Pages of jobs for the dashboard's list: newest first, keyset-paginated by id (a page costs
 /// the same at the millionth row as at the first).

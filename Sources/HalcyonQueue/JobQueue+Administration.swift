@@ -1,5 +1,4 @@
 import Foundation
-import HalcyonCore
 
 /// What operators and applications do: enqueue, show, retry, cancel, prune.
 extension JobQueue {
@@ -54,11 +53,6 @@ extension JobQueue {
     /// The whole row of job `id`, or nil.
     public func job(id: Int64) async throws -> JobRow? {
         try await connection.row(SQL.ShowJob(id: id))
-    }
-
-    /// The whole row of job `id` as text, column by column, or nil.
-    public func show(id: Int64) async throws -> [String: String?]? {
-        try await connection.result(SQL.ShowJob(id: id)).dictionaries.first
     }
 
     /// Requeues failed or cancelled jobs; returns the ids requeued. A job whose unique key is

@@ -1,5 +1,4 @@
 import Foundation
-import HalcyonCore
 
 /// Webhook deliveries, kept on the job's row (`callback_status`, `callback_attempts`,
 /// `callback_error`, `callback_at`) so that a delivery that was due survives any worker.

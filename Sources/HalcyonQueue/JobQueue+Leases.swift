@@ -1,5 +1,5 @@
 import Foundation
-import HalcyonCore
+import HalcyonRuntime
 
 /// A duty one process of the fleet does at a time.
 public enum LeaseName: String, Sendable {

@@ -1,5 +1,4 @@
 import Foundation
-import HalcyonCore
 
 /// Named queues: pausing and resuming them. (Claiming from them is `claim(queues:)`.)
 extension JobQueue {

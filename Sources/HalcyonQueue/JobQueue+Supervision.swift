@@ -1,5 +1,3 @@
-import HalcyonCore
-
 extension JobQueue {
     /// A job a worker holds, as its supervisor finds it after the worker's image process died.
     public struct HeldJob: Sendable, Equatable {

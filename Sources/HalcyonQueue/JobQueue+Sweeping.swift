@@ -1,5 +1,5 @@
 import Foundation
-import HalcyonCore
+import HalcyonRuntime
 
 /// The store sweep's record, shared by `halcyon sweep` and the workers' sweeps (one at a time:
 /// `LeaseName.storeSweep`).

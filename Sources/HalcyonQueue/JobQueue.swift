@@ -1,5 +1,5 @@
 import Foundation
-import HalcyonCore
+import HalcyonDomain
 
 /// The queue operations a worker and the administration commands run. Every statement about a
 /// held job is guarded by `state = 'running' AND locked_by = <this worker> AND attempt = <the

@@ -1,5 +1,5 @@
 import Foundation
-import HalcyonCore
+import HalcyonRuntime
 import Logging
 
 /// Waits for jobs to finish without polling: LISTENs on `halcyon_job_finished`, then reads the

@@ -1,5 +1,5 @@
 import Foundation
-import HalcyonCore
+import HalcyonRuntime
 
 /// One migration file, `NNNN_name.sql`.
 public struct Migration: Sendable, Equatable {

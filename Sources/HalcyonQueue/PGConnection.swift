@@ -1,7 +1,8 @@
 import CLibPQ
 import Dispatch
 import Foundation
-import HalcyonCore
+import HalcyonDomain
+import HalcyonRuntime
 
 /// One libpq connection. It is owned by a thread of its own (`SerialThread`): every libpq call
 /// runs there, off Swift's cooperative pool, never on two threads at once, and never waiting

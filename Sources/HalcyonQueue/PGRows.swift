@@ -1,7 +1,6 @@
 import CLibPQ
 import Dispatch
 import Foundation
-import HalcyonCore
 
 /// The rows of a query result, in text format.
 public struct PGRows: Sendable {

@@ -1,5 +1,5 @@
 import Foundation
-import HalcyonCore
+import HalcyonRuntime
 
 /// A row of `halcyon.presets`: a named chain, and job options it brings.
 public struct Preset: Sendable, Equatable {

@@ -1,5 +1,3 @@
-import HalcyonCore
-
 /// Named queues: a job's `queue` column, `halcyon work --queue`, `halcyon pause`.
 public enum QueueName {
     /// The queue a job goes to when it names none.

@@ -1,5 +1,5 @@
 import Foundation
-import HalcyonCore
+import HalcyonRuntime
 
 /// What the dashboard's overview shows, read with bounded work however many rows
 /// `halcyon.jobs` holds: every count stops at `cap` (and says so), and the succeeded total of

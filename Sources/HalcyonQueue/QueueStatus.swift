@@ -1,5 +1,5 @@
 import Foundation
-import HalcyonCore
+import HalcyonRuntime
 
 /// What an operator asks first, gathered in a few queries: counts by state, what is runnable
 /// versus waiting for a retry, the oldest runnable age, throughput, failures, workers.

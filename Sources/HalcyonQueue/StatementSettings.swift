@@ -1,3 +1,5 @@
+import Foundation
+
 /// Server settings Halcyon gives its own statements, whatever the server's configuration.
 ///
 /// They are applied per statement and transaction-locally: before a statement that starts a

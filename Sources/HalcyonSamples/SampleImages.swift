@@ -1,6 +1,6 @@
 internal import CMagickWand
 import Foundation
-import HalcyonCore
+import HalcyonDomain
 import HalcyonImage
 
 /// Deterministic, photo-like test images (smooth colour fields, edges and grain), for the demo,

@@ -1,5 +1,5 @@
 import Foundation
-import HalcyonCore
+import HalcyonDomain
 
 /// The store's one way of writing a file: into a temp file on the same filesystem, fsynced,
 /// published at its final path in one step, directory fsynced. No reader ever sees a partial

@@ -1,5 +1,5 @@
 import Foundation
-import HalcyonCore
+import HalcyonDomain
 
 extension DiskStore {
     /// A stored result's bytes, read by its content address.

@@ -1,5 +1,6 @@
 import Foundation
-import HalcyonCore
+import HalcyonDomain
+import HalcyonRuntime
 
 /// Where a stored object lives and what it is.
 public struct StoredObject: Sendable, Equatable {

@@ -1,5 +1,4 @@
 import Foundation
-import HalcyonCore
 
 /// The two file attributes the store lives by, Kingfisher's DiskStorage scheme adapted to Linux
 /// (which has no settable creation date): **mtime = expiry instant, atime = last access**. Both

@@ -1,5 +1,5 @@
 import Foundation
-import HalcyonCore
+import HalcyonDomain
 
 /// `O_NOATIME` (Linux): reading does not move the file's atime. Glibc's Swift overlay leaves it
 /// out (it is a `_GNU_SOURCE` name); the value is the same on x86_64 and aarch64.

@@ -1,5 +1,6 @@
 import Foundation
-import HalcyonCore
+import HalcyonDomain
+import HalcyonRuntime
 
 /// Downloaded originals under `<store>/originals/ab/<sha256(url)>`: one file holding a small
 /// JSON header (url, ETag, Last-Modified) and the body, written to `tmp/` and renamed into

@@ -1,5 +1,5 @@
 import Foundation
-import HalcyonCore
+import HalcyonRuntime
 
 /// What one sweep removed and left.
 public struct SweepReport: Sendable, Equatable {

@@ -1,5 +1,5 @@
 import Foundation
-import HalcyonCore
+import HalcyonRuntime
 
 /// What `halcyon verify` found.
 public struct VerifyReport: Sendable, Equatable {

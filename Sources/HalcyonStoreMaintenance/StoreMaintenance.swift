@@ -1,6 +1,6 @@
 import Foundation
-import HalcyonCore
 import HalcyonQueue
+import HalcyonRuntime
 import HalcyonStore
 import Logging
 

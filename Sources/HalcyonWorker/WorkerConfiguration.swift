@@ -1,8 +1,9 @@
 import Foundation
-import HalcyonCore
+import HalcyonDomain
 import HalcyonFetch
 import HalcyonImage
 import HalcyonQueue
+import HalcyonRuntime
 
 /// Everything a worker needs to know, with the defaults `halcyon work` documents.
 public struct WorkerConfiguration: Sendable {

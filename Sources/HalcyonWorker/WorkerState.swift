@@ -1,5 +1,5 @@
-import HalcyonCore
 import HalcyonQueue
+import HalcyonRuntime
 import Synchronization
 
 /// What a worker did before it stopped.

@@ -1,3 +1,4 @@
+import ArgumentParser
 import HalcyonBench
 
 /// `halcyon-bench`: the benchmark, a program of its own so that the worker's binary does not

@@ -1,3 +1,4 @@
+import ArgumentParser
 import HalcyonDemo
 
 /// `halcyon-demo`: the guided demo, a program of its own so that the worker's binary does not

@@ -1,8 +1,10 @@
 import ArgumentParser
 import Foundation
 import HalcyonCLI
-import HalcyonCore
 import HalcyonDashboard
+import HalcyonDomain
+import HalcyonRuntime
+import Logging
 import ServiceLifecycle
 
 struct Dashboard: AsyncParsableCommand {

@@ -1,8 +1,9 @@
 import ArgumentParser
 import Foundation
 import HalcyonCLI
-import HalcyonCore
 import HalcyonFetch
+import HalcyonQueue
+import HalcyonRuntime
 import HalcyonWorker
 import Logging
 import ServiceLifecycle

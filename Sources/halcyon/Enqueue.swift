@@ -1,10 +1,11 @@
 import ArgumentParser
 import Foundation
 import HalcyonCLI
-import HalcyonCore
+import HalcyonDomain
 import HalcyonFetch
 import HalcyonImage
 import HalcyonQueue
+import HalcyonRuntime
 
 struct Enqueue: AsyncParsableCommand {
     static let configuration = CommandConfiguration(

@@ -1,9 +1,10 @@
 import ArgumentParser
 import Foundation
 import HalcyonCLI
-import HalcyonCore
+import HalcyonDomain
 import HalcyonImage
 import HalcyonQueue
+import HalcyonRuntime
 
 /// `halcyon preset set|list|delete`: the named chains a job's chain may use as `preset(NAME)`.
 struct Presets: AsyncParsableCommand {

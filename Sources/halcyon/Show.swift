@@ -1,8 +1,9 @@
 import ArgumentParser
 import Foundation
 import HalcyonCLI
-import HalcyonCore
+import HalcyonDomain
 import HalcyonQueue
+import HalcyonRuntime
 import HalcyonStore
 
 struct Show: AsyncParsableCommand {

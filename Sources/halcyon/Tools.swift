@@ -1,7 +1,7 @@
 import ArgumentParser
 import Foundation
 import HalcyonCLI
-import HalcyonCore
+import HalcyonRuntime
 
 /// Commands that are programs of their own — the benchmark and the demo link sample-image
 /// generation, peers and a local origin that production never runs — and that `halcyon NAME …`

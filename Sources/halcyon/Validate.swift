@@ -1,7 +1,6 @@
 import ArgumentParser
 import Foundation
 import HalcyonCLI
-import HalcyonCore
 import HalcyonImage
 import HalcyonQueue
 

@@ -1,8 +1,8 @@
 import ArgumentParser
 import Foundation
 import HalcyonCLI
-import HalcyonCore
 import HalcyonQueue
+import HalcyonRuntime
 import Logging
 
 struct Wait: AsyncParsableCommand {

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import HalcyonCLI
+import HalcyonDomain
 import HalcyonFetch
 import HalcyonWorker
 

@@ -2,10 +2,11 @@ import ArgumentParser
 import Dispatch
 import Foundation
 import HalcyonCLI
-import HalcyonCore
+import HalcyonDomain
 import HalcyonFetch
 import HalcyonImage
 import HalcyonQueue
+import HalcyonRuntime
 import HalcyonWorker
 import Logging
 import Metrics

@@ -1,6 +1,6 @@
 import Foundation
 import HalcyonBench
-import HalcyonCore
+import HalcyonDomain
 import HalcyonImage
 import HalcyonSamples
 import HalcyonTestSupport

@@ -1,6 +1,6 @@
 import Foundation
-import HalcyonCore
 import HalcyonDashboard
+import HalcyonDomain
 import HalcyonImage
 import HalcyonTestSupport
 import Testing

@@ -1,6 +1,7 @@
 import Foundation
-import HalcyonCore
 import HalcyonDashboard
+import HalcyonHTTP
+import HalcyonRuntime
 import HalcyonTestSupport
 import Logging
 import Testing

@@ -1,7 +1,7 @@
 import Foundation
-import HalcyonCore
 import HalcyonDashboard
 import HalcyonQueue
+import HalcyonRuntime
 import HalcyonStore
 import HalcyonTestSupport
 import Testing

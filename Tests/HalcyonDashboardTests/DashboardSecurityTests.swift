@@ -1,6 +1,6 @@
 import Foundation
-import HalcyonCore
 import HalcyonDashboard
+import HalcyonHTTP
 import HalcyonQueue
 import HalcyonTestSupport
 import Testing
@@ -186,7 +186,8 @@ struct DashboardSecurityTests {
         let hugeHead = try await HTTP.get(server, "/", headers: ["X-Filler": String(repeating: "x", count: 20_000)])
         #expect(hugeHead.status == 431)
         #expect(try await HTTP.request(port: server.port, "DELETE", "/jobs/1").status == 405)
-        #expect(try await HTTP.request(port: server.port, "POST", "/jobs/1/retry", headers: ["Transfer-Encoding": "chunked"]).status == 411)
+        let chunked = try await HTTP.request(port: server.port, "POST", "/jobs/1/retry", headers: ["Transfer-Encoding": "chunked"])
+        #expect(chunked.status == 411, "\(chunked.status) \(String(decoding: chunked.body, as: UTF8.self))")
         // Still serving.
         #expect(try await HTTP.get(server, "/").status == 200)
     }

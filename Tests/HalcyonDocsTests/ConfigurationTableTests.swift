@@ -1,5 +1,5 @@
 import Foundation
-import HalcyonCore
+import HalcyonRuntime
 import Testing
 
 /// docs/operating.md's table of worker options says each one's default; the worker's own help

@@ -1,6 +1,5 @@
 import Dispatch
 import Foundation
-import HalcyonCore
 import HalcyonEmbedded
 import Testing
 

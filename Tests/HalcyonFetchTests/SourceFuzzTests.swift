@@ -1,5 +1,5 @@
 import Foundation
-import HalcyonCore
+import HalcyonDomain
 import HalcyonFetch
 import HalcyonTestSupport
 import Testing

@@ -1,5 +1,6 @@
-import HalcyonCore
+import HalcyonDomain
 import HalcyonImage
+import HalcyonRuntime
 import HalcyonTestSupport
 import Testing
 

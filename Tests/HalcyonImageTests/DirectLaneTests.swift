@@ -1,7 +1,7 @@
 internal import CMagickWand
 import Foundation
 import HalcyonBench
-import HalcyonCore
+import HalcyonDomain
 import HalcyonSamples
 import HalcyonTestSupport
 import Testing

@@ -1,7 +1,8 @@
 internal import CMagickWand
 import Foundation
 import HalcyonBench
-import HalcyonCore
+import HalcyonDomain
+import HalcyonRuntime
 import HalcyonSamples
 import HalcyonTestSupport
 import Testing

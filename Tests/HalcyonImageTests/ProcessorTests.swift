@@ -1,6 +1,6 @@
 internal import CMagickWand
 import Foundation
-import HalcyonCore
+import HalcyonDomain
 import HalcyonSamples
 import HalcyonTestSupport
 import Testing

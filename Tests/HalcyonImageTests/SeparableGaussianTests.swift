@@ -1,6 +1,7 @@
 internal import CMagickWand
 import Foundation
-import HalcyonCore
+import HalcyonDomain
+import HalcyonRuntime
 import HalcyonSamples
 import Testing
 

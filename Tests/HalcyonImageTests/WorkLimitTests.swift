@@ -1,6 +1,8 @@
 import Foundation
-import HalcyonCore
+import HalcyonDomain
+import HalcyonRuntime
 import HalcyonSamples
+import HalcyonTestSupport
 import Testing
 
 @testable import HalcyonImage

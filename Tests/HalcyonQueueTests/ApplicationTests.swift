@@ -1,6 +1,8 @@
 import Foundation
-import HalcyonCore
+import HalcyonDomain
+import HalcyonRuntime
 import HalcyonTestSupport
+import Logging
 import Synchronization
 import Testing
 

@@ -1,6 +1,7 @@
 import Foundation
 import HalcyonBench
-import HalcyonCore
+import HalcyonDomain
+import HalcyonRuntime
 import HalcyonTestSupport
 import Testing
 

@@ -1,7 +1,9 @@
 import Foundation
-import HalcyonCore
+import HalcyonDomain
 import HalcyonQueue
+import HalcyonRuntime
 import HalcyonTestSupport
+import Logging
 import Testing
 
 @Suite(.enabled(if: TestEnvironment.available, "needs scripts/test (PostgreSQL)"))

@@ -1,5 +1,4 @@
 import Foundation
-import HalcyonCore
 import HalcyonTestSupport
 import Testing
 

@@ -1,6 +1,6 @@
-import HalcyonCore
 import HalcyonEmbedded
 import HalcyonQueue
+import HalcyonRuntime
 import Testing
 
 /// Tests that keep a core busy inside the test process (decoding and resampling in a debug

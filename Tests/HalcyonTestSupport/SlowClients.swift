@@ -1,5 +1,6 @@
 import Foundation
-import HalcyonCore
+import HalcyonDomain
+import HalcyonRuntime
 import Synchronization
 
 /// Slow clients (slowloris) against one of Halcyon's HTTP servers: connections that each send

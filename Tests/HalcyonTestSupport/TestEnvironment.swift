@@ -1,7 +1,7 @@
 import Foundation
-import HalcyonCore
 import HalcyonFetch
 import HalcyonQueue
+import HalcyonRuntime
 
 /// What `scripts/test` provides: a throwaway PostgreSQL, the test origin, the built binary.
 public enum TestEnvironment {

@@ -1,6 +1,6 @@
 import Foundation
-import HalcyonCore
 import HalcyonEmbedded
+import HalcyonRuntime
 import Synchronization
 
 /// A `halcyon` subprocess (a worker, migrate, …) with its output captured to a file.

@@ -1,7 +1,7 @@
 import Foundation
-import HalcyonCore
 import HalcyonEmbedded
 import HalcyonQueue
+import HalcyonRuntime
 import HalcyonStore
 import HalcyonTestSupport
 import Testing

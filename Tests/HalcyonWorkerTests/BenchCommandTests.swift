@@ -1,5 +1,6 @@
 import Foundation
-import HalcyonCore
+import HalcyonQueue
+import HalcyonRuntime
 import HalcyonTestSupport
 import Testing
 

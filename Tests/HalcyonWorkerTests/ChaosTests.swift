@@ -1,8 +1,8 @@
 import Foundation
-import HalcyonCore
 import HalcyonEmbedded
 import HalcyonImage
 import HalcyonQueue
+import HalcyonRuntime
 import HalcyonSamples
 import HalcyonStore
 import HalcyonTestSupport

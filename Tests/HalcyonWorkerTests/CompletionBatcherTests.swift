@@ -1,6 +1,7 @@
 import Foundation
-import HalcyonCore
+import HalcyonDomain
 import HalcyonQueue
+import HalcyonRuntime
 import Synchronization
 import Testing
 

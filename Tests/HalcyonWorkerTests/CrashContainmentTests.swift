@@ -1,7 +1,8 @@
 import Foundation
-import HalcyonCore
+import HalcyonDomain
 import HalcyonEmbedded
 import HalcyonQueue
+import HalcyonRuntime
 import HalcyonSamples
 import HalcyonTestSupport
 import Testing

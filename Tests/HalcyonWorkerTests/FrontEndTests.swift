@@ -1,7 +1,8 @@
 import Foundation
-import HalcyonCore
+import HalcyonDomain
 import HalcyonImage
 import HalcyonQueue
+import HalcyonRuntime
 import HalcyonSamples
 import HalcyonStore
 import HalcyonTestSupport

@@ -1,5 +1,5 @@
 import Foundation
-import HalcyonCore
+import HalcyonQueue
 import HalcyonTestSupport
 import Testing
 

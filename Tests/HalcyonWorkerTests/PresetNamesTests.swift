@@ -1,4 +1,4 @@
-import HalcyonCore
+import HalcyonDomain
 import HalcyonQueue
 import Testing
 

@@ -1,7 +1,7 @@
 import Foundation
-import HalcyonCore
 import HalcyonImage
 import HalcyonQueue
+import HalcyonRuntime
 import HalcyonTestSupport
 import Testing
 

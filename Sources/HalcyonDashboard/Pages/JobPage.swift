@@ -1,6 +1,7 @@
 import Foundation
-import HalcyonCore
+import HalcyonDomain
 import HalcyonQueue
+import HalcyonRuntime
 import HalcyonStore
 
 /// `/jobs/ID` (template `job`): inputs, the chain's canonical identifier, the result image with
@@ -9,7 +10,7 @@ import HalcyonStore
 struct JobPage {
     /// The row as `JobQueue.show` returns it, with what the dashboard adds.
     struct Model {
-        var row: [String: String?]
+        var row: JobRow
         /// The chain's canonical identifier, or why it has none.
         var identifier: Result<String, HalcyonError>
         /// The stored result's expiry, nil when it is not in the store (swept, or another store).
@@ -60,8 +61,8 @@ struct JobPage {
 
     /// `csrf` is nil for a viewer: no action is offered.
     init(_ m: Model, csrf: String?, notice: String?) {
-        func v(_ c: String) -> String? { m.row[c] ?? nil }
-        let id = v("id") ?? "?", state = v("state") ?? "?"
+        let r = m.row
+        let id = String(r.id), state = r.state?.rawValue ?? "?"
         self.id = id
         self.state = state
         self.notice = notice
@@ -70,66 +71,66 @@ struct JobPage {
             ["queued", "running"].contains(state) ? Button(action: "/jobs/\(id)/cancel", label: "Cancel", csrf: $0, danger: true) : nil
         }
 
-        var inputs: [Row] = [.text("source", v("source"))]
-        let fallbacks = v("fallback_sources").map(PGRows.parseTextArray) ?? []
+        var inputs: [Row] = [.text("source", r.source)]
+        let fallbacks = r.fallbackSources ?? []
         if !fallbacks.isEmpty { inputs.append(.lines("fallback sources", fallbacks)) }
-        inputs.append(.code("processors", v("processors")))
+        inputs.append(.code("processors", r.processors))
         switch m.identifier {
         case .success(let text): inputs.append(.code("canonical identifier", text))
         case .failure(let error): inputs.append(.muted("canonical identifier", error.description))
         }
-        inputs.append(.text("cache key", v("cache_key")))
-        inputs.append(.pre("options", v("options").flatMap { $0 == "{}" ? nil : JSONValue.parse($0)?.prettyText ?? $0 }))
-        inputs.append(.links("queue", v("queue").map { [Row.Link(href: "/jobs?queue=\(Format.percent($0))", text: $0)] } ?? []))
-        let tags = v("tags").map(PGRows.parseTextArray) ?? []
+        inputs.append(.text("cache key", r.cacheKey))
+        inputs.append(.pre("options", r.options.flatMap { $0 == "{}" ? nil : JSONValue.parse($0)?.prettyText ?? $0 }))
+        inputs.append(.links("queue", r.queue.map { [Row.Link(href: "/jobs?queue=\(Format.percent($0))", text: $0)] } ?? []))
+        let tags = r.tags ?? []
         inputs.append(.links("tags", tags.map { Row.Link(href: "/jobs?tag=\(Format.percent($0))", text: $0) }))
-        inputs.append(.text("unique key", v("unique_key")))
-        inputs.append(.text("priority", v("priority")))
-        inputs.append(.text("attempts", "\(v("attempt") ?? "0") of \(v("max_attempts") ?? "?")"))
-        inputs.append(.text("created", Format.time(v("created_at"))))
-        inputs.append(.text("run at", Format.time(v("run_at"))))
-        inputs.append(.text("started", Format.time(v("started_at"))))
-        inputs.append(.text("finished", Format.time(v("finished_at"))))
-        if let by = v("locked_by") { inputs.append(.text("running on", "\(by) until \(Format.time(v("locked_until")))")) }
-        if let status = v("callback_status") {
-            inputs.append(.text("webhook", "\(status), \(v("callback_attempts") ?? "0") attempts" + (v("callback_error").map { ": " + $0 } ?? "")))
+        inputs.append(.text("unique key", r.uniqueKey))
+        inputs.append(.text("priority", r.priority.map(String.init)))
+        inputs.append(.text("attempts", "\(r.attempt ?? 0) of \(r.maxAttempts.map(String.init) ?? "?")"))
+        inputs.append(.text("created", Format.time(r.createdAt)))
+        inputs.append(.text("run at", Format.time(r.runAt)))
+        inputs.append(.text("started", Format.time(r.startedAt)))
+        inputs.append(.text("finished", Format.time(r.finishedAt)))
+        if let by = r.lockedBy { inputs.append(.text("running on", "\(by) until \(Format.time(r.lockedUntil))")) }
+        if let status = r.callbackStatus {
+            inputs.append(.text("webhook", "\(status), \(r.callbackAttempts ?? 0) attempts" + (r.callbackError.map { ": " + $0 } ?? "")))
         }
         self.inputs = inputs
 
-        result = v("result_digest").map { digest in
+        result = r.resultDigest.map { digest in
             Outcome(
                 digest: digest, inStore: m.resultInStore,
                 resultRows: [
                     .code("digest", digest),
-                    .text("image", Self.size(format: v("result_format"), width: v("result_width"), height: v("result_height"))),
-                    .text("bytes", v("result_bytes").flatMap { Int64($0) }.map { Format.bytes($0) }),
-                    .text("store hit", v("cache_hit").map { $0 == "t" ? "yes" : "no" }),
-                    .text("made from", v("result_source")),
+                    .text("image", Self.size(format: r.resultFormat, width: r.resultWidth, height: r.resultHeight)),
+                    .text("bytes", r.resultBytes.map { Format.bytes($0) }),
+                    .text("store hit", r.cacheHit.map { $0 ? "yes" : "no" }),
+                    .text("made from", r.resultSource),
                     .text("expires", m.resultExpires.map { Format.utc($0) + " UTC" }),
-                    .text("path", v("result_path")),
+                    .text("path", r.resultPath),
                 ])
         }
 
-        if v("source_width") != nil || v("source_format") != nil {
+        if r.sourceWidth != nil || r.sourceFormat != nil {
             var rows: [Row] = [
-                .text("image", Self.size(format: v("source_format"), width: v("source_width"), height: v("source_height"))),
-                .text("bytes", v("source_bytes").flatMap { Int64($0) }.map { Format.bytes($0) }),
+                .text("image", Self.size(format: r.sourceFormat, width: r.sourceWidth, height: r.sourceHeight)),
+                .text("bytes", r.sourceBytes.map { Format.bytes($0) }),
             ]
-            if let meta = v("source_meta") { rows.append(.pre("metadata", JSONValue.parse(meta)?.prettyText ?? meta)) }
-            if let p = v("placeholders") { rows.append(.pre("placeholders", JSONValue.parse(p)?.prettyText ?? p)) }
+            if let meta = r.sourceMeta { rows.append(.pre("metadata", JSONValue.parse(meta)?.prettyText ?? meta)) }
+            if let p = r.placeholders { rows.append(.pre("placeholders", JSONValue.parse(p)?.prettyText ?? p)) }
             facts = Facts(factRows: rows)
         } else {
             facts = nil
         }
 
-        if let t = v("timings"), case .object(let o)? = JSONValue.parse(t) {
+        if let t = r.timings, case .object(let o)? = JSONValue.parse(t) {
             let stages = Self.stageOrder.compactMap { k in o[k]?.numberValue.map { (k.dropLast(3).replacingOccurrences(of: "_", with: " "), $0) } }
             timings = Timings(stages: Charts.stages(stages), totalMs: o["total_ms"]?.numberValue.map { String(format: "%.1f", $0) })
         } else {
             timings = nil
         }
 
-        errors = (v("errors").flatMap { JSONValue.parse($0)?.arrayValue } ?? []).reversed().map { e in
+        errors = (r.errors.flatMap { JSONValue.parse($0)?.arrayValue } ?? []).reversed().map { e in
             let perSource = (e["sources"]?.arrayValue ?? []).map { s in
                 Attempt.PerSource(
                     sourceClip: Clipped(s["source"]?.stringValue ?? "?", 60), sourceCode: s["code"]?.stringValue ?? "?",
@@ -145,8 +146,8 @@ struct JobPage {
     }
 
     /// `jpeg 640×480`: the parts that are known.
-    static func size(format: String?, width: String?, height: String?) -> String {
-        [format, width.map { "\($0)×\(height ?? "?")" }].compactMap { $0 }.joined(separator: " ")
+    static func size(format: String?, width: Int?, height: Int?) -> String {
+        [format, width.map { "\($0)×\(height.map(String.init) ?? "?")" }].compactMap { $0 }.joined(separator: " ")
     }
 
     func render() -> String { Views.render("job", self) }

@@ -1,6 +1,6 @@
 import Foundation
-import HalcyonCore
 import HalcyonQueue
+import HalcyonRuntime
 
 /// What the jobs list is filtered by: the query of `/jobs` and the fields of its bulk forms.
 struct JobsFilter: Sendable {

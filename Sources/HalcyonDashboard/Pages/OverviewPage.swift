@@ -1,5 +1,4 @@
 import Foundation
-import HalcyonCore
 import HalcyonQueue
 
 /// `/` (template `overview`): counts by state and queue, the last hour's throughput, failures by

@@ -1,5 +1,5 @@
 import Foundation
-import HalcyonCore
+import HalcyonDomain
 
 /// BlurHash (blurha.sh): the image as a few cosine components, in linear light, written in
 /// base 83. BlurHash has no alpha: transparent pixels count as white (the page behind most

@@ -1,5 +1,5 @@
 import Foundation
-import HalcyonCore
+import HalcyonDomain
 
 /// Reads the few EXIF fields `SourceFacts` records — orientation, camera make and model,
 /// capture time, GPS — from a TIFF-structured EXIF block. Every offset and count is checked

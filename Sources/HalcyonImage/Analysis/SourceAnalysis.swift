@@ -1,6 +1,6 @@
 internal import CMagickWand
 import Foundation
-import HalcyonCore
+import HalcyonDomain
 
 extension SourceFacts {
     /// The facts of a source from its bytes, its header and what the decoder saw: the EXIF

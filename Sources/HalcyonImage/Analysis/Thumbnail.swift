@@ -1,6 +1,6 @@
 internal import CMagickWand
 import Foundation
-import HalcyonCore
+import HalcyonDomain
 
 /// A small 8-bit RGBA copy of a result (at most `maxSide` a side, aspect kept), the input of
 /// every placeholder encoder.

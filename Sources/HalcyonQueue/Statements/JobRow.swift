@@ -1,4 +1,4 @@
-import HalcyonCore
+import HalcyonRuntime
 
 /// A row of `halcyon.jobs` as the queue's statements return it: the one definition of a job's
 /// columns. `JobRow.schema` names each column, the field it goes to and how its text reads;

@@ -1,5 +1,5 @@
 import Foundation
-import HalcyonCore
+import HalcyonRuntime
 
 /// A statement of a query file with its parameters: a value of a conforming type is one call of
 /// the statement named `name`, and knows how to write its `$1…$n` (`bind`). Its `Row` decodes

@@ -1,3 +1,5 @@
+import Foundation
+
 /// The named statements of a module's query files (`Queries/*.sql`, embedded in the binary), parsed
 /// once, at first use.
 ///

@@ -1,5 +1,5 @@
 import Foundation
-import HalcyonCore
+import HalcyonRuntime
 
 // admin.sql, status.sql, retention.sql: what operators and applications do.
 

@@ -1,4 +1,5 @@
-import HalcyonCore
+import HalcyonDomain
+import HalcyonRuntime
 
 // claim.sql, record.sql, leases.sql: a worker's hot path.
 

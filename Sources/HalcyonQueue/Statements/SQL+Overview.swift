@@ -1,5 +1,3 @@
-import HalcyonCore
-
 // overview.sql: the dashboard's bounded reads.
 
 extension SQL {

@@ -1,4 +1,4 @@
-import HalcyonCore
+import HalcyonRuntime
 
 // queues.sql, presets.sql.
 

@@ -1,5 +1,3 @@
-import HalcyonCore
-
 // workers.sql, duties.sql, callbacks.sql: what a worker does besides its jobs.
 
 extension SQL {

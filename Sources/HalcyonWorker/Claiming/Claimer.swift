@@ -1,5 +1,7 @@
-import HalcyonCore
+import HalcyonDomain
+import HalcyonFetch
 import HalcyonQueue
+import HalcyonRuntime
 import Logging
 import ServiceLifecycle
 

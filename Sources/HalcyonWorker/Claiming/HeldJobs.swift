@@ -1,5 +1,5 @@
-import HalcyonCore
 import HalcyonQueue
+import HalcyonRuntime
 
 /// The jobs a worker holds: claimed, not yet recorded. Each entry is one *claim* — a job id
 /// and the attempt it was claimed for — because a worker may claim a job again (a transient

@@ -1,5 +1,5 @@
-import HalcyonCore
 import HalcyonQueue
+import HalcyonRuntime
 import Logging
 import ServiceLifecycle
 

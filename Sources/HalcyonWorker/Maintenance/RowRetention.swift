@@ -1,5 +1,5 @@
-import HalcyonCore
 import HalcyonQueue
+import HalcyonRuntime
 import Logging
 
 /// Row retention (`--retain-succeeded`, `--retain-failed`): deletes finished rows older than

@@ -1,5 +1,5 @@
-import HalcyonCore
 import HalcyonQueue
+import HalcyonRuntime
 import HalcyonStore
 import HalcyonStoreMaintenance
 import Logging

@@ -1,6 +1,6 @@
 import CoreMetrics
 import Foundation
-import HalcyonCore
+import HalcyonDomain
 import HalcyonStore
 import Prometheus
 import Synchronization

@@ -1,5 +1,4 @@
 import Foundation
-import HalcyonCore
 import HalcyonHTTP
 import Hummingbird
 import Logging

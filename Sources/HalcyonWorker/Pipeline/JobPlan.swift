@@ -1,7 +1,8 @@
-import HalcyonCore
+import HalcyonDomain
 import HalcyonFetch
 import HalcyonImage
 import HalcyonQueue
+import HalcyonRuntime
 import HalcyonStore
 
 /// One claimed job, judged once right after the claim: its options, its processor chain, its

@@ -1,8 +1,9 @@
 import Foundation
-import HalcyonCore
+import HalcyonDomain
 import HalcyonFetch
 import HalcyonImage
 import HalcyonQueue
+import HalcyonRuntime
 import HalcyonStore
 
 /// Runs jobs' pipelines — validate, fetch (source, then fallbacks), process, store — and

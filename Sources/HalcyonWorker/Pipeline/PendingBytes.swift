@@ -1,5 +1,5 @@
-import HalcyonCore
 import HalcyonFetch
+import HalcyonRuntime
 import Synchronization
 
 /// The bytes of downloaded sources a worker holds for jobs waiting for (or in) a processing

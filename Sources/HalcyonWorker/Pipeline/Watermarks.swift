@@ -1,7 +1,8 @@
 import Foundation
-import HalcyonCore
+import HalcyonDomain
 import HalcyonFetch
 import HalcyonImage
+import HalcyonRuntime
 import Synchronization
 
 /// The watermarks a worker's jobs draw: fetched through the worker's `Fetcher` (the SSRF guard,

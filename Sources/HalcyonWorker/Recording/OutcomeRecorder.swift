@@ -1,5 +1,6 @@
-import HalcyonCore
+import HalcyonDomain
 import HalcyonQueue
+import HalcyonRuntime
 import Logging
 
 /// Writes each job's outcome to its row — success through the group commit, failure with its

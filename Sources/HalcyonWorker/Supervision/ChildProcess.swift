@@ -1,5 +1,6 @@
 import Foundation
-import HalcyonCore
+import HalcyonDomain
+import HalcyonRuntime
 
 /// The supervisor's child: `halcyon work` again, doing the image work, with the write end of a
 /// pipe as file descriptor 3 (`SupervisorChannel`) and the supervisor's standard output and

@@ -1,7 +1,8 @@
 import Foundation
-import HalcyonCore
+import HalcyonDomain
 import HalcyonFetch
 import HalcyonQueue
+import HalcyonRuntime
 import HalcyonStore
 import Logging
 import ServiceLifecycle

@@ -1,5 +1,5 @@
 import Foundation
-import HalcyonCore
+import HalcyonRuntime
 
 /// The headers that identify and sign one webhook delivery attempt.
 ///

@@ -1,5 +1,5 @@
 import Foundation
-import HalcyonCore
+import HalcyonDomain
 import HalcyonSamples
 import HalcyonTestSupport
 import Testing

@@ -1,31 +1,7 @@
 import Foundation
-import HalcyonCore
+import HalcyonDomain
+import HalcyonRuntime
 import Testing
-
-@Suite struct TimeSpanTests {
-    @Test func parsesUnits() {
-        #expect(TimeSpan.parse("250ms") == 0.25)
-        #expect(TimeSpan.parse("30s") == 30)
-        #expect(TimeSpan.parse("10m") == 600)
-        #expect(TimeSpan.parse("12h") == 43200)
-        #expect(TimeSpan.parse("7d") == 604800)
-        #expect(TimeSpan.parse("1.5s") == 1.5)
-        #expect(TimeSpan.parse("5") == 5)
-    }
-
-    @Test func rejectsNonsense() {
-        for bad in ["", "abc", "-1s", "1x", "nan", "infs", "s"] {
-            #expect(TimeSpan.parse(bad) == nil, "\(bad)")
-        }
-    }
-
-    @Test func formats() {
-        #expect(TimeSpan.format(0.25) == "250ms")
-        #expect(TimeSpan.format(120) == "2m")
-        #expect(TimeSpan.format(86400 * 7) == "7d")
-        #expect(TimeSpan.format(1.5) == "1.5s")
-    }
-}
 
 @Suite struct JobOptionsTests {
     @Test func defaults() throws {
@@ -162,16 +138,6 @@ import Testing
         for bytes in ["%PDF-1.7", "%!PS-Adobe-3.0", "<svg xmlns=", "<html>", "PK\u{3}\u{4}", "P9 nothing", ""].map({ Array($0.utf8) }) {
             #expect(ImageFormat.unsupportedName(bytes) == nil, "\(String(decoding: bytes, as: UTF8.self))")
         }
-    }
-}
-
-@Suite struct SaturatingIntTests {
-    @Test func anyDoubleConverts() {
-        #expect(Int(saturating: 3.9) == 3 && Int(saturating: -3.9) == -3)
-        #expect(Int(saturating: .nan) == 0)
-        #expect(Int(saturating: .infinity) == .max && Int(saturating: -.infinity) == .min)
-        #expect(Int(saturating: 1e300) == .max && Int(saturating: -1e300) == .min)
-        #expect(Int(saturating: 9_223_372_036_854_774_784.0) == 9_223_372_036_854_774_784)
     }
 }
 

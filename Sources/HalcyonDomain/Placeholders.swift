@@ -1,3 +1,5 @@
+import HalcyonRuntime
+
 /// A placeholder a job can ask for (`options.placeholders`), computed from its result's pixels.
 public enum PlaceholderKind: String, Sendable, CaseIterable, Comparable {
     case blurhash, thumbhash, dominant_color

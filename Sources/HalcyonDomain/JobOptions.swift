@@ -1,4 +1,5 @@
 import Foundation
+import HalcyonRuntime
 
 /// The job's `options` object, validated. Unknown keys are rejected so a typo is an
 /// error (`job.invalid_options`), not a silently ignored setting.

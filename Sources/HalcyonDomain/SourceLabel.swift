@@ -1,3 +1,5 @@
+import HalcyonRuntime
+
 /// How a source is named where it is copied — error entries, `result_source`, webhook bodies:
 /// whole up to 4 KiB (any URL a user would compare), else its first 64 characters, its size and
 /// its SHA-256 (hex, of its UTF-8): enough to tell two long sources apart or match one to a file.

@@ -62,12 +62,4 @@ public final class AsyncSemaphore: Sendable {
         defer { signal() }
         return try await body()
     }
-
-    /// Runs `body` holding one permit, or throws `HalcyonError.abandoned` without running it
-    /// when `cancel` is raised while waiting.
-    public func withPermit<T>(cancel: CancellationFlag, _ body: () async throws -> T) async throws -> T {
-        guard await wait(cancel: cancel) else { throw HalcyonError.abandoned }
-        defer { signal() }
-        return try await body()
-    }
 }

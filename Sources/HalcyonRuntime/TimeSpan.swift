@@ -80,6 +80,12 @@ extension TimeSpan {
 extension Duration {
     /// The duration in seconds.
     public var seconds: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
+    /// `n` days.
+    public static func days(_ n: Int64) -> Duration { .seconds(n * 86_400) }
+    /// `n` hours.
+    public static func hours(_ n: Int64) -> Duration { .seconds(n * 3600) }
+    /// `n` minutes.
+    public static func minutes(_ n: Int64) -> Duration { .seconds(n * 60) }
 }
 
 /// Pixel counts: `25000000`, `25MP` (megapixels), `500KP`.

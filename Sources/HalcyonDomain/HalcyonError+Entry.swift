@@ -1,4 +1,5 @@
 import Foundation
+import HalcyonRuntime
 
 extension HalcyonError {
     /// The `errors` entry for this failure, without `at` and `attempt` (the database adds them).

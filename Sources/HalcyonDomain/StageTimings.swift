@@ -1,3 +1,5 @@
+import HalcyonRuntime
+
 /// Seconds one job's attempt spent in each stage (nil: the stage did not run). Recorded on the
 /// row (`timings`, in milliseconds) and observed by the stage-duration histograms.
 public struct StageTimings: Sendable, Equatable {

@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 
-@testable import HalcyonCore
+@testable import HalcyonRuntime
 
 /// `JSONValue`'s own reader and writer against Foundation's coders, which they replaced.
 @Suite struct JSONTextTests {

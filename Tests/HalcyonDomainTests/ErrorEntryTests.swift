@@ -1,4 +1,5 @@
-import HalcyonCore
+import HalcyonDomain
+import HalcyonRuntime
 import Testing
 
 /// What an error entry on a job's row holds: messages cut to 4 KiB of UTF-8, never mid-character.

@@ -1,3 +1,5 @@
+import HalcyonRuntime
+
 /// One setting of a component's configuration, defined once beside it: the command-line option
 /// that sets it, its default, the values it accepts and what it does. The configuration's
 /// property defaults to `defaultValue`, its `validate()` calls `check`, and the command line's
@@ -82,13 +84,4 @@ extension Setting where Value == Int {
     ) -> Setting {
         Setting(option, default: defaultValue, range, meaning, detail: detail, format: { PixelCount.format($0) })
     }
-}
-
-extension Duration {
-    /// `n` days.
-    public static func days(_ n: Int64) -> Duration { .seconds(n * 86_400) }
-    /// `n` hours.
-    public static func hours(_ n: Int64) -> Duration { .seconds(n * 3600) }
-    /// `n` minutes.
-    public static func minutes(_ n: Int64) -> Duration { .seconds(n * 60) }
 }

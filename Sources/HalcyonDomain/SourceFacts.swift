@@ -1,3 +1,5 @@
+import HalcyonRuntime
+
 /// What a worker learned about a job's source while decoding it: the `source_*` columns and
 /// `source_meta` of its row. Sizes are as displayed (after the EXIF orientation is applied) and
 /// at full resolution, whatever size the decoder actually produced.

@@ -1,5 +1,5 @@
 import Foundation
-import HalcyonCore
+import HalcyonRuntime
 import Testing
 
 /// The allocator setting behind `halcyon work --mmap-threshold`. Whether a given block then

@@ -1,4 +1,5 @@
 import Foundation
+import HalcyonRuntime
 
 /// How long a stored result lives (Kingfisher's `StorageExpiration`). The store keeps the
 /// expiry instant in a file's mtime (see `HalcyonStore/FileTimes.swift`).

@@ -6,7 +6,7 @@ import Synchronization
 public final class CancellationFlag: Sendable {
     private struct State {
         var cancelled = false
-        var reason: HalcyonError?
+        var reason: (any Error & Sendable)?
         var handlers: [@Sendable () -> Void] = []
     }
     private let state = Mutex(State())
@@ -15,12 +15,13 @@ public final class CancellationFlag: Sendable {
 
     public var isCancelled: Bool { state.withLock { $0.cancelled } }
 
-    /// Why the flag was raised, when whoever raised it said: the error `check()` throws.
-    public var reason: HalcyonError? { state.withLock { $0.reason } }
+    /// Why the flag was raised, when whoever raised it said (kept from the first raise only) —
+    /// e.g. a deadline that makes the work a failure rather than abandoned. The domain's
+    /// `check()` throws it.
+    public var reason: (any Error & Sendable)? { state.withLock { $0.reason } }
 
-    /// Raises the flag; `reason` (kept from the first raise only) is what `check()` throws
-    /// instead of `HalcyonError.abandoned` — e.g. a deadline that makes the work a failure.
-    public func cancel(because reason: HalcyonError? = nil) {
+    /// Raises the flag, saying why when there is more to say than "no longer wanted".
+    public func cancel(because reason: (any Error & Sendable)? = nil) {
         let handlers = state.withLock { s -> [@Sendable () -> Void] in
             guard !s.cancelled else { return [] }
             s.cancelled = true
@@ -39,13 +40,6 @@ public final class CancellationFlag: Sendable {
             return false
         }
         if now { handler() }
-    }
-
-    /// Throws when the flag is raised: its `reason`, else `HalcyonError.abandoned` (the work
-    /// is no longer wanted).
-    public func check() throws(HalcyonError) {
-        let (cancelled, reason) = state.withLock { ($0.cancelled, $0.reason) }
-        if cancelled { throw reason ?? HalcyonError.abandoned }
     }
 
     /// A flag raised when this one is (with its reason), or by itself — for a stage with a

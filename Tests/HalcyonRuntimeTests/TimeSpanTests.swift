@@ -1,0 +1,38 @@
+import Foundation
+import HalcyonRuntime
+import Testing
+
+@Suite struct TimeSpanTests {
+    @Test func parsesUnits() {
+        #expect(TimeSpan.parse("250ms") == 0.25)
+        #expect(TimeSpan.parse("30s") == 30)
+        #expect(TimeSpan.parse("10m") == 600)
+        #expect(TimeSpan.parse("12h") == 43200)
+        #expect(TimeSpan.parse("7d") == 604800)
+        #expect(TimeSpan.parse("1.5s") == 1.5)
+        #expect(TimeSpan.parse("5") == 5)
+    }
+
+    @Test func rejectsNonsense() {
+        for bad in ["", "abc", "-1s", "1x", "nan", "infs", "s"] {
+            #expect(TimeSpan.parse(bad) == nil, "\(bad)")
+        }
+    }
+
+    @Test func formats() {
+        #expect(TimeSpan.format(0.25) == "250ms")
+        #expect(TimeSpan.format(120) == "2m")
+        #expect(TimeSpan.format(86400 * 7) == "7d")
+        #expect(TimeSpan.format(1.5) == "1.5s")
+    }
+}
+
+@Suite struct SaturatingIntTests {
+    @Test func anyDoubleConverts() {
+        #expect(Int(saturating: 3.9) == 3 && Int(saturating: -3.9) == -3)
+        #expect(Int(saturating: .nan) == 0)
+        #expect(Int(saturating: .infinity) == .max && Int(saturating: -.infinity) == .min)
+        #expect(Int(saturating: 1e300) == .max && Int(saturating: -1e300) == .min)
+        #expect(Int(saturating: 9_223_372_036_854_774_784.0) == 9_223_372_036_854_774_784)
+    }
+}
