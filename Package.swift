@@ -87,6 +87,9 @@ let package = Package(
         .target(name: "HalcyonImage", dependencies: ["HalcyonCore", "CMagickWand", "CImageCodecs"], swiftSettings: magickIncludes),
         // Content-addressed disk store.
         .target(name: "HalcyonStore", dependencies: ["HalcyonCore"]),
+        // S3 client for the object-store backend: SigV4 (own, on libcrypto through HalcyonCore.Digest), configuration from the
+        // AWS variables, blocking requests through libcurl.
+        .target(name: "HalcyonS3", dependencies: ["HalcyonCore", "CCurl"]),
         // One sweep of the store under the fleet-wide sweep lease, recorded in the database: what
         // workers run periodically and `halcyon sweep` on demand.
         .target(
@@ -174,6 +177,8 @@ let package = Package(
             dependencies: ["HalcyonImage", "HalcyonCore", "HalcyonSamples", "HalcyonBench", "HalcyonTestSupport", "CMagickWand"],
             swiftSettings: magickIncludes),
         .testTarget(name: "HalcyonStoreTests", dependencies: ["HalcyonStore", "HalcyonCore"]),
+        // SigV4 against AWS's published vectors (Tests/Fixtures/sigv4), the client against SeaweedFS.
+        .testTarget(name: "HalcyonS3Tests", dependencies: ["HalcyonS3", "HalcyonCore", "HalcyonTestSupport"]),
         .testTarget(
             name: "HalcyonFetchTests",
             dependencies: [
