@@ -92,6 +92,9 @@ let package = Package(
             name: "HalcyonImage", dependencies: ["HalcyonDomain", "HalcyonRuntime", "CMagickWand", "CImageCodecs"], swiftSettings: magickIncludes),
         // Content-addressed disk store.
         .target(name: "HalcyonStore", dependencies: ["HalcyonDomain", "HalcyonRuntime"]),
+        // S3 client for the object-store backend: SigV4 (own, on libcrypto through Digest),
+        // configuration from the AWS variables, blocking requests through libcurl.
+        .target(name: "HalcyonS3", dependencies: ["HalcyonDomain", "HalcyonRuntime", "CCurl"]),
         // One sweep of the store under the fleet-wide sweep lease, recorded in the database: what
         // workers run periodically and `halcyon sweep` on demand.
         .target(
@@ -186,6 +189,8 @@ let package = Package(
             dependencies: ["HalcyonImage", "HalcyonDomain", "HalcyonRuntime", "HalcyonSamples", "HalcyonBench", "HalcyonTestSupport", "CMagickWand"],
             swiftSettings: magickIncludes),
         .testTarget(name: "HalcyonStoreTests", dependencies: ["HalcyonStore", "HalcyonDomain", "HalcyonRuntime"]),
+        // SigV4 against AWS's published vectors (Tests/Fixtures/sigv4), the client against SeaweedFS.
+        .testTarget(name: "HalcyonS3Tests", dependencies: ["HalcyonS3", "HalcyonDomain", "HalcyonRuntime", "HalcyonTestSupport"]),
         .testTarget(
             name: "HalcyonFetchTests",
             dependencies: [

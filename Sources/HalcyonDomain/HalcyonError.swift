@@ -64,6 +64,14 @@ public struct ErrorCode: Hashable, Sendable, CustomStringConvertible {
 
     public static let writeFailed = ErrorCode("store", "write_failed")
     public static let notCached = ErrorCode("store", "not_cached")
+    /// An object store (S3) could not be read: connection errors, timeouts and 5xx past the
+    /// client's retries, or an answer that makes no sense.
+    public static let readFailed = ErrorCode("store", "read_failed")
+    /// The object store refused the credentials or the signature (403, `InvalidAccessKeyId`,
+    /// `SignatureDoesNotMatch`, `AccessDenied`): the worker's configuration, not the job.
+    public static let accessDenied = ErrorCode("store", "access_denied")
+    /// An object in the object store is larger than the reader's bound (refused before its body is read).
+    public static let storeTooLarge = ErrorCode("store", "too_large")
 
     public static let leaseExpired = ErrorCode("worker", "lease_expired")
     /// The database refused to record an attempt's outcome (an application's trigger or

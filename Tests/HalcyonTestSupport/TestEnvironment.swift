@@ -20,6 +20,20 @@ public enum TestEnvironment {
     public static var binary: String { env["HALCYON_BIN"] ?? "halcyon" }
     public static var migrationsDirectory: URL { URL(fileURLWithPath: env["HALCYON_MIGRATIONS"] ?? "migrations") }
 
+    /// True when `scripts/test` started its S3 server (SeaweedFS) and exported how to reach it.
+    public static var s3Available: Bool {
+        ["HALCYON_TEST_S3_ENDPOINT", "HALCYON_TEST_S3_ACCESS_KEY", "HALCYON_TEST_S3_SECRET_KEY", "HALCYON_TEST_S3_BUCKET"].allSatisfy {
+            !(env[$0] ?? "").isEmpty
+        }
+    }
+    /// The S3 server's endpoint, `http://127.0.0.1:PORT` (path-style addressing).
+    public static var s3Endpoint: String { env["HALCYON_TEST_S3_ENDPOINT"] ?? "" }
+    /// The key pair `scripts/test` generated for the S3 server.
+    public static var s3AccessKey: String { env["HALCYON_TEST_S3_ACCESS_KEY"] ?? "" }
+    public static var s3SecretKey: String { env["HALCYON_TEST_S3_SECRET_KEY"] ?? "" }
+    /// A bucket created at the server's start (tests share it: use keys of your own).
+    public static var s3Bucket: String { env["HALCYON_TEST_S3_BUCKET"] ?? "" }
+
     /// A fresh directory for one test, removed by the caller or with the test run's work dir.
     public static func temporaryDirectory(_ name: String) throws -> URL {
         let base = URL(fileURLWithPath: env["HALCYON_TEST_WORK"] ?? NSTemporaryDirectory())
