@@ -91,7 +91,7 @@ let package = Package(
         .target(
             name: "HalcyonImage", dependencies: ["HalcyonDomain", "HalcyonRuntime", "CMagickWand", "CImageCodecs"], swiftSettings: magickIncludes),
         // Content-addressed disk store.
-        .target(name: "HalcyonStore", dependencies: ["HalcyonDomain", "HalcyonRuntime"]),
+        .target(name: "HalcyonStore", dependencies: ["HalcyonDomain", "HalcyonRuntime", "HalcyonS3"]),
         // S3 client for the object-store backend: SigV4 (own, on libcrypto through Digest),
         // configuration from the AWS variables, blocking requests through libcurl.
         .target(name: "HalcyonS3", dependencies: ["HalcyonDomain", "HalcyonRuntime", "CCurl"]),
@@ -105,7 +105,7 @@ let package = Package(
             name: "HalcyonWorker",
             dependencies: [
                 "HalcyonDomain", "HalcyonRuntime", "HalcyonQueue", "HalcyonFetch", "HalcyonImage", "HalcyonStore", "HalcyonStoreMaintenance",
-                "HalcyonHTTP",
+                "HalcyonHTTP", "HalcyonS3",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
@@ -119,7 +119,7 @@ let package = Package(
         .target(
             name: "HalcyonDashboard",
             dependencies: [
-                "HalcyonDomain", "HalcyonRuntime", "HalcyonQueue", "HalcyonImage", "HalcyonStore", "HalcyonHTTP",
+                "HalcyonDomain", "HalcyonRuntime", "HalcyonQueue", "HalcyonImage", "HalcyonStore", "HalcyonHTTP", "HalcyonS3",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Hummingbird", package: "hummingbird"), .product(name: "Mustache", package: "swift-mustache"),
                 .product(name: "HTTPTypes", package: "swift-http-types"), .product(name: "NIOCore", package: "swift-nio"),
@@ -135,7 +135,7 @@ let package = Package(
         .target(
             name: "HalcyonCLI",
             dependencies: [
-                "HalcyonDomain", "HalcyonRuntime", "HalcyonQueue", "HalcyonEmbedded",
+                "HalcyonDomain", "HalcyonRuntime", "HalcyonQueue", "HalcyonEmbedded", "HalcyonStore",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"), .product(name: "Logging", package: "swift-log"),
             ]),
         .target(
@@ -188,7 +188,8 @@ let package = Package(
             name: "HalcyonImageTests",
             dependencies: ["HalcyonImage", "HalcyonDomain", "HalcyonRuntime", "HalcyonSamples", "HalcyonBench", "HalcyonTestSupport", "CMagickWand"],
             swiftSettings: magickIncludes),
-        .testTarget(name: "HalcyonStoreTests", dependencies: ["HalcyonStore", "HalcyonDomain", "HalcyonRuntime"]),
+        .testTarget(
+            name: "HalcyonStoreTests", dependencies: ["HalcyonStore", "HalcyonDomain", "HalcyonRuntime", "HalcyonS3", "HalcyonTestSupport"]),
         // SigV4 against AWS's published vectors (Tests/Fixtures/sigv4), the client against SeaweedFS.
         .testTarget(name: "HalcyonS3Tests", dependencies: ["HalcyonS3", "HalcyonDomain", "HalcyonRuntime", "HalcyonTestSupport"]),
         .testTarget(

@@ -1,20 +1,42 @@
 import ArgumentParser
 import Foundation
+import HalcyonDomain
 import HalcyonEmbedded
-import HalcyonQueue
+import HalcyonStore
 
 /// `--store`, else `HALCYON_STORE`, else `$HALCYON_HOME/store`.
 package struct StoreOptions: ParsableArguments {
     package init() {}
 
-    @Option(help: "Store root directory (default: HALCYON_STORE or $HALCYON_HOME/store).")
+    @Option(
+        help: ArgumentHelp(
+            "Where results are kept: a directory, or s3://BUCKET[/PREFIX] (default: HALCYON_STORE or $HALCYON_HOME/store).",
+            discussion: """
+                For s3://, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN), AWS_REGION or \
+                AWS_DEFAULT_REGION, and AWS_ENDPOINT_URL_S3 or AWS_ENDPOINT_URL for a server other than AWS \
+                give the credentials, region and endpoint.
+                """))
     package var store: String?
 
-    package func root() -> URL {
-        if let store { return URL(fileURLWithPath: store).standardizedFileURL }
-        if let env = ProcessInfo.processInfo.environment["HALCYON_STORE"], !env.isEmpty {
-            return URL(fileURLWithPath: env).standardizedFileURL
+    /// The store's location; a `scheme://` other than `s3://`, a bad bucket name or a bad S3
+    /// variable is a `ValidationError` naming it.
+    package func location() throws -> StoreLocation {
+        let environment = ProcessInfo.processInfo.environment
+        let text = store ?? environment["HALCYON_STORE"].flatMap { $0.isEmpty ? nil : $0 }
+        guard let text else { return .directory(EmbeddedCluster.defaultHome().appendingPathComponent("store")) }
+        do {
+            return try StoreLocation(parsing: text, environment: environment)
+        } catch {
+            throw ValidationError(error.message)
         }
-        return EmbeddedCluster.defaultHome().appendingPathComponent("store")
+    }
+
+    /// The store itself (see `location()`).
+    package func open() throws -> any ResultStore {
+        do {
+            return try location().open()
+        } catch let error as HalcyonError {
+            throw ValidationError(error.message)
+        }
     }
 }

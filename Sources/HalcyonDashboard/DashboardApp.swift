@@ -30,7 +30,7 @@ struct DashboardApp: Sendable {
     let logger: Logger
     private let connections: [PGConnection]
     private let next = Counter()
-    private let store: DiskStore?
+    private let store: (any ResultStore)?
 
     private final class Counter: Sendable {
         let value = Atomic<Int>(0)
@@ -41,7 +41,8 @@ struct DashboardApp: Sendable {
         self.connections = connections
         self.logger = logger
         security = DashboardSecurity(token: configuration.authToken, viewerToken: configuration.viewerToken)
-        store = configuration.storeRoot.map { DiskStore(root: $0) }
+        // Checked by `DashboardConfiguration.validate()` before any app is made.
+        store = try? configuration.store?.open()
     }
 
     // MARK: Routes

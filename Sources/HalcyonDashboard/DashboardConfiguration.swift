@@ -3,6 +3,8 @@ import HalcyonDomain
 import HalcyonHTTP
 import HalcyonQueue
 import HalcyonRuntime
+import HalcyonS3
+import HalcyonStore
 
 /// How `halcyon dashboard` serves. Defaults: loopback, port 8080, no token, pages refreshed
 /// every 5 s in the browser, `HTTPServerSettings`' limits (64 KiB bodies, 16 KiB heads, a
@@ -19,8 +21,15 @@ public struct DashboardConfiguration: Sendable {
     /// A second secret, for viewers: every page and the JSON API, but no retry or cancel (403).
     /// Needs `authToken`, and must differ from it.
     public var viewerToken: String?
-    /// The store whose results `/results/SHA256` serves; nil serves none.
-    public var storeRoot: URL?
+    /// The store whose results `/results/SHA256` serves (a directory or a bucket: a bucket's
+    /// objects are streamed through, bounded by `maxResultBytes`); nil serves none.
+    public var store: StoreLocation?
+
+    /// The store as a directory (nil for none, or for a bucket).
+    public var storeRoot: URL? {
+        get { store?.directory }
+        set { store = newValue.map { .directory($0) } }
+    }
     /// How often a page with live parts reloads them (JavaScript; without it, pages are static).
     public var liveInterval: Duration = Settings.liveInterval.defaultValue
     /// A worker without a heartbeat this long is shown as dead.
@@ -57,6 +66,7 @@ public struct DashboardConfiguration: Sendable {
     /// Checks the settings and what would be unsafe (`problem`), as `job.invalid_options`
     /// naming the option; `DashboardServer` calls it before it serves.
     public func validate() throws(HalcyonError) {
+        if case .objectStore(let s3)? = store { try s3.validate() }
         try Settings.port.check(port)
         try Settings.liveInterval.check(liveInterval)
         try Settings.pageSize.check(pageSize)

@@ -79,8 +79,9 @@ package struct Demo: AsyncParsableCommand {
 
         let started = Date()
         let progress = ProgressReporter(conninfo: conninfo, expected: staged.count, since: started)
+        let store = try storeOptions.location()
         let pool = (1...workers).map { n -> Worker in
-            var c = WorkerConfiguration(storeRoot: storeOptions.root(), workerID: "demo-\(n)-\(getpid())")
+            var c = WorkerConfiguration(store: store, workerID: "demo-\(n)-\(getpid())")
             c.fetch.fileRoots = [images.path]
             c.fetch.addressPolicy = AddressPolicy(allowed: [CIDR("127.0.0.1/32")!])
             c.backoff.base = .seconds(1)
@@ -126,7 +127,7 @@ package struct Demo: AsyncParsableCommand {
         let status = try await QueueStatus.load(check)
         await check.close()
         print("\n" + QueueStatusText.render(status))
-        print("outputs:   \(storeOptions.root().appendingPathComponent("objects").path)")
+        print("outputs:   \(try storeOptions.location())/objects")
         // The halcyon beside this program, so the hint can be pasted as it is (scripts/demo runs
         // .build/release/halcyon demo).
         let me = Sibling.halcyon

@@ -2,25 +2,9 @@ import Foundation
 import HalcyonDomain
 
 extension DiskStore {
-    /// A stored result's bytes, read by its content address.
-    public struct ObjectFile: Sendable {
-        public var data: Data
-        public var format: ImageFormat
-        /// The object's expiry (its mtime).
-        public var expires: Date
-    }
-
     /// Whether `text` is a content address: 64 lower-case hex digits.
     public static func isDigest(_ text: String) -> Bool {
         text.utf8.count == 64 && text.utf8.allSatisfy { (48...57).contains($0) || (97...102).contains($0) }
-    }
-
-    /// What is known of a stored object without reading it.
-    public struct ObjectInfo: Sendable {
-        public var format: ImageFormat
-        public var bytes: Int
-        /// The object's expiry (its mtime).
-        public var expires: Date
     }
 
     /// The object whose SHA-256 is `digest`, read without moving its access time where this

@@ -20,20 +20,28 @@ public struct OriginalsStore: OriginalsCache {
 
     public func original(for url: String) -> CachedOriginal? {
         let file = path(for: url)
-        guard let blob = FileManager.default.contents(atPath: file.path), blob.count >= 4 else { return nil }
-        let headerLength = Int(blob.prefix(4).reduce(UInt32(0)) { $0 << 8 | UInt32($1) })
-        guard blob.count >= 4 + headerLength,
-            case .object(let header)? = JSONValue.parse(String(decoding: blob.dropFirst(4).prefix(headerLength), as: UTF8.self)),
-            header["url"]?.stringValue == url
+        guard let blob = FileManager.default.contents(atPath: file.path), let (data, etag, lastModified) = OriginalBlob.decode(blob, url: url),
+            let expires = FileTimes.read(file.path)?.expires
         else { return nil }
-        guard let expires = FileTimes.read(file.path)?.expires else { return nil }
         FileTimes(accessed: Date(), expires: expires).write(to: file.path)
-        return CachedOriginal(
-            data: Data(blob.dropFirst(4 + headerLength)), etag: header["etag"]?.stringValue,
-            lastModified: header["last_modified"]?.stringValue, expires: expires)
+        return CachedOriginal(data: data, etag: etag, lastModified: lastModified, expires: expires)
     }
 
     public func save(_ original: CachedOriginal, for url: String) throws {
+        try AtomicFile.write(OriginalBlob.encode(original, url: url), to: path(for: url), tmpDirectory: root.appendingPathComponent("tmp")) { fd in
+            FileTimes(accessed: Date(), expires: original.expires).write(to: fd)
+        }
+    }
+
+    public func refresh(_ url: String, until expires: Date) {
+        FileTimes(accessed: Date(), expires: expires).write(to: path(for: url).path)
+    }
+}
+
+/// A kept original as stored, on disk or in a bucket: a 4-byte big-endian header length, the
+/// header (JSON: url, ETag, Last-Modified), then the body.
+enum OriginalBlob {
+    static func encode(_ original: CachedOriginal, url: String) -> Data {
         var header: [String: JSONValue] = ["url": .string(url)]
         if let e = original.etag { header["etag"] = .string(e) }
         if let m = original.lastModified { header["last_modified"] = .string(m) }
@@ -42,13 +50,17 @@ public struct OriginalsStore: OriginalsCache {
         var blob = Data([UInt8(n >> 24), UInt8((n >> 16) & 0xFF), UInt8((n >> 8) & 0xFF), UInt8(n & 0xFF)])
         blob.append(headerBytes)
         blob.append(original.data)
-        let final = path(for: url)
-        try AtomicFile.write(blob, to: final, tmpDirectory: root.appendingPathComponent("tmp")) { fd in
-            FileTimes(accessed: Date(), expires: original.expires).write(to: fd)
-        }
+        return blob
     }
 
-    public func refresh(_ url: String, until expires: Date) {
-        FileTimes(accessed: Date(), expires: expires).write(to: path(for: url).path)
+    /// The body and validators, when `blob` is an original kept for `url`.
+    static func decode(_ blob: Data, url: String) -> (data: Data, etag: String?, lastModified: String?)? {
+        guard blob.count >= 4 else { return nil }
+        let headerLength = Int(blob.prefix(4).reduce(UInt32(0)) { $0 << 8 | UInt32($1) })
+        guard blob.count >= 4 + headerLength,
+            case .object(let header)? = JSONValue.parse(String(decoding: blob.dropFirst(4).prefix(headerLength), as: UTF8.self)),
+            header["url"]?.stringValue == url
+        else { return nil }
+        return (Data(blob.dropFirst(4 + headerLength)), header["etag"]?.stringValue, header["last_modified"]?.stringValue)
     }
 }

@@ -8,12 +8,15 @@ import Logging
 /// the sweep lease (one sweeper at a time across the fleet), recorded in
 /// `halcyon.store_sweeps` so `halcyon status` can show the store's size against its limit.
 public struct StoreMaintenance: Sendable {
-    public let sweeper: Sweeper
+    public let store: any ResultStore
+    /// Bytes the store may hold; nil for no limit.
+    public let sizeLimit: Int64?
     /// Who sweeps: a worker id, or `halcyon sweep`.
     public let sweptBy: String
 
-    public init(store: DiskStore, sizeLimit: Int64?, sweptBy: String) {
-        sweeper = Sweeper(store: store, sizeLimit: sizeLimit)
+    public init(store: any ResultStore, sizeLimit: Int64?, sweptBy: String) {
+        self.store = store
+        self.sizeLimit = sizeLimit
         self.sweptBy = sweptBy
     }
 
@@ -28,16 +31,16 @@ public struct StoreMaintenance: Sendable {
         let holder = JobQueue.leaseHolder(sweptBy)
         let stop = CancellationFlag()
         cancel?.onCancel { stop.cancel() }
-        let sweeper = self.sweeper
+        let store = self.store, sizeLimit = self.sizeLimit
         var waiting = false
         while true {
             let report = try await queue.withLease(.storeSweep, holder: holder, lost: stop) {
-                try await Blocking.run { sweeper.sweep(cancel: stop) }
+                try await Blocking.run { store.sweep(sizeLimit: sizeLimit, now: Date(), cancel: stop) }
             }
             if let report {
                 try? await queue.recordSweep(
                     .init(
-                        sweptBy: sweptBy, storeRoot: sweeper.store.root.path, keptFiles: Int64(report.keptFiles),
+                        sweptBy: sweptBy, storeRoot: store.location, keptFiles: Int64(report.keptFiles),
                         keptBytes: report.keptBytes, sizeLimit: report.sizeLimit, removedFiles: Int64(report.removedFiles),
                         removedKeys: Int64(report.removedKeys), freedBytes: report.freedBytes, seconds: report.seconds))
                 return report

@@ -2,6 +2,7 @@ import Foundation
 import HalcyonImage
 import HalcyonQueue
 import HalcyonRuntime
+import HalcyonStore
 import Logging
 import ServiceLifecycle
 
@@ -57,6 +58,7 @@ public final class Worker: Service, Sendable {
     public func run() async throws {
         let configuration = configuration
         try configuration.validate()
+        let store = try configuration.store.open()
         let stopping = { self.state.stopRequests > 0 }
         // Claims and outcomes on one connection; heartbeats and rescues on another, so that a
         // slow outcome (a row lock, a busy server) never holds a lease renewal back.
@@ -78,7 +80,7 @@ public final class Worker: Service, Sendable {
         listener?.start()
         defer { listener?.stop() }
 
-        try await ServiceGroup(configuration: .init(services: services(queue: queue, maintenance: maintenance), logger: logger)).run()
+        try await ServiceGroup(configuration: .init(services: services(queue: queue, maintenance: maintenance, store: store), logger: logger)).run()
 
         // The last bookkeeping waits a few seconds at most: a worker told to stop must not
         // hang on a database that stopped answering.
@@ -100,14 +102,15 @@ public final class Worker: Service, Sendable {
     }
 
     /// The worker's duties in start order; the group shuts them down in reverse.
-    private func services(queue: JobQueue, maintenance: JobQueue) -> [ServiceGroupConfiguration.ServiceConfiguration] {
+    private func services(queue: JobQueue, maintenance: JobQueue, store: any ResultStore) -> [ServiceGroupConfiguration.ServiceConfiguration] {
         let configuration = configuration
         var services: [ServiceGroupConfiguration.ServiceConfiguration] = [
             .init(service: LeaseKeeper(configuration: configuration, queue: maintenance, state: state, logger: logger)),
             .init(service: Rescuer(configuration: configuration, queue: maintenance, state: state, metrics: metrics, logger: logger)),
         ]
         if configuration.sweepInterval > .zero {
-            services.append(.init(service: StoreSweeper(configuration: configuration, conninfo: conninfo, metrics: metrics, logger: logger)))
+            services.append(
+                .init(service: StoreSweeper(configuration: configuration, store: store, conninfo: conninfo, metrics: metrics, logger: logger)))
         }
         // Shut down after the claimer: outcomes recorded at the end still get their deliveries started.
         services.append(
@@ -117,7 +120,7 @@ public final class Worker: Service, Sendable {
                     stopRequested: { [state] in state.stopRequests > 0 }, logger: logger)))
         let recorder = OutcomeRecorder(configuration: configuration, queue: queue, state: state, metrics: metrics, logger: logger)
         let claimer = Claimer(
-            configuration: configuration, queue: queue, runner: JobRunner(configuration: configuration, metrics: metrics),
+            configuration: configuration, queue: queue, runner: JobRunner(configuration: configuration, store: store, metrics: metrics),
             recorder: recorder, state: state, metrics: metrics, logger: logger)
         // Stopped or drained: the claimer returns, and the group shuts the rest down.
         services.append(.init(service: claimer, successTerminationBehavior: .gracefullyShutdownGroup))
@@ -143,7 +146,7 @@ public final class Worker: Service, Sendable {
             metadata: [
                 "concurrency": "\(configuration.concurrency)", "fetch_concurrency": "\(configuration.fetchConcurrency)",
                 "lease": "\(TimeSpan.format(configuration.lease))", "mode": "\(configuration.pollOnly ? "poll" : "listen")",
-                "store": "\(configuration.storeRoot.path)", "statement_timeout": "\(TimeSpan.format(configuration.statementTimeout))",
+                "store": "\(configuration.store)", "statement_timeout": "\(TimeSpan.format(configuration.statementTimeout))",
                 "max_pixels": "\(configuration.limits.maxPixels)", "max_job_time": "\(TimeSpan.format(configuration.limits.maxJobTime))",
                 "magick_policy": "\(MagickImage.policyDirectory ?? "system")",
                 "mmap_threshold": "\(mmapThreshold)",

@@ -4,6 +4,8 @@ import HalcyonFetch
 import HalcyonImage
 import HalcyonQueue
 import HalcyonRuntime
+import HalcyonS3
+import HalcyonStore
 
 /// Everything a worker needs to know, with the defaults `halcyon work` documents.
 public struct WorkerConfiguration: Sendable {
@@ -50,8 +52,8 @@ public struct WorkerConfiguration: Sendable {
     public var backoff = Backoff(base: Settings.retryBase.defaultValue)
     public var fetch = FetchConfiguration()
     public var limits = ImageLimits()
-    /// Root of the content-addressed store.
-    public var storeRoot: URL
+    /// Where results are kept: a directory or an S3 bucket (`--store`).
+    public var store: StoreLocation
     /// Between store sweeps (one worker at a time sweeps); zero turns them off. Default 10 min.
     public var sweepInterval: Duration = Settings.sweepInterval.defaultValue
     /// Bytes the store may hold before sweeps trim it to half by least recent access; nil for
@@ -73,10 +75,15 @@ public struct WorkerConfiguration: Sendable {
     /// Restarts of the supervised process before this one (a metric). Default 0.
     public var restarts = 0
 
-    public init(storeRoot: URL, workerID: String? = nil, concurrency: Int? = nil) {
-        self.storeRoot = storeRoot
+    public init(store: StoreLocation, workerID: String? = nil, concurrency: Int? = nil) {
+        self.store = store
         self.workerID = workerID ?? Self.defaultWorkerID()
         self.concurrency = concurrency ?? Self.defaultConcurrency
+    }
+
+    /// A worker whose store is the directory `storeRoot`.
+    public init(storeRoot: URL, workerID: String? = nil, concurrency: Int? = nil) {
+        self.init(store: .directory(storeRoot), workerID: workerID, concurrency: concurrency)
     }
 
     /// The settings `halcyon work` exposes, each with its option, default, accepted values and
@@ -155,6 +162,7 @@ public struct WorkerConfiguration: Sendable {
             guard names.insert(queue.name).inserted else { throw HalcyonError(.invalidOptions, "--queue '\(queue.name)' is given twice") }
         }
         if let storeSizeLimit, storeSizeLimit < 1 { throw HalcyonError(.invalidOptions, "--store-size-limit must be positive") }
+        if case .objectStore(let s3) = store { try s3.validate() }
         try fetch.validate()
         try limits.validate()
         try webhooks.validate()

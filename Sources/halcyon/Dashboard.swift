@@ -4,6 +4,7 @@ import HalcyonCLI
 import HalcyonDashboard
 import HalcyonDomain
 import HalcyonRuntime
+import HalcyonStore
 import Logging
 import ServiceLifecycle
 
@@ -55,14 +56,15 @@ struct Dashboard: AsyncParsableCommand {
     private typealias Settings = DashboardConfiguration.Settings
 
     func validate() throws {
+        let configuration = try makeConfiguration()
         do {
-            try makeConfiguration().validate()
+            try configuration.validate()
         } catch {
             throw ValidationError(error.message)
         }
     }
 
-    func makeConfiguration() -> DashboardConfiguration {
+    func makeConfiguration() throws -> DashboardConfiguration {
         var c = DashboardConfiguration()
         c.address = address
         c.port = port
@@ -70,7 +72,7 @@ struct Dashboard: AsyncParsableCommand {
         func variable(_ name: String) -> String? { environment[name].flatMap { $0.isEmpty ? nil : $0 } }
         c.authToken = authToken ?? variable("HALCYON_DASHBOARD_TOKEN")
         c.viewerToken = viewerToken ?? variable("HALCYON_DASHBOARD_VIEWER_TOKEN")
-        c.storeRoot = storeOptions.root()
+        c.store = try storeOptions.location()
         c.liveInterval = refresh.duration
         c.pageSize = pageSize
         c.statementTimeout = statementTimeout.duration
@@ -80,7 +82,7 @@ struct Dashboard: AsyncParsableCommand {
     func run() async throws {
         let logger = logging.makeLogger("halcyon.dashboard")
         let (_, conninfo) = try await database.connect()
-        let server = try await DashboardServer(configuration: makeConfiguration(), conninfo: conninfo, logger: logger)
+        let server = try await DashboardServer(configuration: try makeConfiguration(), conninfo: conninfo, logger: logger)
         let group = ServiceGroup(configuration: .init(services: [server], logger: logger))
         // Not ServiceGroup's own signal handling (a DispatchSource that can lose an early
         // SIGTERM on Linux, see SignalForwarder): a signal starts the group's graceful shutdown,
@@ -94,7 +96,7 @@ struct Dashboard: AsyncParsableCommand {
                 ? "" : server.configuration.viewerToken == nil ? "  (token required)" : "  (token required; viewer token: read-only)"
             print("dashboard: \(server.url)\(tokens)")
             fflush(nil)
-            logger.info("dashboard listening", metadata: ["url": "\(server.url)", "store": "\(storeOptions.root().path)"])
+            logger.info("dashboard listening", metadata: ["url": "\(server.url)", "store": "\((try? storeOptions.location())?.description ?? "?")"])
         }
         defer { announce.cancel() }
         try await group.run()

@@ -23,13 +23,28 @@ struct Show: AsyncParsableCommand {
         }
         // Every column: numbers, booleans and arrays as such, jsonb parsed, the rest as text.
         var object = row.json
-        let root = storeOptions.root()
-        if let path = object["result_path"]?.stringValue {
-            object["result_file"] = .string(root.appendingPathComponent(path).path)
+        let location = try storeOptions.location()
+        let store = try storeOptions.open()
+        let path = object["result_path"]?.stringValue
+        // The result's expiry is its key's (a file's mtime, or an S3 object's metadata).
+        var times: (expires: Date, accessed: Date)?
+        let key = object["result_key"]?.stringValue
+        switch (location, store) {
+        case (.directory(let root), _):
+            if let path { object["result_file"] = .string(root.appendingPathComponent(path).path) }
+            if let key, let t = FileTimes.read(root.appendingPathComponent(DiskStore.keyPath(for: key)).path) { times = (t.expires, t.accessed) }
+        case (.objectStore, let bucket as ObjectStore):
+            if let path {
+                object["result_object"] = .string(bucket.url(forRelativePath: path))
+                // A link that fetches it without credentials, for an hour.
+                if let url = try? bucket.presignedURL(forRelativePath: path, valid: .hours(1)) { object["result_url"] = .string(url.absoluteString) }
+            }
+            if let key { times = try await Blocking.run { bucket.keyTimes(key) } }
+        default:
+            break
         }
-        // The result's expiry is its key file's mtime (see the README's store section).
-        if let key = object["result_key"]?.stringValue {
-            if let times = FileTimes.read(root.appendingPathComponent(DiskStore.keyPath(for: key)).path) {
+        if key != nil {
+            if let times {
                 object["result_expires"] = .string(times.expires >= StorageExpiration.neverInstant ? "never" : ISO8601.format(times.expires))
                 object["result_last_access"] = .string(ISO8601.format(times.accessed))
             } else {
@@ -45,7 +60,8 @@ struct Show: AsyncParsableCommand {
             "attempt", "max_attempts", "run_at", "locked_by", "locked_until", "created_at", "started_at", "finished_at",
             "source_format", "source_width", "source_height", "source_bytes", "source_meta", "result_key", "result_source", "result_format",
             "result_width", "result_height", "result_bytes",
-            "result_digest", "result_path", "result_file", "result_expires", "result_last_access", "cache_hit", "placeholders", "last_error",
+            "result_digest", "result_path", "result_file", "result_object", "result_url", "result_expires", "result_last_access", "cache_hit",
+            "placeholders", "last_error",
             "callback_status", "callback_attempts", "callback_at", "callback_error",
         ]
         for key in order {

@@ -39,8 +39,8 @@ struct Sweep: AsyncParsableCommand {
 
     func run() async throws {
         let (connection, _) = try await database.connect()
-        let maintenance = StoreMaintenance(store: DiskStore(root: storeOptions.root()), sizeLimit: limit.bytes, sweptBy: "halcyon sweep")
-        let sweeper = maintenance.sweeper
+        let store = try storeOptions.open()
+        let maintenance = StoreMaintenance(store: store, sizeLimit: limit.bytes, sweptBy: "halcyon sweep")
         guard
             let report = try await maintenance.sweep(
                 JobQueue(connection: connection), waitForLock: true,
@@ -55,7 +55,7 @@ struct Sweep: AsyncParsableCommand {
         }
         print(
             """
-            store \(sweeper.store.root.path), swept in \(String(format: "%.2f", report.seconds)) s
+            store \(store.location), swept in \(String(format: "%.2f", report.seconds)) s
               expired objects:   \(report.expiredObjects) (\(ByteSize.format(report.expiredBytes)))
               expired originals: \(report.expiredOriginals) (\(ByteSize.format(report.expiredOriginalBytes)))
               trimmed for size:  \(report.trimmedObjects) (\(ByteSize.format(report.trimmedBytes)))
@@ -84,9 +84,9 @@ struct Verify: AsyncParsableCommand {
     var json = false
 
     func run() async throws {
-        let verifier = Verifier(store: DiskStore(root: storeOptions.root()))
+        let store = try storeOptions.open()
         let repair = self.repair
-        let report = try await Blocking.run { verifier.verify(repair: repair) }
+        let report = try await Blocking.run { store.verify(repair: repair) }
         if json {
             print(
                 JSONValue.object([

@@ -229,7 +229,7 @@ struct Work: AsyncParsableCommand {
 
     /// The worker's configuration from the options and the environment (not yet checked).
     private func workerConfiguration() throws -> WorkerConfiguration {
-        var configuration = WorkerConfiguration(storeRoot: storeOptions.root(), workerID: workerID, concurrency: concurrency)
+        var configuration = WorkerConfiguration(store: try storeOptions.location(), workerID: workerID, concurrency: concurrency)
         configuration.fetchConcurrency = fetchConcurrency
         configuration.hitClaimBatch = hitClaimBatch
         configuration.lease = lease.duration

@@ -33,6 +33,14 @@ public enum TestEnvironment {
     public static var s3SecretKey: String { env["HALCYON_TEST_S3_SECRET_KEY"] ?? "" }
     /// A bucket created at the server's start (tests share it: use keys of your own).
     public static var s3Bucket: String { env["HALCYON_TEST_S3_BUCKET"] ?? "" }
+    /// The AWS variables that reach the test server, as a worker process gets them.
+    public static var s3Environment: [String: String] {
+        ["AWS_ACCESS_KEY_ID": s3AccessKey, "AWS_SECRET_ACCESS_KEY": s3SecretKey, "AWS_ENDPOINT_URL_S3": s3Endpoint, "AWS_REGION": "us-east-1"]
+    }
+    /// `s3://BUCKET/PREFIX` for a store of one test's own (a fresh prefix unless given).
+    public static func s3StoreURL(prefix: String = "store-\(UUID().uuidString.prefix(8))") -> String {
+        "s3://\(s3Bucket)/\(prefix)"
+    }
 
     /// A fresh directory for one test, removed by the caller or with the test run's work dir.
     public static func temporaryDirectory(_ name: String) throws -> URL {

@@ -10,6 +10,7 @@ import ServiceLifecycle
 /// together doesn't all try at once. A sweep in progress stops at its next file on shutdown.
 struct StoreSweeper: Service {
     let configuration: WorkerConfiguration
+    let store: any ResultStore
     let conninfo: String
     let metrics: Metrics
     let logger: Logger
@@ -36,9 +37,7 @@ struct StoreSweeper: Service {
         do {
             let connection = try await PGConnection.connect(conninfo, label: "sweep", statementTimeout: configuration.statementTimeout.seconds)
             defer { Task { await connection.close() } }
-            let maintenance = StoreMaintenance(
-                store: DiskStore(root: configuration.storeRoot), sizeLimit: configuration.storeSizeLimit,
-                sweptBy: configuration.workerID)
+            let maintenance = StoreMaintenance(store: store, sizeLimit: configuration.storeSizeLimit, sweptBy: configuration.workerID)
             let queue = JobQueue(connection: connection)
             if let retention = RowRetention(configuration), !cancel.isCancelled {
                 do {

@@ -12,7 +12,7 @@ import HalcyonStore
 /// records the outcomes.
 struct JobRunner: Sendable {
     let fetcher: Fetcher
-    let store: DiskStore
+    let store: any ResultStore
     let limits: ImageLimits
     let processSlots: AsyncSemaphore
     /// Local sources (`FetchRequest.isLocal`) read and not yet processed: twice the processing
@@ -33,15 +33,15 @@ struct JobRunner: Sendable {
         var timings: StageTimings
     }
 
-    init(configuration: WorkerConfiguration, metrics: Metrics) {
+    init(configuration: WorkerConfiguration, store: any ResultStore, metrics: Metrics) {
         self.metrics = metrics
         var fetch = configuration.fetch
         if fetch.originalsTTL > .zero, fetch.originals == nil {
-            fetch.originals = OriginalsStore(storeRoot: configuration.storeRoot)
+            fetch.originals = store.originals
         }
         pendingBytes = PendingBytes(limit: configuration.maxPendingBytes)
         fetcher = Fetcher(configuration: fetch, concurrency: configuration.fetchConcurrency, gate: pendingBytes)
-        store = DiskStore(root: configuration.storeRoot)
+        self.store = store
         limits = configuration.limits
         processSlots = AsyncSemaphore(configuration.concurrency)
         localReads = AsyncSemaphore(configuration.concurrency * Self.localReadsPerSlot)

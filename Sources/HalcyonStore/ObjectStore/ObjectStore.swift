@@ -1,0 +1,190 @@
+import Foundation
+import HalcyonDomain
+import HalcyonRuntime
+import HalcyonS3
+
+/// The store in an S3 bucket (AWS S3 or any S3-compatible server), under a prefix, with the disk
+/// store's layout and contract:
+///
+/// - `objects/ab/cd/<sha256>.<ext>`: result bytes, written once with `If-None-Match: *` — a
+///   concurrent writer of the same bytes gets 412, which is a hit, never an overwrite.
+/// - `keys/ab/<sha256(key)>`: the key record (`KeyRecord`'s text), rewritten freely.
+/// - `originals/ab/<sha256(url)>`: downloaded originals (`ObjectOriginals`).
+/// - Every entry's expiry and last extension are user metadata (`x-amz-meta-halcyon-expires`,
+///   `-accessed`, Unix seconds); an object's expiry is the latest any key stored with it needed.
+///
+/// A hit is one GET of the key (its record and its expiry come in one answer); the object is not
+/// read. Extending on use (`cache_time`, or a new expiration) rewrites metadata only — a
+/// server-side copy of the entry onto itself, no bytes sent — and only when it moves the expiry by
+/// more than a tenth of the time left (at least a minute), so a key hit a thousand times a day
+/// costs a few copies, not a thousand. Blocking: call from a Dispatch thread.
+public struct ObjectStore: ResultStore {
+    public let client: S3Client
+
+    /// Metadata names (without `x-amz-meta-`).
+    static let expiresField = "halcyon-expires"
+    static let accessedField = "halcyon-accessed"
+    /// Key records are a few hundred bytes; anything over this is not one.
+    static let maxKeyRecordBytes = 65_536
+
+    public init(client: S3Client) {
+        self.client = client
+    }
+
+    public var location: String { "s3://\(client.configuration.bucket)/\(client.configuration.prefix)" }
+
+    public var originals: any OriginalsCache { ObjectOriginals(client: client) }
+
+    /// `s3://bucket/prefix/objects/…` of a store-relative path (what `halcyon show` prints).
+    public func url(forRelativePath path: String) -> String { client.location(ofKey: path) }
+
+    // MARK: Times as metadata
+
+    static func metadata(expires: Date, accessed: Date) -> [String: String] {
+        [expiresField: String(Int64(expires.timeIntervalSince1970.rounded(.down))), accessedField: String(Int64(accessed.timeIntervalSince1970))]
+    }
+
+    /// The expiry and last access an entry's metadata records; nil when it has none (not written
+    /// by Halcyon, or damaged): such an entry is treated as expired.
+    static func times(_ metadata: [String: String]) -> (expires: Date, accessed: Date)? {
+        guard let e = metadata[expiresField].flatMap({ Int64($0) }) else { return nil }
+        let a = metadata[accessedField].flatMap { Int64($0) } ?? e
+        return (Date(timeIntervalSince1970: Double(e)), Date(timeIntervalSince1970: Double(a)))
+    }
+
+    /// Whether moving an expiry from `current` to `proposed` is worth a metadata copy: later by
+    /// more than a tenth of the time left after it (and at least a minute).
+    static func worthExtending(from current: Date, to proposed: Date, now: Date) -> Bool {
+        let gain = proposed.timeIntervalSince(current)
+        return gain > max(60, proposed.timeIntervalSince(now) / 10)
+    }
+
+    static func contentType(ext: String) -> String {
+        ImageFormat.allCases.first { $0.fileExtension == ext }.map { "image/\($0 == .jpeg ? "jpeg" : $0.rawValue)" } ?? "application/octet-stream"
+    }
+
+    // MARK: Results
+
+    public func store(
+        _ data: Data, ext: String, info: ResultInfo, key: String, expiration: StorageExpiration, now: Date
+    ) throws(HalcyonError) -> StoredObject {
+        let expiry = expiration.expiry(from: now)
+        let object = try put(data, ext: ext, expires: expiry, now: now)
+        let record = KeyRecord(object: object.path, bytes: object.bytes, info: info, key: key)
+        _ = try client.put(
+            DiskStore.keyPath(for: key), data: Data(record.text.utf8), contentType: "text/plain; charset=utf-8",
+            metadata: Self.metadata(expires: expiry, accessed: now), ifNoneMatch: false)
+        return object
+    }
+
+    /// Writes `data` as an object unless it is there; an existing one's expiry is raised to
+    /// `expires` when later. An object deleted by a sweep between the 412 and the raise is
+    /// written again.
+    func put(_ data: Data, ext: String, expires: Date, now: Date) throws(HalcyonError) -> StoredObject {
+        let digest = Digest.sha256Hex(data)
+        let relative = DiskStore.objectPath(digest: digest, ext: ext)
+        for _ in 0..<3 {
+            switch try client.put(
+                relative, data: data, contentType: Self.contentType(ext: ext), metadata: Self.metadata(expires: expires, accessed: now))
+            {
+            case .created:
+                return StoredObject(digest: digest, path: relative, bytes: data.count, existed: false)
+            case .alreadyExists:
+                if try raiseExpiry(relative, to: expires, now: now, always: true) {
+                    return StoredObject(digest: digest, path: relative, bytes: data.count, existed: true)
+                }
+            // Gone again (swept): write it.
+            }
+        }
+        throw HalcyonError(.writeFailed, "\(client.location(ofKey: relative)) kept appearing and disappearing while being written")
+    }
+
+    /// Raises the entry's expiry to `target` (never lowers it) and marks it accessed, by a
+    /// guarded copy onto itself — only when worth it unless `always`. False when it is not there.
+    @discardableResult
+    func raiseExpiry(_ key: String, to target: Date, now: Date, always: Bool = false) throws(HalcyonError) -> Bool {
+        for _ in 0..<3 {
+            guard let info = try client.head(key) else { return false }
+            let current = Self.times(info.metadata)?.expires ?? .distantPast
+            guard target > current, always || Self.worthExtending(from: current, to: target, now: now) else { return true }
+            var metadata = info.metadata
+            metadata.merge(Self.metadata(expires: target, accessed: now)) { $1 }
+            switch try client.copyMetadata(key, metadata: metadata, ifMatch: info.etag) {
+            case .replaced: return true
+            case .notFound: return false
+            case .changedConcurrently: continue
+            }
+        }
+        return true
+    }
+
+    public func lookup(_ key: String, extend: ExpirationExtending, now: Date) -> CachedResult? {
+        let keyPath = DiskStore.keyPath(for: key)
+        guard let found = try? client.get(keyPath, maxBytes: Self.maxKeyRecordBytes),
+            let times = Self.times(found.info.metadata), times.expires > now,
+            let record = KeyRecord(String(decoding: found.data, as: UTF8.self)), record.key == key
+        else { return nil }
+        var expires = times.expires
+        if let extended = extend.extended(accessed: times.accessed, expires: times.expires, now: now),
+            Self.worthExtending(from: times.expires, to: extended.expires, now: now)
+        {
+            // The object first: a key never outlives its object. A failed extension is still a
+            // hit; an object found gone is a miss.
+            switch try? raiseExpiry(record.object, to: extended.expires, now: now) {
+            case false?: return nil
+            case true?: if (try? raiseExpiry(keyPath, to: extended.expires, now: now)) == true { expires = extended.expires }
+            case nil: break
+            }
+        }
+        let digest = String(record.object.split(separator: "/").last?.split(separator: ".").first ?? "")
+        return CachedResult(
+            object: StoredObject(digest: digest, path: record.object, bytes: record.bytes, existed: true), info: record.info, expires: expires)
+    }
+
+    // MARK: Objects by digest (the dashboard)
+
+    /// The object's key for `digest`, found by listing `objects/ab/cd/<digest>.` (one request;
+    /// the extension is not known from the digest).
+    func objectKey(digest: String) -> (key: String, format: ImageFormat, bytes: Int)? {
+        guard DiskStore.isDigest(digest) else { return nil }
+        let prefix = String(DiskStore.objectPath(digest: digest, ext: "").dropLast())
+        guard let page = try? client.list(prefix: prefix + ".", maxKeys: 10) else { return nil }
+        for entry in page.entries {
+            let ext = String(entry.key.dropFirst(prefix.count + 1))
+            if let format = ImageFormat.allCases.first(where: { $0.fileExtension == ext }) { return (entry.key, format, entry.size) }
+        }
+        return nil
+    }
+
+    public func object(digest: String, maxBytes: Int) -> ObjectFile? {
+        guard let (key, format, bytes) = objectKey(digest: digest), bytes <= maxBytes,
+            let object = try? client.get(key, maxBytes: maxBytes), let times = Self.times(object.info.metadata)
+        else { return nil }
+        return ObjectFile(data: object.data, format: format, expires: times.expires)
+    }
+
+    public func objectInfo(digest: String) -> ObjectInfo? {
+        guard let (key, format, bytes) = objectKey(digest: digest), let info = try? client.head(key),
+            let times = Self.times(info.metadata)
+        else { return nil }
+        return ObjectInfo(format: format, bytes: bytes, expires: times.expires)
+    }
+
+    /// A URL that fetches the object at `path` (store-relative) without credentials for `valid`.
+    public func presignedURL(forRelativePath path: String, valid: Duration) throws(HalcyonError) -> URL {
+        try client.presignedGetURL(path, expires: valid)
+    }
+
+    /// The key's expiry and last extension, from its metadata (`halcyon show`); nil when absent.
+    public func keyTimes(_ key: String) -> (expires: Date, accessed: Date)? {
+        (try? client.head(DiskStore.keyPath(for: key))).flatMap { $0.flatMap { Self.times($0.metadata) } }
+    }
+
+    public func sweep(sizeLimit: Int64?, now: Date, cancel: CancellationFlag?) -> SweepReport {
+        ObjectStoreSweeper(store: self, sizeLimit: sizeLimit).sweep(now: now, cancel: cancel)
+    }
+
+    public func verify(repair: Bool) -> VerifyReport {
+        ObjectStoreSweeper(store: self, sizeLimit: nil).verify(repair: repair)
+    }
+}

@@ -1,0 +1,153 @@
+import Foundation
+import HalcyonDomain
+import HalcyonRuntime
+import HalcyonS3
+
+/// The disk sweeper's work for a bucket, by listing (ListObjectsV2, a page of 1,000 at a time)
+/// in bounded memory — one page, and for the size limit one histogram of bytes by hour:
+///
+/// 1. Objects and originals whose expiry (metadata, read by a HEAD each) passed more than
+///    `grace` ago are deleted. The grace covers the moment between a writer's 412 and its
+///    raising the object's expiry: an object a job is storing onto is never deleted under it.
+/// 2. Over the size limit, the least recently written or extended (S3's `LastModified`, which a
+///    metadata copy moves) are deleted, oldest hour first, until under half the limit.
+/// 3. Keys that expired, or whose object is gone, are deleted (a GET of the key and a HEAD of
+///    its object each).
+///
+/// A sweep costs about one request per object and two per key. Unlike the disk store there is
+/// no lock to re-check a reason under: an object a sweep lists as expired and a writer revives in
+/// the same second can still be deleted; the writer's key then points at nothing, and the next
+/// sweep removes the key (the job that wrote it succeeded; a later job for the key processes the
+/// source again).
+struct ObjectStoreSweeper {
+    let store: ObjectStore
+    let sizeLimit: Int64?
+    /// How long past its expiry an object stays.
+    var grace: TimeInterval = 3600
+
+    var client: S3Client { store.client }
+
+    /// Every entry under `prefix`, page by page, until `stop`.
+    private func each(_ prefix: String, stop: () -> Bool, _ body: (S3ListEntry) -> Void) throws(HalcyonError) {
+        var token: String?
+        repeat {
+            let page = try client.list(prefix: prefix, continuationToken: token)
+            for entry in page.entries {
+                if stop() { return }
+                body(entry)
+            }
+            token = page.nextContinuationToken
+        } while token != nil && !stop()
+    }
+
+    func sweep(now: Date, cancel: CancellationFlag?) -> SweepReport {
+        let started = ContinuousClock.now
+        let stop = { cancel?.isCancelled == true }
+        var report = SweepReport()
+        report.sizeLimit = sizeLimit
+        // Bytes alive by the hour they were last written or extended.
+        var byHour: [Int64: Int64] = [:]
+        var total: Int64 = 0
+        var alive = 0
+        for (prefix, original) in [("objects/", false), ("originals/", true)] {
+            try? each(prefix, stop: stop) { entry in
+                let bytes = Int64(entry.size)
+                let info = try? client.head(entry.key)
+                let expired = info.map { ObjectStore.times($0.metadata).map { $0.expires.addingTimeInterval(grace) <= now } ?? true } ?? false
+                if expired, (try? client.delete(entry.key)) != nil {
+                    if original {
+                        report.expiredOriginals += 1; report.expiredOriginalBytes += bytes
+                    } else {
+                        report.expiredObjects += 1; report.expiredBytes += bytes
+                    }
+                    return
+                }
+                alive += 1
+                total += bytes
+                byHour[Self.hour(entry.lastModified), default: 0] += bytes
+            }
+        }
+
+        if let limit = sizeLimit, total > limit, !stop() {
+            // The hours to empty, oldest first, until what is left is under half the limit.
+            var cutoff = Int64.min
+            var left = total
+            for (hour, bytes) in byHour.sorted(by: { $0.key < $1.key }) where left > limit / 2 {
+                cutoff = hour
+                left -= bytes
+            }
+            for prefix in ["objects/", "originals/"] {
+                try? each(prefix, stop: { stop() || total <= limit / 2 }) { entry in
+                    guard Self.hour(entry.lastModified) <= cutoff, (try? client.delete(entry.key)) != nil else { return }
+                    report.trimmedObjects += 1
+                    report.trimmedBytes += Int64(entry.size)
+                    total -= Int64(entry.size)
+                }
+            }
+        }
+        report.keptBytes = total
+        report.keptFiles = alive - report.trimmedObjects
+
+        try? each("keys/", stop: stop) { entry in
+            if keyIsDead(entry.key, now: now), (try? client.delete(entry.key)) != nil {
+                report.removedKeys += 1
+            } else {
+                report.keptKeys += 1
+            }
+        }
+        report.seconds = (ContinuousClock.now - started).seconds
+        return report
+    }
+
+    /// Whether a key is expired, unreadable, or names an object that is certainly gone. A key
+    /// that cannot be read or checked for now (the server not answering) is not dead.
+    private func keyIsDead(_ key: String, now: Date) -> Bool {
+        let object: S3Object
+        do {
+            guard let found = try client.get(key, maxBytes: ObjectStore.maxKeyRecordBytes) else { return false }
+            object = found
+        } catch {
+            return error.code == .storeTooLarge
+        }
+        guard let times = ObjectStore.times(object.info.metadata), times.expires > now,
+            let record = KeyRecord(String(decoding: object.data, as: UTF8.self))
+        else { return true }
+        do {
+            return try client.head(record.object) == nil
+        } catch {
+            return false
+        }
+    }
+
+    static func hour(_ date: Date?) -> Int64 { Int64((date ?? .distantPast).timeIntervalSince1970 / 3600) }
+
+    /// Reads every object back and compares its SHA-256 with its name; `repair` deletes the
+    /// corrupt ones (their keys then dangle and the next sweep removes them).
+    func verify(repair: Bool) -> VerifyReport {
+        let started = ContinuousClock.now
+        var report = VerifyReport()
+        try? each("objects/", stop: { false }) { entry in
+            let name = entry.key.split(separator: "/").last.map(String.init) ?? ""
+            let expected = String(name.prefix { $0 != "." })
+            let read: S3Object?
+            do {
+                read = try client.get(entry.key, maxBytes: ObjectOriginals.maxBytes)
+            } catch {
+                report.corrupt.append(entry.key)
+                return
+            }
+            guard let object = read else {
+                // A sweep removed it after the listing: not corrupt, just no longer there.
+                report.vanished += 1
+                return
+            }
+            report.checkedObjects += 1
+            report.checkedBytes += Int64(object.data.count)
+            guard Digest.sha256Hex(object.data) != expected else { return }
+            report.corrupt.append(entry.key)
+            if repair, (try? client.delete(entry.key)) != nil { report.removedObjects += 1 }
+        }
+        report.seconds = (ContinuousClock.now - started).seconds
+        return report
+    }
+}

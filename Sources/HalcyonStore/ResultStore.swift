@@ -1,0 +1,112 @@
+import Foundation
+import HalcyonDomain
+import HalcyonRuntime
+import HalcyonS3
+
+/// A stored result's bytes, read by its content address.
+public struct ObjectFile: Sendable {
+    public var data: Data
+    public var format: ImageFormat
+    /// The object's expiry.
+    public var expires: Date
+}
+
+/// What is known of a stored object without reading it.
+public struct ObjectInfo: Sendable {
+    public var format: ImageFormat
+    public var bytes: Int
+    /// The object's expiry.
+    public var expires: Date
+}
+
+/// Where results are kept, as the worker, the dashboard and the store commands use it: a
+/// directory (`DiskStore`) or an S3 bucket (`ObjectStore`), with one layout — `objects/ab/cd/
+/// <sha256>.<ext>`, `keys/ab/<sha256(key)>`, `originals/ab/<sha256(url)>` — and one contract:
+/// objects are written once and never changed, keys name their object and image facts, every
+/// entry carries its expiry. Every method blocks: call from a Dispatch thread.
+public protocol ResultStore: Sendable {
+    /// Where it is, for logs, reports and `halcyon.store_sweeps`: a path or `s3://bucket/prefix`.
+    var location: String { get }
+
+    /// A hit for `key` (an unexpired key whose object is there as far as the store can tell
+    /// cheaply), with `extend` applied; nil on a miss or any error (a broken entry is a miss).
+    func lookup(_ key: String, extend: ExpirationExtending, now: Date) -> CachedResult?
+
+    /// Stores a job's result: the object (written once; an existing one's expiry raised to this
+    /// key's if later), then the key naming it. `store.write_failed` (or `store.access_denied`)
+    /// when it cannot; nothing partial is ever visible.
+    func store(
+        _ data: Data, ext: String, info: ResultInfo, key: String, expiration: StorageExpiration, now: Date
+    ) throws(HalcyonError) -> StoredObject
+
+    /// The object whose SHA-256 is `digest`, when there is one of at most `maxBytes`.
+    func object(digest: String, maxBytes: Int) -> ObjectFile?
+
+    /// The format, size and expiry of the object whose SHA-256 is `digest`.
+    func objectInfo(digest: String) -> ObjectInfo?
+
+    /// Where the fetch stage keeps downloaded originals in this store.
+    var originals: any OriginalsCache { get }
+
+    /// One sweep: expired entries, dangling keys, the size limit (see each store's sweeper).
+    func sweep(sizeLimit: Int64?, now: Date, cancel: CancellationFlag?) -> SweepReport
+
+    /// Re-hashes every object (`halcyon verify`); `repair` removes the corrupt ones.
+    func verify(repair: Bool) -> VerifyReport
+}
+
+extension ResultStore {
+    public func lookup(_ key: String, extend: ExpirationExtending) -> CachedResult? {
+        lookup(key, extend: extend, now: Date())
+    }
+
+    public func store(
+        _ data: Data, ext: String, info: ResultInfo, key: String, expiration: StorageExpiration
+    ) throws(HalcyonError)
+        -> StoredObject
+    {
+        try store(data, ext: ext, info: info, key: key, expiration: expiration, now: Date())
+    }
+}
+
+/// Where a store is, as `--store` / `HALCYON_STORE` name it: a directory, or
+/// `s3://BUCKET[/PREFIX]` with the AWS variables of the environment.
+public enum StoreLocation: Sendable, CustomStringConvertible {
+    case directory(URL)
+    case objectStore(S3Configuration)
+
+    /// A path (relative ones from the current directory) or `s3://…`; any other `scheme://` is
+    /// refused (`job.invalid_options`) rather than taken for a directory.
+    public init(parsing text: String, environment: [String: String] = ProcessInfo.processInfo.environment) throws(HalcyonError) {
+        if text.lowercased().hasPrefix("s3://") {
+            self = .objectStore(try S3Configuration(url: text, environment: environment))
+            return
+        }
+        if let scheme = text.range(of: "://").map({ text[..<$0.lowerBound] }), !scheme.isEmpty, !scheme.contains("/") {
+            throw HalcyonError(.invalidOptions, "--store takes a directory or s3://BUCKET[/PREFIX]; \(scheme):// is not supported")
+        }
+        self = .directory(URL(fileURLWithPath: text).standardizedFileURL)
+    }
+
+    /// The store there: checks the S3 configuration (`job.invalid_options`).
+    public func open() throws(HalcyonError) -> any ResultStore {
+        switch self {
+        case .directory(let root): DiskStore(root: root)
+        case .objectStore(let configuration): try ObjectStore(client: S3Client(configuration: configuration))
+        }
+    }
+
+    /// The directory, or nil for an object store.
+    public var directory: URL? {
+        if case .directory(let url) = self { return url }
+        return nil
+    }
+
+    /// A path or `s3://bucket/prefix` (never a credential).
+    public var description: String {
+        switch self {
+        case .directory(let url): url.path
+        case .objectStore(let c): "s3://\(c.bucket)/\(c.prefix)"
+        }
+    }
+}

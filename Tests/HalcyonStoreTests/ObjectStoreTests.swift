@@ -1,0 +1,174 @@
+import Foundation
+import HalcyonDomain
+import HalcyonRuntime
+import HalcyonS3
+import HalcyonStore
+import HalcyonTestSupport
+import Synchronization
+import Testing
+
+/// The S3 store against a real S3 server (SeaweedFS, started by `scripts/test`): the disk
+/// store's guarantees, each checked on the bucket.
+@Suite(.enabled(if: TestEnvironment.s3Available, "needs scripts/test (SeaweedFS)"))
+struct ObjectStoreTests {
+    static func store(prefix: String = "store-\(UUID().uuidString.prefix(8))") throws -> ObjectStore {
+        guard
+            case .objectStore(let configuration) = try StoreLocation(
+                parsing: TestEnvironment.s3StoreURL(prefix: prefix), environment: TestEnvironment.s3Environment)
+        else { throw HalcyonError(.internal, "not an object store") }
+        return ObjectStore(client: try S3Client(configuration: configuration))
+    }
+
+    static let info = ResultInfo(format: "png", width: 4, height: 3)
+
+    static func bytes(_ seed: Int, count: Int = 2000) -> Data {
+        Data((0..<count).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ seed) })
+    }
+
+    @Test func aStoredResultIsAHitByKeyWithItsFacts() throws {
+        let store = try Self.store()
+        let now = Date()
+        let data = Self.bytes(1)
+        let info = ResultInfo(
+            format: "png", width: 4, height: 3,
+            source: SourceRecord(width: 40, height: 30, format: "jpeg", bytes: 1234, metaJSON: #"{"frames":1}"#),
+            placeholdersJSON: #"{"blurhash":"LEHV6n"}"#)
+        let object = try store.store(data, ext: "png", info: info, key: "https://a.example/x.jpg@resize(4x3)", expiration: .days(7), now: now)
+        #expect(!object.existed && object.path == DiskStore.objectPath(digest: Digest.sha256Hex(data), ext: "png"))
+        let hit = try #require(store.lookup("https://a.example/x.jpg@resize(4x3)", extend: .none, now: now))
+        #expect(hit.object.digest == object.digest && hit.object.path == object.path && hit.object.bytes == data.count)
+        #expect(hit.info == info)
+        #expect(abs(hit.expires.timeIntervalSince(now.addingTimeInterval(7 * 86_400))) < 2)
+        #expect(store.lookup("https://a.example/other.jpg@resize(4x3)", extend: .none, now: now) == nil)
+        // The object by its digest, as the dashboard reads it.
+        let file = try #require(store.object(digest: object.digest, maxBytes: 1 << 20))
+        #expect(file.data == data && file.format == .png)
+        #expect(store.object(digest: object.digest, maxBytes: 100) == nil, "over the bound")
+        #expect(store.objectInfo(digest: object.digest)?.bytes == data.count)
+        #expect(store.objectInfo(digest: String(repeating: "0", count: 64)) == nil)
+    }
+
+    /// Write-once: sixteen workers storing the same bytes at once write them once; the rest
+    /// find them (412) and raise the expiry — never an overwrite.
+    @Test func concurrentWritersOfTheSameBytesWriteThemOnce() throws {
+        let store = try Self.store()
+        let data = Self.bytes(2, count: 300_000)
+        let results = Mutex<[StoredObject]>([])
+        DispatchQueue.concurrentPerform(iterations: 16) { i in
+            if let object = try? store.store(data, ext: "jpg", info: Self.info, key: "k\(i)", expiration: .days(1)) {
+                results.withLock { $0.append(object) }
+            }
+        }
+        let all = results.withLock { $0 }
+        #expect(all.count == 16)
+        #expect(all.filter { !$0.existed }.count == 1, "\(all.map(\.existed))")
+        for i in 0..<16 { #expect(store.lookup("k\(i)", extend: .none)?.object.digest == Digest.sha256Hex(data)) }
+    }
+
+    @Test func expiredKeysMissAndExpiredStoresAreMisses() throws {
+        let store = try Self.store()
+        let now = Date()
+        _ = try store.store(Self.bytes(3), ext: "png", info: Self.info, key: "short", expiration: .seconds(60), now: now)
+        #expect(store.lookup("short", extend: .none, now: now.addingTimeInterval(30)) != nil)
+        #expect(store.lookup("short", extend: .none, now: now.addingTimeInterval(61)) == nil)
+        _ = try store.store(Self.bytes(4), ext: "png", info: Self.info, key: "uncached", expiration: .expired, now: now)
+        #expect(store.lookup("uncached", extend: .none, now: now) == nil)
+    }
+
+    /// Extension on use rewrites metadata (the object's and the key's), never bytes, and only
+    /// when it moves the expiry by more than a tenth of the time left: a second hit a second
+    /// later changes nothing.
+    @Test func hitsExtendTheExpiryWithoutRewritingOnEveryHit() throws {
+        let store = try Self.store()
+        let start = Date()
+        let data = Self.bytes(5)
+        let object = try store.store(data, ext: "png", info: Self.info, key: "hot", expiration: .seconds(3600), now: start)
+        let keyPath = DiskStore.keyPath(for: "hot")
+        let hit = try #require(store.lookup("hot", extend: .cacheTime, now: start.addingTimeInterval(1800)))
+        #expect(abs(hit.expires.timeIntervalSince(start.addingTimeInterval(5400))) < 2, "the TTL restarted from the hit")
+        let key = try #require(store.keyTimes("hot"))
+        #expect(abs(key.expires.timeIntervalSince(start.addingTimeInterval(5400))) < 2)
+        let objectInfo = try #require(try store.client.head(object.path))
+        #expect((Double(objectInfo.metadata["halcyon-expires"] ?? "") ?? 0) >= start.addingTimeInterval(5399).timeIntervalSince1970)
+        #expect(try store.client.get(object.path, maxBytes: 1 << 20)?.data == data, "the bytes are as written")
+        // A second hit just after: worth nothing, so no copy (the key's metadata is unchanged).
+        let afterFirst = try #require(try store.client.head(keyPath))
+        _ = store.lookup("hot", extend: .cacheTime, now: start.addingTimeInterval(1801))
+        let afterSecond = try #require(try store.client.head(keyPath))
+        #expect(afterSecond.metadata == afterFirst.metadata)
+        // `none` never writes.
+        _ = store.lookup("hot", extend: .none, now: start.addingTimeInterval(5000))
+        #expect(try store.client.head(keyPath)?.metadata == afterFirst.metadata)
+    }
+
+    /// A sweep removes what expired (objects after the grace), keys that expired or dangle, and
+    /// trims by last write to half the size limit; what is alive and used stays.
+    @Test func sweepsRemoveExpiredEntriesDanglingKeysAndTrimToTheLimit() throws {
+        let store = try Self.store()
+        let now = Date()
+        let old = now.addingTimeInterval(-3 * 86_400)
+        // Expired two days ago (past the hour's grace).
+        _ = try store.store(Self.bytes(10), ext: "png", info: Self.info, key: "old", expiration: .days(1), now: old)
+        // Alive.
+        let alive = try store.store(Self.bytes(11), ext: "png", info: Self.info, key: "alive", expiration: .days(7), now: now)
+        // A key whose object is gone.
+        let dangling = try store.store(Self.bytes(12), ext: "png", info: Self.info, key: "dangling", expiration: .days(7), now: now)
+        try store.client.delete(dangling.path)
+        let report = store.sweep(sizeLimit: nil, now: now, cancel: nil)
+        #expect(report.expiredObjects == 1 && report.removedKeys == 2, "\(report)")
+        #expect(report.keptFiles == 1 && report.keptKeys == 1 && report.keptBytes == Int64(alive.bytes), "\(report)")
+        #expect(store.lookup("alive", extend: .none, now: now) != nil)
+        #expect(try store.client.head(DiskStore.keyPath(for: "old")) == nil)
+
+        // Ten more objects of 10 kB; a limit of 50 kB trims to 25 kB or less.
+        for i in 0..<10 {
+            _ = try store.store(Self.bytes(100 + i, count: 10_000), ext: "png", info: Self.info, key: "n\(i)", expiration: .days(7), now: now)
+        }
+        let trimmed = store.sweep(sizeLimit: 50_000, now: now, cancel: nil)
+        #expect(trimmed.trimmedObjects > 0 && trimmed.keptBytes <= 25_000, "\(trimmed)")
+        #expect(trimmed.sizeLimit == 50_000)
+    }
+
+    @Test func verifyFindsAndRepairsACorruptObject() throws {
+        let store = try Self.store()
+        let good = try store.store(Self.bytes(20), ext: "png", info: Self.info, key: "good", expiration: .days(1))
+        let bad = try store.store(Self.bytes(21), ext: "png", info: Self.info, key: "bad", expiration: .days(1))
+        // Damaged in the bucket: other bytes under its name.
+        _ = try store.client.put(bad.path, data: Data("not the bytes".utf8), ifNoneMatch: false)
+        let report = store.verify(repair: false)
+        #expect(report.checkedObjects == 2 && report.corrupt == [bad.path], "\(report)")
+        let repaired = store.verify(repair: true)
+        #expect(repaired.removedObjects == 1)
+        #expect(try store.client.head(bad.path) == nil && store.client.head(good.path) != nil)
+        // The next sweep removes the key that pointed at it.
+        #expect(store.sweep(sizeLimit: nil, now: Date(), cancel: nil).removedKeys == 1)
+        #expect(store.lookup("bad", extend: .none) == nil && store.lookup("good", extend: .none) != nil)
+    }
+
+    @Test func originalsAreKeptInTheBucketWithTheirValidators() throws {
+        let store = try Self.store()
+        let originals = store.originals
+        let url = "https://origin.example/a.jpg?x=1"
+        let expires = Date().addingTimeInterval(600)
+        try originals.save(
+            CachedOriginal(data: Self.bytes(30), etag: "\"e1\"", lastModified: "Wed, 21 Oct 2015 07:28:00 GMT", expires: expires), for: url)
+        let kept = try #require(originals.original(for: url))
+        #expect(kept.data == Self.bytes(30) && kept.etag == "\"e1\"" && kept.lastModified == "Wed, 21 Oct 2015 07:28:00 GMT")
+        #expect(abs(kept.expires.timeIntervalSince(expires)) < 2)
+        #expect(originals.original(for: "https://origin.example/other.jpg") == nil)
+        let later = Date().addingTimeInterval(7200)
+        originals.refresh(url, until: later)
+        #expect(abs((originals.original(for: url)?.expires ?? .distantPast).timeIntervalSince(later)) < 2)
+    }
+
+    @Test func storeLocationsAreADirectoryOrS3AndNothingElse() throws {
+        #expect(try StoreLocation(parsing: "/var/halcyon").directory?.path == "/var/halcyon")
+        guard case .objectStore(let c) = try StoreLocation(parsing: "s3://my-bucket/results", environment: [:]) else {
+            Issue.record("s3:// is an object store")
+            return
+        }
+        #expect(c.bucket == "my-bucket" && c.prefix == "results/")
+        #expect(throws: HalcyonError.self) { try StoreLocation(parsing: "gs://bucket/x", environment: [:]) }
+        #expect(throws: HalcyonError.self) { try StoreLocation(parsing: "s3://A_bad_bucket", environment: [:]) }
+    }
+}
