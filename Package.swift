@@ -210,14 +210,14 @@ let package = Package(
         .testTarget(
             name: "HalcyonDashboardTests",
             dependencies: [
-                "HalcyonDashboard", "HalcyonDomain", "HalcyonRuntime", "HalcyonHTTP", "HalcyonQueue", "HalcyonStore", "HalcyonImage",
+                "HalcyonDashboard", "HalcyonDomain", "HalcyonRuntime", "HalcyonHTTP", "HalcyonS3", "HalcyonQueue", "HalcyonStore", "HalcyonImage",
                 "HalcyonSamples", "HalcyonTestSupport",
                 .product(name: "Logging", package: "swift-log"),
             ]),
         .testTarget(
             name: "HalcyonWorkerTests",
             dependencies: [
-                "HalcyonWorker", "HalcyonQueue", "HalcyonDomain", "HalcyonRuntime", "HalcyonImage", "HalcyonStore", "HalcyonEmbedded",
+                "HalcyonWorker", "HalcyonQueue", "HalcyonDomain", "HalcyonRuntime", "HalcyonImage", "HalcyonStore", "HalcyonS3", "HalcyonEmbedded",
                 "HalcyonSamples",
                 "HalcyonTestSupport",
             ]),
