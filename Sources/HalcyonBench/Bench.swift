@@ -2,6 +2,7 @@ import ArgumentParser
 import Dispatch
 import Foundation
 import HalcyonCLI
+import HalcyonDomain
 import HalcyonEmbedded
 import HalcyonImage
 import HalcyonQueue
@@ -92,6 +93,12 @@ package struct Bench: AsyncParsableCommand {
 
     /// What the bench's `halcyon work` processes run.
     var workerExecutable: String { workerBinary ?? Sibling.halcyon }
+    @Option(
+        help: ArgumentHelp(
+            "Also run W1 and H with the store in this bucket, s3://BUCKET[/PREFIX], beside the disk store's runs.",
+            discussion: "The AWS variables configure it (see `halcyon work --help`); each run writes under PREFIX/bench-PID-N/ and deletes it after.")
+    )
+    var objectStore: String?
     @Option(help: "Write the results as JSON here (default $HALCYON_HOME/bench/results.json).")
     var out: String?
     @Option(
@@ -122,6 +129,8 @@ package struct Bench: AsyncParsableCommand {
         "resize(640x640, mode=fill) |> sharpen(1) |> color_controls(contrast=1.2, saturation=1.3) |> format(webp, quality=80)",
     ]
 
+    /// W1's Halcyon row with the store in a bucket (`--object-store`).
+    static let objectStoreTool = "halcyon s3 store"
     /// W1's second Halcyon row: the same jobs with every placeholder.
     static let placeholdersTool = "halcyon +placeholders"
     static let placeholderOptions = #"{"placeholders": ["blurhash", "thumbhash", "dominant_color"]}"#
@@ -132,6 +141,15 @@ package struct Bench: AsyncParsableCommand {
         guard (1...256).contains(concurrency) else { throw ValidationError("--concurrency must be 1…256") }
         if let w = workerConcurrency, !(1...256).contains(w) { throw ValidationError("--worker-concurrency must be 1…256") }
         if let n = soak, !(1000...10_000_000).contains(n) { throw ValidationError("--soak must be 1000…10000000 jobs") }
+        if let objectStore {
+            do {
+                guard case .objectStore = try StoreLocation(parsing: objectStore) else {
+                    throw ValidationError("--object-store takes s3://BUCKET[/PREFIX]")
+                }
+            } catch let error as HalcyonError {
+                throw ValidationError("--object-store: \(error.message)")
+            }
+        }
         if let path = workerBinary, !FileManager.default.isExecutableFile(atPath: path) {
             throw ValidationError("--worker-binary '\(path)' is not an executable file")
         }
@@ -160,6 +178,7 @@ package struct Bench: AsyncParsableCommand {
         let conninfo = try await benchDatabase()
         var measured: [BenchPeers.Scenario: [String: [BenchRun]]] = [:]  // scenario → tool → runs
         var hitRuns: [HitRun] = []
+        var objectHitRuns: [HitRun] = []
         var pgqueuerRuns: [Int: [HitRun]] = [:]
         let pgqueuer = noPeers ? nil : BenchPeers.pgqueuerScript()
         if !noPeers, pgqueuer == nil { print("peer skipped: no pgqueuer/asyncpg for python3 (run scripts/bench-peers-setup)") }
@@ -182,6 +201,15 @@ package struct Bench: AsyncParsableCommand {
                         corpus, conninfo: conninfo, scratch: scratch, quality: quality, options: Self.placeholderOptions, hits: false
                     ).w1)
                 print("round \(round): H \(hits.line)")
+                if let objectStore {
+                    let (w1, objectHits) = try await runHalcyon(
+                        corpus, conninfo: conninfo, scratch: scratch, quality: quality, bucket: "\(objectStore)/bench-\(getpid())-\(round)")
+                    record(.w1, Self.objectStoreTool, w1)
+                    if let objectHits {
+                        objectHitRuns.append(objectHits)
+                        print("round \(round): H (S3 store) \(objectHits.line)")
+                    }
+                }
                 if let pgqueuer, let peerDatabase = try await pgqueuerDatabase() {
                     for batch in [10, HitRun.halcyonBatch] {
                         let r = try await BenchPeers.pgqueuer(
@@ -225,7 +253,10 @@ package struct Bench: AsyncParsableCommand {
                 }
             }
         }
-        let order = ["halcyon", Self.placeholdersTool, BenchFloor.tool, "pillow draft", "pillow", "vipsthumbnail", "convert tuned", "convert naive"]
+        let order = [
+            "halcyon", Self.objectStoreTool, Self.placeholdersTool, BenchFloor.tool, "pillow draft", "pillow", "vipsthumbnail", "convert tuned",
+            "convert naive",
+        ]
         func summarised(_ scenario: BenchPeers.Scenario) -> [BenchResult] {
             order.compactMap { t in measured[scenario]?[t].map { BenchResult(tool: t, runs: $0) } }
         }
@@ -258,6 +289,13 @@ package struct Bench: AsyncParsableCommand {
         let verdict = BenchQuality.verdict(results)
         if let verdict { print(verdict.line + "\n") }
         if !hitRuns.isEmpty { print(HitRun.summary(hitRuns, peers: pgqueuerRuns)) }
+        if !objectHitRuns.isEmpty {
+            print(HitRun.summary(objectHitRuns).replacingOccurrences(of: "H — store hits", with: "H — store hits, S3 store"), terminator: "")
+            print(
+                String(
+                    format: "    the S3 store's H is %.2f× the disk store's\n",
+                    HitRun.medianRate(objectHitRuns) / max(HitRun.medianRate(hitRuns), 1e-9)))
+        }
         if !latencyRuns.isEmpty { print(LatencyRun.summary(latencyRuns)) }
         if !scaleRuns.isEmpty { print(ScaleRun.summary(scaleRuns)) }
         if let soakRun { print(soakRun.summary) }
@@ -269,6 +307,7 @@ package struct Bench: AsyncParsableCommand {
             versions: BenchPeers.versions(convert: convert, vips: vips, pillow: pillow))
         if case .object(var o) = json {
             if !hitRuns.isEmpty { o["H"] = HitRun.json(hitRuns, peers: pgqueuerRuns) }
+            if !objectHitRuns.isEmpty { o["H_s3"] = HitRun.json(objectHitRuns) }
             if !latencyRuns.isEmpty { o["L"] = LatencyRun.json(latencyRuns) }
             if !w3Results.isEmpty {
                 o["W3"] = ["chains": .array(Self.effectChains.map { .string($0) }), "results": .array(w3Results.map { $0.json(unit: "source") })]

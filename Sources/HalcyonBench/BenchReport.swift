@@ -249,6 +249,9 @@ struct HitRun {
     /// Halcyon's hit claims take up to this many jobs (`--hit-claim-batch`'s default).
     static let halcyonBatch = 250
 
+    /// The median jobs per second of `runs`.
+    static func medianRate(_ runs: [HitRun]) -> Double { median(runs.map(\.jobsPerSecond)) }
+
     static func summary(_ runs: [HitRun], peers: [Int: [HitRun]] = [:]) -> String {
         let rates = runs.map(\.jobsPerSecond)
         var out = String(

@@ -7,6 +7,7 @@ import HalcyonEmbedded
 import HalcyonImage
 import HalcyonQueue
 import HalcyonRuntime
+import HalcyonS3
 import HalcyonSamples
 import HalcyonStore
 import Logging
@@ -15,9 +16,11 @@ import Synchronization
 /// The scenarios `halcyon bench` runs: W1 and H, W2, L, S and E.
 extension Bench {
     /// W1, then H on the store W1 just filled.
-    /// `options` go on every W1 job; `hits: false` skips H.
+    /// `options` go on every W1 job; `hits: false` skips H; `bucket` (`s3://…`, a prefix of the
+    /// run's own) puts the store there instead of a directory, and is emptied after.
     func runHalcyon(
-        _ corpus: BenchCorpus, conninfo: String, scratch: URL, quality: BenchQuality, options: String = "{}", hits measureHits: Bool = true
+        _ corpus: BenchCorpus, conninfo: String, scratch: URL, quality: BenchQuality, options: String = "{}", hits measureHits: Bool = true,
+        bucket: String? = nil
     ) async throws -> (w1: BenchRun, hits: HitRun?) {
         let c = try await PGConnection.connect(conninfo)
         try await Self.ensureOnlyBenchJobs(c)
@@ -31,9 +34,11 @@ extension Bench {
                 j.cacheKey = "halcyon-bench:" + URL(fileURLWithPath: f.path).lastPathComponent
                 return j
             })
-        let store = scratch.appendingPathComponent("store-\(getpid())")
-        try? FileManager.default.removeItem(at: store)
-        defer { try? FileManager.default.removeItem(at: store) }
+        let directory = scratch.appendingPathComponent("store-\(getpid())")
+        let store = bucket ?? directory.path
+        try? FileManager.default.removeItem(at: directory)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        defer { if let bucket { Self.empty(bucket) } }
         try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
         let started = Date()
         let progress = ProgressReporter(conninfo: conninfo, label: "images", expected: corpus.files.count, since: started)
@@ -49,8 +54,9 @@ extension Bench {
         var ms: [Double] = [], paths: [String: String] = [:]
         for row in try await c.rows(BenchSQL.W1Images()) {
             if let v = row.ms { ms.append(v) }
-            if let key = row.cacheKey, let path = row.resultPath {
-                paths[String(key.dropFirst("halcyon-bench:".count))] = store.appendingPathComponent(path).path
+            // The quality guard reads outputs from disk: a bucket's are not scored.
+            if bucket == nil, let key = row.cacheKey, let path = row.resultPath {
+                paths[String(key.dropFirst("halcyon-bench:".count))] = directory.appendingPathComponent(path).path
             }
         }
         let w1 = BenchRun(
@@ -132,13 +138,31 @@ extension Bench {
         return row?.means ?? stageNames.map { ($0, 0) }
     }
 
+    /// Deletes everything under the bucket prefix `location` (a bench run's), page by page.
+    static func empty(_ location: String) {
+        guard case .objectStore(let configuration)? = try? StoreLocation(parsing: location), let client = try? S3Client(configuration: configuration)
+        else { return }
+        // A page at a time; a page that deletes nothing (no permission) ends it.
+        for _ in 0..<10_000 {
+            guard let page = try? client.list(), !page.entries.isEmpty else { return }
+            var deleted = 0
+            for entry in page.entries where (try? client.delete(entry.key)) != nil { deleted += 1 }
+            if deleted == 0 { return }
+        }
+    }
+
     /// Runs `halcyon work --drain` as a child on the bench's database and store.
     func drainWorker(conninfo: String, store: URL, corpus: BenchCorpus, scratch: URL) async throws -> Subprocess.Usage {
+        try await drainWorker(conninfo: conninfo, store: store.path, corpus: corpus, scratch: scratch)
+    }
+
+    /// The same with `store` a directory or `s3://…`.
+    func drainWorker(conninfo: String, store: String, corpus: BenchCorpus, scratch: URL) async throws -> Subprocess.Usage {
         let log = scratch.appendingPathComponent("worker.log").path
         let pid = try Subprocess.spawn(
             workerExecutable,
             [
-                "work", "--drain", "--database-url", conninfo, "--store", store.path, "--file-root", corpus.directory.path,
+                "work", "--drain", "--database-url", conninfo, "--store", store, "--file-root", corpus.directory.path,
                 "--log-level", "warning", "--worker-id", "halcyon-bench-\(getpid())", "--no-progress",
                 "--sweep-interval", "0s",
             ] + (workerConcurrency.map { ["--concurrency", String($0)] } ?? []), outputPath: log)

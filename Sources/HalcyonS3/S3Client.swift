@@ -1,6 +1,7 @@
 import Foundation
 import HalcyonDomain
 import HalcyonRuntime
+import Synchronization
 
 /// What a conditional PUT did.
 public enum S3PutResult: Sendable, Equatable {
@@ -76,6 +77,10 @@ public struct S3Client: Sendable {
         self.configuration = configuration
         self.transport = S3Transport(configuration: configuration)
     }
+
+    /// Requests this client (and its copies) has sent, every try counted: what a store hit
+    /// costs, measured.
+    public var requestsSent: Int { transport.sent.load(ordering: .relaxed) }
 
     // MARK: Objects
 

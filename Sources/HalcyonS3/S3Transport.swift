@@ -1,6 +1,7 @@
 internal import CCurl
 import Foundation
 import HalcyonRuntime
+import Synchronization
 
 /// One S3 request as sent: method, the full object key (or nil for the bucket), query, headers and body.
 struct S3Request {
@@ -37,6 +38,8 @@ struct TransportFailure: Error {
 final class S3Transport: Sendable {
     let configuration: S3Configuration
     private let pool = EasyHandlePool()
+    /// Requests sent so far (each try counts).
+    let sent = Atomic<Int>(0)
 
     private static let globalInit: Void = { curl_global_init(Int(CURL_GLOBAL_ALL)) }()
     /// Largest error body read (an S3 `<Error>` document is a few hundred bytes).
@@ -62,6 +65,7 @@ final class S3Transport: Sendable {
 
     /// Signs and sends one request; no retry here.
     func send(_ request: S3Request, date: Date = Date()) throws(TransportFailure) -> S3Response {
+        sent.add(1, ordering: .relaxed)
         let (base, host, path) = location(key: request.key)
         var headers = request.headers
         headers.append(("host", host))

@@ -35,7 +35,9 @@ struct ObjectStoreTests {
             placeholdersJSON: #"{"blurhash":"LEHV6n"}"#)
         let object = try store.store(data, ext: "png", info: info, key: "https://a.example/x.jpg@resize(4x3)", expiration: .days(7), now: now)
         #expect(!object.existed && object.path == DiskStore.objectPath(digest: Digest.sha256Hex(data), ext: "png"))
+        let before = store.client.requestsSent
         let hit = try #require(store.lookup("https://a.example/x.jpg@resize(4x3)", extend: .none, now: now))
+        #expect(store.client.requestsSent - before == 1, "a hit is one request")
         #expect(hit.object.digest == object.digest && hit.object.path == object.path && hit.object.bytes == data.count)
         #expect(hit.info == info)
         #expect(abs(hit.expires.timeIntervalSince(now.addingTimeInterval(7 * 86_400))) < 2)
@@ -91,9 +93,12 @@ struct ObjectStoreTests {
         let objectInfo = try #require(try store.client.head(object.path))
         #expect((Double(objectInfo.metadata["halcyon-expires"] ?? "") ?? 0) >= start.addingTimeInterval(5399).timeIntervalSince1970)
         #expect(try store.client.get(object.path, maxBytes: 1 << 20)?.data == data, "the bytes are as written")
-        // A second hit just after: worth nothing, so no copy (the key's metadata is unchanged).
+        // A second hit just after: worth nothing, so no copy (the key's metadata is unchanged),
+        // and one request, as any hit that does not extend.
         let afterFirst = try #require(try store.client.head(keyPath))
+        let before = store.client.requestsSent
         _ = store.lookup("hot", extend: .cacheTime, now: start.addingTimeInterval(1801))
+        #expect(store.client.requestsSent - before == 1)
         let afterSecond = try #require(try store.client.head(keyPath))
         #expect(afterSecond.metadata == afterFirst.metadata)
         // `none` never writes.
