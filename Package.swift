@@ -86,7 +86,7 @@ let package = Package(
             name: "HalcyonQueue", dependencies: ["HalcyonDomain", "HalcyonRuntime", "CLibPQ", .product(name: "Logging", package: "swift-log")],
             resources: [.embedInCode("Queries")]),
         // Sources and downloads.
-        .target(name: "HalcyonFetch", dependencies: ["HalcyonDomain", "HalcyonRuntime", "CCurl"]),
+        .target(name: "HalcyonFetch", dependencies: ["HalcyonDomain", "HalcyonRuntime", "HalcyonS3", "CCurl"]),
         // Chain grammar, processors and MagickWand.
         .target(
             name: "HalcyonImage", dependencies: ["HalcyonDomain", "HalcyonRuntime", "CMagickWand", "CImageCodecs"], swiftSettings: magickIncludes),
@@ -197,6 +197,7 @@ let package = Package(
             name: "HalcyonFetchTests",
             dependencies: [
                 "HalcyonFetch", "HalcyonDomain", "HalcyonRuntime", "HalcyonTestSupport", "HalcyonImage", "HalcyonSamples", "HalcyonStore",
+                "HalcyonS3",
             ]),
         .testTarget(
             name: "HalcyonQueueTests",

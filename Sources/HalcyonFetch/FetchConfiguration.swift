@@ -1,6 +1,7 @@
 import Foundation
 import HalcyonDomain
 import HalcyonRuntime
+import HalcyonS3
 
 /// Download limits and policy. Defaults suit a server fetching images from the Internet; each
 /// setting `halcyon work` exposes is described once in `Settings`.
@@ -40,8 +41,32 @@ public struct FetchConfiguration: Sendable {
     public var originalsTTL: Duration = Settings.originalsTTL.defaultValue
     /// Where originals are kept (the store's `originals/`), when `originalsTTL` > 0.
     public var originals: (any OriginalsCache)?
+    /// How `s3://BUCKET/KEY` sources are read: the endpoint, region, addressing and credentials
+    /// (from the AWS variables, `s3Environment`); its bucket and prefix are not used, each source
+    /// names its own bucket. Timeouts are this configuration's (`connectTimeout`, `totalTimeout`)
+    /// and retries the job's (the client makes one try per attempt). Nil, or without
+    /// credentials: `s3://` sources fail with `job.invalid_source` naming the missing variables.
+    public var s3: S3Configuration?
+    /// The buckets `s3://` sources may name (`HALCYON_S3_SOURCE_BUCKETS`); nil (default): any
+    /// bucket the credentials can read.
+    public var s3SourceBuckets: Set<String>?
 
     public init() {}
+
+    /// Reads `s3` and `s3SourceBuckets` from the AWS variables as the S3 client maps them
+    /// (`AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_SESSION_TOKEN`, `AWS_REGION`,
+    /// `AWS_ENDPOINT_URL_S3`, …, `HALCYON_S3_PATH_STYLE`) and `HALCYON_S3_SOURCE_BUCKETS`
+    /// (comma-separated bucket names). Throws `job.invalid_options` naming what is wrong.
+    public mutating func readS3Environment(_ environment: [String: String]) throws(HalcyonError) {
+        s3 = try S3Configuration(url: "s3://\(Self.s3PlaceholderBucket)", environment: environment)
+        let names = (environment["HALCYON_S3_SOURCE_BUCKETS"] ?? "").split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
+            .filter { !$0.isEmpty }
+        s3SourceBuckets = names.isEmpty ? nil : Set(names)
+        try validate()
+    }
+
+    /// The bucket of `s3` before a source's bucket replaces it.
+    static let s3PlaceholderBucket = "halcyon-sources"
 
     /// The settings `halcyon work` exposes for downloads.
     public enum Settings {
@@ -84,6 +109,12 @@ public struct FetchConfiguration: Sendable {
         try Settings.originalsTTL.check(originalsTTL)
         try Settings.retries.check(retry.maxRetries)
         try Settings.retryInterval.check(.seconds(retry.interval.seconds))
+        try s3?.validate()
+        for bucket in s3SourceBuckets ?? [] {
+            do throws(HalcyonError) { try S3Configuration.checkBucket(bucket) } catch {
+                throw HalcyonError(.invalidOptions, "HALCYON_S3_SOURCE_BUCKETS: \(error.message)")
+            }
+        }
         guard lowSpeedBytes >= 0, lowSpeedTime >= .zero else { throw HalcyonError(.invalidOptions, "the low-speed limit must not be negative") }
     }
 }

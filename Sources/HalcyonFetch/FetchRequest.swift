@@ -37,12 +37,14 @@ public struct FetchRequest: Sendable {
         headerKey = headers.sorted { $0.key < $1.key }.map { "\($0.key):\($0.value)" }.joined(separator: "\n")
     }
 
-    /// Every source is on this machine (`file://`) or in the job (`data:`): nothing to wait for
+    /// Every source is on this machine (`file://`) or in the job (`data:`), none on a network (http, S3): nothing to wait for
     /// but a read, so nothing gained by reading it long before it can be decoded.
     public var isLocal: Bool {
         sources.allSatisfy {
-            if case .network = $0.source { return false }
-            return true
+            switch $0.source {
+            case .network, .object: false
+            case .file, .data: true
+            }
         }
     }
 

@@ -25,6 +25,7 @@ public protocol DownloadGate: Sendable {
 public struct Fetcher: Sendable {
     public var configuration: FetchConfiguration
     private let http: HTTPClient
+    private let s3: S3Sources
     private let slots: AsyncSemaphore
     /// Per-host limits and `Retry-After` pauses.
     public let hosts: HostLimiter
@@ -36,6 +37,7 @@ public struct Fetcher: Sendable {
     public init(configuration: FetchConfiguration, concurrency: Int = 8, gate: (any DownloadGate)? = nil) {
         self.configuration = configuration
         self.http = HTTPClient(configuration: configuration)
+        self.s3 = S3Sources(configuration: configuration)
         self.slots = AsyncSemaphore(max(1, concurrency))
         self.hosts = HostLimiter(perHost: configuration.perHostConcurrency, maxPause: configuration.maxRetryWait)
         self.gate = gate
@@ -120,18 +122,25 @@ public struct Fetcher: Sendable {
     /// nothing to share and would make a huge key).
     private func fetchOnce(_ source: SourceReference, _ request: FetchRequest, cancel: CancellationFlag) async -> Result<FetchedImage, HalcyonError> {
         if case .data = source.source {
-            return await Self.download(source, request, http: http, configuration: configuration, cancel: cancel)
+            return await Self.download(source, request, http: http, s3: s3, configuration: configuration, cancel: cancel)
         }
-        let http = self.http, slots = self.slots, configuration = self.configuration, gate = self.gate, hosts = self.hosts
+        let http = self.http, s3 = self.s3, slots = self.slots, configuration = self.configuration, gate = self.gate, hosts = self.hosts
         return await coalescer.value(for: request.key(for: source), cancel: cancel) { flag in
             let transfer = {
                 await slots.withPermit {
                     guard await gate?.admit(cancel: flag) ?? true else { return Result<FetchedImage, HalcyonError>.failure(.abandoned) }
-                    return await Self.download(source, request, http: http, configuration: configuration, cancel: flag)
+                    return await Self.download(source, request, http: http, s3: s3, configuration: configuration, cancel: flag)
                 }
             }
-            // Network downloads wait for their host first (holding no download slot meanwhile).
-            guard case .network(let url) = source.source, let host = url.host?.lowercased() else { return await transfer() }
+            // Network downloads wait for their host first (holding no download slot meanwhile);
+            // an s3:// source's host is the configured endpoint's.
+            let host: String? =
+                switch source.source {
+                case .network(let url): url.host?.lowercased()
+                case .object: s3.host
+                case .file, .data: nil
+                }
+            guard let host else { return await transfer() }
             guard let result = await hosts.withPermit(host: host, cancel: flag, transfer) else { return .failure(.abandoned) }
             if case .failure(let error) = result, !error.permanent, let after = error.retryAfter, after > 0 {
                 hosts.pause(host, for: .seconds(after))
@@ -141,7 +150,7 @@ public struct Fetcher: Sendable {
     }
 
     private static func download(
-        _ source: SourceReference, _ request: FetchRequest, http: HTTPClient,
+        _ source: SourceReference, _ request: FetchRequest, http: HTTPClient, s3: S3Sources,
         configuration: FetchConfiguration, cancel: CancellationFlag
     ) async -> Result<FetchedImage, HalcyonError> {
         do {
@@ -149,6 +158,7 @@ public struct Fetcher: Sendable {
                 switch source.source {
                 case .network(let url): try Self.getNetwork(url, source, request, http: http, configuration: configuration, cancel: cancel)
                 case .file(let path): try configuration.files.read(path, maxBytes: configuration.maxBytes, cancel: cancel, source: source.text)
+                case .object(let bucket, let key): try s3.read(bucket: bucket, key: key, source, request, cancel: cancel)
                 case .data(_, let bytes): bytes
                 }
             }

@@ -1,11 +1,16 @@
 import Foundation
 import HalcyonDomain
+import HalcyonS3
 
 /// Where a job's image comes from (Kingfisher's `Source`): a network URL, a file beneath a
-/// configured root, or inline `data:` bytes.
+/// configured root, an object in S3 (`s3://BUCKET/KEY`, read from the worker's configured
+/// endpoint with its credentials), or inline `data:` bytes.
 public enum Source: Sendable, Equatable {
     case network(URL)
     case file(path: String)
+    /// `s3://BUCKET/KEY`: the key is taken literally (no percent-decoding; `?`, `#`, `%` and
+    /// spaces are part of it), 1–1,024 bytes, without `.` or `..` segments.
+    case object(bucket: String, key: String)
     case data(mediaType: String, bytes: Data)
 
     /// Largest decoded `data:` source (10 MiB): inline bytes live in the job row.
@@ -33,10 +38,43 @@ public enum Source: Sendable, Equatable {
             guard path.hasPrefix("/") else { throw HalcyonError(.invalidSource, "file URLs must be absolute", source: text) }
             return .file(path: path)
         }
+        if lower.hasPrefix("s3://") {
+            return try parseObject(trimmed, text)
+        }
         if lower.hasPrefix("data:") {
             return try parseData(trimmed, maxBytes: maxDataBytes)
         }
-        throw HalcyonError(.invalidSource, "unsupported source scheme (use http://, https://, file:/// or data:): \(text.prefix(200))", source: text)
+        throw HalcyonError(
+            .invalidSource, "unsupported source scheme (use http://, https://, file:///, s3:// or data:): \(text.prefix(200))", source: text)
+    }
+
+    /// `s3://BUCKET/KEY`: the bucket by S3's naming rules (as `S3Configuration` checks them), the
+    /// key literal. A key with `.` or `..` segments is refused: a server that normalised the
+    /// path would read another key — or another bucket — than the one named.
+    private static func parseObject(_ trimmed: String, _ text: String) throws(HalcyonError) -> Source {
+        let rest = trimmed.dropFirst(5)
+        guard let slash = rest.firstIndex(of: "/") else {
+            throw HalcyonError(.invalidSource, "an S3 source is s3://BUCKET/KEY: no key in \(text.prefix(200))", source: text)
+        }
+        let bucket = String(rest[..<slash])
+        let key = String(rest[rest.index(after: slash)...])
+        do throws(HalcyonError) {
+            try S3Configuration.checkBucket(bucket)
+        } catch {
+            throw HalcyonError(.invalidSource, "S3 source: \(error.message)", source: text)
+        }
+        guard !key.isEmpty else { throw HalcyonError(.invalidSource, "an S3 source is s3://BUCKET/KEY: the key is empty", source: text) }
+        let bytes = key.utf8.count
+        guard bytes <= S3Configuration.maxKeyBytes else {
+            throw HalcyonError(.invalidSource, "S3 key is \(bytes) bytes, over S3's \(S3Configuration.maxKeyBytes)", source: String(text.prefix(200)))
+        }
+        guard !key.split(separator: "/", omittingEmptySubsequences: false).contains(where: { $0 == "." || $0 == ".." }) else {
+            throw HalcyonError(.invalidSource, "S3 key has a '.' or '..' segment: \(text.prefix(200))", source: text)
+        }
+        guard !key.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F }) else {
+            throw HalcyonError(.invalidSource, "S3 key has a control character", source: String(text.prefix(200)))
+        }
+        return .object(bucket: bucket, key: key)
     }
 
     private static func parseData(_ text: String, maxBytes: Int) throws(HalcyonError) -> Source {
@@ -94,6 +132,7 @@ public enum Source: Sendable, Equatable {
         switch self {
         case .network(let url): url.absoluteString
         case .file(let path): "file://\(path)"
+        case .object(let bucket, let key): "s3://\(bucket)/\(key)"
         case .data(let type, let bytes): "data:\(type);base64,… (\(bytes.count) bytes)"
         }
     }

@@ -3,7 +3,7 @@ import HalcyonDomain
 import HalcyonFetch
 
 /// Fuzz target `source`: a job's `source` (and, one per line, its `fallback_sources`) through
-/// `Source.parse` — http(s) URLs (Foundation's `URL`), `file://` URLs, `data:` URLs with base64
+/// `Source.parse` — http(s) URLs (Foundation's `URL`), `file://` URLs, `s3://` objects, `data:` URLs with base64
 /// or percent-encoded payloads — and `FetchRequest`; the host of a network URL, when it is an
 /// address literal, through the SSRF guard; the whole text as a `--allow-network` CIDR.
 ///
@@ -54,6 +54,8 @@ public enum SourceFuzz {
             }
         case .file(let path):
             precondition(path.hasPrefix("/"), "file source '\(text)' has the path '\(path)'")
+        case .object(let bucket, let key):
+            precondition(!bucket.isEmpty && !key.isEmpty && key.utf8.count <= 1024, "s3 source '\(text)' has bucket '\(bucket)', key '\(key)'")
         case .data(let mediaType, let bytes):
             precondition(bytes.count <= maxDataBytes, "data source of \(bytes.count) bytes over \(maxDataBytes)")
             _ = mediaType

@@ -38,6 +38,57 @@ public struct S3Object: Sendable {
     public var info: S3ObjectInfo
 }
 
+/// What a conditional GET found (`S3Client.get(_:maxBytes:ifNoneMatch:cancel:errors:)`).
+public enum S3GetResult: Sendable {
+    /// The object, read whole.
+    case object(S3Object)
+    /// The object still has the ETag asked about (304): nothing was read.
+    case notModified(S3ObjectInfo)
+    /// No object at the key (404), with S3's error code (`NoSuchKey`, `NoSuchBucket`) when it sent one.
+    case notFound(code: String?)
+}
+
+/// The error codes a call's failures are given. The store's calls use `store(_:)`; a fetcher
+/// reading a job's source uses `source`, the `fetch.*` codes an http download would get.
+public struct S3ErrorCodes: Sendable {
+    /// An error status (other than 401 and 403), and failures nothing below names.
+    public var status: ErrorCode
+    /// A request that timed out.
+    public var timeout: ErrorCode
+    /// A connection that could not be made or broke.
+    public var connection: ErrorCode
+    /// 401 or 403: refused credentials or signature, or no permission.
+    public var accessDenied: ErrorCode
+    /// Whether a 401/403 is final (a job's source) or may pass (the store's own credentials being rotated).
+    public var accessDeniedIsPermanent: Bool
+    /// A GET over its bound.
+    public var tooLarge: ErrorCode
+
+    public init(
+        status: ErrorCode, timeout: ErrorCode, connection: ErrorCode, accessDenied: ErrorCode, accessDeniedIsPermanent: Bool, tooLarge: ErrorCode
+    ) {
+        self.status = status
+        self.timeout = timeout
+        self.connection = connection
+        self.accessDenied = accessDenied
+        self.accessDeniedIsPermanent = accessDeniedIsPermanent
+        self.tooLarge = tooLarge
+    }
+
+    /// The store's: `code` (`store.read_failed`, `store.write_failed`), `store.access_denied`
+    /// (not permanent), `store.too_large`.
+    public static func store(_ code: ErrorCode) -> S3ErrorCodes {
+        S3ErrorCodes(
+            status: code, timeout: code, connection: code, accessDenied: .accessDenied, accessDeniedIsPermanent: false, tooLarge: .storeTooLarge)
+    }
+
+    /// A job's `s3://` source: `fetch.http_status` (the status in the message; 403 permanent),
+    /// `fetch.timeout`, `fetch.connection`, `fetch.too_large`.
+    public static let source = S3ErrorCodes(
+        status: .httpStatus, timeout: .timeout, connection: .connection, accessDenied: .httpStatus, accessDeniedIsPermanent: true,
+        tooLarge: .tooLarge)
+}
+
 /// One key of a listing.
 public struct S3ListEntry: Sendable, Equatable {
     /// The key relative to the configured prefix.
@@ -114,6 +165,28 @@ public struct S3Client: Sendable {
         var info = Self.info(response)
         info.size = response.body.count
         return S3Object(data: response.body, info: info)
+    }
+
+    /// A GET for a reader with its own error codes (`errors`), that can be cancelled and can be
+    /// conditional: with `ifNoneMatch` (an ETag read before), an unchanged object answers
+    /// `.notModified` without its body. Refuses an object over `maxBytes` before reading it all
+    /// (`errors.tooLarge`); a raised `cancel` stops the transfer (`job.cancelled`).
+    public func get(
+        _ key: String, maxBytes: Int, ifNoneMatch: String? = nil, cancel: CancellationFlag? = nil, errors: S3ErrorCodes
+    ) throws(HalcyonError) -> S3GetResult {
+        let full = try fullKey(key, errors.status)
+        var request = S3Request(method: "GET", key: full, maxBody: max(0, maxBytes))
+        if let ifNoneMatch { request.headers.append(("if-none-match", ifNoneMatch)) }
+        request.cancel = cancel
+        let response = try exchange(request, errors.status, accept: [304, 404], errors: errors)
+        switch response.status {
+        case 304: return .notModified(Self.info(response))
+        case 404: return .notFound(code: Self.parseError(response.body).code)
+        default:
+            var info = Self.info(response)
+            info.size = response.body.count
+            return .object(S3Object(data: response.body, info: info))
+        }
     }
 
     /// The facts of the object at `key` (size, ETag, type, metadata, last modification), or nil.
@@ -259,8 +332,10 @@ public struct S3Client: Sendable {
     }
 
     /// Sends `request` with retries; returns a 2xx answer or one whose status is in `accept`;
-    /// throws the rest as `code` (or `store.access_denied`, `store.too_large`).
-    private func exchange(_ request: S3Request, _ code: ErrorCode, accept: Set<Int>) throws(HalcyonError) -> S3Response {
+    /// throws the rest with `errors`' codes (default: the store's, `code`, `store.access_denied`,
+    /// `store.too_large`).
+    private func exchange(_ request: S3Request, _ code: ErrorCode, accept: Set<Int>, errors: S3ErrorCodes? = nil) throws(HalcyonError) -> S3Response {
+        let errors = errors ?? .store(code)
         let what = "S3 \(request.method) \(location(request.key ?? configuration.prefix))"
         let source = location(request.key ?? configuration.prefix)
         var attempt = 0
@@ -269,6 +344,7 @@ public struct S3Client: Sendable {
             let last = attempt >= configuration.maxAttempts
             var retryAfter: Double?
             let failure: HalcyonError
+            if request.cancel?.isCancelled == true { throw HalcyonError(.cancelled, "\(what): cancelled", source: source) }
             switch Result(catching: { () throws(TransportFailure) -> S3Response in try transport.send(request) }) {
             case .success(let response):
                 let status = response.status
@@ -285,9 +361,11 @@ public struct S3Client: Sendable {
                     || ["SlowDown", "RequestTimeout", "InternalError", "ServiceUnavailable", "Throttling", "ThrottlingException"].contains(
                         s3Error.code ?? "")
                 if status == 403 || status == 401 {
-                    throw HalcyonError(.accessDenied, text, permanent: false, source: source, detail: s3Error.requestID.map { "request id \($0)" })
+                    throw HalcyonError(
+                        errors.accessDenied, text, permanent: errors.accessDeniedIsPermanent, source: source,
+                        detail: s3Error.requestID.map { "request id \($0)" })
                 }
-                var error = HalcyonError(code, text, permanent: false, source: source, detail: s3Error.requestID.map { "request id \($0)" })
+                var error = HalcyonError(errors.status, text, permanent: false, source: source, detail: s3Error.requestID.map { "request id \($0)" })
                 guard retryable else {
                     error.permanent = true
                     throw error
@@ -299,13 +377,15 @@ public struct S3Client: Sendable {
                 switch transportFailure.kind {
                 case .tooLarge(let n):
                     let maxBytes = request.maxBody
-                    throw HalcyonError(.storeTooLarge, "\(what): the object is over \(maxBytes) bytes (\(n) seen)", source: source)
+                    throw HalcyonError(errors.tooLarge, "\(what): the object is over \(maxBytes) bytes (\(n) seen)", source: source)
                 case .timeout:
-                    failure = HalcyonError(code, "\(what): timed out (\(transportFailure.reason))", permanent: false, source: source)
+                    failure = HalcyonError(errors.timeout, "\(what): timed out (\(transportFailure.reason))", permanent: false, source: source)
                 case .connection:
-                    failure = HalcyonError(code, "\(what): \(transportFailure.reason)", permanent: false, source: source)
+                    failure = HalcyonError(errors.connection, "\(what): \(transportFailure.reason)", permanent: false, source: source)
+                case .cancelled:
+                    throw HalcyonError(.cancelled, "\(what): cancelled", source: source)
                 case .other:
-                    throw HalcyonError(code, "\(what): \(transportFailure.reason)", permanent: false, source: source)
+                    throw HalcyonError(errors.status, "\(what): \(transportFailure.reason)", permanent: false, source: source)
                 }
             }
             if last {

@@ -12,6 +12,8 @@ struct S3Request {
     var body: Data?
     /// Largest 2xx body accepted (Content-Length checked first, then a running count).
     var maxBody: Int
+    /// Raised: the transfer stops at its next progress callback or chunk (`TransportFailure.cancelled`).
+    var cancel: CancellationFlag?
     /// HEAD: no body is read, Content-Length is the object's size.
     var isHead: Bool { method == "HEAD" }
 }
@@ -27,7 +29,7 @@ struct S3Response {
 
 /// Why a transfer did not produce an answer.
 struct TransportFailure: Error {
-    enum Kind { case timeout, connection, tooLarge(Int), other }
+    enum Kind { case timeout, connection, tooLarge(Int), cancelled, other }
     var kind: Kind
     var reason: String
 }
@@ -89,7 +91,7 @@ final class S3Transport: Sendable {
     private func perform(url: String, request: S3Request, headers: [(name: String, value: String)]) throws(TransportFailure) -> S3Response {
         guard let handle = pool.take() else { throw TransportFailure(kind: .other, reason: "curl_easy_init failed") }
         defer { pool.give(handle) }
-        let sink = ExchangeSink(limit: request.isHead ? Int.max : request.maxBody, errorLimit: Self.maxErrorBody)
+        let sink = ExchangeSink(limit: request.isHead ? Int.max : request.maxBody, errorLimit: Self.maxErrorBody, cancel: request.cancel)
         let sinkPointer = Unmanaged.passRetained(sink)
         defer { sinkPointer.release() }
 
@@ -128,6 +130,14 @@ final class S3Transport: Sendable {
             return Unmanaged<ExchangeSink>.fromOpaque(context!).takeUnretainedValue().header(UnsafeRawBufferPointer(start: data, count: n)) ? n : 0
         }
 
+        if request.cancel != nil {
+            hc_setopt_long(handle, CURLOPT_NOPROGRESS, 0)
+            hc_setopt_pointer(handle, CURLOPT_XFERINFODATA, sinkPointer.toOpaque())
+            hc_setopt_xferinfo(handle) { context, _, _, _, _ in
+                Unmanaged<ExchangeSink>.fromOpaque(context!).takeUnretainedValue().cancel?.isCancelled == true ? 1 : 0
+            }
+        }
+
         let code: CURLcode
         if let body = request.body, !body.isEmpty {
             hc_setopt_off(handle, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(body.count))
@@ -145,6 +155,7 @@ final class S3Transport: Sendable {
         }
         if code != CURLE_OK {
             let reason = String(cString: curl_easy_strerror(code))
+            if request.cancel?.isCancelled == true { throw TransportFailure(kind: .cancelled, reason: reason) }
             if sink.overflowed && (200..<300).contains(sink.status) {
                 throw TransportFailure(kind: .tooLarge(sink.declaredLength ?? sink.body.count), reason: reason)
             }
@@ -176,10 +187,12 @@ private final class ExchangeSink {
     var declaredLength: Int?
     let limit: Int
     let errorLimit: Int
+    let cancel: CancellationFlag?
 
-    init(limit: Int, errorLimit: Int) {
+    init(limit: Int, errorLimit: Int, cancel: CancellationFlag?) {
         self.limit = limit
         self.errorLimit = errorLimit
+        self.cancel = cancel
     }
 
     private var bound: Int { (200..<300).contains(status) ? limit : errorLimit }
@@ -211,8 +224,9 @@ private final class ExchangeSink {
         return true
     }
 
-    /// False stops the transfer: the body went past its bound.
+    /// False stops the transfer: the body went past its bound, or the request was cancelled.
     func append(_ chunk: UnsafeRawBufferPointer) -> Bool {
+        if cancel?.isCancelled == true { return false }
         if body.count + chunk.count > bound {
             overflowed = true
             return false

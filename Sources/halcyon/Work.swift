@@ -261,6 +261,8 @@ struct Work: AsyncParsableCommand {
         fetch.maxRedirects = maxRedirects
         fetch.perHostConcurrency = perHostConcurrency
         fetch.originalsTTL = originalsTTL.duration
+        // s3:// sources: the AWS variables, read once here (HALCYON_S3_SOURCE_BUCKETS limits the buckets).
+        try fetch.readS3Environment(ProcessInfo.processInfo.environment)
         configuration.fetch = fetch
         return configuration
     }

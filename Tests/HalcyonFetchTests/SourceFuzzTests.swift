@@ -12,11 +12,11 @@ import Testing
     static let seeds = [
         "https://images.example.com/a/b.jpg?w=1&h=2#frag", "http://127.0.0.1:8080/x.png", "http://[::1]:80/y.gif",
         "file:///srv/images/a.jpg", "file://localhost/srv/b.png", "data:image/png;base64,iVBORw0KGgo=", "data:,hello",
-        "https://user:pass@example.com/%2e%2e/x.jpg",
+        "https://user:pass@example.com/%2e%2e/x.jpg", "s3://images-bucket/a/b c?.jpg#x",
     ]
     static let alphabet: [String] = [
         ":", "/", "//", "@", "?", "#", "%", "%00", "%2e", "..", "[", "]", "::", "0", "127.0.0.1",
-        "169.254.169.254", "localhost", "http", "https", "file", "data", "gopher", ";base64", ",",
+        "169.254.169.254", "localhost", "http", "https", "file", "data", "s3", "gopher", ";base64", ",",
         " ", "\t", "\n", "\u{0}", "é", "☃", "\u{202E}", "xn--", "A", "=", "\\",
     ]
 
@@ -34,6 +34,8 @@ import Testing
                     #expect(!(url.host ?? "").isEmpty, "seed \(rng.seed) input \(input.debugDescription)")
                 case .file(let path):
                     #expect(path.hasPrefix("/"), "seed \(rng.seed) input \(input.debugDescription)")
+                case .object(let bucket, let key):
+                    #expect(!bucket.isEmpty && !key.isEmpty && key.utf8.count <= 1024, "seed \(rng.seed) input \(input.debugDescription)")
                 case .data(_, let bytes):
                     #expect(bytes.count <= 1024, "seed \(rng.seed) input \(input.debugDescription)")
                 }
