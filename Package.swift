@@ -135,7 +135,7 @@ let package = Package(
         .target(
             name: "HalcyonCLI",
             dependencies: [
-                "HalcyonDomain", "HalcyonRuntime", "HalcyonQueue", "HalcyonEmbedded", "HalcyonStore",
+                "HalcyonDomain", "HalcyonRuntime", "HalcyonQueue", "HalcyonEmbedded", "HalcyonStore", "HalcyonS3",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"), .product(name: "Logging", package: "swift-log"),
             ]),
         .target(

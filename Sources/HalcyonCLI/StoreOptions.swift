@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import HalcyonDomain
 import HalcyonEmbedded
+import HalcyonS3
 import HalcyonStore
 
 /// `--store`, else `HALCYON_STORE`, else `$HALCYON_HOME/store`.
@@ -18,6 +19,14 @@ package struct StoreOptions: ParsableArguments {
                 """))
     package var store: String?
 
+    @Flag(
+        inversion: .prefixedNo,
+        help: ArgumentHelp(
+            "With an s3:// store: address the bucket in the path (https://HOST/BUCKET/KEY) or as a host name (https://BUCKET.HOST/KEY).",
+            discussion:
+                "Default: HALCYON_S3_PATH_STYLE (1 or 0), else path-style for an endpoint given by address or localhost, host names otherwise."))
+    package var s3PathStyle: Bool?
+
     /// The store's location; a `scheme://` other than `s3://`, a bad bucket name or a bad S3
     /// variable is a `ValidationError` naming it.
     package func location() throws -> StoreLocation {
@@ -25,7 +34,12 @@ package struct StoreOptions: ParsableArguments {
         let text = store ?? environment["HALCYON_STORE"].flatMap { $0.isEmpty ? nil : $0 }
         guard let text else { return .directory(EmbeddedCluster.defaultHome().appendingPathComponent("store")) }
         do {
-            return try StoreLocation(parsing: text, environment: environment)
+            var location = try StoreLocation(parsing: text, environment: environment)
+            if let s3PathStyle, case .objectStore(var configuration) = location {
+                configuration.pathStyle = s3PathStyle
+                location = .objectStore(configuration)
+            }
+            return location
         } catch {
             throw ValidationError(error.message)
         }

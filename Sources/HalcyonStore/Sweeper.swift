@@ -20,6 +20,9 @@ public struct SweepReport: Sendable, Equatable {
     /// The size limit the sweep worked to (nil: none).
     public var sizeLimit: Int64?
     public var seconds = 0.0
+    /// Why part of the sweep could not be done (an object store that did not answer a listing);
+    /// nil when it was done whole.
+    public var failure: String?
 
     public init() {}
 
@@ -36,6 +39,7 @@ public struct SweepReport: Sendable, Equatable {
             "removed_keys": n(removedKeys), "removed_temp_files": n(removedTempFiles), "freed_bytes": n(freedBytes),
             "kept_files": n(keptFiles), "kept_bytes": n(keptBytes), "kept_keys": n(keptKeys),
             "size_limit": sizeLimit.map(n) ?? .null, "seconds": .number((seconds * 1000).rounded() / 1000),
+            "failure": failure.map { .string($0) } ?? .null,
         ]
     }
 }

@@ -13,6 +13,9 @@ public struct VerifyReport: Sendable, Equatable {
     public var removedObjects = 0
     public var removedKeys = 0
     public var seconds = 0.0
+    /// Why not every object could be listed (an object store that did not answer); nil when
+    /// the listing was whole.
+    public var failure: String?
 
     public init() {}
 }

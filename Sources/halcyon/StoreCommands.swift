@@ -51,6 +51,7 @@ struct Sweep: AsyncParsableCommand {
         await connection.close()
         if json {
             print(report.json.prettyText)
+            if report.failure != nil { throw ExitCode(1) }
             return
         }
         print(
@@ -64,6 +65,10 @@ struct Sweep: AsyncParsableCommand {
               freed:             \(ByteSize.format(report.freedBytes))
               now:               \(report.keptFiles) files, \(ByteSize.format(report.keptBytes))\(report.sizeLimit.map { " of \(ByteSize.format($0))" } ?? ""), \(report.keptKeys) keys
             """)
+        if let failure = report.failure {
+            printError("sweep incomplete: \(failure)")
+            throw ExitCode(1)
+        }
     }
 }
 
@@ -94,6 +99,7 @@ struct Verify: AsyncParsableCommand {
                     "corrupt": .array(report.corrupt.map { .string($0) }), "removed_objects": .number(Double(report.removedObjects)),
                     "removed_keys": .number(Double(report.removedKeys)), "vanished": .number(Double(report.vanished)),
                     "seconds": .number((report.seconds * 1000).rounded() / 1000),
+                    "failure": report.failure.map { .string($0) } ?? .null,
                 ]).prettyText)
         } else {
             print(
@@ -105,6 +111,10 @@ struct Verify: AsyncParsableCommand {
             } else if report.corrupt.isEmpty {
                 print("all objects match their names")
             }
+        }
+        if let failure = report.failure {
+            printError("verify incomplete: \(failure)")
+            throw ExitCode(1)
         }
         if !report.corrupt.isEmpty { throw ExitCode(1) }
     }

@@ -65,6 +65,10 @@ struct ObjectStoreWorkerTests {
 
         let verify = try await run(nil, ["verify", "--store", store])
         #expect(verify.exitCode == 0 && verify.output.contains("checked 1 objects"), "\(verify.output)")
+        // The bucket addressed as a host name (bucket.127.0.0.1, which does not resolve): the
+        // listing fails, and verify says so and fails rather than report nothing checked.
+        let unreachable = try await run(nil, ["verify", "--store", store, "--no-s3-path-style"])
+        #expect(unreachable.exitCode == 1 && unreachable.output.contains("verify incomplete: listing"), "\(unreachable.output)")
         let sweep = try await run(db, ["sweep", "--store", store])
         #expect(sweep.exitCode == 0 && sweep.output.contains("store \(store)/"), "\(sweep.output)")
         #expect(sweep.output.contains("1 files") && sweep.output.contains("1 keys"), "\(sweep.output)")

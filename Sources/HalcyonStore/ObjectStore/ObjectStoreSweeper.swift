@@ -40,17 +40,27 @@ struct ObjectStoreSweeper {
         } while token != nil && !stop()
     }
 
+    /// `each`, with a failure to list kept (the first) instead of thrown: the rest goes on.
+    private func listing(_ prefix: String, _ failure: inout String?, stop: () -> Bool, _ body: (S3ListEntry) -> Void) {
+        do {
+            try each(prefix, stop: stop, body)
+        } catch {
+            failure = failure ?? "listing \(client.location(ofKey: prefix)) failed: \(error.message)"
+        }
+    }
+
     func sweep(now: Date, cancel: CancellationFlag?) -> SweepReport {
         let started = ContinuousClock.now
         let stop = { cancel?.isCancelled == true }
         var report = SweepReport()
+        var failure: String?  // apart from `report`, which the listings' bodies change
         report.sizeLimit = sizeLimit
         // Bytes alive by the hour they were last written or extended.
         var byHour: [Int64: Int64] = [:]
         var total: Int64 = 0
         var alive = 0
         for (prefix, original) in [("objects/", false), ("originals/", true)] {
-            try? each(prefix, stop: stop) { entry in
+            listing(prefix, &failure, stop: stop) { entry in
                 let bytes = Int64(entry.size)
                 let info = try? client.head(entry.key)
                 let expired = info.map { ObjectStore.times($0.metadata).map { $0.expires.addingTimeInterval(grace) <= now } ?? true } ?? false
@@ -77,7 +87,7 @@ struct ObjectStoreSweeper {
                 left -= bytes
             }
             for prefix in ["objects/", "originals/"] {
-                try? each(prefix, stop: { stop() || total <= limit / 2 }) { entry in
+                listing(prefix, &failure, stop: { stop() || total <= limit / 2 }) { entry in
                     guard Self.hour(entry.lastModified) <= cutoff, (try? client.delete(entry.key)) != nil else { return }
                     report.trimmedObjects += 1
                     report.trimmedBytes += Int64(entry.size)
@@ -88,13 +98,14 @@ struct ObjectStoreSweeper {
         report.keptBytes = total
         report.keptFiles = alive - report.trimmedObjects
 
-        try? each("keys/", stop: stop) { entry in
+        listing("keys/", &failure, stop: stop) { entry in
             if keyIsDead(entry.key, now: now), (try? client.delete(entry.key)) != nil {
                 report.removedKeys += 1
             } else {
                 report.keptKeys += 1
             }
         }
+        report.failure = failure
         report.seconds = (ContinuousClock.now - started).seconds
         return report
     }
@@ -126,7 +137,8 @@ struct ObjectStoreSweeper {
     func verify(repair: Bool) -> VerifyReport {
         let started = ContinuousClock.now
         var report = VerifyReport()
-        try? each("objects/", stop: { false }) { entry in
+        var failure: String?
+        listing("objects/", &failure, stop: { false }) { entry in
             let name = entry.key.split(separator: "/").last.map(String.init) ?? ""
             let expected = String(name.prefix { $0 != "." })
             let read: S3Object?
@@ -147,6 +159,7 @@ struct ObjectStoreSweeper {
             report.corrupt.append(entry.key)
             if repair, (try? client.delete(entry.key)) != nil { report.removedObjects += 1 }
         }
+        report.failure = failure
         report.seconds = (ContinuousClock.now - started).seconds
         return report
     }

@@ -52,7 +52,9 @@ struct StoreSweeper: Service {
             }
             metrics.swept(report)
             let meta = StoreMaintenance.metadata(report)
-            if report.removedFiles + report.removedKeys + report.removedTempFiles > 0 {
+            if report.failure != nil {
+                logger.warning("store sweep incomplete", metadata: meta)
+            } else if report.removedFiles + report.removedKeys + report.removedTempFiles > 0 {
                 logger.info("store swept", metadata: meta)
             } else {
                 logger.debug("store swept", metadata: meta)
