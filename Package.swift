@@ -138,11 +138,15 @@ let package = Package(
                 "HalcyonDomain", "HalcyonRuntime", "HalcyonQueue", "HalcyonEmbedded", "HalcyonStore", "HalcyonS3",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"), .product(name: "Logging", package: "swift-log"),
             ]),
+        // "Hosts" as Linux network namespaces joined by veth pairs, and TCP forwarders (an embedded
+        // python3 script) that put the root namespace's services on their links: the bench's X
+        // and the cross-host test. Not the worker's: `halcyon` does not link it.
+        .target(name: "HalcyonHosts", dependencies: ["HalcyonEmbedded", "HalcyonRuntime"], resources: [.embedInCode("tcp_forward.py")]),
         .target(
             name: "HalcyonBench",
             dependencies: [
                 "HalcyonCLI", "HalcyonDomain", "HalcyonRuntime", "HalcyonQueue", "HalcyonImage", "HalcyonStore", "HalcyonS3", "HalcyonEmbedded",
-                "HalcyonSamples",
+                "HalcyonSamples", "HalcyonHosts",
                 "CMagickWand",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
@@ -180,7 +184,8 @@ let package = Package(
 
         // Helpers for the integration tests: throwaway databases, the origin, worker processes.
         .target(
-            name: "HalcyonTestSupport", dependencies: ["HalcyonDomain", "HalcyonRuntime", "HalcyonQueue", "HalcyonFetch", "HalcyonEmbedded"],
+            name: "HalcyonTestSupport",
+            dependencies: ["HalcyonDomain", "HalcyonRuntime", "HalcyonQueue", "HalcyonFetch", "HalcyonEmbedded", "HalcyonHosts"],
             path: "Tests/HalcyonTestSupport"),
 
         .testTarget(name: "HalcyonRuntimeTests", dependencies: ["HalcyonRuntime"]),
@@ -220,7 +225,7 @@ let package = Package(
             name: "HalcyonWorkerTests",
             dependencies: [
                 "HalcyonWorker", "HalcyonQueue", "HalcyonDomain", "HalcyonRuntime", "HalcyonImage", "HalcyonStore", "HalcyonS3", "HalcyonEmbedded",
-                "HalcyonSamples",
+                "HalcyonSamples", "HalcyonHosts",
                 "HalcyonTestSupport",
             ]),
         .testTarget(name: "HalcyonFuzzTests", dependencies: ["HalcyonFuzz"]),

@@ -16,7 +16,7 @@ package struct Bench: AsyncParsableCommand {
     package static let configuration = CommandConfiguration(
         // The name a user types: `halcyon bench` runs this program (`halcyon-bench`).
         commandName: "halcyon bench",
-        abstract: "Measure W1, W2, W3, H, L, S and E end to end through the queue, beside Pillow, vipsthumbnail, convert and pgqueuer; or soak.",
+        abstract: "Measure W1, W2, W3, H, L, S, E and X end to end through the queue, beside Pillow, vipsthumbnail, convert and pgqueuer; or soak.",
         discussion: """
             W1: every corpus image → resize(320x320, mode=fill) |> format(jpeg, quality=82). The \
             corpus is generated (seeded, photo-like) under $HALCYON_HOME/bench/corpus: by default \
@@ -58,6 +58,14 @@ package struct Bench: AsyncParsableCommand {
             heartbeat, complete, fail, release, rescue, webhook take, the dashboard's overview). \
             The 1M backlog takes about a minute to write.
 
+            X (across hosts; only with --object-store, as root where `ip netns` works, with \
+            python3): W1's jobs, copied to about 1,000 (× --scale), drained by one host's worker, \
+            then by two hosts' workers at once; each host is a Linux network namespace reaching \
+            PostgreSQL and the S3 endpoint (which must be http:// in this machine's root \
+            namespace) only over a veth link, through TCP forwarders. Jobs/s from first claim to \
+            last completion for 1 and 2 hosts, and the ratio. Both hosts share this machine's \
+            cores: a CPU-bound run is about 1× here.
+
             --soak N: N queued jobs (the same backlog, none delayed) drained by two workers, with \
             throughput and the workers' RSS per tenth of the run: a slowdown or a leak shows as a \
             column going the wrong way. With --soak, only the soak runs unless --only names more.
@@ -95,7 +103,7 @@ package struct Bench: AsyncParsableCommand {
     var workerExecutable: String { workerBinary ?? Sibling.halcyon }
     @Option(
         help: ArgumentHelp(
-            "Also run W1 and H with the store in this bucket, s3://BUCKET[/PREFIX], beside the disk store's runs.",
+            "Also run W1 and H with the store in this bucket, s3://BUCKET[/PREFIX], beside the disk store's runs, and X.",
             discussion: "The AWS variables configure it (see `halcyon work --help`); each run writes under PREFIX/bench-PID-N/ and deletes it after.")
     )
     var objectStore: String?
@@ -103,12 +111,12 @@ package struct Bench: AsyncParsableCommand {
     var out: String?
     @Option(
         parsing: .upToNextOption,
-        help: "Run only these scenarios (W1 W2 W3 H L S E; H needs W1's store, so it runs W1 too). Default: all.")
+        help: "Run only these scenarios (W1 W2 W3 H L S E X; H needs W1's store, so it runs W1 too). Default: all.")
     var only: [Scenario] = []
 
     /// The scenarios, for `--only`.
     enum Scenario: String, CaseIterable, ExpressibleByArgument {
-        case w1 = "W1", w2 = "W2", w3 = "W3", h = "H", l = "L", s = "S", e = "E"
+        case w1 = "W1", w2 = "W2", w3 = "W3", h = "H", l = "L", s = "S", e = "E", x = "X"
         init?(argument: String) { self.init(rawValue: argument.uppercased()) }
     }
 
@@ -159,7 +167,7 @@ package struct Bench: AsyncParsableCommand {
         let home = EmbeddedCluster.defaultHome().appendingPathComponent("bench")
         let scratch = home.appendingPathComponent("scratch")
         // S and the soak need no image corpus.
-        guard [Scenario.w1, .w2, .w3, .h, .l, .e].contains(where: runs) else {
+        guard [Scenario.w1, .w2, .w3, .h, .l, .e, .x].contains(where: runs) else {
             try await runQueueOnly(home: home, scratch: scratch)
             return
         }
@@ -183,6 +191,16 @@ package struct Bench: AsyncParsableCommand {
         let pgqueuer = noPeers ? nil : BenchPeers.pgqueuerScript()
         if !noPeers, pgqueuer == nil { print("peer skipped: no pgqueuer/asyncpg for python3 (run scripts/bench-peers-setup)") }
         var latencyRuns: [LatencyRun] = []
+        var hostsRuns: [HostsRun] = []
+        var hosts: HostsSetup?
+        if runs(.x) {
+            if let reason = acrossHostsUnavailable(conninfo: conninfo) {
+                print("X skipped: \(reason)")
+            } else {
+                hosts = try await startHosts(conninfo: conninfo, scratch: scratch)
+            }
+        }
+        defer { hosts?.stop() }
         for round in 1...repeats {
             func record(_ scenario: BenchPeers.Scenario, _ tool: String, _ run: BenchRun) {
                 measured[scenario, default: [:]][tool, default: []].append(run)
@@ -219,6 +237,14 @@ package struct Bench: AsyncParsableCommand {
                     }
                 }
                 record(.w1, BenchFloor.tool, try await BenchFloor.run(corpus, chains: [Self.chain], concurrency: concurrency))
+            }
+            if let hosts {
+                for count in 1...Self.hostCount {
+                    let r = try await runAcrossHosts(
+                        corpus, setup: hosts, hosts: count, copies: acrossHostsCopies(corpus), conninfo: conninfo, scratch: scratch, round: round)
+                    hostsRuns.append(r)
+                    print("round \(round): X \(r.line)")
+                }
             }
             if runs(.w2) {
                 record(
@@ -297,6 +323,7 @@ package struct Bench: AsyncParsableCommand {
                     HitRun.medianRate(objectHitRuns) / max(HitRun.medianRate(hitRuns), 1e-9)))
         }
         if !latencyRuns.isEmpty { print(LatencyRun.summary(latencyRuns)) }
+        if !hostsRuns.isEmpty { print(HostsRun.summary(hostsRuns, chain: Self.chain)) }
         if !scaleRuns.isEmpty { print(ScaleRun.summary(scaleRuns)) }
         if let soakRun { print(soakRun.summary) }
         if !effects.rows.isEmpty { print(Self.effectsTable(effects)) }
@@ -309,6 +336,7 @@ package struct Bench: AsyncParsableCommand {
             if !hitRuns.isEmpty { o["H"] = HitRun.json(hitRuns, peers: pgqueuerRuns) }
             if !objectHitRuns.isEmpty { o["H_s3"] = HitRun.json(objectHitRuns) }
             if !latencyRuns.isEmpty { o["L"] = LatencyRun.json(latencyRuns) }
+            if !hostsRuns.isEmpty { o["X"] = HostsRun.json(hostsRuns) }
             if !w3Results.isEmpty {
                 o["W3"] = ["chains": .array(Self.effectChains.map { .string($0) }), "results": .array(w3Results.map { $0.json(unit: "source") })]
             }

@@ -184,6 +184,24 @@ enum BenchSQL {
         }
     }
 
+    /// X: the run's jobs that succeeded as asked, and their drain (first claim to last completion).
+    struct HostsDrain: Statement {
+        static let name = "hostsDrain"
+        var keyPattern: String
+        func bind(_ p: inout QueryParameters) { p.add(keyPattern) }
+
+        struct Row: QueryRow {
+            static let columns = ["n", "drain"]
+            var ok: Int
+            var drain: Double?
+
+            init?(_ row: RowReader) {
+                ok = row.int("n") ?? 0
+                drain = row.double("drain")
+            }
+        }
+    }
+
     struct W2Outputs: Statement {
         typealias Row = Outputs
         static let name = "w2Outputs"

@@ -34,7 +34,7 @@ struct BenchTool: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "bench",
         abstract:
-            "Measure W1, W2, W3, H, L, S and E end to end through the queue, beside Pillow, vipsthumbnail, convert and pgqueuer; or soak (the program halcyon-bench)."
+            "Measure W1, W2, W3, H, L, S, E and X end to end through the queue, beside Pillow, vipsthumbnail, convert and pgqueuer; or soak (the program halcyon-bench)."
     )
 }
 

@@ -21,7 +21,8 @@ struct BenchQueryTests {
             BenchSQL.ChurnReleased(), BenchSQL.AnalyzeJobs(), BenchSQL.AnalyzeQueues(), BenchSQL.RemoveBacklog(keyPattern: "k%"),
             BenchSQL.DatabaseExists(database: "halcyon_bench"), BenchSQL.CreateBenchDatabase(), BenchSQL.CreatePgqueuerDatabase(),
             BenchSQL.ForeignJobs(), BenchSQL.DeleteBenchJobs(), BenchSQL.DeleteBenchWorkers(), BenchSQL.W1Outputs(), BenchSQL.W1Images(),
-            BenchSQL.CopyForHits(copies: 2), BenchSQL.DeleteSucceeded(), BenchSQL.HitDrain(), BenchSQL.W2Outputs(keyPattern: "k%"),
+            BenchSQL.CopyForHits(copies: 2), BenchSQL.DeleteSucceeded(), BenchSQL.HitDrain(), BenchSQL.HostsDrain(keyPattern: "k%"),
+            BenchSQL.W2Outputs(keyPattern: "k%"),
             BenchSQL.W3Outputs(keyPattern: "k%"), BenchSQL.SourceCosts(keyPattern: "k%"), BenchSQL.StageCPUPerImage(),
             BenchSQL.StageCPUPerSource(), BenchSQL.StartDelays(keyPattern: "k%"), BenchSQL.CountJobs(), BenchSQL.FinishedSince(since: Date()),
         ]

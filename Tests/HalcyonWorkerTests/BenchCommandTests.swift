@@ -1,4 +1,5 @@
 import Foundation
+import HalcyonHosts
 import HalcyonQueue
 import HalcyonRuntime
 import HalcyonTestSupport
@@ -77,6 +78,39 @@ struct BenchCommandTests {
         #expect(tenths.allSatisfy { ($0["jobs_per_second"]?.numberValue ?? 0) > 0 && ($0["worker_rss_bytes"]?.numberValue ?? 0) > 1_000_000 })
         #expect(bench.output.contains("Soak — 1000 queued jobs"), "\(bench.output.suffix(2000))")
         #expect(try await db.query("SELECT count(*) AS n FROM halcyon.jobs").value(0, "n") == "0")
+    }
+
+    /// X: W1's jobs drained by one host, then two (network namespaces reaching PostgreSQL and the
+    /// S3 server over veth links), each run's jobs all 320×320 JPEGs in the bucket (the bench
+    /// checks), both rates and their ratio reported; the hosts and their jobs gone after.
+    @Test(
+        .enabled(if: TestEnvironment.s3Available, "needs scripts/test's S3 server"),
+        .enabled(if: NetworkHosts.unavailableReason == nil, Comment(rawValue: NetworkHosts.unavailableReason ?? "")), .cpuHeavy)
+    func acrossHostsReportsOneAndTwoHosts() async throws {
+        let db = try await TestDatabase.create()
+        let home = try TestEnvironment.temporaryDirectory("bench-home")
+        let out = home.appendingPathComponent("results.json")
+        let bench = try HalcyonProcess(
+            [
+                "bench", "--only", "X", "--scale", "0.01", "--repeat", "1", "--no-peers", "--worker-concurrency", "2", "--out", out.path,
+                "--object-store", TestEnvironment.s3StoreURL(prefix: "bench-x-\(db.name)"),
+            ], conninfo: db.conninfo, environment: TestEnvironment.s3Environment.merging(["HALCYON_HOME": home.path]) { $1 })
+        #expect(await bench.wait(timeout: 180) == 0, "\(bench.output.suffix(3000))")
+        #expect(bench.output.contains("X — across hosts"), "\(bench.output.suffix(3000))")
+        #expect(bench.output.contains("2 hosts against 1:"))
+        let json = try #require(JSONValue.parse(String(decoding: try Data(contentsOf: out), as: UTF8.self)))
+        let x = try #require(json["X"], "\(bench.output.suffix(2000))")
+        let runs = try #require(x["runs"]?.arrayValue)
+        #expect(runs.compactMap { $0["hosts"]?.numberValue } == [1, 2])
+        #expect(runs.allSatisfy { ($0["jobs"]?.numberValue ?? 0) > 0 && ($0["seconds"]?.numberValue ?? 0) > 0 })
+        #expect((x["one_host_jobs_per_second_median"]?.numberValue ?? 0) > 0 && (x["two_hosts_jobs_per_second_median"]?.numberValue ?? 0) > 0)
+        #expect((x["ratio"]?.numberValue ?? 0) > 0)
+        // Only X ran; its jobs are deleted and no host is left.
+        #expect(json["H"] == nil && json["L"] == nil)
+        #expect(try await db.query("SELECT count(*) AS n FROM halcyon.jobs").value(0, "n") == "0")
+        let pid = bench.pid
+        let namespaces = try String(contentsOfFile: "/proc/net/dev", encoding: .utf8)
+        #expect(!namespaces.contains("hc\(pid)a"), "the bench's veth pairs are removed")
     }
 
     @Test func benchRefusesADatabaseWithOtherJobs() async throws {

@@ -1,4 +1,5 @@
 import Foundation
+import HalcyonHosts
 import HalcyonQueue
 import HalcyonRuntime
 import HalcyonS3

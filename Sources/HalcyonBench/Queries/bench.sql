@@ -53,6 +53,14 @@ SELECT count(*) FILTER (WHERE state = 'succeeded' AND cache_hit) AS n,
        extract(epoch FROM max(finished_at) - min(started_at))::float8 AS drain
 FROM halcyon.jobs;
 
+-- name: hostsDrain :one
+-- X's jobs (keys matching $1): how many succeeded as 320×320 JPEGs, and the seconds from the
+-- first claim to the last completion (the database's clock, whichever host ran them).
+SELECT count(*) FILTER (WHERE state = 'succeeded' AND result_format = 'jpeg' AND result_width = 320 AND result_height = 320) AS n,
+       extract(epoch FROM max(finished_at) - min(started_at))::float8 AS drain
+FROM halcyon.jobs
+WHERE cache_key LIKE $1;
+
 -- name: w2Outputs :one
 -- W2's outputs (keys matching $1) that are as asked: a 320×320 JPEG, a WebP fitted to 1024, a
 -- 64×64 PNG.

@@ -2,12 +2,12 @@ import Foundation
 import HalcyonEmbedded
 import HalcyonRuntime
 
-/// "Hosts" for a test: Linux network namespaces, each joined to the root namespace by a veth
-/// pair of its own on a /30 of a private 10.213.X.0/24 the test picks (one not routed here
+/// "Hosts" for a test or the bench's X: Linux network namespaces, each joined to the root namespace by a veth
+/// pair of its own on a /30 of a private 10.213.X.0/24 picked by pid (one not routed here
 /// yet). A host reaches the root namespace only through its own pair, at the root-side
 /// addresses (its own, and the others' through its own link); what runs
 /// there (PostgreSQL, the S3 server, the origin) is put on those addresses by a
-/// `TCPForwarder`. Names carry the test process's pid (`hc-PID-a`, veths `hcPIDa`/`hcPIDap`),
+/// `TCPForwarder`. Names carry the creating process's pid (`hc-PID-a`, veths `hcPIDa`/`hcPIDap`),
 /// so a run removes what a crashed run left (a dead pid's, or its own pid's) before it starts.
 /// Needs root and `ip netns`.
 public final class NetworkHosts: Sendable {
@@ -30,7 +30,7 @@ public final class NetworkHosts: Sendable {
     static let ip = ["/usr/sbin/ip", "/sbin/ip", "/usr/bin/ip", "/bin/ip"].first { FileManager.default.isExecutableFile(atPath: $0) }
     static let setsid = ["/usr/bin/setsid", "/bin/setsid"].first { FileManager.default.isExecutableFile(atPath: $0) }
 
-    /// Nil when hosts can be made here; otherwise why not (the reason a test is skipped with).
+    /// Nil when hosts can be made here; otherwise why not (the reason a test or the bench's X is skipped with).
     public static let unavailableReason: String? = {
         guard getuid() == 0 else { return "needs root (network namespaces and veth pairs)" }
         guard let ip else { return "needs iproute2's ip" }
@@ -167,60 +167,5 @@ public final class NetworkHosts: Sendable {
             else { continue }
             _ = try? command(ip, ["link", "del", name])
         }
-    }
-}
-
-/// TCP forwarders in the root namespace (`Tests/Fixtures/tcp_forward.py`, run with python3):
-/// every listen address gets a port per target, which carries each connection to the target
-/// (`unix:/path` or `HOST:PORT`) both ways.
-public final class TCPForwarder: Sendable {
-    public let pid: pid_t
-    /// Address → target name → port.
-    public let ports: [String: [String: Int]]
-    public let logURL: URL
-
-    private init(pid: pid_t, ports: [String: [String: Int]], logURL: URL) {
-        self.pid = pid
-        self.ports = ports
-        self.logURL = logURL
-    }
-
-    public static func start(listen addresses: [String], targets: [String: String]) async throws -> TCPForwarder {
-        let dir = try TestEnvironment.temporaryDirectory("forwarder")
-        let portFile = dir.appendingPathComponent("ports.json")
-        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .appendingPathComponent("Fixtures/tcp_forward.py")
-        let logURL = dir.appendingPathComponent("forwarder.log")
-        // env execs python3 (found on PATH, as scripts/test runs it) in place: the pid is python's.
-        let pid = try Subprocess.spawn(
-            "/usr/bin/env",
-            ["python3", script.path, portFile.path] + addresses.flatMap { ["--listen", $0] }
-                + targets.flatMap { ["--target", "\($0.key)=\($0.value)"] },
-            outputPath: logURL.path)
-        let deadline = Date().addingTimeInterval(10)
-        while Date() < deadline {
-            if let text = try? String(contentsOf: portFile, encoding: .utf8), case .object(let byAddress)? = JSONValue.parse(text) {
-                var ports: [String: [String: Int]] = [:]
-                for (address, value) in byAddress {
-                    guard case .object(let byName) = value else { continue }
-                    ports[address] = byName.compactMapValues { $0.numberValue.map { Int($0) } }
-                }
-                return TCPForwarder(pid: pid, ports: ports, logURL: logURL)
-            }
-            if Subprocess.status(of: pid, block: false) != nil { break }
-            try await Task.sleep(for: .milliseconds(20))
-        }
-        kill(pid, SIGKILL)
-        _ = Subprocess.status(of: pid, block: true)
-        throw NetworkHosts.failure("tcp_forward.py did not start: \((try? String(contentsOf: logURL, encoding: .utf8)) ?? "")")
-    }
-
-    /// The port `address` forwards to `target` on.
-    public func port(_ address: String, _ target: String) -> Int { ports[address]?[target] ?? 0 }
-
-    /// Stops the forwarders (closing every connection) and reaps the process.
-    public func stop() {
-        kill(pid, SIGKILL)
-        _ = Subprocess.status(of: pid, block: true)
     }
 }

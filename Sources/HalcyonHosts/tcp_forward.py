@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""TCP forwarders for the cross-host test: services of the root network namespace (PostgreSQL's
-Unix socket, the S3 server and the origin on 127.0.0.1) made reachable on other addresses, such
-as the root side of a veth pair a network namespace ("a host") is joined by.
+"""TCP forwarders for the cross-host test and the bench's X: services of the root network
+namespace (PostgreSQL's Unix socket, the S3 server and the origin on 127.0.0.1) made reachable on
+other addresses, such as the root side of a veth pair a network namespace ("a host") is joined by.
+Built into HalcyonHosts (embedded in the binary), which writes it out and runs it with python3.
 
 usage: tcp_forward.py PORT_FILE --listen ADDR [--listen ADDR…] --target NAME=TARGET [--target …]
 TARGET is unix:/path/to/socket or HOST:PORT. Every ADDR gets a listener per target, on a port of
