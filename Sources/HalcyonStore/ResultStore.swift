@@ -32,6 +32,10 @@ public protocol ResultStore: Sendable {
     /// cheaply), with `extend` applied; nil on a miss or any error (a broken entry is a miss).
     func lookup(_ key: String, extend: ExpirationExtending, now: Date) -> CachedResult?
 
+    /// The hits among `keys` (each looked up once, with the first `extend` given for it), by key.
+    /// A store whose lookups wait on a network makes them side by side.
+    func lookup(_ keys: [(key: String, extend: ExpirationExtending)], now: Date) -> [String: CachedResult]
+
     /// Stores a job's result: the object (written once; an existing one's expiry raised to this
     /// key's if later), then the key naming it. `store.write_failed` (or `store.access_denied`)
     /// when it cannot; nothing partial is ever visible.
@@ -56,6 +60,13 @@ public protocol ResultStore: Sendable {
 }
 
 extension ResultStore {
+    /// One after another (a file read each: cheaper than any hand-off).
+    public func lookup(_ keys: [(key: String, extend: ExpirationExtending)], now: Date) -> [String: CachedResult] {
+        var found: [String: CachedResult] = [:], seen: Set<String> = []
+        for (key, extend) in keys where seen.insert(key).inserted { found[key] = lookup(key, extend: extend, now: now) }
+        return found
+    }
+
     public func lookup(_ key: String, extend: ExpirationExtending) -> CachedResult? {
         lookup(key, extend: extend, now: Date())
     }

@@ -67,6 +67,19 @@ struct ObjectStoreTests {
         for i in 0..<16 { #expect(store.lookup("k\(i)", extend: .none)?.object.digest == Digest.sha256Hex(data)) }
     }
 
+    /// A claim's lookups go side by side: every hit found, under its own key, each key once.
+    @Test func aBatchOfLookupsFindsEachHitUnderItsKey() throws {
+        let store = try Self.store()
+        var digests: [String: String] = [:]
+        for i in 0..<40 {
+            digests["k\(i)"] = try store.store(Self.bytes(200 + i), ext: "png", info: Self.info, key: "k\(i)", expiration: .days(1)).digest
+        }
+        let keys = (0..<45).map { (key: "k\($0)", extend: ExpirationExtending.none) } + [(key: "k3", extend: .none)]
+        let found = store.lookup(keys, now: Date())
+        #expect(found.count == 40)
+        for (key, digest) in digests { #expect(found[key]?.object.digest == digest, "\(key)") }
+    }
+
     @Test func expiredKeysMissAndExpiredStoresAreMisses() throws {
         let store = try Self.store()
         let now = Date()

@@ -2,6 +2,7 @@ import Foundation
 import HalcyonDomain
 import HalcyonRuntime
 import HalcyonS3
+import Synchronization
 
 /// The store in an S3 bucket (AWS S3 or any S3-compatible server), under a prefix, with the disk
 /// store's layout and contract:
@@ -139,6 +140,32 @@ public struct ObjectStore: ResultStore {
         let digest = String(record.object.split(separator: "/").last?.split(separator: ".").first ?? "")
         return CachedResult(
             object: StoredObject(digest: digest, path: record.object, bytes: record.bytes, existed: true), info: record.info, expires: expires)
+    }
+
+    /// Lookups in flight at once for a batch (a claim of hits): each is a round trip.
+    static let lookupConcurrency = 16
+
+    /// The batch's lookups on up to `lookupConcurrency` threads of their own (blocking GETs;
+    /// not Dispatch's pool, which grows slowly).
+    public func lookup(_ keys: [(key: String, extend: ExpirationExtending)], now: Date) -> [String: CachedResult] {
+        var seen: Set<String> = []
+        let unique = keys.filter { seen.insert($0.key).inserted }
+        guard unique.count > 1 else { return unique.first.flatMap { k in lookup(k.key, extend: k.extend, now: now).map { [k.key: $0] } } ?? [:] }
+        let threads = min(Self.lookupConcurrency, unique.count)
+        let found = Mutex<[String: CachedResult]>([:])
+        let next = Atomic<Int>(0)
+        let done = DispatchGroup()
+        for _ in 0..<threads {
+            done.enter()
+            Thread.detachNewThread {
+                while case let i = next.add(1, ordering: .relaxed).oldValue, i < unique.count {
+                    if let hit = lookup(unique[i].key, extend: unique[i].extend, now: now) { found.withLock { $0[unique[i].key] = hit } }
+                }
+                done.leave()
+            }
+        }
+        done.wait()
+        return found.withLock { $0 }
     }
 
     // MARK: Objects by digest (the dashboard)

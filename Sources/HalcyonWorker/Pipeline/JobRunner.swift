@@ -115,11 +115,7 @@ struct JobRunner: Sendable {
         let store = self.store
         let started = ContinuousClock.now
         let found =
-            (try? await Blocking.run { () -> [String: CachedResult] in
-                var found: [String: CachedResult] = [:]
-                for (key, extend) in lookups where found[key] == nil { found[key] = store.lookup(key, extend: extend) }
-                return found
-            }) ?? [:]
+            (try? await Blocking.run { () -> [String: CachedResult] in store.lookup(lookups, now: Date()) }) ?? [:]
         return StoreHits(found: found, secondsPerLookup: (ContinuousClock.now - started).seconds / Double(lookups.count))
     }
 
