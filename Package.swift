@@ -86,7 +86,9 @@ let package = Package(
             name: "HalcyonQueue", dependencies: ["HalcyonDomain", "HalcyonRuntime", "CLibPQ", .product(name: "Logging", package: "swift-log")],
             resources: [.embedInCode("Queries")]),
         // Sources and downloads.
-        .target(name: "HalcyonFetch", dependencies: ["HalcyonDomain", "HalcyonRuntime", "HalcyonS3", "CCurl"]),
+        // libcurl's easy handles, pooled: shared by the downloads (HalcyonFetch) and the S3 client.
+        .target(name: "HalcyonCurl", dependencies: ["CCurl"]),
+        .target(name: "HalcyonFetch", dependencies: ["HalcyonDomain", "HalcyonRuntime", "HalcyonS3", "HalcyonCurl", "CCurl"]),
         // Chain grammar, processors and MagickWand.
         .target(
             name: "HalcyonImage", dependencies: ["HalcyonDomain", "HalcyonRuntime", "CMagickWand", "CImageCodecs"], swiftSettings: magickIncludes),
@@ -94,7 +96,7 @@ let package = Package(
         .target(name: "HalcyonStore", dependencies: ["HalcyonDomain", "HalcyonRuntime", "HalcyonS3"]),
         // S3 client for the object-store backend: SigV4 (own, on libcrypto through Digest),
         // configuration from the AWS variables, blocking requests through libcurl.
-        .target(name: "HalcyonS3", dependencies: ["HalcyonDomain", "HalcyonRuntime", "CCurl"]),
+        .target(name: "HalcyonS3", dependencies: ["HalcyonDomain", "HalcyonRuntime", "HalcyonCurl", "CCurl"]),
         // One sweep of the store under the fleet-wide sweep lease, recorded in the database: what
         // workers run periodically and `halcyon sweep` on demand.
         .target(

@@ -75,6 +75,15 @@ extension Bench {
         _ corpus: BenchCorpus, setup: HostsSetup, hosts: Int, copies: Int, conninfo: String, scratch: URL, round: Int
     ) async throws -> HostsRun {
         guard let objectStore else { throw CommandFailure("X needs --object-store") }
+        let bucket = "\(objectStore)/bench-\(getpid())-x\(round)-\(hosts)"
+        return try await Self.emptyingAfter(bucket) {
+            try await drainAcrossHosts(corpus, setup: setup, hosts: hosts, copies: copies, conninfo: conninfo, bucket: bucket)
+        }
+    }
+
+    private func drainAcrossHosts(
+        _ corpus: BenchCorpus, setup: HostsSetup, hosts: Int, copies: Int, conninfo: String, bucket: String
+    ) async throws -> HostsRun {
         let c = try await PGConnection.connect(conninfo)
         defer { Task { await c.close() } }
         try await Self.ensureOnlyBenchJobs(c)
@@ -90,8 +99,6 @@ extension Bench {
                     return j
                 }
             })
-        let bucket = "\(objectStore)/bench-\(getpid())-x\(round)-\(hosts)"
-        defer { Self.empty(bucket) }
         let chosen = Array(setup.net.hosts.prefix(hosts))
         let cpuBefore = MachineCPU.now()
         let forwarderBefore = setup.forwarder.cpuSeconds ?? 0

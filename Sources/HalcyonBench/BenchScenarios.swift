@@ -22,6 +22,15 @@ extension Bench {
         _ corpus: BenchCorpus, conninfo: String, scratch: URL, quality: BenchQuality, options: String = "{}", hits measureHits: Bool = true,
         bucket: String? = nil
     ) async throws -> (w1: BenchRun, hits: HitRun?) {
+        try await Self.emptyingAfter(bucket) {
+            try await measureHalcyon(
+                corpus, conninfo: conninfo, scratch: scratch, quality: quality, options: options, hits: measureHits, bucket: bucket)
+        }
+    }
+
+    private func measureHalcyon(
+        _ corpus: BenchCorpus, conninfo: String, scratch: URL, quality: BenchQuality, options: String, hits measureHits: Bool, bucket: String?
+    ) async throws -> (w1: BenchRun, hits: HitRun?) {
         let c = try await PGConnection.connect(conninfo)
         try await Self.ensureOnlyBenchJobs(c)
         try await c.run(BenchSQL.DeleteBenchJobs())
@@ -38,7 +47,6 @@ extension Bench {
         let store = bucket ?? directory.path
         try? FileManager.default.removeItem(at: directory)
         defer { try? FileManager.default.removeItem(at: directory) }
-        defer { if let bucket { Self.empty(bucket) } }
         try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
         let started = Date()
         let progress = ProgressReporter(conninfo: conninfo, label: "images", expected: corpus.files.count, since: started)
@@ -138,7 +146,18 @@ extension Bench {
         return row?.means ?? stageNames.map { ($0, 0) }
     }
 
+    /// Runs `body`, then empties the bucket prefix `location` (a run's own; nil: nothing to
+    /// empty) however `body` ended — on a blocking thread, not the cooperative pool.
+    static func emptyingAfter<T: Sendable>(_ location: String?, _ body: () async throws -> T) async throws -> T {
+        guard let location else { return try await body() }
+        let result: Result<T, any Error>
+        do { result = .success(try await body()) } catch { result = .failure(error) }
+        _ = try? await Blocking.run { empty(location) }
+        return try result.get()
+    }
+
     /// Deletes everything under the bucket prefix `location` (a bench run's), page by page.
+    /// Blocking.
     static func empty(_ location: String) {
         guard case .objectStore(let configuration)? = try? StoreLocation(parsing: location), let client = try? S3Client(configuration: configuration)
         else { return }

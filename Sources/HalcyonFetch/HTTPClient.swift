@@ -1,5 +1,6 @@
 internal import CCurl
 import Foundation
+import HalcyonCurl
 import HalcyonDomain
 import HalcyonRuntime
 
@@ -19,12 +20,9 @@ public struct HTTPResponse: Sendable {
 /// Call `get` from a Dispatch thread, never the cooperative pool (`Fetcher` does this).
 public struct HTTPClient: Sendable {
     public var configuration: FetchConfiguration
-    private let pool = HandlePool()
-
-    private static let globalInit: Void = { curl_global_init(Int(CURL_GLOBAL_ALL)) }()
+    private let pool = CurlHandlePool(maxIdle: 64)
 
     public init(configuration: FetchConfiguration) {
-        _ = Self.globalInit
         self.configuration = configuration
     }
 
@@ -227,33 +225,6 @@ private final class BodySink {
         data.append(contentsOf: chunk)
         return true
     }
-}
-
-/// Idle easy handles. A handle is used by one transfer at a time; `curl_easy_reset` clears its
-/// options but keeps its connection and DNS caches.
-private final class HandlePool: @unchecked Sendable {
-    private let lock = NSLock()
-    private var idle: [OpaquePointer] = []  // guarded by `lock`
-    private let maxIdle = 64
-
-    func take() -> OpaquePointer? {
-        lock.lock()
-        let h = idle.popLast()
-        lock.unlock()
-        if let h {
-            curl_easy_reset(h)
-            return h
-        }
-        return curl_easy_init()
-    }
-
-    func give(_ handle: OpaquePointer) {
-        lock.lock()
-        defer { lock.unlock() }
-        if idle.count < maxIdle { idle.append(handle) } else { curl_easy_cleanup(handle) }
-    }
-
-    deinit { idle.forEach { curl_easy_cleanup($0) } }
 }
 
 /// `Retry-After`: delay-seconds or an HTTP date.

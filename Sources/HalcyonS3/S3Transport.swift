@@ -1,5 +1,6 @@
 internal import CCurl
 import Foundation
+import HalcyonCurl
 import HalcyonRuntime
 import Synchronization
 
@@ -39,16 +40,14 @@ struct TransportFailure: Error {
 /// bounded body.
 final class S3Transport: Sendable {
     let configuration: S3Configuration
-    private let pool = EasyHandlePool()
+    private let pool = CurlHandlePool(maxIdle: 32)
     /// Requests sent so far (each try counts).
     let sent = Atomic<Int>(0)
 
-    private static let globalInit: Void = { curl_global_init(Int(CURL_GLOBAL_ALL)) }()
     /// Largest error body read (an S3 `<Error>` document is a few hundred bytes).
     static let maxErrorBody = 64 << 10
 
     init(configuration: S3Configuration) {
-        _ = Self.globalInit
         self.configuration = configuration
     }
 
@@ -234,31 +233,4 @@ private final class ExchangeSink {
         body.append(contentsOf: chunk)
         return true
     }
-}
-
-/// Idle easy handles; `curl_easy_reset` clears options but keeps the connection cache, so
-/// requests to the endpoint reuse connections.
-private final class EasyHandlePool: @unchecked Sendable {
-    private let lock = NSLock()
-    private var idle: [OpaquePointer] = []  // guarded by `lock`
-    private let maxIdle = 32
-
-    func take() -> OpaquePointer? {
-        lock.lock()
-        let h = idle.popLast()
-        lock.unlock()
-        if let h {
-            curl_easy_reset(h)
-            return h
-        }
-        return curl_easy_init()
-    }
-
-    func give(_ handle: OpaquePointer) {
-        lock.lock()
-        defer { lock.unlock() }
-        if idle.count < maxIdle { idle.append(handle) } else { curl_easy_cleanup(handle) }
-    }
-
-    deinit { idle.forEach { curl_easy_cleanup($0) } }
 }
