@@ -20,7 +20,11 @@ import Synchronization
 /// filter), `GET|POST /login`; `GET /assets/dashboard.css|js`. `HEAD` answers as `GET` without
 /// the body. Middleware (`DashboardMiddleware.swift`) checks the Host, the token and its role,
 /// and the form token, and adds the security headers.
-public final class DashboardServer: Service, Sendable {
+public final class DashboardServer: Service, Sendable, CustomStringConvertible {
+    /// Its name only: ServiceLifecycle logs each service's description, and a reflected one
+    /// would print the whole configuration (secrets included) and cost start-up time.
+    public var description: String { "DashboardServer" }
+
     public let configuration: DashboardConfiguration
     private let app: DashboardApp
     private let responder: RouterResponder<DashboardContext>

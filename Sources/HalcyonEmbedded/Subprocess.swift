@@ -7,7 +7,7 @@ public enum Subprocess {
     /// appended to `outputPath`. `environment` nil inherits this process's environment.
     public static func spawn(
         _ path: String, _ args: [String], outputPath: String,
-        environment: [String: String]? = nil
+        environment: [String: String]? = nil, newProcessGroup: Bool = false
     ) throws -> pid_t {
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
@@ -31,7 +31,10 @@ public enum Subprocess {
         sigfillset(&all)
         posix_spawnattr_setsigmask(&attributes, &none)
         posix_spawnattr_setsigdefault(&attributes, &all)
-        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+        // `newProcessGroup`: the child leads a group of its own (pgid = its pid), so it and
+        // whatever it starts can be signalled together.
+        posix_spawnattr_setpgroup(&attributes, 0)
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | (newProcessGroup ? POSIX_SPAWN_SETPGROUP : 0)))
         var pid: pid_t = 0
         let rc =
             envp.map { e in e.withUnsafeBufferPointer { posix_spawn(&pid, path, &actions, &attributes, argv, $0.baseAddress) } }

@@ -9,8 +9,10 @@ import Synchronization
 /// it in the command's `ServiceGroup`, and a graceful shutdown stops accepting, lets the
 /// requests being answered finish and closes idle connections. `listening` says on which port
 /// once it is bound (or why it could not be).
-public struct HTTPServerService<Responder: HTTPResponder>: Service
+public struct HTTPServerService<Responder: HTTPResponder>: Service, CustomStringConvertible
 where Responder.Context: InitializableFromSource<ApplicationRequestContextSource> {
+    /// Its name only, as ServiceLifecycle logs it (not the reflected application).
+    public var description: String { "HTTPServerService" }
     private let application: Application<Responder>
     /// The port, once listening; the error, if binding failed.
     public let listening: ListeningPort

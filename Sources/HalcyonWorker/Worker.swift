@@ -15,7 +15,11 @@ import ServiceLifecycle
 ///
 /// `Worker` is itself a `Service`: put it in an application's `ServiceGroup`, or call `run()`.
 /// A graceful shutdown of the enclosing group is a first `requestStop()`.
-public final class Worker: Service, Sendable {
+public final class Worker: Service, Sendable, CustomStringConvertible {
+    /// Its name only: ServiceLifecycle logs each service's description, and a reflected one
+    /// would print the whole configuration (secrets included) and cost start-up time.
+    public var description: String { "Worker" }
+
     public let configuration: WorkerConfiguration
     /// This worker's counters and histograms.
     public let metrics: Metrics
@@ -69,6 +73,7 @@ public final class Worker: Service, Sendable {
             try await PGConnection.connect(conninfo, label: "maintenance", statementTimeout: configuration.maintenanceStatementTimeout.seconds)
         }
         let queue = JobQueue(connection: connection), maintenance = JobQueue(connection: maintenanceConnection)
+        StartupClock.step(logger, "connected")
         try await DatabaseRetry().run("register", logger: logger, giveUpWhen: stopping) {
             try await queue.registerWorker(
                 id: configuration.workerID, host: ProcessInfo.processInfo.hostName,
@@ -143,14 +148,14 @@ public final class Worker: Service, Sendable {
         let configuration = configuration
         logger.info(
             "worker started",
-            metadata: [
+            metadata: StartupClock.metadata.merging([
                 "concurrency": "\(configuration.concurrency)", "fetch_concurrency": "\(configuration.fetchConcurrency)",
                 "lease": "\(TimeSpan.format(configuration.lease))", "mode": "\(configuration.pollOnly ? "poll" : "listen")",
                 "store": "\(configuration.store)", "statement_timeout": "\(TimeSpan.format(configuration.statementTimeout))",
                 "max_pixels": "\(configuration.limits.maxPixels)", "max_job_time": "\(TimeSpan.format(configuration.limits.maxJobTime))",
                 "magick_policy": "\(MagickImage.policyDirectory ?? "system")",
                 "mmap_threshold": "\(mmapThreshold)",
-            ])
+            ]) { $1 })
         if MagickImage.policyDirectory == nil {
             logger.warning("Halcyon's hardened ImageMagick policy.xml was not found (set HALCYON_POLICY_DIR); running under the system policy only")
         }

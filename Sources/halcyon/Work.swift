@@ -147,8 +147,10 @@ struct Work: AsyncParsableCommand {
 
     func run() async throws {
         let logger = logging.makeLogger()
-        let conninfo = try await checkDatabase(logger)
         let channel = SupervisorChannel.fromEnvironment()
+        StartupClock.step(logger, "options parsed")
+        let conninfo = try await checkDatabase(logger)
+        StartupClock.step(logger, "database checked")
         if supervise, channel == nil {
             return try await runSupervisor(conninfo: conninfo, logger: logger)
         }
@@ -178,6 +180,7 @@ struct Work: AsyncParsableCommand {
         }
         let signals = SignalForwarder(signals: channel == nil ? [SIGTERM, SIGINT] : [Supervisor.stopSignal]) { worker.requestStop() }
         defer { signals.cancel() }
+        StartupClock.step(logger, "signal handlers installed")
         // A supervised process whose supervisor died stops as if told to (it is reparented).
         let orphanWatch = channel.map { _ in
             let parent = getppid()
@@ -288,9 +291,10 @@ extension Work {
 }
 
 /// Runs `service` once `ready` has returned (and not at all when it throws).
-private struct StartingAfter<Wrapped: Service>: Service {
+private struct StartingAfter<Wrapped: Service>: Service, CustomStringConvertible {
     let service: Wrapped
     let ready: @Sendable () async throws -> Void
+    var description: String { "\(service) (once the metrics endpoint listens)" }
 
     init(_ service: Wrapped, ready: @escaping @Sendable () async throws -> Void) {
         self.service = service

@@ -11,7 +11,7 @@ import Testing
 /// markup stays text. With HALCYON_SCREENSHOT_DIR set, the screenshots are kept there (README's).
 @Suite(
     .enabled(if: TestEnvironment.available, "needs scripts/test (PostgreSQL, origin, binary)"),
-    .enabled(if: ProcessInfo.processInfo.environment["HALCYON_SKIP_BROWSER_TESTS"] != "1", "HALCYON_SKIP_BROWSER_TESTS=1"))
+    .enabled(if: ProcessInfo.processInfo.environment["HALCYON_SKIP_BROWSER_TESTS"] != "1", "HALCYON_SKIP_BROWSER_TESTS=1"), .processes(2))
 struct DashboardBrowserTests {
     static var chromium: String? {
         let candidates = [ProcessInfo.processInfo.environment["HALCYON_CHROMIUM"], "/usr/bin/chromium", "/usr/bin/chromium-browser"]

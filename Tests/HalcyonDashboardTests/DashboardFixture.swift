@@ -17,8 +17,9 @@ struct DashboardFixture: Sendable {
     let magenta: Int64, photo: Int64, missing: Int64, hostile: Int64
     let markup = "<script>alert('halcyon')</script>"
 
-    static let shared = Task { try await DashboardFixture.make() }
-    static let forChanges = Task { try await DashboardFixture.make() }
+    /// Made by whichever test asks first (its worker and sweep are processes).
+    static let shared = Task { try await ProcessTurns.sharedFixture { try await DashboardFixture.make() } }
+    static let forChanges = Task { try await ProcessTurns.sharedFixture { try await DashboardFixture.make() } }
 
     static func make() async throws -> DashboardFixture {
         let db = try await TestDatabase.create()

@@ -8,7 +8,7 @@ import Testing
 /// The viewer token sees every page and the JSON API, and changes nothing: every retry and
 /// cancel, single or bulk, by Bearer header or by a signed-in browser, is refused with 403 and
 /// leaves the row as it was; the action buttons are not shown to it.
-@Suite(.enabled(if: TestEnvironment.available, "needs scripts/test (PostgreSQL, origin, binary)"))
+@Suite(.enabled(if: TestEnvironment.available, "needs scripts/test (PostgreSQL, origin, binary)"), .processes)
 struct DashboardRoleTests {
     let operatorToken = "operator-token-operator-token-1"
     let viewerToken = "viewer-token-viewer-token-2"

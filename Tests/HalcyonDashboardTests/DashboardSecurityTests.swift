@@ -6,7 +6,7 @@ import HalcyonTestSupport
 import Testing
 
 /// Who may look and who may change: the token, the form token (CSRF), the Host check, bounds.
-@Suite(.enabled(if: TestEnvironment.available, "needs scripts/test (PostgreSQL, origin, binary)"))
+@Suite(.enabled(if: TestEnvironment.available, "needs scripts/test (PostgreSQL, origin, binary)"), .processes)
 struct DashboardSecurityTests {
     /// A failed job of its own, for a test that changes it.
     func failedJob(_ f: DashboardFixture, queue: String = "default") async throws -> Int64 {

@@ -7,7 +7,7 @@ import Testing
 /// once its request has not arrived whole within 5 s (408). The server is a real `halcyon
 /// dashboard` process, as deployed: the test process's own threads (busy with the rest of the
 /// suite) play no part in how fast it answers.
-@Suite(.enabled(if: TestEnvironment.available, "needs scripts/test (PostgreSQL, origin, binary)"))
+@Suite(.enabled(if: TestEnvironment.available, "needs scripts/test (PostgreSQL, origin, binary)"), .processes)
 struct DashboardSlowClientTests {
     @Test func tricklingClientsDoNotHoldTheDashboard() async throws {
         let f = try await DashboardFixture.shared.value
@@ -15,7 +15,7 @@ struct DashboardSlowClientTests {
             ["dashboard", "--port", "0", "--store", f.store.path, "--log-level", "info"], conninfo: f.db.conninfo)
         defer { dashboard.signal(SIGKILL) }
         var url: String?
-        _ = try await waitUntil(30) {
+        _ = try await waitUntil(120) {
             url = dashboard.output.split(whereSeparator: { $0 == " " || $0 == "\n" }).first { $0.hasPrefix("http://127.0.0.1:") }.map(String.init)
             return url != nil
         }

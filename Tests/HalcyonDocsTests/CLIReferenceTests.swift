@@ -4,7 +4,7 @@ import HalcyonTestSupport
 import Testing
 
 /// docs/cli/ is the commands' own help; the suite fails when a page no longer matches the binary.
-@Suite(.enabled(if: TestEnvironment.available, "needs scripts/test (binary)"))
+@Suite(.enabled(if: TestEnvironment.available, "needs scripts/test (binary)"), .processes)
 struct CLIReferenceTests {
     @Test func theReferenceMatchesTheBinarysHelp() async throws {
         let log = try TestEnvironment.temporaryDirectory("cli-reference").appendingPathComponent("check.log")

@@ -27,7 +27,7 @@ enum DocPages {
 /// Runs every example the documentation marks runnable, page by page, against the real binary
 /// (found on `PATH`, as a user runs it) and a real database, and compares what it prints with
 /// the output the page shows.
-@Suite(.enabled(if: TestEnvironment.available, "needs scripts/test (PostgreSQL, binary)"))
+@Suite(.enabled(if: TestEnvironment.available, "needs scripts/test (PostgreSQL, binary)"), .processes(2))
 struct DocExamplesTests {
     @Test func everyPageParses() throws {
         let pages = try DocPages.all()
@@ -91,6 +91,8 @@ final class PageRun: Sendable {
             "PATH": "\(bin):/usr/local/bin:/usr/bin:/bin", "HOME": directory.path, "LANG": "C.UTF-8", "TERM": "dumb",
             "USER": "root",
         ]
+        // What scripts/test looks for in the processes that outlive the run.
+        env["HALCYON_TEST_RUN"] = ProcessInfo.processInfo.environment["HALCYON_TEST_RUN"]
         if !page.directives.contains(.embedded) {
             env["DATABASE_URL"] = try await TestDatabase.create(migrated: !page.directives.contains(.unmigrated)).conninfo
         }

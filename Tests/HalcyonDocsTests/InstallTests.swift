@@ -5,7 +5,7 @@ import Testing
 
 /// `scripts/install` into a prefix of its own, then the installed binary used as a newcomer uses
 /// it: by name from `PATH`, in an unrelated directory, with no other variable set.
-@Suite(.enabled(if: TestEnvironment.available, "needs scripts/test (binary)"))
+@Suite(.enabled(if: TestEnvironment.available, "needs scripts/test (binary)"), .processes)
 struct InstallTests {
     @Test func anInstalledBinaryWorksFromAnyDirectoryWithOnlyPath() async throws {
         let base = try TestEnvironment.temporaryDirectory("install")

@@ -9,7 +9,7 @@ import Testing
 /// The embedded cluster trusts whoever reaches its socket, so only its own user may: the socket
 /// directory is private (0700, the server's user), checked at every start, and any HALCYON_HOME
 /// — spaces, long paths — works.
-@Suite(.enabled(if: TestEnvironment.available, "needs scripts/test (PostgreSQL binaries)"), .serialized)
+@Suite(.enabled(if: TestEnvironment.available, "needs scripts/test (PostgreSQL binaries)"), .serialized, .processes)
 struct EmbeddedClusterTests {
     var serverUID: uid_t { geteuid() == 0 ? (getpwnam("postgres")?.pointee.pw_uid ?? 0) : geteuid() }
 

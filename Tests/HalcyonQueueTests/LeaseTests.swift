@@ -41,7 +41,7 @@ struct LeaseTests {
         func expiry() async throws -> String { try await db.query("SELECT expires_at FROM halcyon.leases").value(0, "expires_at") ?? "" }
         let held = try await q.withLease(.storeSweep, holder: "a", duration: .seconds(6), lost: lost) { () -> Bool in
             let first = try await expiry()
-            #expect(try await waitUntil(30) { try await expiry() > first }, "the lease was never renewed")
+            #expect(try await waitUntil(120) { try await expiry() > first }, "the lease was never renewed")
             return try await JobQueue(connection: try await db.connect()).acquireLease(.storeSweep, holder: "b")
         }
         #expect(held == false)

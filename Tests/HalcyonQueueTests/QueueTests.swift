@@ -66,10 +66,10 @@ struct SchemaTests {
         let listener = JobListener(conninfo: db.conninfo, channel: JobListener.channel, logger: .init(label: "test")) { calls.append($0) }
         listener.start()
         defer { listener.stop() }
-        #expect(try await waitUntil(30) { calls.startUps > 0 }, "the listener never started listening")
+        #expect(try await waitUntil(120) { calls.startUps > 0 }, "the listener never started listening")
         #expect(calls.notifications == 0, "a notification before anything was inserted")
         try await db.query("SELECT halcyon.enqueue('https://example.com/n.jpg')")
-        #expect(try await waitUntil(30) { calls.notifications > 0 }, "no NOTIFY reached the listener after an INSERT: \(calls.all)")
+        #expect(try await waitUntil(120) { calls.notifications > 0 }, "no NOTIFY reached the listener after an INSERT: \(calls.all)")
         #expect(calls.all.contains([""]), "the trigger's notification has an empty payload: \(calls.all)")
     }
 }
@@ -84,7 +84,7 @@ final class NotifyLog: @unchecked Sendable {
     var notifications: Int { all.filter { !$0.isEmpty }.count }
 }
 
-@Suite(.enabled(if: TestEnvironment.available, "needs scripts/test (PostgreSQL)"))
+@Suite(.enabled(if: TestEnvironment.available, "needs scripts/test (PostgreSQL)"), .processes)
 struct MigrationTests {
     @Test func migrateIsIdempotent() async throws {
         let db = try await TestDatabase.create(migrated: false)
@@ -403,7 +403,7 @@ struct ClaimTests {
         #expect(ContinuousClock.now - started < .seconds(20))  // of the 30 s sleep; a loaded test process wakes late
         #expect(try await c.execute("SELECT 1 AS one").value(0, "one") == "1")
         // The server stopped the sleep too (the cancel request, or the dropped connection).
-        let stopped = try await waitUntil(10) {
+        let stopped = try await waitUntil(120) {
             try await db.query(
                 "SELECT count(*) AS n FROM pg_stat_activity WHERE query LIKE '%halcyon-deadline-test%' AND pid <> pg_backend_pid() AND state = 'active'"
             ).value(0, "n") == "0"

@@ -8,7 +8,7 @@ import Testing
 
 /// The application's side of issue #16 end to end: real `halcyon work` and CLI processes, the
 /// real PostgreSQL, the test origin as image source and webhook receiver.
-@Suite(.enabled(if: TestEnvironment.available, "needs scripts/test (PostgreSQL, origin, binary)"))
+@Suite(.enabled(if: TestEnvironment.available, "needs scripts/test (PostgreSQL, origin, binary)"), .processes)
 struct ApplicationWorkerTests {
     let helper = WorkerTests()
 
@@ -38,7 +38,7 @@ struct ApplicationWorkerTests {
             "SELECT halcyon.enqueue($1, processors => 'format(png)', options => '{\"callback_url\": \"http://10.0.0.1/hook\"}') AS id",
             ["\(TestEnvironment.origin)/files/\(png)?webhook=\(db.name)"]
         ).value(0, "id").flatMap { Int64($0) }!
-        let worker = try helper.worker(db, store: store, ["--webhook-secret", secret, "--poll-interval", "200ms"])
+        let worker = try await helper.worker(db, store: store, ["--webhook-secret", secret, "--poll-interval", "200ms"])
         defer { worker.signal(SIGKILL) }
         let settled = try await waitUntil(60) {
             try await db.query("SELECT count(*) AS n FROM halcyon.jobs WHERE callback_status IN ('delivered', 'failed')").value(0, "n") == "2"
@@ -105,12 +105,12 @@ struct ApplicationWorkerTests {
         // A first worker finishes the jobs (it may not reach 127.0.0.2: the tarpit's deliveries fail
         // at once). Then every delivery is made due again, the tarpit's six first, for a second
         // worker that may reach both.
-        let first = try helper.worker(db, store: store, ["--drain", "--no-progress", "--webhook-timeout", "10m"])
+        let first = try await helper.worker(db, store: store, ["--drain", "--no-progress", "--webhook-timeout", "10m"])
         #expect(await first.wait(timeout: 120) != nil)
         try await db.query(
             "UPDATE halcyon.jobs SET callback_status = 'pending', callback_attempts = 0, callback_at = now() - interval '1 minute' + (id * interval '1 ms')"
         )
-        let worker = try helper.worker(
+        let worker = try await helper.worker(
             db, store: store, ["--allow-network", "127.0.0.2/32", "--webhook-secret", secret, "--webhook-timeout", "10m", "--poll-interval", "200ms"])
         defer { worker.signal(SIGKILL) }
         let delivered = try await waitUntil(60) {
@@ -170,7 +170,7 @@ struct ApplicationWorkerTests {
                 "SELECT halcyon.enqueue($1, processors => 'format(png)', options => '{\"callback_url\": \"http://10.0.0.1/hook\"}') AS id",
                 ["\(TestEnvironment.origin)/files/\(png)?drain-webhook=\(db.name)"]
             ).value(0, "id"))
-        let worker = try helper.worker(db, store: store, ["--drain", "--no-progress", "--webhook-secret", secret, "--poll-interval", "200ms"])
+        let worker = try await helper.worker(db, store: store, ["--drain", "--no-progress", "--webhook-secret", secret, "--poll-interval", "200ms"])
         defer { worker.signal(SIGKILL) }
         #expect(await worker.wait(timeout: 120) == 0, "\(worker.output.suffix(3000))")
         let sql = "SELECT state::text, callback_status, callback_attempts, callback_error FROM halcyon.jobs WHERE id = $1::bigint"
@@ -234,7 +234,7 @@ struct ApplicationWorkerTests {
         let pid = try Subprocess.spawn(
             "/usr/bin/env", ["python3", script.path, directory.path, host], outputPath: directory.appendingPathComponent("receiver.log").path)
         let portFile = directory.appendingPathComponent("port")
-        _ = try await waitUntil(30) { FileManager.default.fileExists(atPath: portFile.path) }
+        _ = try await waitUntil(120) { FileManager.default.fileExists(atPath: portFile.path) }
         let port = try String(contentsOf: portFile, encoding: .utf8)
         let log = directory.appendingPathComponent("requests")
         return (
@@ -266,7 +266,7 @@ struct ApplicationWorkerTests {
                 ["\(TestEnvironment.origin)/files/\(png)?webhook-kill=\(db.name)", receiver.url]
             ).value(0, "id"))
         let arguments = ["--webhook-secret", "s", "--webhook-timeout", "10s", "--poll-interval", "200ms"]
-        let first = try helper.worker(db, store: store, arguments)
+        let first = try await helper.worker(db, store: store, arguments)
         defer { first.signal(SIGKILL) }
         #expect(try await waitUntil(90) { receiver.requests().count == 1 }, "no delivery reached the receiver: \(first.output.suffix(1500))")
         first.signal(SIGKILL)
@@ -289,7 +289,7 @@ struct ApplicationWorkerTests {
         #expect(cancel.status == 0, "\(cancel.output)")
 
         #expect(FileManager.default.createFile(atPath: directory.appendingPathComponent("answer").path, contents: Data()))
-        let second = try helper.worker(db, store: store, arguments)
+        let second = try await helper.worker(db, store: store, arguments)
         defer { second.signal(SIGKILL) }
         let delivered = try await waitUntil(120) {
             try await db.query("SELECT count(*) AS n FROM halcyon.jobs WHERE callback_status = 'delivered'").value(0, "n") == "3"
@@ -312,7 +312,7 @@ struct ApplicationWorkerTests {
         let store = try TestEnvironment.temporaryDirectory("cli-store")
         let (png, _) = try WorkerTests.published()
         let source = "\(TestEnvironment.origin)/files/\(png)?cli=\(db.name)"
-        let worker = try helper.worker(db, store: store, ["--poll-interval", "200ms"])
+        let worker = try await helper.worker(db, store: store, ["--poll-interval", "200ms"])
         defer { worker.signal(SIGKILL) }
 
         let ok = try await run(db, ["enqueue", source, "--processors", "format(png)", "--wait", "--timeout", "60s"])
@@ -378,7 +378,7 @@ struct ApplicationWorkerTests {
             FROM (VALUES ('succeeded', interval '2 hours'), ('succeeded', interval '10 minutes'), ('failed', interval '3 hours'),
                          ('cancelled', interval '30 minutes')) AS v(s, age)
             """)
-        let worker = try helper.worker(
+        let worker = try await helper.worker(
             db, store: store, ["--queue", "thumbs=1", "--drain", "--sweep-interval", "1s", "--retain-succeeded", "1h", "--retain-failed", "1h"])
         #expect(await worker.wait(timeout: 60) == 0, "\(worker.output)")
         let states = try await db.query(
@@ -386,10 +386,10 @@ struct ApplicationWorkerTests {
         #expect(states.rows == [["backfill", "queued", "1"], ["thumbs", "succeeded", "2"]], "\(states.rows)")
         // The drain may end before the first sweep: run one more worker that sweeps and stays.
         if try await db.query("SELECT count(*) AS n FROM halcyon.row_prunes").value(0, "n") == "0" {
-            let sweeper = try helper.worker(
+            let sweeper = try await helper.worker(
                 db, store: store, ["--queue", "none", "--sweep-interval", "1s", "--retain-succeeded", "1h", "--retain-failed", "1h"])
             defer { sweeper.signal(SIGKILL) }
-            #expect(try await waitUntil(30) { try await db.query("SELECT count(*) AS n FROM halcyon.row_prunes").value(0, "n") != "0" })
+            #expect(try await waitUntil(120) { try await db.query("SELECT count(*) AS n FROM halcyon.row_prunes").value(0, "n") != "0" })
         }
         let old = try await db.query("SELECT state::text, count(*) AS n FROM halcyon.jobs WHERE source LIKE '%old.jpg' GROUP BY 1 ORDER BY 1")
         #expect(old.rows == [["cancelled", "1"], ["succeeded", "1"]], "\(old.rows)")

@@ -6,7 +6,7 @@ import HalcyonTestSupport
 import Testing
 
 /// `halcyon bench` runs end to end (speed is reported by the command, never asserted).
-@Suite(.enabled(if: TestEnvironment.available, "needs scripts/test (PostgreSQL, binary)"))
+@Suite(.enabled(if: TestEnvironment.available, "needs scripts/test (PostgreSQL, binary)"), .processes(2))
 struct BenchCommandTests {
     @Test func benchRunsW1AndWritesItsResults() async throws {
         let db = try await TestDatabase.create()
@@ -85,7 +85,7 @@ struct BenchCommandTests {
     /// checks), both rates and their ratio reported; the hosts and their jobs gone after.
     @Test(
         .enabled(if: TestEnvironment.s3Available, "needs scripts/test's S3 server"),
-        .enabled(if: NetworkHosts.unavailableReason == nil, Comment(rawValue: NetworkHosts.unavailableReason ?? "")), .cpuHeavy)
+        .enabled(if: NetworkHosts.unavailableReason == nil, Comment(rawValue: NetworkHosts.unavailableReason ?? "")), .processes(3))
     func acrossHostsReportsOneAndTwoHosts() async throws {
         let db = try await TestDatabase.create()
         let home = try TestEnvironment.temporaryDirectory("bench-home")

@@ -7,9 +7,8 @@ import Testing
 
 /// Work that a small job can ask for is bounded: a still output decodes one page of a
 /// multi-page file. Each case drains one worker and reads the peak RSS it reports on exit.
-// Their workers keep both cores busy for seconds: one such suite at a time (and not beside
-// the in-process heavy tests), so the end-to-end tests around them keep their timing.
-@Suite(.enabled(if: TestEnvironment.available, "needs scripts/test (PostgreSQL, origin, binary)"), .cpuHeavy)
+// Their workers keep both cores busy for seconds: each test takes two process slots.
+@Suite(.enabled(if: TestEnvironment.available, "needs scripts/test (PostgreSQL, origin, binary)"), .processes(2))
 struct BoundedWorkTests {
     static func hostileFixture(_ name: String) throws -> Data {
         try Data(

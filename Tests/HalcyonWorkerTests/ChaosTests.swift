@@ -11,15 +11,18 @@ import Testing
 /// Faults while real workers drain real jobs: SIGKILLed workers, a second SIGTERM, a store
 /// that refuses writes, two hosts on one store. Afterwards nothing is lost, stuck or corrupt.
 /// HALCYON_CHAOS_JOBS / HALCYON_CHAOS_KILLS make the kill run longer (CI: 400 jobs, 3 kills).
-@Suite(.enabled(if: TestEnvironment.available, "needs scripts/test (PostgreSQL, origin, binary)"))
+@Suite(.enabled(if: TestEnvironment.available, "needs scripts/test (PostgreSQL, origin, binary)"), .processes)
 struct ChaosTests {
     /// Small, so the debug build's resampler (unoptimised Swift) keeps up with the kills.
     static let photo: Data = try! SampleImages.photo(width: 320, height: 240, seed: 7)
 
-    func worker(_ db: TestDatabase, store: URL, _ extra: [String] = [], home: URL? = nil) throws -> HalcyonProcess {
-        try HalcyonProcess(
+    /// A worker on `db`, once it is ready.
+    func worker(_ db: TestDatabase, store: URL, _ extra: [String] = [], home: URL? = nil) async throws -> HalcyonProcess {
+        let w = try HalcyonProcess(
             ["work", "--store", store.path, "--log-level", "info", "--allow-network", "127.0.0.1/32"] + extra,
             conninfo: db.conninfo, environment: home.map { ["HALCYON_HOME": $0.path] } ?? [:])
+        try await w.ready()
+        return w
     }
 
     func count(_ db: TestDatabase, _ whereClause: String) async throws -> Int {
@@ -57,7 +60,7 @@ struct ChaosTests {
         #expect(stray.isEmpty, "temp files outside tmp/: \(stray.prefix(5))")
     }
 
-    @Test func workersKilledAtRandomLoseNothing() async throws {
+    @Test(.processes(3)) func workersKilledAtRandomLoseNothing() async throws {
         let env = ProcessInfo.processInfo.environment
         let n = env["HALCYON_CHAOS_JOBS"].flatMap { Int($0) } ?? 400
         let kills = env["HALCYON_CHAOS_KILLS"].flatMap { Int($0) } ?? 3
@@ -70,9 +73,10 @@ struct ChaosTests {
             chain: "resize(100x100, mode=fill) |> format(jpeg, quality=80)")
         let args = [
             "--lease", "2s", "--concurrency", "2", "--fetch-concurrency", "4", "--log-level",
-            ProcessInfo.processInfo.environment["HALCYON_CHAOS_LOG"] ?? "warning",
+            ProcessInfo.processInfo.environment["HALCYON_CHAOS_LOG"] ?? "info",
         ]
-        var workers = try (0..<3).map { _ in try worker(db, store: store, args) }
+        var workers: [HalcyonProcess] = []
+        for _ in 0..<3 { workers.append(try await worker(db, store: store, args)) }
         var killedAt: [Date] = []
         var inFlightAtKill = 0
         for _ in 0..<kills {
@@ -82,7 +86,7 @@ struct ChaosTests {
             // Kill it while it holds jobs (a loaded machine may start it slowly); what it holds
             // now is what may run twice.
             let holding = "state = 'running' AND locked_by LIKE '%-\(victim.pid)-%'"
-            _ = try await waitUntil(20) {
+            _ = try await waitUntil(120) {
                 let held = try await count(db, holding), queued = try await count(db, "state = 'queued'")
                 return held > 0 || queued == 0
             }
@@ -90,7 +94,7 @@ struct ChaosTests {
             victim.signal(SIGKILL)
             _ = await victim.wait(timeout: 5)
             killedAt.append(Date())
-            workers[i] = try worker(db, store: store, args)
+            workers[i] = try await worker(db, store: store, args)
         }
         let drained = try await waitUntil(180 + Double(n) / 10) { try await count(db, "state IN ('queued', 'running')") == 0 }
         if !drained {
@@ -135,7 +139,7 @@ struct ChaosTests {
         try await expectStoreIntact(db, store: store)
     }
 
-    @Test func workersRideOutDatabaseRestartsAndKilledConnections() async throws {
+    @Test(.processes(2)) func workersRideOutDatabaseRestartsAndKilledConnections() async throws {
         _ = try Origin.publish("chaos.jpg", Self.photo)
         // A cluster of its own: restarting the shared test cluster would disturb other suites.
         let cluster = EmbeddedCluster(home: try TestEnvironment.temporaryDirectory("restart"))
@@ -220,13 +224,19 @@ struct ChaosTests {
         let holder = try await db.connect()
         try await holder.execute("BEGIN")
         try await holder.execute("SELECT id FROM halcyon.jobs ORDER BY id LIMIT 2 FOR UPDATE")
-        let w = try worker(db, store: store, ["--poll-interval", "200ms"])
-        #expect(try await waitUntil(30) { try await count(db, "state = 'succeeded'") == 28 })
+        let w = try await worker(db, store: store, ["--poll-interval", "200ms"])
+        // However slowly a busy machine drains them, the 28 unlocked jobs finish while the lock is held.
+        let drained = try await waitForProgress(stall: 60) {
+            try await count(db, "state = 'succeeded'")
+        } until: {
+            $0 == 28
+        }
+        #expect(drained, "\(w.output.suffix(2000))")
         #expect(try await count(db, "state = 'queued'") == 2, "the locked rows were not skipped")
         try await Task.sleep(for: .seconds(1))
         try await holder.execute("COMMIT")
         await holder.close()
-        #expect(try await waitUntil(30) { try await count(db, "state = 'succeeded'") == 30 })
+        #expect(try await waitUntil(120) { try await count(db, "state = 'succeeded'") == 30 })
         #expect(w.isRunning)
         w.signal(SIGTERM)
         #expect(await w.wait(timeout: 30) == 0)
@@ -245,7 +255,7 @@ struct ChaosTests {
         let n = Int(ProcessInfo.processInfo.environment["HALCYON_CHAOS_RECLAIMS"] ?? "") ?? 80
         // Each job's first three requests answer 503; no retry inside the fetch, no backoff.
         try await enqueue(db, n, source: { "\(TestEnvironment.origin)/fail/3/503/\(db.name)-\($0)/chaos.jpg" }, chain: "")
-        let w = try worker(
+        let w = try await worker(
             db, store: store,
             [
                 "--drain", "--retry-base", "0s", "--fetch-retries", "0", "--lease", "5s",
@@ -262,8 +272,8 @@ struct ChaosTests {
     @Test(arguments: 0..<3)
     func aSIGTERMRightAfterStartStopsTheWorker(round: Int) async throws {
         let db = try await TestDatabase.create()
-        let w = try worker(db, store: try TestEnvironment.temporaryDirectory("store"))
-        #expect(try await waitUntil(30) { w.output.contains("worker started") })
+        let w = try await worker(db, store: try TestEnvironment.temporaryDirectory("store"))
+        #expect(try await waitUntil(120) { w.output.contains("worker started") })
         w.signal(SIGTERM)
         #expect(await w.wait(timeout: 15) == 0, "\(w.output.suffix(1500))")
         #expect(w.output.contains("stop requested"))
@@ -274,7 +284,7 @@ struct ChaosTests {
         let db = try await TestDatabase.create()
         let store = try TestEnvironment.temporaryDirectory("store")
         try await enqueue(db, 40, source: { "\(TestEnvironment.origin)/slowfile/30/chaos.jpg?t=\(db.name)&j=\($0)" }, chain: "")
-        let w = try worker(db, store: store, ["--grace", "60s", "--concurrency", "2", "--fetch-concurrency", "4"])
+        let w = try await worker(db, store: store, ["--grace", "60s", "--concurrency", "2", "--fetch-concurrency", "4"])
         #expect(try await waitUntil(60) { try await count(db, "state = 'running'") > 0 })
         w.signal(SIGTERM)
         // Two SIGTERMs pending at once are one signal to the kernel: the second comes later.
@@ -330,13 +340,13 @@ struct ChaosTests {
         #expect(temps.isEmpty, "temp files left by refused writes: \(temps)")
         // The same jobs succeed once the store takes writes again.
         try await db.query("UPDATE halcyon.jobs SET run_at = now(), state = 'queued', finished_at = NULL WHERE state IN ('queued', 'failed')")
-        let healthy = try worker(db, store: store, ["--drain"])
+        let healthy = try await worker(db, store: store, ["--drain"])
         #expect(await healthy.wait(timeout: 180) == 0, "\(healthy.output.suffix(1500))")
         #expect(try await count(db, "state = 'succeeded'") == 6)
         try await expectStoreIntact(db, store: store)
     }
 
-    @Test func twoHostsShareOneStoreAndOneDatabase() async throws {
+    @Test(.processes(2)) func twoHostsShareOneStoreAndOneDatabase() async throws {
         _ = try Origin.publish("chaos.jpg", Self.photo)
         let db = try await TestDatabase.create()
         let store = try TestEnvironment.temporaryDirectory("store")
@@ -349,7 +359,7 @@ struct ChaosTests {
         for (i, home) in hosts.enumerated() {
             for _ in 0..<2 {
                 workers.append(
-                    try worker(
+                    try await worker(
                         db, store: store, ["--drain", "--concurrency", "2"] + (i == 1 ? ["--poll-only", "--poll-interval", "200ms"] : []),
                         home: home))
             }

@@ -5,7 +5,7 @@ import Testing
 
 /// Out-of-range values are errors that name what was wrong, never a trap: each of these used to
 /// crash the CLI (an Int conversion of 1e20, of 10¹⁹ ms) or make a worker busy-loop.
-@Suite(.enabled(if: TestEnvironment.available, "needs scripts/test (binary)"))
+@Suite(.enabled(if: TestEnvironment.available, "needs scripts/test (binary)"), .processes)
 struct CommandLineTests {
     /// Runs halcyon with `arguments` against a database that does not exist (none of these may
     /// get that far); returns the exit status and what it printed.
@@ -91,7 +91,7 @@ struct CommandLineTests {
 }
 
 /// `show` and `status` print rows anyone with write access could make, without trapping.
-@Suite(.enabled(if: TestEnvironment.available, "needs scripts/test (PostgreSQL, binary)"))
+@Suite(.enabled(if: TestEnvironment.available, "needs scripts/test (PostgreSQL, binary)"), .processes)
 struct HostileRowCommandTests {
     @Test func showAndStatusPrintHugeNumbers() async throws {
         let db = try await TestDatabase.create()

@@ -12,9 +12,8 @@ import Testing
 /// others without charge, and a new child goes on at once — not after a lease. Real faults are
 /// injected with `HALCYON_TEST_FAULT` (a store through a bad pointer, a runaway allocation, a
 /// call that never returns) and a real SIGKILL, as the OOM killer sends it.
-// Their workers keep both cores busy for seconds: one such suite at a time (and not beside
-// the in-process heavy tests), so the end-to-end tests around them keep their timing.
-@Suite(.enabled(if: TestEnvironment.available, "needs scripts/test (PostgreSQL, origin, binary)"), .cpuHeavy)
+// Their workers keep both cores busy for seconds: each test takes two process slots.
+@Suite(.enabled(if: TestEnvironment.available, "needs scripts/test (PostgreSQL, origin, binary)"), .processes(2))
 struct CrashContainmentTests {
     struct Row {
         var state: String
@@ -55,12 +54,19 @@ struct CrashContainmentTests {
         return ids
     }
 
-    static func worker(_ db: TestDatabase, _ extra: [String], fault: String? = nil, environment: [String: String] = [:]) throws -> HalcyonProcess {
-        try HalcyonProcess(
+    /// A worker on `db`, once it is ready.
+    static func worker(
+        _ db: TestDatabase, _ extra: [String], fault: String? = nil, environment: [String: String] = [:]
+    ) async throws
+        -> HalcyonProcess
+    {
+        let w = try HalcyonProcess(
             [
                 "work", "--no-progress", "--store", try TestEnvironment.temporaryDirectory("store").path,
                 "--allow-network", "127.0.0.1/32", "--fetch-retries", "0", "--lease", "60s",
             ] + extra, conninfo: db.conninfo, environment: environment.merging(fault.map { ["HALCYON_TEST_FAULT": $0] } ?? [:]) { $1 })
+        try await w.ready()
+        return w
     }
 
     /// SIGKILL to the child while it processes slow jobs among many quick ones, with two slots:
@@ -72,7 +78,7 @@ struct CrashContainmentTests {
         var slow: [String] = []
         for i in 0..<4 { slow.append(try await Self.enqueue(db, "\(big)?n=\(i)", "blur(\(30 + i)) |> format(png)", priority: 10)) }
         let quick = try await Self.quickJobs(db, count: 30, tag: "kill")
-        let w = try Self.worker(db, ["--drain", "--concurrency", "2"])
+        let w = try await Self.worker(db, ["--drain", "--concurrency", "2"])
         // A slow job claimed, then in processing for a moment.
         let claimed = try await waitUntil(60) {
             try await db.query("SELECT count(*) AS n FROM halcyon.jobs WHERE state = 'running' AND priority = 10").value(0, "n") != "0"
@@ -84,7 +90,7 @@ struct CrashContainmentTests {
         let killed = Date()
         // The next job to finish finishes before a 60 s lease could lapse (seconds on an idle
         // machine; the bound leaves room for the suite's load).
-        let resumed = try await waitUntil(45) {
+        let resumed = try await waitUntil(120) {
             try await db.query("SELECT count(*) AS n FROM halcyon.jobs WHERE finished_at > $1::timestamptz", [ISO8601.format(killed)])
                 .value(0, "n") != "0"
         }
@@ -118,7 +124,7 @@ struct CrashContainmentTests {
         let png = try Origin.publish("crash-late.png", try SampleImages.photo(width: 64, height: 48, seed: 12, format: .png))
         let source = png.replacingOccurrences(of: "/files/", with: "/slowfile/20/") + "?late=\(db.name)"
         let id = try await Self.enqueue(db, source, "format(png)")
-        let w = try Self.worker(db, ["--concurrency", "1"])
+        let w = try await Self.worker(db, ["--concurrency", "1"])
         defer { w.signal(SIGKILL) }
         let query = "SELECT state::text, attempt, locked_by, started_at::text AS started FROM halcyon.jobs WHERE id = $1::bigint"
         #expect(try await waitUntil(60) { try await db.query(query, [id]).value(0, "state") == "running" }, "\(w.output.suffix(2000))")
@@ -168,7 +174,7 @@ struct CrashContainmentTests {
         let runaway = try await Self.enqueue(db, try Origin.publish("crash-fault-runaway.png", image), "resize(41x41) |> format(png)")
         let stuck = try await Self.enqueue(db, try Origin.publish("crash-fault-stuck.png", image), "resize(42x42) |> format(png)")
         let quick = try await Self.quickJobs(db, count: 12, tag: "fault")
-        let w = try Self.worker(
+        let w = try await Self.worker(
             db, ["--drain", "--concurrency", "1", "--max-memory", "400MiB", "--max-job-time", "5s"],
             fault: "segv:crash-fault-segv;allocate:crash-fault-runaway;hang:crash-fault-stuck")
         #expect(await w.wait(timeout: 240) == 0, "\(w.output.suffix(3000))")
@@ -206,7 +212,7 @@ struct CrashContainmentTests {
         let backtracer = try TestEnvironment.temporaryDirectory("backtracer").appendingPathComponent("swift-backtrace")
         try "#!/bin/sh\nsleep 6\n".write(to: backtracer, atomically: true, encoding: .utf8)
         chmod(backtracer.path, 0o755)
-        let w = try Self.worker(
+        let w = try await Self.worker(
             db, ["--drain", "--concurrency", "1", "--max-job-time", "1s"], fault: "segv:crash-slow-backtrace",
             environment: ["SWIFT_BACKTRACE": "enable=yes,swift-backtrace=\(backtracer.path)"])
         #expect(await w.wait(timeout: 120) == 0, "\(w.output.suffix(3000))")
@@ -225,7 +231,7 @@ struct CrashContainmentTests {
         let big = try Origin.publish("crash-restart-big.jpg", try SampleImages.photo(width: 1500, height: 1500, seed: 12))
         var others: [String] = []
         for i in 0..<6 { others.append(try await Self.enqueue(db, big, "blur(\(20 + i)) |> format(png)")) }
-        let w = try Self.worker(db, ["--concurrency", "1"], fault: "segv:crash-restart-segv")
+        let w = try await Self.worker(db, ["--concurrency", "1"], fault: "segv:crash-restart-segv")
         let restarting = try await waitUntil(60) { w.output.contains("restarting the worker process") }
         #expect(restarting, "\(w.output.suffix(3000))")
         w.signal(SIGTERM)
@@ -253,7 +259,7 @@ struct CrashContainmentTests {
         let db = try await TestDatabase.create()
         let big = try Origin.publish("crash-group-big.jpg", try SampleImages.photo(width: 1500, height: 1500, seed: 13))
         let id = try await Self.enqueue(db, big, "blur(25) |> format(png)")
-        let w = try Self.worker(db, ["--concurrency", "1", "--grace", "60s"])
+        let w = try await Self.worker(db, ["--concurrency", "1", "--grace", "60s"])
         #expect(try await waitUntil(60) { try await db.query("SELECT state::text AS s FROM halcyon.jobs").value(0, "s") == "running" })
         let child = try #require(w.children.first)
         kill(w.pid, SIGTERM)

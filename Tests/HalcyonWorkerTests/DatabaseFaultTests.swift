@@ -7,7 +7,7 @@ import Testing
 
 /// The database says no, or is slow for some rows: only those jobs are affected, the worker
 /// neither retries a refusal forever nor lets one locked row hold back every lease.
-@Suite(.enabled(if: TestEnvironment.available, "needs scripts/test (PostgreSQL, origin, binary)"))
+@Suite(.enabled(if: TestEnvironment.available, "needs scripts/test (PostgreSQL, origin, binary)"), .processes)
 struct DatabaseFaultTests {
     func count(_ db: TestDatabase, _ whereClause: String) async throws -> Int {
         Int(try await db.query("SELECT count(*) AS n FROM halcyon.jobs WHERE \(whereClause)").value(0, "n") ?? "") ?? -1

@@ -4,7 +4,7 @@ import HalcyonTestSupport
 import Testing
 
 /// The fetch stage as a worker runs it: retries, per-job retry options, coalescing, the guard.
-@Suite(.enabled(if: TestEnvironment.available, "needs scripts/test (PostgreSQL, origin, binary)"))
+@Suite(.enabled(if: TestEnvironment.available, "needs scripts/test (PostgreSQL, origin, binary)"), .processes)
 struct FetchStageTests {
     let helper = WorkerTests()
 
@@ -14,7 +14,7 @@ struct FetchStageTests {
         let store = try TestEnvironment.temporaryDirectory("store")
         let path = "/fail/2/500/\(db.name)/tiny.png"
         _ = try await helper.enqueue(db, [helper.job(TestEnvironment.origin + path, "resize(4x4)")])
-        let w = try helper.worker(db, store: store, ["--drain", "--fetch-retry-interval", "50ms"])
+        let w = try await helper.worker(db, store: store, ["--drain", "--fetch-retry-interval", "50ms"])
         #expect(await w.wait(timeout: 180) == 0)
         let r = try await db.query("SELECT state::text, attempt, errors::text FROM halcyon.jobs")
         #expect(r.value(0, "state") == "succeeded")
@@ -31,7 +31,7 @@ struct FetchStageTests {
         var job = helper.job(TestEnvironment.origin + path)
         job.options = #"{"retry": {"max": 0}}"#
         _ = try await helper.enqueue(db, [job])
-        let w = try helper.worker(db, store: store, ["--drain", "--fetch-retries", "5"])
+        let w = try await helper.worker(db, store: store, ["--drain", "--fetch-retries", "5"])
         #expect(await w.wait(timeout: 180) == 0)
         // No download retry: the job itself is scheduled again with backoff.
         let r = try await db.query("SELECT state::text, attempt, last_error FROM halcyon.jobs")
@@ -47,7 +47,7 @@ struct FetchStageTests {
         let path = "/slowfile/2/photo.jpg?t=\(db.name)"
         let chains = (0..<20).map { "resize(\(20 + $0 * 10)x\(20 + $0 * 10), mode=fill) |> format(png)" }
         _ = try await helper.enqueue(db, chains.map { helper.job(TestEnvironment.origin + path, $0) })
-        let w = try helper.worker(db, store: store, ["--drain", "--fetch-concurrency", "32"])
+        let w = try await helper.worker(db, store: store, ["--drain", "--fetch-concurrency", "32"])
         #expect(await w.wait(timeout: 180) == 0, "\(w.output.suffix(1000))")
         #expect(try await helper.count(db, "state = 'succeeded'") == 20)
         #expect(try await db.query("SELECT count(DISTINCT result_digest) AS n FROM halcyon.jobs").value(0, "n") == "20")
@@ -64,7 +64,7 @@ struct FetchStageTests {
                 helper.job("http://127.0.0.2:\(port)/files/tiny.png"),  // loopback, but only 127.0.0.1 is allowed
                 helper.job("\(TestEnvironment.origin)/redirect?to=http://127.0.0.3:\(port)/files/tiny.png&t=\(db.name)"),
             ])
-        let w = try helper.worker(db, store: store, ["--drain"])
+        let w = try await helper.worker(db, store: store, ["--drain"])
         #expect(await w.wait(timeout: 180) == 0)
         let r = try await db.query("SELECT state::text, attempt, last_error FROM halcyon.jobs ORDER BY id")
         for i in 0..<2 {
@@ -81,7 +81,7 @@ struct FetchStageTests {
         let path = "/files/photo.jpg?t=\(db.name)"
         for chain in ["resize(30x30)", "resize(40x40)"] {
             _ = try await helper.enqueue(db, [helper.job(TestEnvironment.origin + path, chain)])
-            let w = try helper.worker(db, store: store, ["--drain", "--originals-ttl", "1h"])
+            let w = try await helper.worker(db, store: store, ["--drain", "--originals-ttl", "1h"])
             #expect(await w.wait(timeout: 180) == 0)
         }
         #expect(try await helper.count(db, "state = 'succeeded'") == 2)
@@ -101,7 +101,7 @@ struct FetchStageTests {
                 helper.job(url, "resize(64x64, mode=fill) |> format(png)"),
                 helper.job(url, "resize(64x64, mode=fil)"),
             ])
-        let w = try helper.worker(db, store: store, ["--drain"])
+        let w = try await helper.worker(db, store: store, ["--drain"])
         #expect(await w.wait(timeout: 180) == 0)
         let r = try await db.query("SELECT id, state::text, result_width, result_height, result_format, last_error FROM halcyon.jobs ORDER BY id")
         #expect((0..<3).map { r.value($0, "state") } == ["succeeded", "succeeded", "succeeded"])

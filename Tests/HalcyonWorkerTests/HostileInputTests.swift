@@ -11,7 +11,7 @@ import Testing
 /// (or succeeds harmlessly), the worker never crashes, and its peak RSS stays bounded.
 /// Byte-level cases come from Tests/Fixtures/hostile/make_corpus.py; JPEG-derived ones are
 /// made here from a real JPEG.
-@Suite(.enabled(if: TestEnvironment.available, "needs scripts/test (PostgreSQL, origin, binary)"))
+@Suite(.enabled(if: TestEnvironment.available, "needs scripts/test (PostgreSQL, origin, binary)"), .processes)
 struct HostileInputTests {
     struct Case {
         var name: String

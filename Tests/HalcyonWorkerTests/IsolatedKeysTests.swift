@@ -5,7 +5,7 @@ import Testing
 
 /// Cache keys scoped to a queue (`halcyon.queues.isolated_keys`), end to end: real workers, the
 /// real PostgreSQL and store, two parties that pick the same `cache_key`.
-@Suite(.enabled(if: TestEnvironment.available, "needs scripts/test (PostgreSQL, origin, binary)"))
+@Suite(.enabled(if: TestEnvironment.available, "needs scripts/test (PostgreSQL, origin, binary)"), .processes)
 struct IsolatedKeysTests {
     let helper = WorkerTests()
 
@@ -18,7 +18,7 @@ struct IsolatedKeysTests {
     }
 
     func drain(_ db: TestDatabase, store: URL) async throws {
-        let worker = try helper.worker(db, store: store, ["--drain", "--no-progress"])
+        let worker = try await helper.worker(db, store: store, ["--drain", "--no-progress"])
         #expect(await worker.wait(timeout: 90) == 0, "\(worker.output.suffix(2000))")
     }
 

@@ -6,16 +6,16 @@ import Testing
 /// every 4 s do not keep `/healthz` from answering within a second (a container's health check
 /// must not fail because someone holds connections open), and each is dropped once its request
 /// has not arrived whole within 5 s (408). SIGTERM then stops the worker as usual.
-@Suite(.enabled(if: TestEnvironment.available, "needs scripts/test (PostgreSQL, origin, binary)"))
+@Suite(.enabled(if: TestEnvironment.available, "needs scripts/test (PostgreSQL, origin, binary)"), .processes)
 struct MetricsEndpointTests {
     let helper = WorkerTests()
 
     @Test func tricklingClientsDoNotHoldHealthz() async throws {
         let db = try await TestDatabase.create()
         let store = try TestEnvironment.temporaryDirectory("store")
-        let w = try helper.worker(db, store: store, ["--metrics-port", "0"])
+        let w = try await helper.worker(db, store: store, ["--metrics-port", "0"])
         var url: String?
-        _ = try await waitUntil(30) {
+        _ = try await waitUntil(120) {
             url = w.output.split(whereSeparator: { $0 == " " || $0 == "\n" }).first { $0.hasPrefix("url=http://") }.map { String($0.dropFirst(4)) }
             return url != nil
         }

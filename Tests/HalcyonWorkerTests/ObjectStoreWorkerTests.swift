@@ -12,7 +12,7 @@ import Testing
 /// `scripts/test`): results land in the bucket, a second job for the same key is a hit without a
 /// download, `show` names the object and a link that fetches it, `sweep` and `verify` work on
 /// the bucket. No directory is shared with the worker.
-@Suite(.enabled(if: TestEnvironment.available && TestEnvironment.s3Available, "needs scripts/test (PostgreSQL, origin, SeaweedFS)"))
+@Suite(.enabled(if: TestEnvironment.available && TestEnvironment.s3Available, "needs scripts/test (PostgreSQL, origin, SeaweedFS)"), .processes)
 struct ObjectStoreWorkerTests {
     let helper = WorkerTests()
 

@@ -5,7 +5,7 @@ import HalcyonTestSupport
 import Testing
 
 /// What an operator runs and reads: the demo, the metrics.
-@Suite(.enabled(if: TestEnvironment.available, "needs scripts/test (PostgreSQL, origin, binary)"))
+@Suite(.enabled(if: TestEnvironment.available, "needs scripts/test (PostgreSQL, origin, binary)"), .processes)
 struct OperatorTests {
     let helper = WorkerTests()
 
@@ -40,7 +40,7 @@ struct OperatorTests {
         // The dashboard the demo points to (on a free port here) shows the demo's jobs.
         let dashboard = try HalcyonProcess(["dashboard", "--port", "0", "--store", home.appendingPathComponent("store").path], conninfo: db.conninfo)
         defer { dashboard.signal(SIGTERM) }
-        #expect(try await waitUntil(30) { dashboard.output.contains("dashboard: http://127.0.0.1:") }, "\(dashboard.output)")
+        #expect(try await waitUntil(120) { dashboard.output.contains("dashboard: http://127.0.0.1:") }, "\(dashboard.output)")
         let url = try #require(dashboard.output.split(separator: "\n").first { $0.hasPrefix("dashboard: ") }?.dropFirst(11))
         let overview = try #require(JSONValue.parse(try Origin.get(url + "api/overview")))
         #expect(overview["counts"]?["succeeded"]?["value"]?.numberValue == 24 && overview["counts"]?["failed"]?["value"]?.numberValue == 2)
@@ -87,7 +87,7 @@ struct OperatorTests {
         let db = try await TestDatabase.create()
         let store = try TestEnvironment.temporaryDirectory("store")
         let file = store.deletingLastPathComponent().appendingPathComponent("halcyon-\(db.name).prom")
-        let w = try helper.worker(db, store: store, ["--metrics-port", "0", "--metrics-file", file.path])
+        let w = try await helper.worker(db, store: store, ["--metrics-port", "0", "--metrics-file", file.path])
         // The endpoint's address is in the log.
         var url: String?
         for _ in 0..<100 where url == nil {
@@ -111,12 +111,12 @@ struct OperatorTests {
                 helper.job(source, "resize(60x60)"), helper.job(source, "resize(70x70)"),
                 helper.job("\(TestEnvironment.origin)/status/404?t=\(db.name)"),
             ])
-        #expect(try await waitUntil(30) { try await helper.count(db, "state IN ('succeeded', 'failed')") == 3 })
+        #expect(try await waitUntil(120) { try await helper.count(db, "state IN ('succeeded', 'failed')") == 3 })
         _ = try await helper.enqueue(db, [helper.job(source, "resize(60x60)")])  // a store hit
-        #expect(try await waitUntil(30) { try await helper.count(db, "state = 'succeeded'") == 3 })
+        #expect(try await waitUntil(120) { try await helper.count(db, "state = 'succeeded'") == 3 })
 
         // The row is written before the worker counts it: give the counter a moment.
-        _ = try await waitUntil(30) { try scrape()["halcyon_jobs_total{outcome=\"succeeded\",code=\"\"}"] == 3 }
+        _ = try await waitUntil(120) { try scrape()["halcyon_jobs_total{outcome=\"succeeded\",code=\"\"}"] == 3 }
         let after = try scrape()
         #expect(after["halcyon_jobs_total{outcome=\"succeeded\",code=\"\"}"] == 3)
         #expect(after["halcyon_jobs_total{outcome=\"failed\",code=\"fetch.http_status\"}"] == 1)

@@ -7,7 +7,7 @@ import Testing
 
 /// Downloaded sources waiting for a processing slot are bounded in bytes, so a worker that
 /// claimed many jobs does not hold every body in memory at once.
-@Suite(.enabled(if: TestEnvironment.available, "needs scripts/test (PostgreSQL, origin, binary)"))
+@Suite(.enabled(if: TestEnvironment.available, "needs scripts/test (PostgreSQL, origin, binary)"), .processes)
 struct PendingBytesTests {
     /// A JPEG padded with comment segments to about `megabytes` MB: a big download, a cheap decode.
     static func paddedJPEG(megabytes: Int) throws -> Data {

@@ -8,7 +8,7 @@ import Testing
 /// shared by every client): migrations, enqueue, two workers, a sweep, wait and status all go
 /// through it, with `HALCYON_POLL_ONLY=1` as README says; Halcyon's statement settings hold
 /// for its statements and leak to no other client.
-@Suite(.enabled(if: TestEnvironment.available && TestEnvironment.pgbouncerConninfo != nil, "needs scripts/test (PgBouncer)"))
+@Suite(.enabled(if: TestEnvironment.available && TestEnvironment.pgbouncerConninfo != nil, "needs scripts/test (PgBouncer)"), .processes(2))
 struct PoolerTests {
     @Test func workersEnqueueSweepWaitAndStatusBehindPgBouncerInTransactionPooling() async throws {
         let db = try await TestDatabase.create(migrated: false)

@@ -7,7 +7,7 @@ import Testing
 
 /// Presets and `halcyon.enqueue_variants`: the srcset case, end to end through the CLI, SQL
 /// and a worker.
-@Suite(.enabled(if: TestEnvironment.available, "needs scripts/test (PostgreSQL, origin, binary)"))
+@Suite(.enabled(if: TestEnvironment.available, "needs scripts/test (PostgreSQL, origin, binary)"), .processes)
 struct PresetTests {
     func halcyon(_ db: TestDatabase, _ arguments: [String]) async throws -> (status: Int32?, output: String) {
         let p = try HalcyonProcess(arguments, conninfo: db.conninfo)

@@ -27,9 +27,8 @@ import Testing
 ///   would not: the comparison can tell).
 /// It prints a summary: files, jobs, succeeded, failed by code (and which files), peak RSS, the
 /// slowest job with its stage timings.
-// Their workers keep both cores busy for seconds: one such suite at a time (and not beside
-// the in-process heavy tests), so the end-to-end tests around them keep their timing.
-@Suite(.enabled(if: TestEnvironment.available, "needs scripts/test (PostgreSQL, origin, binary)"), .cpuHeavy)
+// Their workers keep both cores busy for seconds: each test takes two process slots.
+@Suite(.enabled(if: TestEnvironment.available, "needs scripts/test (PostgreSQL, origin, binary)"), .processes(2), .cpuHeavy)
 struct PublicCorpusTests {
     /// What a file's own suite says a decoder does with it.
     enum Expectation: Equatable {

@@ -4,7 +4,7 @@ import Testing
 
 /// The binary finds what it ships with (`migrations/`, `policy/`) from its own path, not from
 /// argv[0], which has no directory when it was found on `PATH`.
-@Suite(.enabled(if: TestEnvironment.available, "needs scripts/test (PostgreSQL, origin, binary)"))
+@Suite(.enabled(if: TestEnvironment.available, "needs scripts/test (PostgreSQL, origin, binary)"), .processes)
 struct ResourceLocationTests {
     @Test func aBinaryFoundOnPathFindsItsMigrationsFromAnyDirectory() async throws {
         let db = try await TestDatabase.create()

@@ -10,7 +10,8 @@ import Testing
 /// `s3://` sources end to end: a real `halcyon work --drain` given the AWS variables of the test
 /// S3 server (SeaweedFS), reading a job's source, a fallback after a failing http source, and a
 /// watermark from it; a missing key fails its job; no credential reaches the rows or the log.
-@Suite(.enabled(if: TestEnvironment.available && TestEnvironment.s3Available, "needs scripts/test (PostgreSQL, origin, SeaweedFS, binary)"))
+@Suite(
+    .enabled(if: TestEnvironment.available && TestEnvironment.s3Available, "needs scripts/test (PostgreSQL, origin, SeaweedFS, binary)"), .processes)
 struct S3SourceWorkerTests {
     @Test func aWorkerReadsSourcesFallbacksAndWatermarksFromS3() async throws {
         let bucket = TestEnvironment.s3Bucket

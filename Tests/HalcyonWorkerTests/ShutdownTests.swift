@@ -8,7 +8,7 @@ import Testing
 
 /// A worker told to stop stops: after the grace period nothing new starts, waits end, and a
 /// second signal is not held up by a database that stopped answering.
-@Suite(.enabled(if: TestEnvironment.available, "needs scripts/test (PostgreSQL, origin, binary)"))
+@Suite(.enabled(if: TestEnvironment.available, "needs scripts/test (PostgreSQL, origin, binary)"), .processes)
 struct ShutdownTests {
     func count(_ db: TestDatabase, _ whereClause: String) async throws -> Int {
         Int(try await db.query("SELECT count(*) AS n FROM halcyon.jobs WHERE \(whereClause)").value(0, "n") ?? "") ?? -1
@@ -80,7 +80,7 @@ struct ShutdownTests {
         let cancel = try HalcyonProcess(["cancel", id], conninfo: db.conninfo)
         #expect(await cancel.wait(timeout: 30) == 0, "\(cancel.output)")
         // The heartbeat (every lease/3) notices; the retry's sleep ends; nothing is in flight.
-        #expect(try await waitUntil(20) { w.output.contains("job no longer held") })
+        #expect(try await waitUntil(120) { w.output.contains("job no longer held") })
         try await Task.sleep(for: .milliseconds(300))
         w.signal(SIGTERM)
         let signalled = ContinuousClock.now

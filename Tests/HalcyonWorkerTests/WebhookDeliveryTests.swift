@@ -7,7 +7,7 @@ import Testing
 /// Webhook delivery against the world: a receiver's `Retry-After`, a key rotation verified by
 /// Standard Webhooks' reference library, `halcyon deliver` with no worker, and a host's circuit
 /// breaker — real `halcyon` processes, the real PostgreSQL, the test origin as receiver.
-@Suite(.enabled(if: TestEnvironment.available, "needs scripts/test (PostgreSQL, origin, binary)"))
+@Suite(.enabled(if: TestEnvironment.available, "needs scripts/test (PostgreSQL, origin, binary)"), .processes)
 struct WebhookDeliveryTests {
     let helper = WorkerTests()
 
@@ -35,7 +35,8 @@ struct WebhookDeliveryTests {
                     "\(TestEnvironment.origin)/webhook/\(first)/1?secret=\(newSecret)&status=503&retry_after=3",
                 ]
             ).value(0, "id").flatMap { Int64($0) })
-        let worker = try helper.worker(db, store: store, ["--drain", "--no-progress", "--webhook-secret", newSecret, "--poll-interval", "200ms"])
+        let worker = try await helper.worker(
+            db, store: store, ["--drain", "--no-progress", "--webhook-secret", newSecret, "--poll-interval", "200ms"])
         #expect(await worker.wait(timeout: 90) == 0, "\(worker.output.suffix(2000))")
         let tries = try deliveries(first)
         #expect(tries.map { $0["status"]?.numberValue } == [503, 200], "\(tries)")
@@ -91,7 +92,7 @@ struct WebhookDeliveryTests {
                 "SELECT halcyon.enqueue($1, processors => 'format(png)', options => jsonb_build_object('callback_url', $2::text))",
                 ["\(TestEnvironment.origin)/files/\(png)?breaker=\(db.name)&n=\(i)", receiver])
         }
-        let worker = try helper.worker(db, store: store, ["--webhook-secret", secret, "--poll-interval", "200ms"])
+        let worker = try await helper.worker(db, store: store, ["--webhook-secret", secret, "--poll-interval", "200ms"])
         defer { worker.signal(SIGKILL) }
         let finished = try await waitUntil(60) {
             try await db.query("SELECT count(*) AS n FROM halcyon.jobs WHERE state = 'succeeded'").value(0, "n") == "10"

@@ -9,7 +9,7 @@ import HalcyonTestSupport
 import Testing
 
 /// End-to-end: real `halcyon work` processes against a real database and origin.
-@Suite(.enabled(if: TestEnvironment.available, "needs scripts/test (PostgreSQL, origin, binary)"))
+@Suite(.enabled(if: TestEnvironment.available, "needs scripts/test (PostgreSQL, origin, binary)"), .processes)
 struct WorkerTests {
     static let tinyPNG: Data = try! SampleImages.solid(width: 8, height: 8, red: 200, green: 100, blue: 50)
     static let photo: Data = try! SampleImages.photo(width: 800, height: 600, seed: 42)
@@ -20,11 +20,14 @@ struct WorkerTests {
         return ("tiny.png", "photo.jpg")
     }
 
-    func worker(_ db: TestDatabase, store: URL, _ extra: [String] = []) throws -> HalcyonProcess {
+    /// A worker on `db`, once it is ready (unless `ready` is false: a worker expected to fail).
+    func worker(_ db: TestDatabase, store: URL, _ extra: [String] = [], ready: Bool = true) async throws -> HalcyonProcess {
         // The origin is on loopback, which the SSRF guard refuses unless allowed.
-        try HalcyonProcess(
+        let w = try HalcyonProcess(
             ["work", "--store", store.path, "--log-level", "info", "--allow-network", "127.0.0.1/32"] + extra,
             conninfo: db.conninfo)
+        if ready { try await w.ready() }
+        return w
     }
 
     func enqueue(_ db: TestDatabase, _ jobs: [JobQueue.NewJob]) async throws -> [Int64] {
@@ -45,7 +48,7 @@ struct WorkerTests {
         Int(try await db.query("SELECT count(*) AS n FROM halcyon.jobs WHERE \(whereClause)").value(0, "n") ?? "") ?? -1
     }
 
-    @Test func fourWorkerProcessesDrain2000JobsEachExactlyOnce() async throws {
+    @Test(.processes(4)) func fourWorkerProcessesDrain2000JobsEachExactlyOnce() async throws {
         _ = try Self.published()
         let db = try await TestDatabase.create()
         let store = try TestEnvironment.temporaryDirectory("store")
@@ -54,7 +57,10 @@ struct WorkerTests {
         let n = 2000
         _ = try await enqueue(db, (0..<n).map { job("\(TestEnvironment.origin)/files/tiny.png?t=\(tag)&j=\($0)") })
         let started = Date()
-        let workers = try (0..<4).map { _ in try worker(db, store: store, ["--drain", "--concurrency", "2", "--log-level", "warning"]) }
+        var workers: [HalcyonProcess] = []
+        for _ in 0..<4 {
+            workers.append(try await worker(db, store: store, ["--drain", "--concurrency", "2", "--log-level", "warning"], ready: false))
+        }
         for w in workers {
             let status = await w.wait(timeout: 300)
             #expect(status == 0, "worker output: \(w.output.suffix(2000))")
@@ -104,7 +110,7 @@ struct WorkerTests {
                 job(url, "resize(200x200) |> format(webp, quality=80)"),
                 job(url, "resize(64x64, mode=fill) |> format(png)"),
             ])
-        let w = try worker(db, store: store, ["--drain"])
+        let w = try await worker(db, store: store, ["--drain"])
         #expect(await w.wait(timeout: 180) == 0, "\(w.output)")
         let expected: [(Int, Int, String, ImageFormat)] = [(320, 320, "jpeg", .jpeg), (200, 150, "webp", .webp), (64, 64, "png", .png)]
         for (id, e) in zip(ids, expected) {
@@ -146,7 +152,7 @@ struct WorkerTests {
         for r in rows {
             try await db.query("SELECT halcyon.enqueue($1, processors => $2, options => $3::jsonb)", [r.0, r.1, r.2])
         }
-        let w = try worker(db, store: store, ["--drain"])
+        let w = try await worker(db, store: store, ["--drain"])
         #expect(await w.wait(timeout: 180) == 0, "\(w.output)")
         let result = try await db.query("SELECT state::text, attempt, last_error FROM halcyon.jobs ORDER BY id")
         for (i, r) in rows.enumerated() {
@@ -167,7 +173,7 @@ struct WorkerTests {
         let db = try await TestDatabase.create()
         let store = try TestEnvironment.temporaryDirectory("store")
         _ = try await enqueue(db, [job("\(TestEnvironment.origin)/status/503?t=\(db.name)", maxAttempts: 2)])
-        var w = try worker(db, store: store, ["--drain", "--retry-base", "4s"])
+        var w = try await worker(db, store: store, ["--drain", "--retry-base", "4s"])
         #expect(await w.wait(timeout: 120) == 0)
         // Backoff after attempt 1: 4 s less up to 25 % jitter, counted from the failure.
         let first = try await db.query(
@@ -184,7 +190,7 @@ struct WorkerTests {
         #expect(first.value(0, "last_error")?.hasSuffix("(after 3 attempts)") == true)  // 2 download retries by default
         // Skip the wait rather than sleep through it (the claim's run_at check is tested in ClaimTests).
         try await db.query("UPDATE halcyon.jobs SET run_at = now()")
-        w = try worker(db, store: store, ["--drain", "--retry-base", "4s"])
+        w = try await worker(db, store: store, ["--drain", "--retry-base", "4s"])
         #expect(await w.wait(timeout: 120) == 0)
         let second = try await db.query("SELECT state::text, attempt, jsonb_array_length(errors) AS n FROM halcyon.jobs")
         #expect(second.value(0, "state") == "failed")
@@ -204,7 +210,7 @@ struct WorkerTests {
                 job("\(o)/status/404?t=\(db.name)", fallbacks: ["\(o)/status/410?t=\(db.name)", winner]),
                 job("\(o)/status/404?t=\(db.name)&x", fallbacks: ["\(o)/notimage?t=\(db.name)"]),
             ])
-        let w = try worker(db, store: store, ["--drain"])
+        let w = try await worker(db, store: store, ["--drain"])
         #expect(await w.wait(timeout: 180) == 0)
         let ok = try await db.query("SELECT state::text, result_source FROM halcyon.jobs WHERE id = $1::bigint", [String(ids[0])])
         #expect(ok.value(0, "state") == "succeeded")
@@ -222,7 +228,7 @@ struct WorkerTests {
         let store = try TestEnvironment.temporaryDirectory("store")
         let n = 6
         _ = try await enqueue(db, (0..<n).map { job("\(TestEnvironment.origin)/slowonce/120/\(db.name)-\($0)/tiny.png") })
-        let victim = try worker(db, store: store, ["--lease", "2s", "--concurrency", "2"])
+        let victim = try await worker(db, store: store, ["--lease", "2s", "--concurrency", "2"])
         var seen: [String] = []
         let spawned = Date()
         #expect(
@@ -234,9 +240,9 @@ struct WorkerTests {
         victim.signal(SIGKILL)
         _ = await victim.wait(timeout: 5)
         let killedAt = Date()
-        let rescuer = try worker(db, store: store, ["--drain", "--lease", "2s"])
+        let rescuer = try await worker(db, store: store, ["--drain", "--lease", "2s"])
         var rescuedAfter: Double?
-        _ = try await waitUntil(30) {
+        _ = try await waitUntil(120) {
             if rescuedAfter == nil, try await count(db, "errors <> '[]'") > 0 { rescuedAfter = Date().timeIntervalSince(killedAt) }
             return !rescuer.isRunning
         }
@@ -261,7 +267,7 @@ struct WorkerTests {
         let id = String(ids[0])
         // No download retries: the freeze can outlast curl's low-speed window, and a retry after
         // the worker wakes would be a third request for the source.
-        let stalled = try worker(db, store: store, ["--lease", "2s", "--concurrency", "1", "--fetch-retries", "0"])
+        let stalled = try await worker(db, store: store, ["--lease", "2s", "--concurrency", "1", "--fetch-retries", "0"])
         defer { stalled.signal(SIGKILL) }
         let row = "SELECT state::text, attempt, locked_by, started_at::text AS started FROM halcyon.jobs WHERE id = $1::bigint"
         #expect(try await waitUntil(60) { try await db.query(row, [id]).value(0, "state") == "running" }, "\(stalled.output.suffix(1500))")
@@ -275,7 +281,7 @@ struct WorkerTests {
         try #require(
             frozenWhile.value(0, "state") == "running" && frozenWhile.value(0, "attempt") == "1",
             "the job was no longer in its first attempt when its worker was frozen: \(frozenWhile.dictionaries)")
-        let peer = try worker(db, store: store, ["--lease", "30s", "--concurrency", "1"])
+        let peer = try await worker(db, store: store, ["--lease", "30s", "--concurrency", "1"])
         defer { peer.signal(SIGKILL) }
         // Rescued (attempt 1 ended by worker.lease_expired) and claimed again by the peer.
         let handedOn = try await waitUntil(60) {
@@ -323,7 +329,7 @@ struct WorkerTests {
         let db = try await TestDatabase.create()
         let store = try TestEnvironment.temporaryDirectory("store")
         _ = try await enqueue(db, (0..<4).map { job("\(TestEnvironment.origin)/slowfile/30/tiny.png?t=\(db.name)&j=\($0)") })
-        let w = try worker(db, store: store, ["--grace", "1s"])
+        let w = try await worker(db, store: store, ["--grace", "1s"])
         #expect(try await waitUntil(60) { try await count(db, "state = 'running'") == 4 })
         let stopAt = Date()
         w.signal(SIGTERM)
@@ -344,7 +350,7 @@ struct WorkerTests {
         let db = try await TestDatabase.create()
         let store = try TestEnvironment.temporaryDirectory("store")
         _ = try await enqueue(db, (0..<3).map { job("\(TestEnvironment.origin)/slowfile/8/tiny.png?t=\(db.name)&j=\($0)") })
-        let w = try worker(db, store: store, ["--grace", "30s"])
+        let w = try await worker(db, store: store, ["--grace", "30s"])
         // 120 s: under the full suite on 2 cores a worker has once taken over 60 s to claim
         // (passing alone every time); the worker's log says where it was when it does not.
         let running = try await waitUntil(120) { try await count(db, "state = 'running'") == 3 }
@@ -360,11 +366,11 @@ struct WorkerTests {
         let db = try await TestDatabase.create()
         let store = try TestEnvironment.temporaryDirectory("store")
         let ids = try await enqueue(db, [job("\(TestEnvironment.origin)/trickle/20/100000?t=\(db.name)")])
-        let w = try worker(db, store: store, ["--lease", "1.5s"])
+        let w = try await worker(db, store: store, ["--lease", "1.5s"])
         #expect(try await waitUntil(60) { try await count(db, "state = 'running'") == 1 })
         let cancel = try HalcyonProcess(["cancel", String(ids[0])], conninfo: db.conninfo)
         #expect(await cancel.wait(timeout: 20) == 0)
-        #expect(try await waitUntil(30) { w.output.contains("abandoning") })
+        #expect(try await waitUntil(120) { w.output.contains("abandoning") })
         w.signal(SIGTERM)
         #expect(await w.wait(timeout: 20) == 0)
         #expect(try await count(db, "state = 'cancelled'") == 1)
@@ -381,7 +387,7 @@ struct WorkerTests {
             try await db.query("SELECT halcyon.enqueue('file:///nowhere/' || repeat('a', 20000) || '.jpg') AS id").value(0, "id"))
         let accented = try #require(
             try await db.query("SELECT halcyon.enqueue('file:///nowhere/' || repeat('%C3%A9', 20000) || '.jpg') AS id").value(0, "id"))
-        let w = try worker(db, store: try TestEnvironment.temporaryDirectory("store"), ["--drain", "--file-root", root.path])
+        let w = try await worker(db, store: try TestEnvironment.temporaryDirectory("store"), ["--drain", "--file-root", root.path])
         #expect(await w.wait(timeout: 120) == 0, "\(w.output.suffix(1500))")
         let sql = """
             SELECT state::text, errors->-1->>'code' AS code, left(errors->-1->>'message', 12) AS head,

@@ -12,7 +12,11 @@ import ServiceLifecycle
 ///
 /// It returns on its own when stopped or drained, which shuts the worker's other services
 /// down (`successTerminationBehavior: .gracefullyShutdownGroup`).
-struct Claimer: Service {
+struct Claimer: Service, CustomStringConvertible {
+    /// Its name only: ServiceLifecycle logs each service's description, and a reflected one
+    /// would print the whole configuration (secrets included) and cost start-up time.
+    var description: String { "Claimer" }
+
     let configuration: WorkerConfiguration
     let queue: JobQueue
     let runner: JobRunner

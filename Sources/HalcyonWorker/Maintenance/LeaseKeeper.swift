@@ -6,7 +6,11 @@ import ServiceLifecycle
 /// Renews the leases of the jobs this worker holds every lease/3, abandons jobs it no longer
 /// holds (cancelled by an operator, or rescued after a stall), and reports the worker's totals
 /// to `halcyon.workers`. Shut down last, so leases are renewed while in-flight jobs finish.
-struct LeaseKeeper: Service {
+struct LeaseKeeper: Service, CustomStringConvertible {
+    /// Its name only: ServiceLifecycle logs each service's description, and a reflected one
+    /// would print the whole configuration (secrets included) and cost start-up time.
+    var description: String { "LeaseKeeper" }
+
     let configuration: WorkerConfiguration
     let queue: JobQueue
     let state: WorkerState

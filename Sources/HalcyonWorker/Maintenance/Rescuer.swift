@@ -7,7 +7,11 @@ import ServiceLifecycle
 /// when they are out of attempts, every few seconds. Any worker rescues any worker's jobs but
 /// its own held ones: a stalled process that wakes up renews or releases those itself, and
 /// must not rescue them first (spending their attempt) because its rescue ran before its renewal.
-struct Rescuer: Service {
+struct Rescuer: Service, CustomStringConvertible {
+    /// Its name only: ServiceLifecycle logs each service's description, and a reflected one
+    /// would print the whole configuration (secrets included) and cost start-up time.
+    var description: String { "Rescuer" }
+
     let configuration: WorkerConfiguration
     let queue: JobQueue
     let state: WorkerState

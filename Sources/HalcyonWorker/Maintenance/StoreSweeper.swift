@@ -8,7 +8,11 @@ import ServiceLifecycle
 /// Sweeps the store every `sweepInterval` (expired files, dangling keys, the size limit) when
 /// no other worker is sweeping, then applies row retention (`RowRetention`) when configured; the first sweep comes 5–30 s after start, so a fleet started
 /// together doesn't all try at once. A sweep in progress stops at its next file on shutdown.
-struct StoreSweeper: Service {
+struct StoreSweeper: Service, CustomStringConvertible {
+    /// Its name only: ServiceLifecycle logs each service's description, and a reflected one
+    /// would print the whole configuration (secrets included) and cost start-up time.
+    var description: String { "StoreSweeper" }
+
     let configuration: WorkerConfiguration
     let store: any ResultStore
     let conninfo: String

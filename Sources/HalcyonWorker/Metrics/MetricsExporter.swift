@@ -10,7 +10,11 @@ import ServiceLifecycle
 /// collector. Either, both or neither. A `Service`: the endpoint is a Hummingbird application
 /// (with `HTTPServerSettings`' limits) run inside it, and on graceful shutdown it stops the
 /// endpoint and writes the file a last time.
-public struct MetricsExporter: Service {
+public struct MetricsExporter: Service, CustomStringConvertible {
+    /// Its name only: ServiceLifecycle logs each service's description, and a reflected one
+    /// would print the whole configuration (secrets included) and cost start-up time.
+    public var description: String { "MetricsExporter" }
+
     private let server: HTTPServerService<RouterResponder<BasicRequestContext>>?
     private let address: String
     private let file: String?

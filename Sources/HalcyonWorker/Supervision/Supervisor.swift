@@ -132,7 +132,8 @@ public final class Supervisor: Sendable {
             }
             // A stop that came while the child was being started is passed on now.
             for _ in 0..<stopsSoFar { kill(child.pid, Self.stopSignal) }
-            logger.info("worker process started", metadata: ["pid": "\(child.pid)", "restarts": "\(restarts)"])
+            logger.info(
+                "worker process started", metadata: StartupClock.metadata.merging(["pid": "\(child.pid)", "restarts": "\(restarts)"]) { $1 })
             let started = ContinuousClock.now
             let tracker = ProcessingTracker()
             let readerDone = CancellationFlag()

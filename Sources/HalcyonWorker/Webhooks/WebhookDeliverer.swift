@@ -23,7 +23,11 @@ import Synchronization
 ///
 /// `halcyon deliver` runs one alone (`init(deliveringOnly:…)`): it delivers any job's webhooks,
 /// claims no job, and with `--drain` exits as a drained worker would.
-public struct WebhookDeliverer: Service {
+public struct WebhookDeliverer: Service, CustomStringConvertible {
+    /// Its name only: ServiceLifecycle logs each service's description, and a reflected one
+    /// would print the whole configuration (secrets included) and cost start-up time.
+    public var description: String { "WebhookDeliverer" }
+
     /// What a deliverer needs of its worker's configuration.
     public struct Settings: Sendable {
         public var webhooks: WebhookConfiguration
