@@ -88,7 +88,7 @@ extension ProcessTurns {
     }
     private static let log = Mutex(())
     private static func createLog(_ path: String) -> FileHandle? {
-        FileManager.default.createFile(atPath: path, contents: nil)
+        _ = FileManager.default.createFile(atPath: path, contents: nil)
         return FileHandle(forWritingAtPath: path)
     }
 
