@@ -91,7 +91,10 @@ let package = Package(
         .target(name: "HalcyonFetch", dependencies: ["HalcyonDomain", "HalcyonRuntime", "HalcyonS3", "HalcyonCurl", "CCurl"]),
         // Chain grammar, processors and MagickWand.
         .target(
-            name: "HalcyonImage", dependencies: ["HalcyonDomain", "HalcyonRuntime", "CMagickWand", "CImageCodecs"], swiftSettings: magickIncludes),
+            name: "HalcyonImage", dependencies: ["HalcyonDomain", "HalcyonRuntime", "CMagickWand", "CImageCodecs"],
+            // Optimised in debug builds too: its resampler and pixel loops are generic Swift that runs
+            // 20–50× slower unoptimised, and the test suite's workers spent most of their CPU there.
+            swiftSettings: magickIncludes + [.unsafeFlags(["-O"], .when(configuration: .debug))]),
         // Content-addressed disk store.
         .target(name: "HalcyonStore", dependencies: ["HalcyonDomain", "HalcyonRuntime", "HalcyonS3"]),
         // S3 client for the object-store backend: SigV4 (own, on libcrypto through Digest),
