@@ -15,8 +15,10 @@ import Testing
 /// many of `ProcessTurns.capacity` slots while it runs; `HalcyonProcess` refuses to start a
 /// process in a test that holds none, so a new end-to-end test cannot forget it.
 ///
-/// The capacity is `HALCYON_TEST_PROCESS_SLOTS`, by default the number of cores plus one (a
-/// test that waits for a lease to lapse holds a slot while using no CPU).
+/// The capacity is `HALCYON_TEST_PROCESS_SLOTS`, by default twice the number of cores: most
+/// end-to-end tests spend much of their time waiting (for a lease to lapse, a retry, a slow
+/// origin), and with twice the cores the machine is busy without being overrun (on 2 cores: the
+/// load average peaked near 5 and the CPU was busy about two thirds of the run).
 public struct ProcessTurns: SuiteTrait, TestTrait, TestScoping {
     /// The slots this test takes (at most `capacity`: a bigger test runs alone).
     public let weight: Int
@@ -27,7 +29,7 @@ public struct ProcessTurns: SuiteTrait, TestTrait, TestScoping {
     /// Slots in all, for the whole test run.
     public static let capacity: Int = {
         let env = ProcessInfo.processInfo.environment["HALCYON_TEST_PROCESS_SLOTS"].flatMap { Int($0) }
-        return max(1, env ?? ProcessInfo.processInfo.activeProcessorCount + 1)
+        return max(1, env ?? ProcessInfo.processInfo.activeProcessorCount * 2)
     }()
 
     static let slots = WeightedSemaphore(capacity)
