@@ -110,7 +110,7 @@ let package = Package(
             name: "HalcyonWorker",
             dependencies: [
                 "HalcyonDomain", "HalcyonRuntime", "HalcyonQueue", "HalcyonFetch", "HalcyonImage", "HalcyonStore", "HalcyonStoreMaintenance",
-                "HalcyonHTTP", "HalcyonS3",
+                "HalcyonHTTP", "HalcyonS3", "CMalloc",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),

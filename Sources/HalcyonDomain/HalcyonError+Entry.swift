@@ -9,6 +9,7 @@ extension HalcyonError {
         var entry: [String: JSONValue] = ["code": .string(code.description), "message": .string(message.prefix(utf8Bytes: 4096).postgresSafe)]
         if let source { entry["source"] = .string(SourceLabel.label(source).postgresSafe) }
         if let detail { entry["detail"] = .string(detail.prefix(utf8Bytes: 1024).postgresSafe) }
+        if bystander { entry["bystander"] = .bool(true) }
         if !sources.isEmpty {
             entry["sources"] = .array(
                 sources.map {

@@ -118,6 +118,9 @@ public struct HalcyonError: Error, Sendable, CustomStringConvertible {
     /// A library's own words for the failure (ImageMagick's message, with its source-file tail),
     /// kept beside `message`, which says what is wrong in the user's terms.
     public var detail: String?
+    /// The job was charged for an image process that was ended for another job (one stuck past
+    /// its deadline): `worker.crashed`, but not counted towards its poison-pill limit.
+    public var bystander = false
 
     public init(
         _ code: ErrorCode, _ message: String, permanent: Bool? = nil,

@@ -58,6 +58,19 @@ public final class Worker: Service, Sendable, CustomStringConvertible {
     /// What the worker did so far (all of it once `run()` has returned).
     public var summary: WorkerSummary { state.summary }
 
+    /// Stop requests so far.
+    public var stopRequests: Int { state.stopRequests }
+
+    /// Jobs claimed and not yet recorded or released.
+    public var heldJobs: Int { state.withHeld { $0.count } }
+
+    /// How long past `grace` a stopped worker's process may take to exit before `halcyon work`
+    /// ends it regardless (releasing and the last bookkeeping fit well within), and how long
+    /// after a second stop request: a call that never returns — a C library stuck in a loop, a
+    /// server that stopped answering mid-request — must not keep a deploy waiting.
+    public static let stopMargin: Duration = .seconds(15)
+    public static let secondStopMargin: Duration = .seconds(10)
+
     /// Runs until stopped (or, with `drain`, until there is nothing left to do).
     public func run() async throws {
         let configuration = configuration

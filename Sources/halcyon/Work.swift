@@ -178,7 +178,20 @@ struct Work: AsyncParsableCommand {
             signal(SIGTERM, SIG_IGN)
             signal(SIGINT, SIG_IGN)
         }
-        let signals = SignalForwarder(signals: channel == nil ? [SIGTERM, SIGINT] : [Supervisor.stopSignal]) { worker.requestStop() }
+        // Whatever is stuck, the process exits within --grace and a margin of the first stop
+        // request, and within a few seconds of the second (see `Worker.stopMargin`).
+        let exitDeadline = ExitDeadline { waited in
+            let held = worker.heldJobs
+            logger.error(
+                "the worker did not stop in time; exiting now", metadata: ["waited": "\(TimeSpan.format(waited))", "jobs_still_held": "\(held)"])
+            Glibc.exit(held == 0 ? 0 : 1)
+        }
+        let grace = configuration.grace
+        let stop: @Sendable () -> Void = {
+            worker.requestStop()
+            exitDeadline.arm(after: worker.stopRequests >= 2 ? Worker.secondStopMargin : grace + Worker.stopMargin)
+        }
+        let signals = SignalForwarder(signals: channel == nil ? [SIGTERM, SIGINT] : [Supervisor.stopSignal], handler: stop)
         defer { signals.cancel() }
         StartupClock.step(logger, "signal handlers installed")
         // A supervised process whose supervisor died stops as if told to (it is reparented).
@@ -188,7 +201,7 @@ struct Work: AsyncParsableCommand {
                 while !Task.isCancelled {
                     try? await Task.sleep(for: .milliseconds(500))
                     if getppid() != parent {
-                        worker.requestStop()
+                        stop()
                         return
                     }
                 }
@@ -219,6 +232,7 @@ struct Work: AsyncParsableCommand {
         configuration.maxMemory = maxMemory?.bytes
         configuration.maxJobTime = maxJobTime.duration
         configuration.statementTimeout = statementTimeout.duration
+        configuration.grace = grace.duration
         try configuration.validate()
         // The child reaches the database the supervisor checked (the embedded cluster it may
         // have started included); a --database-url on the command line says the same.

@@ -201,6 +201,33 @@ struct CrashContainmentTests {
         #expect(overview.workers.first?.restarts == 5 && overview.workers.first?.lastCrash != nil)
     }
 
+    /// A job stuck in one call ends the image process; the job in processing beside it did
+    /// nothing wrong: it is charged `worker.crashed` as a bystander (not counted towards its
+    /// poison pill), runs again at once and succeeds, while only the stuck job fails for good.
+    /// The bystander hangs too, but in the first image process only and a second after the
+    /// stuck job began (its source is slower), so the stuck job is past its deadline first.
+    @Test func aStuckJobsKillChargesOnlyItAndItsNeighbourRunsAgain() async throws {
+        let db = try await TestDatabase.create()
+        let image = try SampleImages.photo(width: 300, height: 200, seed: 14, format: .png)
+        let stuck = try await Self.enqueue(db, try Origin.publish("crash-neighbour-stuck.png", image), "resize(40x40) |> format(png)")
+        let neighbour = try await Self.enqueue(
+            db, "\(TestEnvironment.origin)/slowfile/1.5/\(try Origin.publish("crash-neighbour-beside.png", image).split(separator: "/").last!)",
+            "blur(8) |> format(png)")
+        let w = try await Self.worker(
+            db, ["--drain", "--concurrency", "2", "--max-job-time", "3s"],
+            fault: "hang:crash-neighbour-stuck;hangfirst:crash-neighbour-beside")
+        #expect(await w.wait(timeout: 180) == 0, "\(w.output.suffix(3000))")
+        let rows = try await Self.rows(db, [stuck, neighbour])
+        let s = try #require(rows[stuck]), n = try #require(rows[neighbour])
+        #expect(s.state == "failed" && s.code == "image.too_costly" && s.attempt == 1, "\(s)")
+        #expect(n.state == "succeeded" && n.attempt == 2 && n.crashes == 1, "\(n)")
+        let entry = try await db.query(
+            "SELECT e->>'message' AS message, e->>'bystander' AS bystander FROM halcyon.jobs, jsonb_array_elements(errors) e WHERE id = $1::bigint",
+            [neighbour])
+        #expect(entry.value(0, "bystander") == "true", "\(entry.rows)")
+        #expect(entry.value(0, "message")?.contains("ended for job \(stuck)") == true, "\(entry.rows)")
+    }
+
     /// A crash whose backtrace takes longer than `--max-job-time` and its grace to write (a
     /// loaded machine symbolicating a large binary) is a crash, not a job stuck in one call: the
     /// supervisor waits for the runtime's backtracer — here a stand-in that takes 6 s, against a

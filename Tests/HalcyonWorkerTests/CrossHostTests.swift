@@ -119,7 +119,7 @@ struct CrossHostTests {
         func number(_ sql: String) async throws -> Int { Int(try await first(sql) ?? "") ?? -1 }
 
         let started = Date()
-        let workers = [try await worker(a), try await worker(b)]
+        let workers = [try worker(a), try worker(b)]
         defer { for w in workers where w.isRunning { kill(-w.pid, SIGKILL) } }
         // Host a dies (SIGKILL to its worker's process group: the supervisor and its image
         // process) once it has recorded some successes, holding jobs.

@@ -1,4 +1,6 @@
 import Foundation
+import HalcyonDomain
+import HalcyonRuntime
 import Testing
 
 @testable import HalcyonWorker
@@ -30,6 +32,52 @@ import Testing
         #expect(tracker.overdue(at: t0 + .seconds(6), deadline: .seconds(2), grace: .seconds(1)).isEmpty)
         #expect(tracker.overdue(at: t0 + .seconds(8), deadline: .seconds(2), grace: .seconds(1)) == [1])
         #expect(tracker.overdue(at: t0 + .seconds(16), deadline: .seconds(2), grace: .seconds(1)) == [1, 3])
+    }
+
+    @Test func holdersAreTrackedApartFromProcessing() {
+        let tracker = ProcessingTracker()
+        tracker.apply(.holding([1, 2, 3]))
+        tracker.apply(.started([2]))
+        tracker.apply(.dropped([1]))
+        #expect(tracker.holding == [2, 3])
+        #expect(tracker.current == [2])
+        #expect(ProcessingReport(line: "H 4,5") == .holding([4, 5]) && ProcessingReport(line: "D 4") == .dropped([4]))
+        #expect(ProcessingReport.dropped([9]).lines == ["D 9\n"])
+    }
+
+    /// Who pays for a death: a stuck job alone fails for good and the job beside it is a
+    /// bystander (retried, not counted towards its poison pill); a fault, a SIGKILL or a memory
+    /// kill charges the jobs in processing, and a memory kill with none in processing the jobs
+    /// holding bytes.
+    @Test func aDeathChargesOnlyTheJobsThatCausedIt() {
+        let held = [CrashCharges.Held(id: 1, crashes: 0), .init(id: 2, crashes: 1), .init(id: 3, crashes: 0), .init(id: 4, crashes: 0)]
+        func charges(_ cause: Supervisor.Cause) -> CrashCharges {
+            CrashCharges(cause: cause, held: held, inProcessing: [1, 2], holdingBytes: [1, 2, 3], poisonAfter: 2, maxJobTime: .seconds(3))
+        }
+        let stuck = charges(.stuck([1]))
+        #expect(stuck.charged.map(\.id) == [1, 2] && stuck.released == [3, 4])
+        #expect(stuck.charged[0].error.code == .tooCostly && stuck.charged[0].error.permanent)
+        let bystander = stuck.charged[1].error
+        #expect(bystander.code == .workerCrashed && !bystander.permanent && bystander.bystander, "\(bystander)")
+        #expect(bystander.errorEntry["bystander"]?.boolValue == true)
+        #expect(stuck.poisoned.isEmpty, "job 2 has one crash already, but a bystander's charge is not one")
+
+        let memory = charges(.memory(resident: 300 << 20, limit: 200 << 20))
+        #expect(memory.charged.map(\.id) == [1, 2] && memory.released == [3, 4])
+        #expect(memory.poisoned == [2])
+        #expect(charges(.signal(SIGKILL)).charged.map(\.id) == [1, 2])
+        let killedWhileDownloading = CrashCharges(
+            cause: .signal(SIGKILL), held: held, inProcessing: [], holdingBytes: [1, 3], poisonAfter: 2, maxJobTime: .seconds(3))
+        #expect(killedWhileDownloading.charged.isEmpty, "a SIGKILL from outside charges the jobs in processing only")
+        let downloads = CrashCharges(
+            cause: .memory(resident: 300 << 20, limit: 200 << 20), held: held, inProcessing: [], holdingBytes: [1, 3], poisonAfter: 2,
+            maxJobTime: .seconds(3))
+        #expect(downloads.charged.map(\.id) == [1, 3] && downloads.released == [2, 4])
+        #expect(downloads.charged[1].error.message.contains("holding its source's bytes"), "\(downloads.charged[1].error.message)")
+
+        let segv = charges(.signal(SIGSEGV))
+        #expect(segv.charged.map(\.id) == [1, 2] && segv.released == [3, 4])
+        #expect(segv.charged.allSatisfy { $0.error.code == .workerCrashed && !$0.error.bystander })
     }
 
     /// Through a real pipe, as the child writes it: every report arrives, and the end of the

@@ -1,4 +1,5 @@
 import Foundation
+import HalcyonDomain
 import HalcyonEmbedded
 import HalcyonImage
 import HalcyonQueue
@@ -58,6 +59,93 @@ struct ShutdownTests {
         // on through its queue (40 jobs) takes minutes.
         #expect(took < .seconds(30), "exited \(took) after SIGTERM with a 2 s grace: \(w.output.suffix(3000))")
         print("shutdown: exited \(took) after SIGTERM; \(succeeded) of 40 finished, \(Int(decodes ?? -1)) decoded, the rest released")
+    }
+
+    /// A stop while a job is stuck in one call past `--max-job-time`: every stop used to hand it
+    /// back `queued` with its attempt unspent (a deploy reset it, forever) and the process waited
+    /// for the call until the supervisor's stuck check killed it. Now, at the end of the grace,
+    /// the stuck job fails for good with `image.too_costly`, the job beside it finishes, and the
+    /// worker exits at once — before the supervisor's own check would have ended it.
+    @Test func aStopWithAJobStuckInOneCallChargesItAndExitsWithinTheGrace() async throws {
+        let db = try await TestDatabase.create()
+        let image = try SampleImages.photo(width: 300, height: 200, seed: 33, format: .png)
+        let stuck = try await db.query(
+            "SELECT halcyon.enqueue($1, processors => 'resize(40x40) |> format(png)') AS id", [try Origin.publish("shutdown-stuck.png", image)]
+        ).value(0, "id")!
+        let quick = try await db.query(
+            "SELECT halcyon.enqueue($1, processors => 'resize(30x30) |> format(png)') AS id",
+            ["\(TestEnvironment.origin)/slowfile/2/\(try Origin.publish("shutdown-beside.png", image).split(separator: "/").last!)"]
+        ).value(0, "id")!
+        // Stuck from about t = 0; past its deadline (two of 5 s: the decode's and its chain's) at
+        // 10 s; the supervisor's stuck check would end the process at 15 s. SIGTERM at about 8.5 s,
+        // 2 s of grace: the stop's end sees it overdue first.
+        let w = try HalcyonProcess(
+            [
+                "work", "--store", try TestEnvironment.temporaryDirectory("store").path, "--allow-network", "127.0.0.1/32",
+                "--concurrency", "2", "--grace", "2s", "--max-job-time", "5s", "--log-level", "info",
+            ], conninfo: db.conninfo, environment: ["HALCYON_TEST_FAULT": "hang:shutdown-stuck"])
+        try await w.ready()
+        #expect(try await waitUntil(60) { try await count(db, "id = \(stuck) AND state = 'running'") == 1 })
+        try await Task.sleep(for: .milliseconds(8500))
+        w.signal(SIGTERM)
+        let signalled = ContinuousClock.now
+        let status = await w.wait(timeout: 60)
+        let took = ContinuousClock.now - signalled
+        #expect(status == 0, "\(w.output.suffix(2000))")
+        #expect(took < .seconds(10), "exited \(took) after SIGTERM with a 2 s grace: \(w.output.suffix(2000))")
+        let row = try await db.query("SELECT state::text AS s, attempt, errors->-1->>'code' AS code FROM halcyon.jobs WHERE id = $1::bigint", [stuck])
+        #expect(row.value(0, "s") == "failed" && row.value(0, "code") == "image.too_costly" && row.value(0, "attempt") == "1", "\(row.rows)")
+        #expect(try await count(db, "id = \(quick) AND state = 'succeeded' AND attempt = 1") == 1)
+        #expect(!w.output.contains("SIGKILL from the supervisor"), "the supervisor had to end it: \(w.output.suffix(2000))")
+        print("stop with a stuck job: exited \(took) after SIGTERM")
+    }
+
+    /// A second signal while the store has stopped answering mid-request (a proxy in front of
+    /// the S3 server freezes: no byte moves, nothing closes): the worker releases its jobs and
+    /// exits within seconds, whatever its calls to the store are doing — it took 100 s.
+    @Test(.enabled(if: TestEnvironment.s3Available, "needs scripts/test's S3 server"))
+    func aSecondSignalStopsTheWorkerWhileTheStoreHangs() async throws {
+        let db = try await TestDatabase.create()
+        let socket = URL(fileURLWithPath: ProcessInfo.processInfo.environment["HALCYON_TEST_WORK"] ?? "/tmp").appendingPathComponent("s3/s3.sock")
+        try #require(FileManager.default.fileExists(atPath: socket.path), "the S3 server's socket is not at \(socket.path)")
+        let dir = try TestEnvironment.temporaryDirectory("s3-proxy")
+        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("Fixtures/freeze_proxy.py").path
+        let proxy = try Subprocess.spawn(
+            "/usr/bin/env", ["python3", script, socket.path, dir.appendingPathComponent("port").path],
+            outputPath: dir.appendingPathComponent("proxy.log").path)
+        defer { kill(proxy, SIGKILL); _ = Subprocess.status(of: proxy, block: true) }
+        #expect(try await waitUntil(60) { FileManager.default.fileExists(atPath: dir.appendingPathComponent("port").path) })
+        let port = try String(contentsOf: dir.appendingPathComponent("port"), encoding: .utf8)
+        var environment = TestEnvironment.s3Environment
+        environment["AWS_ENDPOINT_URL_S3"] = "http://127.0.0.1:\(port)"
+        let image = try Origin.publish("shutdown-s3.png", try SampleImages.photo(width: 320, height: 240, seed: 34, format: .png))
+        for i in 0..<30 {
+            _ = try await db.query(
+                "SELECT halcyon.enqueue($1, processors => 'resize(\(20 + i)x\(20 + i)) |> format(png)')", ["\(image)?i=\(i)"])
+        }
+        let w = try HalcyonProcess(
+            [
+                "work", "--store", TestEnvironment.s3StoreURL(), "--allow-network", "127.0.0.1/32", "--concurrency", "2", "--grace", "60s",
+                "--log-level", "info",
+            ], conninfo: db.conninfo, environment: environment)
+        try await w.ready()
+        #expect(try await waitUntil(120) { try await count(db, "state = 'succeeded'") >= 3 }, "\(w.output.suffix(2000))")
+        kill(proxy, SIGUSR1)  // the store goes silent
+        #expect(try await waitUntil(60) { try await count(db, "state = 'running'") > 0 })
+        try await Task.sleep(for: .seconds(2))
+        w.signal(SIGTERM)
+        try await Task.sleep(for: .milliseconds(500))
+        w.signal(SIGTERM)
+        let second = ContinuousClock.now
+        let status = await w.wait(timeout: 120)
+        let took = ContinuousClock.now - second
+        #expect(status != nil, "the worker did not exit: \(w.output.suffix(2000))")
+        #expect(took < .seconds(15), "exited \(took) after the second SIGTERM: \(w.output.suffix(2000))")
+        // Released (the database answers): nothing left running, no attempt spent by the stop.
+        #expect(try await count(db, "state = 'running'") == 0)
+        #expect(try await count(db, "state = 'queued' AND attempt <> 0") == 0)
+        print("store hanging, second SIGTERM: exited \(took) after it (status \(status.map(String.init) ?? "none"))")
     }
 
     /// A job sleeping between download retries (here: an hour apart) used to hold its place

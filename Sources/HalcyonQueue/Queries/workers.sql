@@ -21,9 +21,11 @@ UPDATE halcyon.workers SET stopped_at = now(), heartbeat_at = now() WHERE id = $
 
 -- name: heldJobs :many
 -- $1 worker id. The jobs a worker holds, each with how many times an image process died while
--- it was in processing (its `worker.crashed` entries) and its claim's stamp (claim.sql).
+-- it was in processing (its `worker.crashed` entries, but for those where it was a bystander
+-- of another job's kill) and its claim's stamp (claim.sql).
 SELECT id, attempt,
-       (SELECT count(*) FROM jsonb_array_elements(j.errors) e WHERE e->>'code' = 'worker.crashed') AS crashes,
+       (SELECT count(*) FROM jsonb_array_elements(j.errors) e
+        WHERE e->>'code' = 'worker.crashed' AND e->'bystander' IS DISTINCT FROM 'true'::jsonb) AS crashes,
        to_char(started_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS claimed_at
 FROM halcyon.jobs j
 WHERE state = 'running' AND locked_by = $1

@@ -1,5 +1,6 @@
 import HalcyonDomain
 import HalcyonFetch
+import HalcyonImage
 import HalcyonQueue
 import HalcyonRuntime
 import Logging
@@ -27,16 +28,17 @@ struct Claimer: Service, CustomStringConvertible {
 
     func run() async {
         await withGracefulShutdownHandler {
-            await withDiscardingTaskGroup { group in
-                await claimLoop(&group)
-                await finishInFlight()
-            }
+            await claimLoop()
+            await finishInFlight()
         } onGracefulShutdown: { [state] in
             _ = state.requestStop()
         }
     }
 
-    private func claimLoop(_ group: inout DiscardingTaskGroup) async {
+    /// Claims until stopped or drained. Each claim runs in a task of its own that nothing awaits:
+    /// at a stop the claimer waits for the jobs (`finishInFlight`), not for the tasks — a job
+    /// stuck in one call of a C library never returns, and must not keep the worker from exiting.
+    private func claimLoop() async {
         let stopping = { state.stopRequests > 0 }
         while !stopping() {
             // Mostly store hits: large claims, and no siblings (a hit decodes nothing to share).
@@ -78,7 +80,7 @@ struct Claimer: Service, CustomStringConvertible {
                         for (plan, flag) in zip(plans, flags) { held.hold(plan.job, cancel: flag) }
                     }
                 }
-                group.addTask { await execute(groups, flags: flags) }
+                Task { await execute(groups, flags: flags) }
             }
             if !claimed.isEmpty && claimed.count == free { continue }  // probably more waiting
             if configuration.drain, claimed.isEmpty, state.withHeld({ $0.isEmpty }) {
@@ -147,7 +149,9 @@ struct Claimer: Service, CustomStringConvertible {
     }
 
     /// Waits for in-flight jobs up to the grace period (or until a second stop request), then
-    /// releases whatever is left without spending its attempt.
+    /// releases whatever is left without spending its attempt — but a job stuck in processing
+    /// past its deadline (`--max-job-time`, as the supervisor counts it), which every stop would
+    /// otherwise hand back unharmed, fails for good with `image.too_costly`.
     private func finishInFlight() async {
         let deadline = ContinuousClock.now + configuration.grace
         while !state.withHeld({ $0.isEmpty }), ContinuousClock.now < deadline, state.stopRequests < 2 {
@@ -155,9 +159,14 @@ struct Claimer: Service, CustomStringConvertible {
         }
         // Still held while the release is written, so the lease keeper renews their leases:
         // a slow release must not let them lapse and be rescued (spending an attempt).
-        let left = state.withHeld { $0.all }
+        var left = state.withHeld { $0.all }
         guard !left.isEmpty else { return }
         left.forEach { $0.cancel.cancel() }
+        let stuck = Set(runner.processing.overdue(deadline: configuration.limits.maxJobTime, grace: .zero))
+        if !stuck.isEmpty {
+            await failStuck(left.map(\.claim).filter { stuck.contains($0.id) })
+            left.removeAll { stuck.contains($0.claim.id) }
+        }
         let claims = left.map(\.claim)
         defer { state.withHeld { $0.drop(claims) } }
         var released = 0
@@ -186,5 +195,27 @@ struct Claimer: Service, CustomStringConvertible {
         state.updateSummary { $0.released += released }
         metrics.count(.released, jobs: released)
         logger.notice("released unfinished jobs without spending an attempt", metadata: ["count": "\(released)"])
+    }
+
+    /// At a stop: the jobs stuck in one call past their deadline fail for good, as the
+    /// supervisor would have failed them had the worker not been stopped.
+    private func failStuck(_ claims: [Claim]) async {
+        defer { state.withHeld { $0.drop(claims) } }
+        let error = HalcyonError(
+            .tooCostly,
+            "processing was stuck in one call past the \(TimeSpan.format(configuration.limits.maxJobTime)) limit (--max-job-time) when the worker was stopped",
+            permanent: true)
+        var failed = 0
+        for claim in claims {
+            let outcome = try? await recorder.recordOrGiveUp("fail a stuck job", logger) {
+                try await queue.fail(claim, workerID: configuration.workerID, error: error, retryDelay: 0)
+            }
+            if outcome.flatMap({ $0 }) == .failed { failed += 1 }
+        }
+        state.updateSummary { $0.failed += failed }
+        metrics.count(.failed, code: .tooCostly, jobs: failed)
+        logger.error(
+            "jobs stuck in one call past --max-job-time failed for good at the stop",
+            metadata: ["jobs": "\(claims.map(\.id))", "failed": "\(failed)"])
     }
 }

@@ -26,6 +26,9 @@ struct JobRunner: Sendable {
     let watermarks: Watermarks
     /// The supervisor told which jobs are in processing, when the worker has one.
     let supervisor: SupervisorChannel?
+    /// The jobs in processing and holding bytes here, as the supervisor is told: at a stop, a
+    /// job stuck in one call past its deadline is charged, not released.
+    let processing = ProcessingTracker()
 
     /// One job's outcome and where its time went.
     struct Outcome: Sendable {
@@ -127,6 +130,11 @@ struct JobRunner: Sendable {
     /// group released, cancelled or lost): not the download, not the wait for a slot, not the
     /// next step or the store.
     private func runMisses(_ plans: [JobPlan.Valid], cancel: CancellationFlag) async -> [Attempt] {
+        // From the first byte fetched to the last stored, the group's jobs hold memory here: a
+        // memory kill charges them wherever they are (the supervisor is told).
+        let holders = plans.map(\.jobID)
+        report(.holding(holders))
+        defer { report(.dropped(holders)) }
         var timings = StageTimings()
         func all(_ error: HalcyonError) -> [Attempt] { plans.map { _ in (.failure(error), timings) } }
         // The watermarks the chains draw (a job whose watermark cannot be had fails with its
@@ -157,21 +165,21 @@ struct JobRunner: Sendable {
             do {
                 let chains = runnable.map { plans[$0].chain }, placeholders = runnable.map { plans[$0].options.placeholders }
                 let ids = runnable.map { plans[$0].jobID }, sources = plans[0].fetch.sources.map(\.text)
-                let supervisor = self.supervisor
+                let report = self.report
                 let results = try await processSlots.withPermit(cancel: cancel) {
                     try await Blocking.run(.processing) {
                         // What a crash in here would cost, told to the supervisor first: every
                         // job of the group while the source is decoded, then each job alone.
-                        defer { supervisor?.report(.finished(ids)) }
+                        defer { report(.finished(ids)) }
                         return try ImagePipeline.run(
                             fetched.data, format: fetched.format, chains: chains, limits: limits, cancel: cancel, placeholders: placeholders,
                             watermarks: marks,
                             phases: { phase in
                                 switch phase {
-                                case .decoding: supervisor?.report(.started(ids))
+                                case .decoding: report(.started(ids))
                                 case .chain(let i):
-                                    supervisor?.report(.finished(ids))
-                                    supervisor?.report(.started([ids[i]]))
+                                    report(.finished(ids))
+                                    report(.started([ids[i]]))
                                     TestFault.strike(sources: sources)
                                 }
                             })
@@ -251,6 +259,12 @@ struct JobRunner: Sendable {
         } catch {
             return .failure(HalcyonError.wrap(error))
         }
+    }
+
+    /// Tells the supervisor (when there is one) and the worker's own tracker.
+    @Sendable func report(_ report: ProcessingReport) {
+        processing.apply(report)
+        supervisor?.report(report)
     }
 
     /// A flag raised once every one of `flags` is.

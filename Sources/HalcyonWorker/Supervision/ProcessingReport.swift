@@ -3,10 +3,15 @@ import Synchronization
 
 /// What the image process tells its supervisor, one line per event over a pipe: which jobs
 /// entered processing (decode, steps, encode: where a fault in a C library can strike) and
-/// which left it. `P 12,13` and `F 12,13`. A write of a line this short to a pipe is atomic.
+/// which left it, `P 12,13` and `F 12,13`; and which jobs hold bytes in the process from their
+/// fetch (download, kept original, watermarks) to their store, and when they stop, `H 12,13`
+/// and `D 12,13` — a memory kill charges those too. A write of a line this short to a pipe is
+/// atomic.
 public enum ProcessingReport: Equatable, Sendable {
     case started([Int64])
     case finished([Int64])
+    case holding([Int64])
+    case dropped([Int64])
 
     /// Most ids on one line: 200 ids of up to 19 digits stay under PIPE_BUF (4096 bytes).
     static let idsPerLine = 200
@@ -17,6 +22,8 @@ public enum ProcessingReport: Equatable, Sendable {
             switch self {
             case .started(let ids): ("P", ids)
             case .finished(let ids): ("F", ids)
+            case .holding(let ids): ("H", ids)
+            case .dropped(let ids): ("D", ids)
             }
         return stride(from: 0, to: ids.count, by: Self.idsPerLine).map { start in
             tag + " " + ids[start..<min(start + Self.idsPerLine, ids.count)].map(String.init).joined(separator: ",") + "\n"
@@ -31,6 +38,8 @@ public enum ProcessingReport: Equatable, Sendable {
         switch line.first {
         case "P": self = .started(ids)
         case "F": self = .finished(ids)
+        case "H": self = .holding(ids)
+        case "D": self = .dropped(ids)
         default: return nil
         }
     }
@@ -45,18 +54,22 @@ final class ProcessingTracker: Sendable {
         var group: Int
     }
     private let jobs = Mutex<[Int64: Entry]>([:])
+    private let holders = Mutex<Set<Int64>>([])
 
     func apply(_ report: ProcessingReport, at now: ContinuousClock.Instant = .now) {
-        jobs.withLock { jobs in
-            switch report {
-            case .started(let ids): for id in ids { jobs[id] = Entry(since: now, group: ids.count) }
-            case .finished(let ids): for id in ids { jobs[id] = nil }
-            }
+        switch report {
+        case .started(let ids): jobs.withLock { jobs in for id in ids { jobs[id] = Entry(since: now, group: ids.count) } }
+        case .finished(let ids): jobs.withLock { jobs in for id in ids { jobs[id] = nil } }
+        case .holding(let ids): holders.withLock { $0.formUnion(ids) }
+        case .dropped(let ids): holders.withLock { $0.subtract(ids) }
         }
     }
 
     /// The jobs in processing now.
     var current: Set<Int64> { jobs.withLock { Set($0.keys) } }
+
+    /// The jobs holding bytes in the process now (in processing or not).
+    var holding: Set<Int64> { holders.withLock { $0 } }
 
     /// The jobs in processing past their time: the decode and each job of the group get
     /// `deadline` each (the child's own deadlines), and then `grace`.

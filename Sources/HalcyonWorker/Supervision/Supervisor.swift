@@ -37,6 +37,11 @@ public struct SupervisorConfiguration: Sendable {
     public var watchInterval: Duration = .milliseconds(50)
     /// Deadline of the statements the supervisor runs after a crash. Default 30 s.
     public var statementTimeout: Duration = .seconds(30)
+    /// The child's `--grace`: a child still running this long after a stop request, plus its own
+    /// margin (`Worker.stopMargin`) and `stopBackstop`, is ended — it should have exited itself.
+    public var grace: Duration = .seconds(20)
+    /// How long past the child's own exit deadline the supervisor waits before ending it. 10 s.
+    public var stopBackstop: Duration = .seconds(10)
 
     public init(workerID: String, arguments: [String]) {
         self.workerID = workerID
@@ -76,6 +81,8 @@ public final class Supervisor: Sendable {
     private struct State {
         var child: pid_t?
         var stopRequests = 0
+        /// When the child must be gone by, after the stop requests so far.
+        var exitBy: ContinuousClock.Instant?
     }
     private let state = Mutex(State())
     private let stopped = CancellationFlag()
@@ -96,8 +103,12 @@ public final class Supervisor: Sendable {
     /// Forwards a stop to the child (a second one releases its jobs at once), or ends a
     /// supervisor that is between children.
     public func requestStop() {
+        let configuration = configuration
         let child = state.withLock { s -> pid_t? in
             s.stopRequests += 1
+            let margin = s.stopRequests >= 2 ? Worker.secondStopMargin : configuration.grace + Worker.stopMargin
+            let by = ContinuousClock.now + margin + configuration.stopBackstop
+            s.exitBy = min(s.exitBy ?? by, by)
             return s.child
         }
         stopped.cancel()
@@ -152,8 +163,12 @@ public final class Supervisor: Sendable {
                 return 0
             case .signaled(let signal):
                 let reason = cause ?? .signal(signal)
+                if case .stopOverrun = reason {
+                    await recordCrash(reason, tracker: tracker, pid: child.pid)
+                    return 0
+                }
                 restartCount.add(1, ordering: .relaxed)
-                await recordCrash(reason, inProcessing: tracker.current, pid: child.pid)
+                await recordCrash(reason, tracker: tracker, pid: child.pid)
                 if ContinuousClock.now - started >= configuration.stableAfter { delay = configuration.restartDelay }
                 logger.notice("restarting the worker process", metadata: ["after": "\(TimeSpan.format(delay))"])
                 if await !stopped.sleep(seconds: delay.seconds) { return 0 }
@@ -179,6 +194,8 @@ public final class Supervisor: Sendable {
         case signal(Int32)
         case memory(resident: Int, limit: Int)
         case stuck([Int64])
+        /// Stopped, and still running past its exit deadline; the jobs stuck in one call then.
+        case stopOverrun(stuck: [Int64])
 
         var description: String {
             switch self {
@@ -187,6 +204,8 @@ public final class Supervisor: Sendable {
                 "SIGKILL from the supervisor: \(ByteSize.format(Int64(resident))) resident, over --max-memory \(ByteSize.format(Int64(limit)))"
             case .stuck(let ids):
                 "SIGKILL from the supervisor: job \(ids.map(String.init).joined(separator: ", ")) stuck in one call past --max-job-time"
+            case .stopOverrun:
+                "SIGKILL from the supervisor: still running past --grace and its margin after the stop request"
             }
         }
 
@@ -207,10 +226,12 @@ public final class Supervisor: Sendable {
         while true {
             if let exit = child.exit(block: false) { return (exit, cause) }
             if cause == nil {
-                if let limit = configuration.maxMemory, let resident = child.residentBytes, resident > limit {
+                let grace = configuration.stuckGrace ?? min(.seconds(30), configuration.maxJobTime)
+                if let by = state.withLock({ $0.exitBy }), ContinuousClock.now >= by {
+                    cause = .stopOverrun(stuck: tracker.overdue(deadline: configuration.maxJobTime, grace: .zero))
+                } else if let limit = configuration.maxMemory, let resident = child.residentBytes, resident > limit {
                     cause = .memory(resident: resident, limit: limit)
                 } else {
-                    let grace = configuration.stuckGrace ?? min(.seconds(30), configuration.maxJobTime)
                     let stuck = tracker.overdue(deadline: configuration.maxJobTime, grace: grace)
                     // A child that crashed is not stuck while its backtrace is being written
                     // (for a minute at most: the backtracer could hang too).
@@ -230,57 +251,47 @@ public final class Supervisor: Sendable {
         }
     }
 
-    /// After a child died: its jobs in processing are charged (`worker.crashed`, or
-    /// `image.too_costly` when it was ended for a job stuck past the deadline), the rest released,
-    /// the restart counted. When the database cannot be reached within a minute the leases lapse
-    /// instead and the rescue takes the jobs.
-    private func recordCrash(_ cause: Cause, inProcessing: Set<Int64>, pid: pid_t) async {
-        let workerID = configuration.workerID, poisonAfter = configuration.poisonAfter
+    /// After a child died: the jobs that caused it are charged (`CrashCharges`), the rest
+    /// released, the restart counted. When the database cannot be reached within a minute the
+    /// leases lapse instead and the rescue takes the jobs.
+    private func recordCrash(_ cause: Cause, tracker: ProcessingTracker, pid: pid_t) async {
+        let workerID = configuration.workerID, poisonAfter = configuration.poisonAfter, maxJobTime = configuration.maxJobTime
+        let inProcessing = tracker.current, holdingBytes = tracker.holding
         let deadline = ContinuousClock.now + .seconds(60)
         let outcome = try? await DatabaseRetry(maximum: .seconds(5)).run(
             "record a crash", logger: logger, giveUpWhen: { ContinuousClock.now >= deadline },
             retryIf: { ($0 as? DatabaseError)?.isTransient == true }
-        ) { [conninfo, configuration] () async throws -> (charged: [Int64], poisoned: [Int64], released: Int) in
+        ) { [conninfo, configuration] () async throws -> (charges: CrashCharges, released: Int) in
             let connection = try await PGConnection.connect(conninfo, label: "supervisor", statementTimeout: configuration.statementTimeout.seconds)
             defer { Task { await connection.close() } }
             let queue = JobQueue(connection: connection)
             let held = try await queue.heldJobs(workerID: workerID)
-            var charged: [Int64] = [], poisoned: [Int64] = []
-            for job in held where inProcessing.contains(job.claim.id) {
-                let error: HalcyonError
-                if case .stuck = cause {
-                    error = HalcyonError(
-                        .tooCostly,
-                        "processing was stuck in one call past the \(TimeSpan.format(configuration.maxJobTime)) limit (--max-job-time); the worker process was ended",
-                        permanent: true)
-                } else {
-                    let poison = job.crashes + 1 >= poisonAfter
-                    error = HalcyonError(
-                        .workerCrashed,
-                        "the worker's image process died (\(cause.description)) while this job was in processing"
-                            + (poison ? "; failed for good: a process died \(job.crashes + 1) times while it processed this job" : ""),
-                        permanent: poison)
-                    if poison { poisoned.append(job.claim.id) }
-                }
+            let charges = CrashCharges(
+                cause: cause, held: held.map { CrashCharges.Held(id: $0.claim.id, crashes: $0.crashes) }, inProcessing: inProcessing,
+                holdingBytes: holdingBytes, poisonAfter: poisonAfter, maxJobTime: maxJobTime)
+            let claims = Dictionary(held.map { ($0.claim.id, $0.claim) }) { a, _ in a }
+            for (id, error) in charges.charged {
                 // Retried at once: the process that died may have been brought down by another job.
-                _ = try await queue.fail(job.claim, workerID: workerID, error: error, retryDelay: 0)
-                charged.append(job.claim.id)
+                if let claim = claims[id] { _ = try await queue.fail(claim, workerID: workerID, error: error, retryDelay: 0) }
             }
-            let released = try await queue.release(held.filter { !inProcessing.contains($0.claim.id) }.map(\.claim), workerID: workerID)
-            try await queue.recordRestart(workerID: workerID, reason: cause.description)
-            return (charged, poisoned, released)
+            let released = try await queue.release(charges.released.compactMap { claims[$0] }, workerID: workerID)
+            if case .stopOverrun = cause {} else { try await queue.recordRestart(workerID: workerID, reason: cause.description) }
+            return (charges, released)
         }
         if let outcome {
             logger.error(
                 "the worker process died",
                 metadata: [
-                    "pid": "\(pid)", "reason": "\(cause.description)", "charged": "\(outcome.charged)", "failed_for_good": "\(outcome.poisoned)",
-                    "released": "\(outcome.released)",
+                    "pid": "\(pid)", "reason": "\(cause.description)", "charged": "\(outcome.charges.charged.map(\.id))",
+                    "failed_for_good": "\(outcome.charges.poisoned)", "released": "\(outcome.released)",
                 ])
         } else {
             logger.error(
                 "the worker process died; its jobs could not be recorded (their leases will lapse)",
-                metadata: ["pid": "\(pid)", "reason": "\(cause.description)", "in_processing": "\(inProcessing.sorted())"])
+                metadata: [
+                    "pid": "\(pid)", "reason": "\(cause.description)", "in_processing": "\(inProcessing.sorted())",
+                    "holding": "\(holdingBytes.sorted())",
+                ])
         }
     }
 }

@@ -1,13 +1,15 @@
+import CMalloc
 import Foundation
 
 /// A fault the test suite injects into image work, to prove the supervisor contains it:
 /// `HALCYON_TEST_FAULT=KIND:MARKER[;KIND:MARKER…]` makes a job whose source contains MARKER, once in
 /// processing, do KIND — `segv` (a store through an invalid pointer: a real SIGSEGV on the
 /// processing thread), `abort`, `hang` (sleep for an hour in one call, as a C library stuck in a
-/// loop would) or `allocate` (touch 1 GiB, a runaway allocation). Unset — always, outside the
+/// loop would), `hangfirst` (hang in the first image process only: after a restart the job runs
+/// normally) or `allocate` (touch 1 GiB, a runaway allocation). Unset — always, outside the
 /// tests — it costs one comparison per group of jobs.
 enum TestFault: Sendable {
-    case segv, abort, hang, allocate
+    case segv, abort, hang, hangFirst, allocate
 
     static let environmentKey = "HALCYON_TEST_FAULT"
 
@@ -21,6 +23,7 @@ enum TestFault: Sendable {
             case "segv": return (.segv, parts[1])
             case "abort": return (.abort, parts[1])
             case "hang": return (.hang, parts[1])
+            case "hangfirst": return (.hangFirst, parts[1])
             case "allocate": return (.allocate, parts[1])
             default: return nil
             }
@@ -38,10 +41,12 @@ enum TestFault: Sendable {
             Glibc.abort()
         case .hang:
             sleep(3600)
+        case .hangFirst:
+            if (ProcessInfo.processInfo.environment[Supervisor.restartsKey] ?? "0") == "0" { sleep(3600) }
         case .allocate:
-            let size = 1 << 30
-            let block = malloc(size)!
-            memset(block, 1, size)
+            // Through the C shim: a malloc and memset in Swift are removed by the optimiser
+            // in a release build, which then only hangs.
+            _ = hc_test_touch_allocation(1 << 30)
             sleep(3600)
         }
     }
