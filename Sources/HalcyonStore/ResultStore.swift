@@ -57,6 +57,12 @@ public protocol ResultStore: Sendable {
 
     /// Re-hashes every object (`halcyon verify`); `repair` removes the corrupt ones.
     func verify(repair: Bool) -> VerifyReport
+
+    /// Checks that this process may use the store: for a bucket, a signed list of the prefix (a
+    /// wrong key or secret is `store.access_denied`, a missing bucket `store.read_failed`); for a
+    /// directory, that a file can be made in it. A worker checks at start and refuses to run
+    /// without access, and while the store refuses it later.
+    func checkAccess() throws(HalcyonError)
 }
 
 extension ResultStore {

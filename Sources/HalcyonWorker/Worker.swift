@@ -1,4 +1,5 @@
 import Foundation
+import HalcyonDomain
 import HalcyonImage
 import HalcyonQueue
 import HalcyonRuntime
@@ -58,6 +59,38 @@ public final class Worker: Service, Sendable, CustomStringConvertible {
     /// What the worker did so far (all of it once `run()` has returned).
     public var summary: WorkerSummary { state.summary }
 
+    /// Why the worker is not healthy now, or nil: the store refusing its credentials. What
+    /// `/healthz` answers with (503) while it lasts.
+    public var unhealthy: String? { state.storeRefusal.map { "the store refuses this worker's credentials: \($0)" } }
+
+    /// At start: a store that refuses our credentials (or a directory we cannot write) stops the
+    /// worker before it claims anything — every job would otherwise be downloaded, processed and
+    /// failed. One that cannot be reached is retried for up to a minute, as the database is.
+    static func checkAccess(to store: any ResultStore, logger: Logger, stopping: @escaping @Sendable () -> Bool) async throws {
+        let deadline = ContinuousClock.now + .seconds(60)
+        var attempt = 0
+        while true {
+            attempt += 1
+            do {
+                try await Blocking.run { try store.checkAccess() }
+                return
+            } catch let error as HalcyonError {
+                if error.code == .accessDenied {
+                    throw HalcyonError(
+                        .accessDenied,
+                        "the store \(store.location) refuses this worker's credentials (check AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and AWS_SESSION_TOKEN): \(error.message)",
+                        permanent: true)
+                }
+                guard !error.permanent, ContinuousClock.now < deadline, !stopping() else {
+                    throw HalcyonError(error.code, "the store \(store.location) cannot be used: \(error.message)", permanent: true)
+                }
+                let wait = Backoff(base: .milliseconds(500), maximum: .seconds(5)).delay(afterAttempt: attempt)
+                logger.warning("the store cannot be reached; retrying", metadata: ["error": "\(error)", "retry_in": "\(TimeSpan.format(wait))"])
+                try await Task.sleep(for: wait)
+            }
+        }
+    }
+
     /// Stop requests so far.
     public var stopRequests: Int { state.stopRequests }
 
@@ -76,6 +109,8 @@ public final class Worker: Service, Sendable, CustomStringConvertible {
         let configuration = configuration
         try configuration.validate()
         let store = try configuration.store.open()
+        try await Self.checkAccess(to: store, logger: logger, stopping: { self.state.stopRequests > 0 })
+        StartupClock.step(logger, "store checked")
         let stopping = { self.state.stopRequests > 0 }
         // Claims and outcomes on one connection; heartbeats and rescues on another, so that a
         // slow outcome (a row lock, a busy server) never holds a lease renewal back.

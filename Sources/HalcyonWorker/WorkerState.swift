@@ -23,6 +23,8 @@ final class WorkerState: Sendable {
         var unreportedFailed = 0
         /// Exponential average of recent outcomes being store hits (1) or anything else (0).
         var recentHits = 0.0
+        /// Why the store refuses this worker's credentials, while it does.
+        var storeRefusal: String?
     }
 
     private let state = Mutex(State())
@@ -83,4 +85,25 @@ final class WorkerState: Sendable {
     }
 
     var recentHits: Double { state.withLock { $0.recentHits } }
+
+    /// Why the store refuses this worker's credentials, while it does: no job is claimed, and
+    /// `/healthz` says so.
+    var storeRefusal: String? { state.withLock { $0.storeRefusal } }
+
+    /// Notes the store's refusal (`store.access_denied`); true when it is news.
+    func storeRefused(_ message: String) -> Bool {
+        defer { wake.wake() }
+        return state.withLock { s in
+            defer { s.storeRefusal = message }
+            return s.storeRefusal == nil
+        }
+    }
+
+    /// The store accepts the credentials again; true when it had refused them.
+    func storeAccepted() -> Bool {
+        state.withLock { s in
+            defer { s.storeRefusal = nil }
+            return s.storeRefusal != nil
+        }
+    }
 }

@@ -165,8 +165,9 @@ struct Work: AsyncParsableCommand {
         // Every metric goes to one Prometheus registry, published by the exporter.
         let registry = PrometheusCollectorRegistry()
         MetricsSystem.bootstrap(Metrics.prometheusFactory(registry: registry))
-        let exporter = try MetricsExporter(registry: registry, port: metricsPort, address: metricsAddress, file: metricsFile, logger: logger)
         let worker = Worker(configuration: configuration, conninfo: conninfo, logger: logger)
+        let exporter = try MetricsExporter(
+            registry: registry, port: metricsPort, address: metricsAddress, file: metricsFile, logger: logger, unhealthy: { worker.unhealthy })
         // Over a file-size limit (RLIMIT_FSIZE) a write should fail with EFBIG — a job's
         // store.write_failed — not kill the worker with SIGXFSZ.
         signal(SIGXFSZ, SIG_IGN)

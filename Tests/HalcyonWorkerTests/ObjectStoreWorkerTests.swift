@@ -1,9 +1,11 @@
 import Foundation
 import FoundationNetworking
 import HalcyonDomain
+import HalcyonEmbedded
 import HalcyonQueue
 import HalcyonRuntime
 import HalcyonS3
+import HalcyonSamples
 import HalcyonStore
 import HalcyonTestSupport
 import Testing
@@ -72,6 +74,90 @@ struct ObjectStoreWorkerTests {
         let sweep = try await run(db, ["sweep", "--store", store])
         #expect(sweep.exitCode == 0 && sweep.output.contains("store \(store)/"), "\(sweep.output)")
         #expect(sweep.output.contains("1 files") && sweep.output.contains("1 keys"), "\(sweep.output)")
+    }
+
+    /// Wrong credentials are a configuration error, not the jobs' fault: a worker whose secret
+    /// the store refuses does not start (it used to start, and every job was downloaded,
+    /// processed five times and failed for good with `store.access_denied`), and no job is touched.
+    @Test func aWorkerTheStoreRefusesDoesNotStart() async throws {
+        let db = try await TestDatabase.create()
+        _ = try WorkerTests.published()
+        _ = try await helper.enqueue(db, [helper.job("\(TestEnvironment.origin)/files/photo.jpg?t=\(db.name)", "resize(50x50) |> format(png)")])
+        var environment = TestEnvironment.s3Environment
+        environment["AWS_SECRET_ACCESS_KEY"] = String(TestEnvironment.s3SecretKey.reversed())
+        let p = try HalcyonProcess(
+            ["work", "--drain", "--store", TestEnvironment.s3StoreURL(), "--allow-network", "127.0.0.1/32"], conninfo: db.conninfo,
+            environment: environment)
+        let status = await p.wait(timeout: 120)
+        #expect(status != nil && status != 0, "\(p.output.suffix(2000))")
+        #expect(p.output.contains("refuses this worker's credentials") && p.output.contains("AWS_SECRET_ACCESS_KEY"), "\(p.output.suffix(2000))")
+        #expect(!p.output.contains("worker started"), "\(p.output.suffix(2000))")
+        let row = try await db.query("SELECT state::text AS s, attempt FROM halcyon.jobs")
+        #expect(row.value(0, "s") == "queued" && row.value(0, "attempt") == "0", "\(row.rows)")
+    }
+
+    /// The store starts refusing the worker's credentials while it runs (a key revoked or
+    /// rotated: a proxy in front of the S3 server answers 403 SignatureDoesNotMatch): the jobs
+    /// caught by it go back to `queued` with their attempt unspent, no more are claimed,
+    /// `/healthz` answers 503 with the reason — and once the store accepts the credentials
+    /// again, the worker claims and every job succeeds, none charged.
+    @Test func whileTheStoreRefusesTheCredentialsJobsWaitUnchargedAndHealthSaysSo() async throws {
+        let db = try await TestDatabase.create()
+        let socket = URL(fileURLWithPath: ProcessInfo.processInfo.environment["HALCYON_TEST_WORK"] ?? "/tmp").appendingPathComponent("s3/s3.sock")
+        let dir = try TestEnvironment.temporaryDirectory("refusing-proxy")
+        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("Fixtures/refusing_proxy.py").path
+        let portFile = dir.appendingPathComponent("port")
+        let proxy = try Subprocess.spawn(
+            "/usr/bin/env", ["python3", script, socket.path, portFile.path], outputPath: dir.appendingPathComponent("proxy.log").path)
+        defer { kill(proxy, SIGKILL); _ = Subprocess.status(of: proxy, block: true) }
+        #expect(try await waitUntil(60) { FileManager.default.fileExists(atPath: portFile.path) })
+        var environment = TestEnvironment.s3Environment
+        environment["AWS_ENDPOINT_URL_S3"] = "http://127.0.0.1:\(try String(contentsOf: portFile, encoding: .utf8))"
+        let image = try Origin.publish("refused-store.png", try SampleImages.photo(width: 200, height: 150, seed: 41, format: .png))
+        func enqueue(_ range: Range<Int>) async throws {
+            for i in range {
+                _ = try await db.query("SELECT halcyon.enqueue($1, processors => 'resize(\(20 + i)x\(20 + i)) |> format(png)')", ["\(image)?i=\(i)"])
+            }
+        }
+        try await enqueue(0..<3)
+        let w = try HalcyonProcess(
+            [
+                "work", "--store", TestEnvironment.s3StoreURL(), "--allow-network", "127.0.0.1/32", "--metrics-port", "0", "--log-level", "info",
+                "--fetch-retries", "0",
+            ], conninfo: db.conninfo, environment: environment)
+        try await w.ready()
+        #expect(try await waitUntil(120) { try await helper.count(db, "state = 'succeeded'") == 3 }, "\(w.output.suffix(2000))")
+        let endpoint = try #require(
+            w.output.split(whereSeparator: { $0 == " " || $0 == "\n" }).first { $0.hasPrefix("url=http://") }.map { String($0.dropFirst(4)) },
+            "\(w.output)")
+        let healthz = endpoint.replacingOccurrences(of: "/metrics", with: "/healthz")
+        #expect(try await health(healthz) == (200, "ok\n"))
+
+        kill(proxy, SIGUSR1)  // the key is revoked
+        try await enqueue(3..<13)
+        #expect(try await waitUntil(120) { w.output.contains("the store refuses this worker's credentials") }, "\(w.output.suffix(2000))")
+        #expect(try await waitUntil(60) { (try? await health(healthz).status) == 503 })
+        #expect(try await health(healthz).body.contains("refuses this worker's credentials"))
+        try await Task.sleep(for: .seconds(3))
+        #expect(try await helper.count(db, "state = 'failed'") == 0)
+        #expect(try await helper.count(db, "state = 'queued' AND (attempt <> 0 OR errors <> '[]')") == 0, "a refused job was charged")
+        #expect(try await helper.count(db, "state = 'running'") == 0, "jobs were claimed while the store refused")
+
+        kill(proxy, SIGUSR2)  // the key works again
+        #expect(try await waitUntil(180) { try await helper.count(db, "state = 'succeeded'") == 13 }, "\(w.output.suffix(3000))")
+        let charged = try await db.query("SELECT id, attempt, errors FROM halcyon.jobs WHERE attempt <> 1").rows
+        #expect(charged.isEmpty, "\(charged)")
+        #expect(try await health(healthz) == (200, "ok\n"))
+        #expect(w.output.contains("the store accepts this worker's credentials again"))
+        w.signal(SIGTERM)
+        #expect(await w.wait(timeout: 60) == 0, "\(w.output.suffix(2000))")
+    }
+
+    /// A worker's `/healthz`: its status and body.
+    func health(_ url: String) async throws -> (status: Int, body: String) {
+        let (data, response) = try await URLSession.shared.data(from: try #require(URL(string: url)))
+        return ((response as? HTTPURLResponse)?.statusCode ?? -1, String(decoding: data, as: UTF8.self))
     }
 
     @Test func aStoreThatIsNeitherADirectoryNorS3IsRefused() async throws {

@@ -214,4 +214,8 @@ public struct ObjectStore: ResultStore {
     public func verify(repair: Bool) -> VerifyReport {
         ObjectStoreSweeper(store: self, sizeLimit: nil).verify(repair: repair)
     }
+
+    public func checkAccess() throws(HalcyonError) {
+        _ = try client.list(maxKeys: 1)
+    }
 }

@@ -3,6 +3,7 @@ import HalcyonFetch
 import HalcyonImage
 import HalcyonQueue
 import HalcyonRuntime
+import HalcyonStore
 import Logging
 import ServiceLifecycle
 
@@ -41,6 +42,10 @@ struct Claimer: Service, CustomStringConvertible {
     private func claimLoop() async {
         let stopping = { state.stopRequests > 0 }
         while !stopping() {
+            if state.storeRefusal != nil {
+                await waitForTheStore()
+                continue
+            }
             // Mostly store hits: large claims, and no siblings (a hit decodes nothing to share).
             let hits = state.recentHits >= WorkerConfiguration.hitClaimRatio
             let limit = hits ? configuration.maxInFlightForHits : configuration.maxInFlight
@@ -90,6 +95,25 @@ struct Claimer: Service, CustomStringConvertible {
                 }
             }
             await state.wake.wait(timeout: configuration.pollInterval)
+        }
+    }
+
+    /// While the store refuses this worker's credentials: no claims; the store is asked again
+    /// with backoff (1 s, doubling, at most 30 s) until it accepts them or the worker stops.
+    private func waitForTheStore() async {
+        let backoff = Backoff(base: .seconds(1), maximum: .seconds(30))
+        var attempt = 0
+        while state.storeRefusal != nil, state.stopRequests == 0 {
+            attempt += 1
+            await state.wake.wait(timeout: backoff.delay(afterAttempt: attempt))
+            guard state.stopRequests == 0 else { return }
+            let store = runner.store
+            do {
+                try await Blocking.run { try store.checkAccess() }
+                if state.storeAccepted() { logger.notice("the store accepts this worker's credentials again; claiming again") }
+            } catch {
+                logger.warning("the store still refuses this worker", metadata: ["error": "\(error)", "checks": "\(attempt)"])
+            }
         }
     }
 

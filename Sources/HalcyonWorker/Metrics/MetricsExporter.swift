@@ -25,8 +25,12 @@ public struct MetricsExporter: Service, CustomStringConvertible {
 
     /// An endpoint on `address`:`port` when `port` is given (0: any free port), a file when
     /// `file` is. Throws for an address or port that cannot work; the port is bound when the
-    /// service runs (`listening()` waits for it).
-    public init(registry: PrometheusCollectorRegistry, port: Int?, address: String = "127.0.0.1", file: String?, logger: Logger) throws {
+    /// service runs (`listening()` waits for it). `/healthz` answers 200 `ok`, or 503 with what
+    /// `unhealthy` says while it says something (`Worker.unhealthy`).
+    public init(
+        registry: PrometheusCollectorRegistry, port: Int?, address: String = "127.0.0.1", file: String?, logger: Logger,
+        unhealthy: @escaping @Sendable () -> String? = { nil }
+    ) throws {
         self.registry = registry
         self.address = address
         self.file = file
@@ -37,7 +41,10 @@ public struct MetricsExporter: Service, CustomStringConvertible {
             router.get("/metrics") { _, _ in
                 Response.body(.ok, contentType: "text/plain; version=0.0.4; charset=utf-8", Array(Self.text(registry).utf8))
             }
-            router.get("/healthz") { _, _ in Response.text(.ok, "ok\n") }
+            router.get("/healthz") { _, _ in
+                guard let reason = unhealthy() else { return Response.text(.ok, "ok\n") }
+                return Response.text(.serviceUnavailable, "unhealthy: \(reason)\n")
+            }
             server = try HTTPServerService(
                 responder: router.buildResponder(), settings: HTTPServerSettings(address: address, port: port), logger: logger)
         } else {

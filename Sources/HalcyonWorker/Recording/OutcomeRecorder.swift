@@ -48,8 +48,24 @@ struct OutcomeRecorder: Sendable {
         state.wake.wake()
         switch outcome {
         case .success(let result): await recordSuccess(job, result, webhook: webhook, timings: timings, log: log)
+        case .failure(let error) where error.code == .accessDenied: await releaseRefused(job, error, log: log)
         case .failure(let error): await recordFailure(job, error, webhook: webhook, timings: timings, log: log)
         }
+    }
+
+    /// The store refused this worker's credentials: not the job's fault. The job goes back to
+    /// `queued` with its attempt unspent, and the claimer stops claiming until the store accepts
+    /// the credentials again (`Claimer.waitForTheStore`).
+    private func releaseRefused(_ job: Job, _ error: HalcyonError, log: Logger) async {
+        if state.storeRefused(error.message) {
+            log.error(
+                "the store refuses this worker's credentials: jobs are released and no more are claimed until it accepts them",
+                metadata: ["code": "\(error.code)", "message": "\(error.message)"])
+        }
+        let released = try? await recordOrGiveUp("release", log) { try await queue.release([job.claim], workerID: configuration.workerID) }
+        let count = released.flatMap { $0 } ?? 0
+        state.updateSummary { $0.released += count }
+        metrics.count(.released, jobs: count)
     }
 
     private func recordSuccess(_ job: Job, _ result: JobResult, webhook: Bool, timings: StageTimings, log: Logger) async {
