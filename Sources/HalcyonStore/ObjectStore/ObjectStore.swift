@@ -202,9 +202,11 @@ public struct ObjectStore: ResultStore {
         try client.presignedGetURL(path, expires: valid)
     }
 
-    /// The key's expiry and last extension, from its metadata (`halcyon show`); nil when absent.
-    public func keyTimes(_ key: String) -> (expires: Date, accessed: Date)? {
-        (try? client.head(DiskStore.keyPath(for: key))).flatMap { $0.flatMap { Self.times($0.metadata) } }
+    /// The key's expiry and last extension, from its metadata (`halcyon show`); nil when there
+    /// is no such key (or it carries no expiry). Throws when the bucket cannot be asked
+    /// (`store.read_failed`, `store.access_denied`): that is not an absent key.
+    public func keyTimes(_ key: String) throws(HalcyonError) -> (expires: Date, accessed: Date)? {
+        try client.head(DiskStore.keyPath(for: key)).flatMap { Self.times($0.metadata) }
     }
 
     public func sweep(sizeLimit: Int64?, now: Date, cancel: CancellationFlag?) -> SweepReport {
