@@ -163,6 +163,43 @@ struct ObjectStoreTests {
         #expect(store.lookup("bad", extend: .none) == nil && store.lookup("good", extend: .none) != nil)
     }
 
+    /// A write that finds its bytes already there (412) costs what it must: the HEAD that reads
+    /// the object's expiry, and a metadata copy only when its own expiry is later by a whole
+    /// second (metadata holds whole seconds: an instant a fraction of a second later is not
+    /// later). A hit that extends copies the object and the key once each, with no HEAD of the
+    /// key (its GET read it).
+    @Test func aWriteOfBytesAlreadyThereCostsAHeadAndCopiesOnlyToMoveTheExpiry() throws {
+        let store = try Self.store()
+        let data = Self.bytes(40)
+        let now = Date(timeIntervalSince1970: Date().timeIntervalSince1970.rounded(.down) + 0.25)
+        let first = try store.store(data, ext: "png", info: Self.info, key: "a", expiration: .days(1), now: now)
+        let written = try #require(try store.client.head(first.path))
+
+        func requests(_ body: () throws -> Void) rethrows -> Int {
+            let before = store.client.requestsSent
+            try body()
+            return store.client.requestsSent - before
+        }
+        // The same expiry, and one a fraction of a second later: PUT (412), HEAD, the key's PUT.
+        #expect(try requests { _ = try store.store(data, ext: "png", info: Self.info, key: "b", expiration: .days(1), now: now) } == 3)
+        #expect(
+            try requests { _ = try store.store(data, ext: "png", info: Self.info, key: "c", expiration: .days(1), now: now + 0.5) } == 3)
+        let unchanged = try #require(try store.client.head(first.path))
+        #expect(unchanged.etag == written.etag && unchanged.metadata == written.metadata, "no copy changed the object")
+        // A day later: PUT (412), HEAD, one copy, the key's PUT.
+        #expect(try requests { _ = try store.store(data, ext: "png", info: Self.info, key: "d", expiration: .days(2), now: now) } == 4)
+        let raised = try #require(try store.client.head(first.path))
+        #expect(raised.metadata["halcyon-expires"] == String(Int64((now + 2 * 86_400).timeIntervalSince1970.rounded(.down))))
+        for key in ["a", "b", "c", "d"] { #expect(store.lookup(key, extend: .none, now: now)?.object.path == first.path) }
+        // A hit worth extending: the key's GET, the object's HEAD and copy, the key's copy.
+        #expect(requests { _ = store.lookup("a", extend: .expiration(.days(30)), now: now) } == 4)
+        #expect(try store.keyTimes("a").map { Int64($0.expires.timeIntervalSince1970) } == Int64((now + 30 * 86_400).timeIntervalSince1970))
+        // An original's refresh: a HEAD and a copy.
+        try store.originals.save(CachedOriginal(data: data, etag: nil, lastModified: nil, expires: now + 60), for: "https://o.example/x")
+        #expect(requests { store.originals.refresh("https://o.example/x", until: now + 3600) } == 2)
+        #expect(abs((store.originals.original(for: "https://o.example/x")?.expires ?? .distantPast).timeIntervalSince(now + 3600)) < 1)
+    }
+
     @Test func originalsAreKeptInTheBucketWithTheirValidators() throws {
         let store = try Self.store()
         let originals = store.originals
