@@ -147,20 +147,27 @@ struct ObjectStoreTests {
         #expect(trimmed.sizeLimit == 50_000)
     }
 
-    @Test func verifyFindsAndRepairsACorruptObject() throws {
+    /// `--repair` removes a corrupt object and every key naming it, at once: a hit must never
+    /// name an object the bucket does not hold (a lookup reads only the key, so a key left
+    /// behind would be a hit whose `result_path` answers 404 until the next sweep).
+    @Test func verifyRepairRemovesACorruptObjectAndTheKeysNamingIt() throws {
         let store = try Self.store()
         let good = try store.store(Self.bytes(20), ext: "png", info: Self.info, key: "good", expiration: .days(1))
         let bad = try store.store(Self.bytes(21), ext: "png", info: Self.info, key: "bad", expiration: .days(1))
+        _ = try store.store(Self.bytes(21), ext: "png", info: Self.info, key: "bad too", expiration: .days(1))
         // Damaged in the bucket: other bytes under its name.
         _ = try store.client.put(bad.path, data: Data("not the bytes".utf8), ifNoneMatch: false)
         let report = store.verify(repair: false)
         #expect(report.checkedObjects == 2 && report.corrupt == [bad.path], "\(report)")
+        #expect(store.lookup("bad", extend: .none) != nil, "without --repair nothing is removed")
         let repaired = store.verify(repair: true)
-        #expect(repaired.removedObjects == 1)
+        #expect(repaired.removedObjects == 1 && repaired.removedKeys == 2 && repaired.failure == nil, "\(repaired)")
         #expect(try store.client.head(bad.path) == nil && store.client.head(good.path) != nil)
-        // The next sweep removes the key that pointed at it.
-        #expect(store.sweep(sizeLimit: nil, now: Date(), cancel: nil).removedKeys == 1)
-        #expect(store.lookup("bad", extend: .none) == nil && store.lookup("good", extend: .none) != nil)
+        // At once, not at the next sweep: the next job for these keys processes afresh.
+        #expect(store.lookup("bad", extend: .none) == nil && store.lookup("bad too", extend: .none) == nil)
+        #expect(store.lookup("good", extend: .none)?.object.path == good.path)
+        #expect(store.sweep(sizeLimit: nil, now: Date(), cancel: nil).removedKeys == 0, "nothing left dangling")
+        #expect(store.verify(repair: false).corrupt.isEmpty)
     }
 
     /// A write that finds its bytes already there (412) costs what it must: the HEAD that reads

@@ -40,12 +40,16 @@ struct ObjectStoreSweeper {
         } while token != nil && !stop()
     }
 
-    /// `each`, with a failure to list kept (the first) instead of thrown: the rest goes on.
-    private func listing(_ prefix: String, _ failure: inout String?, stop: () -> Bool, _ body: (S3ListEntry) -> Void) {
+    /// `each`, with a failure to list kept (the first) instead of thrown: the rest goes on. True
+    /// when every entry was listed (not stopped, no failure).
+    @discardableResult
+    private func listing(_ prefix: String, _ failure: inout String?, stop: () -> Bool, _ body: (S3ListEntry) -> Void) -> Bool {
         do {
             try each(prefix, stop: stop, body)
+            return !stop()
         } catch {
             failure = failure ?? "listing \(client.location(ofKey: prefix)) failed: \(error.message)"
+            return false
         }
     }
 
@@ -132,15 +136,16 @@ struct ObjectStoreSweeper {
 
     static func hour(_ date: Date?) -> Int64 { Int64((date ?? .distantPast).timeIntervalSince1970 / 3600) }
 
-    /// Reads every object back and compares its SHA-256 with its name; `repair` deletes the
-    /// corrupt ones (their keys then dangle and the next sweep removes them).
+    /// Reads every object back and compares its SHA-256 with its name. `repair` deletes the
+    /// keys naming a corrupt one, then the object (if it still holds the wrong bytes) — in that
+    /// order, so no hit names an object that is gone. When not every key could be read, the
+    /// corrupt objects are left (and `failure` says so): a key naming one might be missed.
     func verify(repair: Bool) -> VerifyReport {
         let started = ContinuousClock.now
         var report = VerifyReport()
         var failure: String?
+        var damaged: [String] = []
         listing("objects/", &failure, stop: { false }) { entry in
-            let name = entry.key.split(separator: "/").last.map(String.init) ?? ""
-            let expected = String(name.prefix { $0 != "." })
             let read: S3Object?
             do {
                 read = try client.get(entry.key, maxBytes: ObjectOriginals.maxBytes)
@@ -155,12 +160,50 @@ struct ObjectStoreSweeper {
             }
             report.checkedObjects += 1
             report.checkedBytes += Int64(object.data.count)
-            guard Digest.sha256Hex(object.data) != expected else { return }
+            guard Digest.sha256Hex(object.data) != Self.digest(named: entry.key) else { return }
             report.corrupt.append(entry.key)
-            if repair, (try? client.delete(entry.key)) != nil { report.removedObjects += 1 }
+            damaged.append(entry.key)
+        }
+        if repair, !damaged.isEmpty {
+            let names = Set(damaged)
+            var unreadable = 0
+            let listed = listing("keys/", &failure, stop: { false }) { entry in
+                let found: S3Object?
+                do throws(HalcyonError) {
+                    found = try client.get(entry.key, maxBytes: ObjectStore.maxKeyRecordBytes)
+                } catch {
+                    if error.code != .storeTooLarge { unreadable += 1 }
+                    return
+                }
+                guard let found, let record = KeyRecord(String(decoding: found.data, as: UTF8.self)), names.contains(record.object) else { return }
+                if (try? client.delete(entry.key)) != nil {
+                    report.removedKeys += 1
+                } else {
+                    unreadable += 1
+                }
+            }
+            if listed && unreadable == 0 {
+                for key in damaged {
+                    // Still the wrong bytes (not deleted and written whole again meanwhile).
+                    guard let object = try? client.get(key, maxBytes: ObjectOriginals.maxBytes),
+                        Digest.sha256Hex(object.data) != Self.digest(named: key)
+                    else { continue }
+                    if (try? client.delete(key)) != nil { report.removedObjects += 1 }
+                }
+            } else {
+                failure =
+                    failure
+                    ?? "\(unreadable) keys could not be read or deleted: the corrupt objects were left in place, so no key names a deleted one"
+            }
         }
         report.failure = failure
         report.seconds = (ContinuousClock.now - started).seconds
         return report
+    }
+
+    /// The digest an object's name says it has: `objects/ab/cd/<digest>.<ext>`.
+    static func digest(named key: String) -> String {
+        let name = key.split(separator: "/").last.map(String.init) ?? ""
+        return String(name.prefix { $0 != "." })
     }
 }
