@@ -138,13 +138,68 @@ struct ObjectStoreTests {
         #expect(store.lookup("alive", extend: .none, now: now) != nil)
         #expect(try store.client.head(DiskStore.keyPath(for: "old")) == nil)
 
-        // Ten more objects of 10 kB; a limit of 50 kB trims to 25 kB or less.
+        // Ten more objects of 10 kB; a limit of 50 kB trims to 25 kB: within one object of it.
         for i in 0..<10 {
             _ = try store.store(Self.bytes(100 + i, count: 10_000), ext: "png", info: Self.info, key: "n\(i)", expiration: .days(7), now: now)
         }
         let trimmed = store.sweep(sizeLimit: 50_000, now: now, cancel: nil)
-        #expect(trimmed.trimmedObjects > 0 && trimmed.keptBytes <= 25_000, "\(trimmed)")
-        #expect(trimmed.sizeLimit == 50_000)
+        #expect(trimmed.trimmedObjects > 0 && trimmed.keptBytes <= 25_000 && trimmed.keptBytes > 15_000, "\(trimmed)")
+        #expect(trimmed.sizeLimit == 50_000 && trimmed.failure == nil)
+        // Every key left names an object that is there: the trim removed the keys first.
+        #expect(trimmed.removedKeys == trimmed.trimmedObjects, "\(trimmed)")
+        for key in ["alive"] + (0..<10).map({ "n\($0)" }) {
+            if let hit = store.lookup(key, extend: .none, now: now) { #expect(try store.client.head(hit.object.path) != nil, "\(key)") }
+        }
+    }
+
+    /// Over the limit, a sweep deletes originals first (they are fetched again when needed),
+    /// then results least recently written or extended first, until what is left is at most
+    /// half the limit, within one object of it; the keys naming a trimmed result go with it.
+    @Test func aTrimTakesOriginalsFirstThenTheLeastRecentlyUsedResults() throws {
+        let store = try Self.store()
+        var paths: [String] = []
+        for i in 0..<4 {  // S3's LastModified counts whole seconds: one result per second
+            if i > 0 { Thread.sleep(forTimeInterval: 1.1) }
+            paths.append(
+                try store.store(Self.bytes(60 + i, count: 10_000), ext: "png", info: Self.info, key: "r\(i)", expiration: .seconds(3600)).path)
+        }
+        Thread.sleep(forTimeInterval: 1.1)
+        // r0 is used: a hit that extends it moves its LastModified (and its key's) to now.
+        #expect(store.lookup("r0", extend: .cacheTime, now: Date().addingTimeInterval(1800)) != nil)
+        // The original is the newest entry: taken first all the same.
+        try store.originals.save(
+            CachedOriginal(data: Self.bytes(50, count: 30_000), etag: nil, lastModified: nil, expires: Date() + 86_400), for: "https://o.example/a")
+        // A listing's date and a HEAD's agree to the second (the trim relies on it).
+        let listed = try #require(try store.client.list(prefix: "objects/").entries.first { $0.key == paths[1] })
+        let headed = try #require(try store.client.head(paths[1]))
+        #expect(listed.lastModified.map { Int64($0.timeIntervalSince1970) } == headed.lastModified.map { Int64($0.timeIntervalSince1970) })
+
+        // 70 kB (and the original's header) over a 60 kB limit: down to 30 kB — the original
+        // (30 kB), then r1 (10 kB), the result least recently written or extended.
+        let report = store.sweep(sizeLimit: 60_000, now: Date(), cancel: nil)
+        #expect(report.trimmedObjects == 2 && report.keptBytes == 30_000, "\(report)")
+        #expect(report.removedKeys == 1 && report.keptKeys == 3 && report.failure == nil, "\(report)")
+        #expect(store.originals.original(for: "https://o.example/a") == nil)
+        for (i, path) in paths.enumerated() {
+            #expect((try store.client.head(path) != nil) == (i != 1), "r\(i)")
+            #expect((store.lookup("r\(i)", extend: .none) != nil) == (i != 1), "r\(i)")
+        }
+    }
+
+    /// The trim's measure: 1.38 MB — a 1 MB original, used last, and 38 results of 10 kB — swept
+    /// with a 200 KiB limit keeps 100 kB of results (half the limit is 102,400 bytes).
+    @Test func aTrimOf138MBTo200KiBKeepsWithinOneObjectOfHalfTheLimit() throws {
+        let store = try Self.store()
+        for i in 0..<38 {
+            _ = try store.store(Self.bytes(300 + i, count: 10_000), ext: "png", info: Self.info, key: "m\(i)", expiration: .days(1))
+        }
+        Thread.sleep(forTimeInterval: 1.1)
+        try store.originals.save(
+            CachedOriginal(data: Self.bytes(7, count: 1_000_000), etag: nil, lastModified: nil, expires: Date() + 86_400),
+            for: "https://o.example/big")
+        let report = store.sweep(sizeLimit: 200 << 10, now: Date(), cancel: nil)
+        #expect(report.keptBytes <= 102_400 && report.keptBytes > 102_400 - 10_000, "kept \(report.keptBytes) bytes: \(report)")
+        #expect(report.keptBytes == 100_000 && report.keptKeys == 10 && report.removedKeys == 28, "\(report)")
     }
 
     /// `--repair` removes a corrupt object and every key naming it, at once: a hit must never
