@@ -225,6 +225,23 @@ struct ObjectStoreTests {
         #expect(store.verify(repair: false).corrupt.isEmpty)
     }
 
+    /// A key never outlives its object, or a sweep that deletes the expired object leaves a hit
+    /// naming nothing. Two keys share an object whose expiry is the later key's; a hit extends
+    /// the earlier key just past it, by less than the tenth of the time left that makes an
+    /// extension worth a copy on its own: the object is raised too.
+    @Test func anExtendedKeyNeverOutlivesItsObject() throws {
+        let store = try Self.store()
+        let t0 = Date(timeIntervalSince1970: Date().timeIntervalSince1970.rounded(.down))
+        let data = Self.bytes(70)
+        let object = try store.store(data, ext: "png", info: Self.info, key: "short", expiration: .seconds(3600), now: t0)
+        _ = try store.store(data, ext: "png", info: Self.info, key: "long", expiration: .seconds(3700), now: t0)
+        // At t0 + 400 the short key's TTL restarts: t0 + 4000, 300 s past the object's t0 + 3700.
+        let hit = try #require(store.lookup("short", extend: .cacheTime, now: t0 + 400))
+        #expect(Int64(hit.expires.timeIntervalSince1970) == Int64((t0 + 4000).timeIntervalSince1970))
+        let objectExpires = try #require(try store.client.head(object.path)?.metadata["halcyon-expires"].flatMap { Int64($0) })
+        #expect(objectExpires >= Int64((t0 + 4000).timeIntervalSince1970), "the key outlives its object")
+    }
+
     /// A write that finds its bytes already there (412) costs what it must: the HEAD that reads
     /// the object's expiry, and a metadata copy only when its own expiry is later by a whole
     /// second (metadata holds whole seconds: an instant a fraction of a second later is not

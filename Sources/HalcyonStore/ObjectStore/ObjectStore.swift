@@ -144,9 +144,10 @@ public struct ObjectStore: ResultStore {
         if let extended = extend.extended(accessed: times.accessed, expires: times.expires, now: now),
             Self.worthExtending(from: times.expires, to: extended.expires, now: now)
         {
-            // The object first: a key never outlives its object. A failed extension is still a
-            // hit; an object found gone is a miss.
-            switch try? raiseExpiry(record.object, to: extended.expires, now: now) {
+            // The object first, whenever the key's new expiry is past the object's (not only
+            // when that alone would be worth a copy): a key never outlives its object. A failed
+            // extension is still a hit; an object found gone is a miss.
+            switch try? raiseExpiry(record.object, to: extended.expires, now: now, always: true) {
             case false?: return nil
             case true?:
                 // The key as its GET read it: the copy is one request.
