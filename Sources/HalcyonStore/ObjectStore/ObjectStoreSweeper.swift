@@ -165,9 +165,10 @@ struct ObjectStoreSweeper {
         var plan = TrimPlan()
         let hours = byHour.sorted { $0.key < $1.key }
         guard need > 0, let newest = hours.last?.key else { return plan }
+        // The hour the count reaches `need` in (the newest, if the count changed under us).
         var earlier: Int64 = 0
         var last = newest
-        for (hour, bytes) in hours {
+        for (hour, bytes) in hours where hour != newest {
             if earlier + bytes >= need {
                 last = hour
                 break
