@@ -49,32 +49,49 @@ public enum Source: Sendable, Equatable {
     }
 
     /// `s3://BUCKET/KEY`: the bucket by S3's naming rules (as `S3Configuration` checks them), the
-    /// key literal. A key with `.` or `..` segments is refused: a server that normalised the
-    /// path would read another key — or another bucket — than the one named.
+    /// key literal. Checked as UTF-8 bytes, never as `Character`s (a grapheme cluster can swallow
+    /// a `/`: `\u{600}/` is one `Character`, so splitting by `Character` hides the segment after
+    /// it). A key with an empty, `.` or `..` segment (`a//b`, `/a`, `a/`, `a/../b`) is refused:
+    /// a server that normalised the path would read another key — or another bucket — than the
+    /// one named.
     private static func parseObject(_ trimmed: String, _ text: String) throws(HalcyonError) -> Source {
-        let rest = trimmed.dropFirst(5)
-        guard let slash = rest.firstIndex(of: "/") else {
+        let bytes = Array(trimmed.utf8)
+        let slash = UInt8(ascii: "/")
+        // "s3://" (any case: the caller compared it) is five ASCII bytes.
+        let rest = bytes.dropFirst(5)
+        guard let split = rest.firstIndex(of: slash) else {
             throw HalcyonError(.invalidSource, "an S3 source is s3://BUCKET/KEY: no key in \(text.prefix(200))", source: text)
         }
-        let bucket = String(rest[..<slash])
-        let key = String(rest[rest.index(after: slash)...])
+        let bucket = String(decoding: rest[..<split], as: UTF8.self)
+        let keyBytes = rest[(split + 1)...]
         do throws(HalcyonError) {
             try S3Configuration.checkBucket(bucket)
         } catch {
             throw HalcyonError(.invalidSource, "S3 source: \(error.message)", source: text)
         }
-        guard !key.isEmpty else { throw HalcyonError(.invalidSource, "an S3 source is s3://BUCKET/KEY: the key is empty", source: text) }
-        let bytes = key.utf8.count
-        guard bytes <= S3Configuration.maxKeyBytes else {
-            throw HalcyonError(.invalidSource, "S3 key is \(bytes) bytes, over S3's \(S3Configuration.maxKeyBytes)", source: String(text.prefix(200)))
+        guard !keyBytes.isEmpty else { throw HalcyonError(.invalidSource, "an S3 source is s3://BUCKET/KEY: the key is empty", source: text) }
+        guard keyBytes.count <= S3Configuration.maxKeyBytes else {
+            throw HalcyonError(
+                .invalidSource, "S3 key is \(keyBytes.count) bytes, over S3's \(S3Configuration.maxKeyBytes)", source: String(text.prefix(200)))
         }
-        guard !key.split(separator: "/", omittingEmptySubsequences: false).contains(where: { $0 == "." || $0 == ".." }) else {
-            throw HalcyonError(.invalidSource, "S3 key has a '.' or '..' segment: \(text.prefix(200))", source: text)
+        for segment in keyBytes.split(separator: slash, omittingEmptySubsequences: false) {
+            guard !segment.isEmpty else {
+                throw HalcyonError(
+                    .invalidSource, "S3 key has an empty segment (a leading, trailing or doubled '/'): \(text.prefix(200))", source: text)
+            }
+            guard !segment.elementsEqual([UInt8(ascii: ".")]), !segment.elementsEqual([UInt8(ascii: "."), UInt8(ascii: ".")]) else {
+                throw HalcyonError(.invalidSource, "S3 key has a '.' or '..' segment: \(text.prefix(200))", source: text)
+            }
         }
-        guard !key.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F }) else {
+        // Control characters are ASCII (C0 and DEL) or U+0080–U+009F (C1: 0xC2 0x80–0x9F in UTF-8).
+        let hasControl = keyBytes.indices.contains { i in
+            let b = keyBytes[i]
+            return b < 0x20 || b == 0x7F || (b == 0xC2 && i + 1 < keyBytes.endIndex && (0x80...0x9F).contains(keyBytes[i + 1]))
+        }
+        guard !hasControl else {
             throw HalcyonError(.invalidSource, "S3 key has a control character", source: String(text.prefix(200)))
         }
-        return .object(bucket: bucket, key: key)
+        return .object(bucket: bucket, key: String(decoding: keyBytes, as: UTF8.self))
     }
 
     private static func parseData(_ text: String, maxBytes: Int) throws(HalcyonError) -> Source {

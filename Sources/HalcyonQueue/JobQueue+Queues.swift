@@ -18,6 +18,12 @@ extension JobQueue {
         try await connection.rows(SQL.QueueNames()).map(\.name)
     }
 
+    /// Whether `name` keeps its results in a key space of its own (`isolated_keys`): its jobs'
+    /// store keys are `DiskStore.storeKey(resultKey, scope: name)`. False for an unknown queue.
+    public func isolatesKeys(queue name: String) async throws -> Bool {
+        try await connection.row(SQL.QueueIsolatesKeys(queue: name))?.isolatedKeys ?? false
+    }
+
     private func unknown(_ name: String) async throws -> QueueError {
         QueueError.unknown(name, known: try await queueNames())
     }

@@ -204,19 +204,27 @@ public struct S3Client: Sendable {
 
     /// Replaces the object's user metadata with `metadata` by copying it onto itself
     /// (`x-amz-metadata-directive: REPLACE`), keeping its content type. Guarded by
-    /// `x-amz-copy-source-if-match` with `etag` (default: the ETag a HEAD reads first), so an
-    /// object changed in between is not clobbered (`.changedConcurrently`).
-    public func copyMetadata(_ key: String, metadata: [String: String], ifMatch etag: String? = nil) throws(HalcyonError) -> S3CopyResult {
+    /// `x-amz-copy-source-if-match` with `etag`, so an object changed in between is not
+    /// clobbered (`.changedConcurrently`). Given both `etag` and `contentType` (what a HEAD or GET
+    /// of the object just read) it is one request; a HEAD reads whichever is missing first.
+    public func copyMetadata(
+        _ key: String, metadata: [String: String], ifMatch etag: String? = nil, contentType: String? = nil
+    ) throws(HalcyonError) -> S3CopyResult {
         let full = try fullKey(key, .writeFailed)
         let metaHeaders = try metadataHeaders(metadata, .writeFailed)
-        guard let current = try head(key) else { return .notFound }
-        guard let guardTag = etag ?? current.etag else {
+        var guardTag = etag, type = contentType
+        if guardTag == nil || type == nil {
+            guard let current = try head(key) else { return .notFound }
+            guardTag = guardTag ?? current.etag
+            type = type ?? current.contentType
+        }
+        guard let guardTag else {
             throw HalcyonError(.writeFailed, "S3 sent no ETag for \(location(full)); the copy cannot be guarded", source: location(full))
         }
         let source = "/\(configuration.bucket)/" + SigV4.uriEncode(full, encodeSlash: false)
         var headers: [(name: String, value: String)] = [
             ("x-amz-copy-source", source), ("x-amz-metadata-directive", "REPLACE"), ("x-amz-copy-source-if-match", guardTag),
-            ("content-type", current.contentType ?? "application/octet-stream"),
+            ("content-type", type ?? "application/octet-stream"),
         ]
         headers += metaHeaders
         let request = S3Request(method: "PUT", key: full, headers: headers, maxBody: S3Transport.maxErrorBody)

@@ -113,14 +113,29 @@ public struct S3Configuration: Sendable, CustomStringConvertible {
     }
 
     /// Splits `s3://BUCKET[/PREFIX]` into the bucket and the normalised prefix (ending with `/`).
+    /// Split at the first `/` byte (not `Character`: a joining character can swallow a `/`).
     public static func parse(_ url: String) throws(HalcyonError) -> (bucket: String, prefix: String) {
         guard url.hasPrefix("s3://") else { throw HalcyonError(.invalidOptions, "an S3 location is s3://BUCKET[/PREFIX]; got \(url)") }
-        let rest = url.dropFirst(5)
-        let slash = rest.firstIndex(of: "/")
-        let bucket = String(rest[..<(slash ?? rest.endIndex)])
-        let prefix = slash.map { String(rest[rest.index(after: $0)...]) } ?? ""
+        let rest = url.utf8.dropFirst(5)
+        let slash = rest.firstIndex(of: UInt8(ascii: "/"))
+        let bucket = String(decoding: rest[..<(slash ?? rest.endIndex)], as: UTF8.self)
+        let prefix = slash.map { String(decoding: rest[rest.index(after: $0)...], as: UTF8.self) } ?? ""
         try checkBucket(bucket)
-        return (bucket, normalizedPrefix(prefix))
+        let normalized = normalizedPrefix(prefix)
+        try checkPrefix(normalized)
+        return (bucket, normalized)
+    }
+
+    /// A prefix's segments (split at every `/` byte) must not be empty, `.` or `..`: a server
+    /// that normalised the path would store the entries under another key than the one listed.
+    static func checkPrefix(_ prefix: String) throws(HalcyonError) {
+        let bytes = Array(prefix.utf8.dropLast(prefix.isEmpty ? 0 : 1))
+        guard !bytes.isEmpty else { return }
+        for segment in bytes.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: false) {
+            guard !segment.isEmpty, !segment.elementsEqual(".".utf8), !segment.elementsEqual("..".utf8) else {
+                throw HalcyonError(.invalidOptions, "the S3 prefix \(prefix) has an empty, '.' or '..' segment")
+            }
+        }
     }
 
     /// S3's bucket naming rules (general purpose buckets).
@@ -173,6 +188,7 @@ public struct S3Configuration: Sendable, CustomStringConvertible {
         guard maxRetryDelay >= retryBaseDelay else { throw HalcyonError(.invalidOptions, "the S3 retry delay cap must not be below its base delay") }
         guard maxXMLBytes >= 64 << 10 else { throw HalcyonError(.invalidOptions, "the S3 XML answer limit must be at least 64KiB") }
         guard Array(prefix.utf8).count < Self.maxKeyBytes else { throw HalcyonError(.invalidOptions, "the S3 prefix is over 1024 bytes") }
+        try Self.checkPrefix(prefix)
         let regionOK = !region.isEmpty && region.utf8.allSatisfy { ($0 >= 0x61 && $0 <= 0x7A) || ($0 >= 0x30 && $0 <= 0x39) || $0 == 0x2D }
         guard regionOK else { throw HalcyonError(.invalidOptions, "the S3 region must be lower-case letters, digits and hyphens; got \(region)") }
         let url = resolvedEndpoint

@@ -47,8 +47,9 @@ public struct SweepReport: Sendable, Equatable {
 /// Kingfisher's DiskStorage clean-up, for a content-addressed store shared by many workers:
 ///
 /// 1. Objects and originals whose expiry (mtime) has passed are deleted.
-/// 2. If what is left exceeds the size limit, the least recently accessed (oldest atime) are
-///    deleted until it is under half the limit.
+/// 2. If what is left exceeds the size limit, entries are deleted until what is left is at most
+///    half the limit (within one entry of it): originals first (downloads, fetched again when
+///    needed), then results, each least recently accessed (oldest atime) first.
 /// 3. Keys that expired, point at an object that is gone, or cannot be read are deleted.
 /// 4. Temp files older than an hour (writers that crashed) are deleted.
 ///
@@ -103,7 +104,10 @@ public struct Sweeper: Sendable {
         var total = alive.reduce(Int64(0)) { $0 + $1.bytes }
         if let limit = sizeLimit, total > limit {
             let target = limit / 2
-            for c in alive.sorted(by: { $0.accessed < $1.accessed }) where total > target && !stop() {
+            let order = alive.sorted {
+                ($0.original ? 0 : 1, $0.accessed.timeIntervalSince1970) < ($1.original ? 0 : 1, $1.accessed.timeIntervalSince1970)
+            }
+            for c in order where total > target && !stop() {
                 // Still untouched since the scan: nobody has used or extended it meanwhile.
                 if remove(c.path, if: { FileTimes($0).accessed <= c.accessed }) {
                     report.trimmedObjects += 1

@@ -55,7 +55,7 @@ public struct Verifier: Sendable {
             }
         }
         if repair, !report.corrupt.isEmpty {
-            let corrupt = Set(report.corrupt)
+            var removed: Set<String> = []
             for relative in report.corrupt {
                 let path = store.url(forRelativePath: relative).path
                 // Under its lock, and only if it is still the bad file (not rewritten meanwhile).
@@ -64,12 +64,14 @@ public struct Verifier: Sendable {
                         && unlink(path) == 0
                 }) == true {
                     report.removedObjects += 1
+                    removed.insert(relative)
                 }
             }
+            // The keys naming a removed object (a lookup misses them anyway: it finds no object).
             StoreWalker.files(under: store.url(forRelativePath: "keys").path, depth: 2) { path, _ in
                 if (try? withLockedFile(path) { fd, _ -> Bool in
                     guard let text = DiskStore.readSmall(fd), let record = KeyRecord(text) else { return false }
-                    return corrupt.contains(record.object) && unlink(path) == 0
+                    return removed.contains(record.object) && unlink(path) == 0
                 }) == true {
                     report.removedKeys += 1
                 }

@@ -18,7 +18,8 @@ struct Show: AsyncParsableCommand {
 
     func run() async throws {
         let (connection, _) = try await database.connect()
-        guard let row = try await JobQueue(connection: connection).job(id: id) else {
+        let queue = JobQueue(connection: connection)
+        guard let row = try await queue.job(id: id) else {
             throw CommandFailure("no job \(id)")
         }
         // Every column: numbers, booleans and arrays as such, jsonb parsed, the rest as text.
@@ -26,20 +27,35 @@ struct Show: AsyncParsableCommand {
         let location = try storeOptions.location()
         let store = try storeOptions.open()
         let path = object["result_path"]?.stringValue
-        // The result's expiry is its key's (a file's mtime, or an S3 object's metadata).
+        // The result's expiry is its key's (a file's mtime, or an S3 object's metadata), under
+        // the key the worker stores it by: scoped by the queue's name in an isolated queue.
         var times: (expires: Date, accessed: Date)?
+        var unreachable: String?
         let key = object["result_key"]?.stringValue
+        var storeKey = key
+        if let key, let name = object["queue"]?.stringValue, try await queue.isolatesKeys(queue: name) {
+            storeKey = DiskStore.storeKey(key, scope: name)
+        }
         switch (location, store) {
         case (.directory(let root), _):
             if let path { object["result_file"] = .string(root.appendingPathComponent(path).path) }
-            if let key, let t = FileTimes.read(root.appendingPathComponent(DiskStore.keyPath(for: key)).path) { times = (t.expires, t.accessed) }
+            if let storeKey, let t = FileTimes.read(root.appendingPathComponent(DiskStore.keyPath(for: storeKey)).path) {
+                times = (t.expires, t.accessed)
+            }
         case (.objectStore, let bucket as ObjectStore):
             if let path {
                 object["result_object"] = .string(bucket.url(forRelativePath: path))
                 // A link that fetches it without credentials, for an hour.
                 if let url = try? bucket.presignedURL(forRelativePath: path, valid: .hours(1)) { object["result_url"] = .string(url.absoluteString) }
             }
-            if let key { times = try await Blocking.run { bucket.keyTimes(key) } }
+            if let storeKey {
+                do {
+                    times = try await Blocking.run { try bucket.keyTimes(storeKey) }
+                } catch {
+                    // Not an absent key: the bucket did not answer (or refused the credentials).
+                    unreachable = String(describing: error)
+                }
+            }
         default:
             break
         }
@@ -47,10 +63,21 @@ struct Show: AsyncParsableCommand {
             if let times {
                 object["result_expires"] = .string(times.expires >= StorageExpiration.neverInstant ? "never" : ISO8601.format(times.expires))
                 object["result_last_access"] = .string(ISO8601.format(times.accessed))
+            } else if let unreachable {
+                object["result_expires"] = .string("unknown: the store could not be reached (\(unreachable))")
             } else {
                 object["result_expires"] = .string("not in the store (expired and swept, or another store)")
             }
         }
+        output(object)
+        // The row was shown; the store's part of it could not be: say so, and fail.
+        if let unreachable {
+            throw CommandFailure("the store \(location) could not be reached: \(unreachable)")
+        }
+    }
+
+    /// The row as text (the columns `order` names, then the timings and the errors) or JSON.
+    private func output(_ object: [String: JSONValue]) {
         if json {
             print(JSONValue.object(object).prettyText)
             return

@@ -9,7 +9,9 @@ import HalcyonStoreMaintenance
 /// `--store-size-limit` for `sweep` and `work`.
 struct StoreSizeLimitOption: ParsableArguments {
     @Option(
-        help: "Size the store may reach before sweeps delete the least recently accessed objects down to half of it, e.g. 20GiB (default: no limit).")
+        help:
+            "Size the store may reach before sweeps trim it to half of it (kept originals first, then results, least recently used first), e.g. 20GiB (default: no limit)."
+    )
     var storeSizeLimit: ByteSizeArgument?
 
     func validate() throws {
@@ -23,12 +25,15 @@ struct Sweep: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Delete expired store files and keys; trim the store to a size limit.",
         discussion: """
-            Deletes objects and kept originals whose expiry (mtime) has passed, keys that expired \
-            or point at nothing, and temp files over an hour old; then, over --store-size-limit, \
-            the least recently accessed (atime) until under half the limit. Safe while workers \
-            run: each deletion re-checks its reason under the file's lock. One sweeper at a time \
-            (a PostgreSQL advisory lock shared with the workers' periodic sweeps): if one is \
-            running, this waits for it.
+            Deletes objects and kept originals whose expiry has passed, keys that expired or \
+            point at nothing, and temp files over an hour old; then, over --store-size-limit, \
+            trims what is left to at most half the limit, within one object of it: kept \
+            originals first (they are downloaded again when needed), then results, each least \
+            recently used first (on disk the last access, atime; in a bucket the last write or \
+            extension). Safe while workers run: on disk each deletion re-checks its reason under \
+            the file's lock; in a bucket the keys naming a trimmed result are deleted before it. \
+            One sweeper at a time (the store_sweep lease in halcyon.leases, shared with the \
+            workers' periodic sweeps): if one is running, this waits for it.
             """)
 
     @OptionGroup var database: DatabaseOptions
@@ -60,7 +65,7 @@ struct Sweep: AsyncParsableCommand {
               expired objects:   \(report.expiredObjects) (\(ByteSize.format(report.expiredBytes)))
               expired originals: \(report.expiredOriginals) (\(ByteSize.format(report.expiredOriginalBytes)))
               trimmed for size:  \(report.trimmedObjects) (\(ByteSize.format(report.trimmedBytes)))
-              keys removed:      \(report.removedKeys) (expired, dangling or unreadable)
+              keys removed:      \(report.removedKeys) (expired, dangling, unreadable, or naming a trimmed result)
               temp files:        \(report.removedTempFiles)
               freed:             \(ByteSize.format(report.freedBytes))
               now:               \(report.keptFiles) files, \(ByteSize.format(report.keptBytes))\(report.sizeLimit.map { " of \(ByteSize.format($0))" } ?? ""), \(report.keptKeys) keys
@@ -76,10 +81,12 @@ struct Verify: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Re-hash every stored object; report (and with --repair remove) any whose bytes no longer match their name.",
         discussion: """
-            Objects are named by the SHA-256 of their bytes, so a mismatch means the file was \
-            damaged on disk. --repair deletes such objects and the keys pointing at them: later \
-            jobs for those keys process the source again. Exit status 1 when something is \
-            corrupt (also after --repair, so a cron job notices). Needs no database.
+            Objects are named by the SHA-256 of their bytes, so a mismatch means the object was \
+            damaged in the store. --repair deletes such objects and the keys pointing at them \
+            (in a bucket the keys first, so no store hit names a deleted object): later jobs for \
+            those keys process the source again. Exit status 1 when something is corrupt (also \
+            after --repair, so a cron job notices) or when not every object or key could be \
+            read. Needs no database.
             """)
 
     @OptionGroup var storeOptions: StoreOptions

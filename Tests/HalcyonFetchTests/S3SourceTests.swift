@@ -16,7 +16,9 @@ import Testing
         // The key is literal: no percent-decoding, `?` and `#` are part of it.
         #expect(try Source.parse("s3://my.bucket/a%20b?x=1#y") == .object(bucket: "my.bucket", key: "a%20b?x=1#y"))
         #expect(try Source.parse("S3://abc/k") == .object(bucket: "abc", key: "k"))
-        #expect(try Source.parse("s3://abc/a//b") == .object(bucket: "abc", key: "a//b"))
+        #expect(try Source.parse("s3://abc/a.b/..c/.../d.") == .object(bucket: "abc", key: "a.b/..c/.../d."))
+        // A character that joins the next one into a grapheme cluster is part of its own segment.
+        #expect(try Source.parse("s3://abc/\u{600}x/k") == .object(bucket: "abc", key: "\u{600}x/k"))
         #expect(
             try Source.parse("s3://abc/" + String(repeating: "k", count: 1024)) == .object(bucket: "abc", key: String(repeating: "k", count: 1024)))
         #expect(try Source.parse("s3://abc/a/b.jpg").displayName == "s3://abc/a/b.jpg")
@@ -27,6 +29,13 @@ import Testing
             "s3://abc", "s3://abc/", "s3:///key", "s3://ab/key", "s3://Upper/key", "s3://-abc/key", "s3://a..b/key", "s3://192.168.1.1/key",
             "s3://abc/../other/key", "s3://abc/a/./b", "s3://abc/..", "s3://abc/a\u{1}b", "s3://abc/" + String(repeating: "k", count: 1025),
             "s3://user@host:9000/key",
+            // Empty segments: a server may read `u/a.jpg` for `//u/a.jpg` (SeaweedFS does).
+            "s3://abc//u/a.jpg", "s3://abc/a//b", "s3://abc/a/", "s3://abc///",
+            // Segments are split on the byte `/`, not on Characters: U+0600 (a prepended
+            // concatenation mark) makes `\u{600}/` one Character, which hid the `..` after it.
+            "s3://abc/\u{600}/../k", "s3://abc/a/\u{600}/./k", "s3://abc/\u{600}/..", "s3://abc/x\u{600}//k",
+            // C1 control characters, as C0.
+            "s3://abc/a\u{85}b",
         ] {
             #expect(throws: HalcyonError.self, "\(bad.prefix(40))") { _ = try Source.parse(bad) }
             do { _ = try Source.parse(bad) } catch { #expect(error.code == .invalidSource, "\(bad.prefix(40)): \(error)") }
@@ -103,6 +112,62 @@ struct S3SourceTests {
         #expect(image.data == Self.png)
         #expect(image.format == .png)
         #expect(image.source == source)
+    }
+
+    /// A key is read as named or not at all: `s3://BUCKET//KEY` (a key beginning with `/`) was
+    /// read as `KEY` by SeaweedFS, and a `..` segment hidden behind a joining character reached
+    /// the server. Both are refused (`job.invalid_source`) before any request.
+    @Test func aKeyWithAnEmptyOrHiddenDotSegmentIsRefusedNotNormalised() async throws {
+        let (s3, prefix) = try Self.writer()
+        _ = try s3.put("u/a.png", data: Self.png, contentType: "image/png")
+        #expect(try await Self.makeFetcher().fetch("s3://\(Self.bucket)/\(prefix)/u/a.png", cancel: CancellationFlag()).data == Self.png)
+        for source in [
+            "s3://\(Self.bucket)//\(prefix)/u/a.png", "s3://\(Self.bucket)/\(prefix)//u/a.png",
+            "s3://\(Self.bucket)/\(prefix)/u/\u{600}/../u/a.png",
+        ] {
+            let e = await Self.error { _ = try await Self.makeFetcher().fetch(source, cancel: CancellationFlag()) }
+            #expect(e?.code == .invalidSource, "\(source): \(e.map { "\($0)" } ?? "read")")
+        }
+    }
+
+    /// The row's check (`halcyon.is_valid_source`, on `source` and `fallback_sources`) and the
+    /// worker's parser agree: no `s3://` source the worker reads is refused at INSERT, and what
+    /// does not even look like `s3://BUCKET/…` is refused there; the rest (a bad bucket name, an
+    /// empty or dot segment, an over-long key) is refused when the job is claimed. The check is
+    /// coarse on purpose: PostgreSQL re-checks it on every UPDATE of a row, so a stricter one
+    /// would make every row already holding such a source fail its next claim or outcome.
+    @Test func theRowsCheckAcceptsEveryS3SourceTheWorkerReads() async throws {
+        let db = try await TestDatabase.create()
+        let readable = [
+            "s3://abc/k", "S3://abc/k", "s3://my.bucket/a%20b?x=1#y", "s3://abc/a.b/..c/.../d.", "s3://abc/\u{600}x/k",
+            "s3://abc/" + String(repeating: "k", count: 1024),
+        ]
+        let looksWrong = ["s3://abc", "s3://abc/", "s3:///key", "s3://ab/key", "s3://a_b/key", "s3://user@host:9000/key"]
+        let refusedWhenClaimed = [
+            "s3://abc//u/a.jpg", "s3://abc/a//b", "s3://abc/a/", "s3://abc/../k", "s3://abc/\u{600}/../k", "s3://Upper/key",
+            "s3://a..b/key", "s3://192.168.1.1/key", "s3://abc/" + String(repeating: "k", count: 1025),
+        ]
+        func inserted(_ source: String) async -> Bool {
+            do {
+                try await db.query("INSERT INTO halcyon.jobs (source, fallback_sources) VALUES ($1, ARRAY[$1])", [source])
+                return true
+            } catch {
+                return false
+            }
+        }
+        for source in readable {
+            #expect((try? Source.parse(source)) != nil, "\(source.prefix(40))")
+            #expect(await inserted(source), "\(source.prefix(40)) refused by the row's check")
+        }
+        for source in looksWrong {
+            #expect((try? Source.parse(source)) == nil, "\(source.prefix(40))")
+            let accepted = await inserted(source)
+            #expect(!accepted, "\(source.prefix(40)) accepted by the row's check")
+        }
+        for source in refusedWhenClaimed {
+            #expect((try? Source.parse(source)) == nil, "\(source.prefix(40))")
+            #expect(await inserted(source), "\(source.prefix(40))")
+        }
     }
 
     @Test func aMissingKeyIsAPermanentHTTPStatusAndNotRetried() async throws {

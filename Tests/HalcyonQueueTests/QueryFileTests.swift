@@ -78,6 +78,7 @@ import Testing
             SQL.PauseQueue(queue: "q"),
             SQL.ResumeQueue(queue: "q"),
             SQL.QueueNames(),
+            SQL.QueueIsolatesKeys(queue: "q"),
             SQL.QueueCounts(),
             SQL.TagCounts(tag: "t"),
             SQL.SetPreset(preset: Preset(name: "p", processors: "flip", options: ["expiration": "1d"])),

@@ -11,6 +11,14 @@ import Testing
         #expect(try S3Configuration.parse("s3://my-bucket/") == ("my-bucket", ""))
         #expect(try S3Configuration.parse("s3://my-bucket/images") == ("my-bucket", "images/"))
         #expect(try S3Configuration.parse("s3://my.bucket.example/a/b/") == ("my.bucket.example", "a/b/"))
+        #expect(try S3Configuration.parse("s3://my-bucket/a.b/..c/\u{600}x") == ("my-bucket", "a.b/..c/\u{600}x/"))
+    }
+
+    /// A store's prefix, split at `/` bytes: no empty, `.` or `..` segment, which a server may
+    /// normalise away (it would then store entries under keys the sweep's listing never shows).
+    @Test(arguments: ["s3://my-bucket/a//b", "s3://my-bucket/a/./b", "s3://my-bucket/../b", "s3://my-bucket/a/..", "s3://my-bucket/\u{600}/../b"])
+    func refusesPrefixesWithEmptyOrDotSegments(url: String) {
+        #expect { _ = try S3Configuration.parse(url) } throws: { ($0 as? HalcyonError)?.code == .invalidOptions }
     }
 
     @Test(arguments: [

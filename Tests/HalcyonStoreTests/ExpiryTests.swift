@@ -127,6 +127,33 @@ import Testing
         #expect(Sweeper(store: store, sizeLimit: 8000).sweep(now: now).trimmedObjects == 0)
     }
 
+    /// Over the limit, originals go first (they are fetched again when needed), then results
+    /// least recently accessed first, to within one object of half the limit. The measure:
+    /// 1.38 MB — 38 results of 10 kB and a 1 MB original used last — with a 200 KiB limit keeps
+    /// the 10 results used last (100 kB; half the limit is 102,400 bytes).
+    @Test func aTrimTakesOriginalsFirstAndKeepsWithinOneObjectOfHalfTheLimit() throws {
+        let store = try Self.makeStore()
+        defer { try? FileManager.default.removeItem(at: store.root) }
+        let now = Date()
+        var paths: [String] = []
+        for i in 0..<38 {  // result i last accessed i seconds after the first, an hour ago
+            paths.append(
+                try store.store(
+                    Data(repeating: UInt8(i), count: 10_000), ext: "png", info: Self.info, key: "k\(i)", expiration: .days(1),
+                    now: now - 3600 + Double(i)
+                ).path)
+        }
+        let originals = OriginalsStore(storeRoot: store.root)
+        try originals.save(CachedOriginal(data: Data(repeating: 7, count: 1_000_000), etag: nil, lastModified: nil, expires: now + 86_400), for: "u")
+        let report = Sweeper(store: store, sizeLimit: 200 << 10).sweep(now: now)
+        #expect(report.keptBytes == 100_000 && report.trimmedObjects == 29, "kept \(report.keptBytes) bytes: \(report)")
+        #expect(originals.original(for: "u") == nil)
+        for (i, p) in paths.enumerated() {
+            #expect(FileManager.default.fileExists(atPath: store.url(forRelativePath: p).path) == (i >= 28), "k\(i)")
+        }
+        #expect(report.removedKeys == 28 && report.keptKeys == 10)
+    }
+
     /// Jobs with `extend=none` hitting an old object: the trim must see it in use, or it deletes
     /// the one object everybody is asking for.
     @Test func aTrimKeepsAnObjectHitWithExtendNone() throws {

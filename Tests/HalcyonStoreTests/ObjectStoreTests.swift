@@ -101,7 +101,7 @@ struct ObjectStoreTests {
         let keyPath = DiskStore.keyPath(for: "hot")
         let hit = try #require(store.lookup("hot", extend: .cacheTime, now: start.addingTimeInterval(1800)))
         #expect(abs(hit.expires.timeIntervalSince(start.addingTimeInterval(5400))) < 2, "the TTL restarted from the hit")
-        let key = try #require(store.keyTimes("hot"))
+        let key = try #require(try store.keyTimes("hot"))
         #expect(abs(key.expires.timeIntervalSince(start.addingTimeInterval(5400))) < 2)
         let objectInfo = try #require(try store.client.head(object.path))
         #expect((Double(objectInfo.metadata["halcyon-expires"] ?? "") ?? 0) >= start.addingTimeInterval(5399).timeIntervalSince1970)
@@ -138,29 +138,145 @@ struct ObjectStoreTests {
         #expect(store.lookup("alive", extend: .none, now: now) != nil)
         #expect(try store.client.head(DiskStore.keyPath(for: "old")) == nil)
 
-        // Ten more objects of 10 kB; a limit of 50 kB trims to 25 kB or less.
+        // Ten more objects of 10 kB; a limit of 50 kB trims to 25 kB: within one object of it.
         for i in 0..<10 {
             _ = try store.store(Self.bytes(100 + i, count: 10_000), ext: "png", info: Self.info, key: "n\(i)", expiration: .days(7), now: now)
         }
         let trimmed = store.sweep(sizeLimit: 50_000, now: now, cancel: nil)
-        #expect(trimmed.trimmedObjects > 0 && trimmed.keptBytes <= 25_000, "\(trimmed)")
-        #expect(trimmed.sizeLimit == 50_000)
+        #expect(trimmed.trimmedObjects > 0 && trimmed.keptBytes <= 25_000 && trimmed.keptBytes > 15_000, "\(trimmed)")
+        #expect(trimmed.sizeLimit == 50_000 && trimmed.failure == nil)
+        // Every key left names an object that is there: the trim removed the keys first.
+        #expect(trimmed.removedKeys == trimmed.trimmedObjects, "\(trimmed)")
+        for key in ["alive"] + (0..<10).map({ "n\($0)" }) {
+            if let hit = store.lookup(key, extend: .none, now: now) { #expect(try store.client.head(hit.object.path) != nil, "\(key)") }
+        }
     }
 
-    @Test func verifyFindsAndRepairsACorruptObject() throws {
+    /// Over the limit, a sweep deletes originals first (they are fetched again when needed),
+    /// then results least recently written or extended first, until what is left is at most
+    /// half the limit, within one object of it; the keys naming a trimmed result go with it.
+    @Test func aTrimTakesOriginalsFirstThenTheLeastRecentlyUsedResults() throws {
+        let store = try Self.store()
+        var paths: [String] = []
+        for i in 0..<4 {  // S3's LastModified counts whole seconds: one result per second
+            if i > 0 { Thread.sleep(forTimeInterval: 1.1) }
+            paths.append(
+                try store.store(Self.bytes(60 + i, count: 10_000), ext: "png", info: Self.info, key: "r\(i)", expiration: .seconds(3600)).path)
+        }
+        Thread.sleep(forTimeInterval: 1.1)
+        // r0 is used: a hit that extends it moves its LastModified (and its key's) to now.
+        #expect(store.lookup("r0", extend: .cacheTime, now: Date().addingTimeInterval(1800)) != nil)
+        // The original is the newest entry: taken first all the same.
+        try store.originals.save(
+            CachedOriginal(data: Self.bytes(50, count: 30_000), etag: nil, lastModified: nil, expires: Date() + 86_400), for: "https://o.example/a")
+        // A listing's date and a HEAD's agree to the second (the trim relies on it).
+        let listed = try #require(try store.client.list(prefix: "objects/").entries.first { $0.key == paths[1] })
+        let headed = try #require(try store.client.head(paths[1]))
+        #expect(listed.lastModified.map { Int64($0.timeIntervalSince1970) } == headed.lastModified.map { Int64($0.timeIntervalSince1970) })
+
+        // 70 kB (and the original's header) over a 60 kB limit: down to 30 kB — the original
+        // (30 kB), then r1 (10 kB), the result least recently written or extended.
+        let report = store.sweep(sizeLimit: 60_000, now: Date(), cancel: nil)
+        #expect(report.trimmedObjects == 2 && report.keptBytes == 30_000, "\(report)")
+        #expect(report.removedKeys == 1 && report.keptKeys == 3 && report.failure == nil, "\(report)")
+        #expect(store.originals.original(for: "https://o.example/a") == nil)
+        for (i, path) in paths.enumerated() {
+            #expect((try store.client.head(path) != nil) == (i != 1), "r\(i)")
+            #expect((store.lookup("r\(i)", extend: .none) != nil) == (i != 1), "r\(i)")
+        }
+    }
+
+    /// The trim's measure: 1.38 MB — a 1 MB original, used last, and 38 results of 10 kB — swept
+    /// with a 200 KiB limit keeps 100 kB of results (half the limit is 102,400 bytes).
+    @Test func aTrimOf138MBTo200KiBKeepsWithinOneObjectOfHalfTheLimit() throws {
+        let store = try Self.store()
+        for i in 0..<38 {
+            _ = try store.store(Self.bytes(300 + i, count: 10_000), ext: "png", info: Self.info, key: "m\(i)", expiration: .days(1))
+        }
+        Thread.sleep(forTimeInterval: 1.1)
+        try store.originals.save(
+            CachedOriginal(data: Self.bytes(7, count: 1_000_000), etag: nil, lastModified: nil, expires: Date() + 86_400),
+            for: "https://o.example/big")
+        let report = store.sweep(sizeLimit: 200 << 10, now: Date(), cancel: nil)
+        #expect(report.keptBytes <= 102_400 && report.keptBytes > 102_400 - 10_000, "kept \(report.keptBytes) bytes: \(report)")
+        #expect(report.keptBytes == 100_000 && report.keptKeys == 10 && report.removedKeys == 28, "\(report)")
+    }
+
+    /// `--repair` removes a corrupt object and every key naming it, at once: a hit must never
+    /// name an object the bucket does not hold (a lookup reads only the key, so a key left
+    /// behind would be a hit whose `result_path` answers 404 until the next sweep).
+    @Test func verifyRepairRemovesACorruptObjectAndTheKeysNamingIt() throws {
         let store = try Self.store()
         let good = try store.store(Self.bytes(20), ext: "png", info: Self.info, key: "good", expiration: .days(1))
         let bad = try store.store(Self.bytes(21), ext: "png", info: Self.info, key: "bad", expiration: .days(1))
+        _ = try store.store(Self.bytes(21), ext: "png", info: Self.info, key: "bad too", expiration: .days(1))
         // Damaged in the bucket: other bytes under its name.
         _ = try store.client.put(bad.path, data: Data("not the bytes".utf8), ifNoneMatch: false)
         let report = store.verify(repair: false)
         #expect(report.checkedObjects == 2 && report.corrupt == [bad.path], "\(report)")
+        #expect(store.lookup("bad", extend: .none) != nil, "without --repair nothing is removed")
         let repaired = store.verify(repair: true)
-        #expect(repaired.removedObjects == 1)
+        #expect(repaired.removedObjects == 1 && repaired.removedKeys == 2 && repaired.failure == nil, "\(repaired)")
         #expect(try store.client.head(bad.path) == nil && store.client.head(good.path) != nil)
-        // The next sweep removes the key that pointed at it.
-        #expect(store.sweep(sizeLimit: nil, now: Date(), cancel: nil).removedKeys == 1)
-        #expect(store.lookup("bad", extend: .none) == nil && store.lookup("good", extend: .none) != nil)
+        // At once, not at the next sweep: the next job for these keys processes afresh.
+        #expect(store.lookup("bad", extend: .none) == nil && store.lookup("bad too", extend: .none) == nil)
+        #expect(store.lookup("good", extend: .none)?.object.path == good.path)
+        #expect(store.sweep(sizeLimit: nil, now: Date(), cancel: nil).removedKeys == 0, "nothing left dangling")
+        #expect(store.verify(repair: false).corrupt.isEmpty)
+    }
+
+    /// A key never outlives its object, or a sweep that deletes the expired object leaves a hit
+    /// naming nothing. Two keys share an object whose expiry is the later key's; a hit extends
+    /// the earlier key just past it, by less than the tenth of the time left that makes an
+    /// extension worth a copy on its own: the object is raised too.
+    @Test func anExtendedKeyNeverOutlivesItsObject() throws {
+        let store = try Self.store()
+        let t0 = Date(timeIntervalSince1970: Date().timeIntervalSince1970.rounded(.down))
+        let data = Self.bytes(70)
+        let object = try store.store(data, ext: "png", info: Self.info, key: "short", expiration: .seconds(3600), now: t0)
+        _ = try store.store(data, ext: "png", info: Self.info, key: "long", expiration: .seconds(3700), now: t0)
+        // At t0 + 400 the short key's TTL restarts: t0 + 4000, 300 s past the object's t0 + 3700.
+        let hit = try #require(store.lookup("short", extend: .cacheTime, now: t0 + 400))
+        #expect(Int64(hit.expires.timeIntervalSince1970) == Int64((t0 + 4000).timeIntervalSince1970))
+        let objectExpires = try #require(try store.client.head(object.path)?.metadata["halcyon-expires"].flatMap { Int64($0) })
+        #expect(objectExpires >= Int64((t0 + 4000).timeIntervalSince1970), "the key outlives its object")
+    }
+
+    /// A write that finds its bytes already there (412) costs what it must: the HEAD that reads
+    /// the object's expiry, and a metadata copy only when its own expiry is later by a whole
+    /// second (metadata holds whole seconds: an instant a fraction of a second later is not
+    /// later). A hit that extends copies the object and the key once each, with no HEAD of the
+    /// key (its GET read it).
+    @Test func aWriteOfBytesAlreadyThereCostsAHeadAndCopiesOnlyToMoveTheExpiry() throws {
+        let store = try Self.store()
+        let data = Self.bytes(40)
+        let now = Date(timeIntervalSince1970: Date().timeIntervalSince1970.rounded(.down) + 0.25)
+        let first = try store.store(data, ext: "png", info: Self.info, key: "a", expiration: .days(1), now: now)
+        let written = try #require(try store.client.head(first.path))
+
+        func requests(_ body: () throws -> Void) rethrows -> Int {
+            let before = store.client.requestsSent
+            try body()
+            return store.client.requestsSent - before
+        }
+        // The same expiry, and one a fraction of a second later: PUT (412), HEAD, the key's PUT.
+        #expect(try requests { _ = try store.store(data, ext: "png", info: Self.info, key: "b", expiration: .days(1), now: now) } == 3)
+        #expect(
+            try requests { _ = try store.store(data, ext: "png", info: Self.info, key: "c", expiration: .days(1), now: now + 0.5) } == 3)
+        let unchanged = try #require(try store.client.head(first.path))
+        #expect(unchanged.etag == written.etag && unchanged.metadata == written.metadata, "no copy changed the object")
+        // A day later: PUT (412), HEAD, one copy, the key's PUT.
+        #expect(try requests { _ = try store.store(data, ext: "png", info: Self.info, key: "d", expiration: .days(2), now: now) } == 4)
+        let raised = try #require(try store.client.head(first.path))
+        #expect(raised.metadata["halcyon-expires"] == String(Int64((now + 2 * 86_400).timeIntervalSince1970.rounded(.down))))
+        for key in ["a", "b", "c", "d"] { #expect(store.lookup(key, extend: .none, now: now)?.object.path == first.path) }
+        // A hit worth extending: the key's GET, the object's HEAD and copy, the key's copy.
+        #expect(requests { _ = store.lookup("a", extend: .expiration(.days(30)), now: now) } == 4)
+        #expect(try store.keyTimes("a").map { Int64($0.expires.timeIntervalSince1970) } == Int64((now + 30 * 86_400).timeIntervalSince1970))
+        // An original's refresh: a HEAD and a copy.
+        try store.originals.save(CachedOriginal(data: data, etag: nil, lastModified: nil, expires: now + 60), for: "https://o.example/x")
+        #expect(requests { store.originals.refresh("https://o.example/x", until: now + 3600) } == 2)
+        #expect(abs((store.originals.original(for: "https://o.example/x")?.expires ?? .distantPast).timeIntervalSince(now + 3600)) < 1)
     }
 
     @Test func originalsAreKeptInTheBucketWithTheirValidators() throws {

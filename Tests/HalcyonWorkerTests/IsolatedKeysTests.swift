@@ -1,5 +1,6 @@
 import Foundation
 import HalcyonQueue
+import HalcyonRuntime
 import HalcyonTestSupport
 import Testing
 
@@ -20,6 +21,14 @@ struct IsolatedKeysTests {
     func drain(_ db: TestDatabase, store: URL) async throws {
         let worker = try await helper.worker(db, store: store, ["--drain", "--no-progress"])
         #expect(await worker.wait(timeout: 90) == 0, "\(worker.output.suffix(2000))")
+    }
+
+    /// `halcyon show ID --json`'s `result_expires`.
+    func shownExpiry(_ db: TestDatabase, _ id: Int64, store: URL) async throws -> String? {
+        let show = try HalcyonProcess(["show", String(id), "--json", "--store", store.path], conninfo: db.conninfo)
+        #expect(await show.wait(timeout: 60) == 0, "\(show.output)")
+        guard case .object(let shown)? = JSONValue.parse(show.output) else { return nil }
+        return shown["result_expires"]?.stringValue
     }
 
     func result(_ db: TestDatabase, _ id: Int64) async throws -> (digest: String?, hit: String?, key: String?) {
@@ -44,10 +53,19 @@ struct IsolatedKeysTests {
         #expect(original.hit == "false" && original.digest != nil)
         #expect(original.key?.hasPrefix("avatar-1@format(png") == true, "result_key is cache_key@identifier in an isolated queue too")
 
-        let intruder = try await enqueue(db, b, queue: "tenant_b", options: #"{"force_refresh": true}"#)
+        // `show` reads the key the worker stored: the queue's own (7 days from now), not the shared one.
+        let firstExpiry = try #require(try await shownExpiry(db, first, store: store))
+        let inAWeek = Date().addingTimeInterval(7 * 86_400)
+        #expect(ISO8601.parse(firstExpiry).map { abs($0.timeIntervalSince(inAWeek)) < 600 } == true, "result_expires \(firstExpiry)")
+
+        let intruder = try await enqueue(db, b, queue: "tenant_b", options: #"{"force_refresh": true, "expiration": "1d"}"#)
         try await drain(db, store: store)
         let replaced = try await result(db, intruder)
         #expect(replaced.hit == "false" && replaced.digest != nil && replaced.digest != original.digest)
+        // The shared key now expires in a day; tenant_a's result still in a week.
+        #expect(try await shownExpiry(db, first, store: store) == firstExpiry, "tenant_a's job shows its own key's expiry")
+        let intruderExpiry = try #require(try await shownExpiry(db, intruder, store: store))
+        #expect(ISO8601.parse(intruderExpiry).map { abs($0.timeIntervalSince(Date().addingTimeInterval(86_400))) < 600 } == true)
 
         let again = try await enqueue(db, a, queue: "tenant_a")
         let shared = try await enqueue(db, a, queue: "tenant_b")

@@ -160,6 +160,33 @@ struct ObjectStoreWorkerTests {
         return ((response as? HTTPURLResponse)?.statusCode ?? -1, String(decoding: data, as: UTF8.self))
     }
 
+    /// `show` with an S3 endpoint that does not answer says so, with the error, and fails: it
+    /// used to say the result had expired and been swept.
+    @Test func showSaysWhenTheStoreCannotBeReached() async throws {
+        let db = try await TestDatabase.create()
+        let id = try #require(
+            try await db.query("SELECT halcyon.enqueue('https://example.com/a.jpg', 'format(png)') AS id").value(0, "id").flatMap { Int64($0) })
+        try await db.query(
+            "UPDATE halcyon.jobs SET state = 'succeeded', result_key = 'https://example.com/a.jpg@format(png)', result_path = $2 WHERE id = $1::bigint",
+            [String(id), "objects/00/00/" + String(repeating: "0", count: 64) + ".png"])
+        var environment = TestEnvironment.s3Environment
+        // A port nothing listens on.
+        environment["AWS_ENDPOINT_URL_S3"] = "http://127.0.0.1:9"
+        for json in [false, true] {
+            let p = try HalcyonProcess(
+                ["show", String(id), "--store", TestEnvironment.s3StoreURL()] + (json ? ["--json"] : []), conninfo: db.conninfo,
+                environment: environment)
+            let status = await p.wait(timeout: 120)
+            #expect(status != 0 && status != nil, "\(p.output)")
+            #expect(p.output.contains("could not be reached") && p.output.contains("store.read_failed"), "\(p.output)")
+            #expect(!p.output.contains("expired and swept"), "\(p.output)")
+            #expect(!p.output.contains(TestEnvironment.s3SecretKey))
+        }
+        // The store answering, the key absent: "not in the store", exit 0.
+        let absent = try await run(db, ["show", String(id), "--store", TestEnvironment.s3StoreURL()])
+        #expect(absent.exitCode == 0 && absent.output.contains("not in the store"), "\(absent.output)")
+    }
+
     @Test func aStoreThatIsNeitherADirectoryNorS3IsRefused() async throws {
         let db = try await TestDatabase.create()
         let work = try await run(db, ["work", "--drain", "--store", "gs://bucket/results"])

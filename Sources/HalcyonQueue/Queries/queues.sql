@@ -14,6 +14,11 @@ SELECT name, pg_notify('halcyon_jobs', '') FROM resumed;
 -- Every queue's name.
 SELECT name FROM halcyon.queues ORDER BY name;
 
+-- name: queueIsolatesKeys :one
+-- $1 queue name. Whether the queue keeps its results in a key space of its own (a job's store
+-- key is then scoped by the queue's name, as the worker stores it); no row for an unknown queue.
+SELECT isolated_keys FROM halcyon.queues WHERE name = $1;
+
 -- name: queueCounts :many
 -- Counts by queue and state (every queue, zero counts left out), with whether it is paused.
 SELECT q.name AS queue, q.paused, extract(epoch FROM now() - q.paused_at)::float8 AS paused_for,

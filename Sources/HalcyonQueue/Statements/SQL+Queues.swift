@@ -36,6 +36,18 @@ extension SQL {
         static let name = "queueNames"
     }
 
+    struct QueueIsolatesKeys: Query {
+        static let name = "queueIsolatesKeys"
+        var queue: String
+        func bind(_ p: inout QueryParameters) { p.add(queue) }
+
+        struct Row: QueryRow {
+            static let columns = ["isolated_keys"]
+            var isolatedKeys: Bool
+            init?(_ row: RowReader) { isolatedKeys = row.bool("isolated_keys") ?? false }
+        }
+    }
+
     struct QueueCounts: Query {
         static let name = "queueCounts"
 

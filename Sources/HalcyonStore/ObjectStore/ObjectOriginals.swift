@@ -35,7 +35,9 @@ public struct ObjectOriginals: OriginalsCache {
 
     public func refresh(_ url: String, until expires: Date) {
         let key = Self.key(for: url)
+        // A HEAD and one guarded copy (the copy reuses what the HEAD read).
         guard let info = try? client.head(key) else { return }
-        _ = try? client.copyMetadata(key, metadata: ObjectStore.metadata(expires: expires, accessed: Date()), ifMatch: info.etag)
+        _ = try? client.copyMetadata(
+            key, metadata: ObjectStore.metadata(expires: expires, accessed: Date()), ifMatch: info.etag, contentType: info.contentType)
     }
 }

@@ -80,7 +80,8 @@ public struct ObjectStore: ResultStore {
 
     /// Writes `data` as an object unless it is there; an existing one's expiry is raised to
     /// `expires` when later. An object deleted by a sweep between the 412 and the raise is
-    /// written again.
+    /// written again. A 412 costs a HEAD (the object's expiry), and a metadata copy only when
+    /// `expires` is later than the object's by a whole second (metadata holds whole seconds).
     func put(_ data: Data, ext: String, expires: Date, now: Date) throws(HalcyonError) -> StoredObject {
         let digest = Digest.sha256Hex(data)
         let relative = DiskStore.objectPath(digest: digest, ext: ext)
@@ -100,17 +101,31 @@ public struct ObjectStore: ResultStore {
         throw HalcyonError(.writeFailed, "\(client.location(ofKey: relative)) kept appearing and disappearing while being written")
     }
 
+    /// An instant as the metadata records it: whole Unix seconds, rounded down.
+    static func seconds(_ date: Date) -> Int64 { Int64(date.timeIntervalSince1970.rounded(.down)) }
+
     /// Raises the entry's expiry to `target` (never lowers it) and marks it accessed, by a
-    /// guarded copy onto itself — only when worth it unless `always`. False when it is not there.
+    /// guarded copy onto itself — only when worth it unless `always`, and never when `target`
+    /// is not a whole second later than what the metadata holds. `current` is the entry as a
+    /// GET or HEAD just read it (else a HEAD reads it): the copy then costs one request. False
+    /// when it is not there.
     @discardableResult
-    func raiseExpiry(_ key: String, to target: Date, now: Date, always: Bool = false) throws(HalcyonError) -> Bool {
+    func raiseExpiry(
+        _ key: String, to target: Date, now: Date, always: Bool = false, current: S3ObjectInfo? = nil
+    ) throws(HalcyonError) -> Bool {
+        var known = current
         for _ in 0..<3 {
-            guard let info = try client.head(key) else { return false }
-            let current = Self.times(info.metadata)?.expires ?? .distantPast
-            guard target > current, always || Self.worthExtending(from: current, to: target, now: now) else { return true }
+            let read: S3ObjectInfo?
+            if let known { read = known } else { read = try client.head(key) }
+            known = nil
+            guard let info = read else { return false }
+            let expires = Self.times(info.metadata)?.expires ?? .distantPast
+            guard Self.seconds(target) > Self.seconds(expires), always || Self.worthExtending(from: expires, to: target, now: now) else {
+                return true
+            }
             var metadata = info.metadata
             metadata.merge(Self.metadata(expires: target, accessed: now)) { $1 }
-            switch try client.copyMetadata(key, metadata: metadata, ifMatch: info.etag) {
+            switch try client.copyMetadata(key, metadata: metadata, ifMatch: info.etag, contentType: info.contentType) {
             case .replaced: return true
             case .notFound: return false
             case .changedConcurrently: continue
@@ -129,11 +144,14 @@ public struct ObjectStore: ResultStore {
         if let extended = extend.extended(accessed: times.accessed, expires: times.expires, now: now),
             Self.worthExtending(from: times.expires, to: extended.expires, now: now)
         {
-            // The object first: a key never outlives its object. A failed extension is still a
-            // hit; an object found gone is a miss.
-            switch try? raiseExpiry(record.object, to: extended.expires, now: now) {
+            // The object first, whenever the key's new expiry is past the object's (not only
+            // when that alone would be worth a copy): a key never outlives its object. A failed
+            // extension is still a hit; an object found gone is a miss.
+            switch try? raiseExpiry(record.object, to: extended.expires, now: now, always: true) {
             case false?: return nil
-            case true?: if (try? raiseExpiry(keyPath, to: extended.expires, now: now)) == true { expires = extended.expires }
+            case true?:
+                // The key as its GET read it: the copy is one request.
+                if (try? raiseExpiry(keyPath, to: extended.expires, now: now, current: found.info)) == true { expires = extended.expires }
             case nil: break
             }
         }
@@ -202,9 +220,11 @@ public struct ObjectStore: ResultStore {
         try client.presignedGetURL(path, expires: valid)
     }
 
-    /// The key's expiry and last extension, from its metadata (`halcyon show`); nil when absent.
-    public func keyTimes(_ key: String) -> (expires: Date, accessed: Date)? {
-        (try? client.head(DiskStore.keyPath(for: key))).flatMap { $0.flatMap { Self.times($0.metadata) } }
+    /// The key's expiry and last extension, from its metadata (`halcyon show`); nil when there
+    /// is no such key (or it carries no expiry). Throws when the bucket cannot be asked
+    /// (`store.read_failed`, `store.access_denied`): that is not an absent key.
+    public func keyTimes(_ key: String) throws(HalcyonError) -> (expires: Date, accessed: Date)? {
+        try client.head(DiskStore.keyPath(for: key)).flatMap { Self.times($0.metadata) }
     }
 
     public func sweep(sizeLimit: Int64?, now: Date, cancel: CancellationFlag?) -> SweepReport {
