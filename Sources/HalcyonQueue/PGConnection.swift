@@ -341,7 +341,27 @@ public final class PGConnection: @unchecked Sendable {
 
     private func errorMessage() -> String {
         guard let h = handle, let m = PQerrorMessage(h) else { return "no connection" }
-        return String(cString: m).trimmingCharacters(in: .whitespacesAndNewlines)
+        return shown(String(cString: m))
+    }
+
+    /// A message of libpq's or the server's as one line.
+    private func shown(_ message: String) -> String {
+        Self.oneLine(message)
+    }
+
+    /// libpq's messages span lines: a hint indented under its line (`connection … failed:
+    /// Connection refused` / `\tIs the server running …?`), one line per host tried, a server's
+    /// `DETAIL:` and `HINT:`. One line: indented continuations joined with a space, the others
+    /// with `; `.
+    static func oneLine(_ message: String) -> String {
+        var text = ""
+        for line in message.split(omittingEmptySubsequences: true, whereSeparator: { $0 == "\n" || $0 == "\r" }) {
+            let trimmed = line.trimmingCharacters(in: .whitespaces)
+            guard !trimmed.isEmpty else { continue }
+            if !text.isEmpty { text += line.first!.isWhitespace ? " " : "; " }
+            text += trimmed
+        }
+        return text
     }
 
     private func check(_ result: OpaquePointer?) throws {
@@ -349,7 +369,7 @@ public final class PGConnection: @unchecked Sendable {
         guard status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK || status == PGRES_EMPTY_QUERY else {
             let message: String
             if let result, let m = PQresultErrorMessage(result), m.pointee != 0 {
-                message = String(cString: m).trimmingCharacters(in: .whitespacesAndNewlines)
+                message = shown(String(cString: m))
             } else {
                 message = errorMessage()
             }
