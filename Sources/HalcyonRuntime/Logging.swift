@@ -32,29 +32,32 @@ public struct HalcyonLogHandler: LogHandler {
 
     /// One event as one line, without its line feed: the text format escapes control characters
     /// in the message and in every key and value (`LogText.escaped`), the JSON format escapes
-    /// them as JSON does.
+    /// them as JSON does; either way every secret this process registered (`LogSecrets`) is
+    /// masked.
     public static func line(
         time: String, level: Logger.Level, message: String, label: String, metadata: Logger.Metadata, format: LogFormat
     ) -> String {
         switch format {
         case .text:
-            var text = "\(time) \(level.rawValue.uppercased()) \(LogText.escaped(message))"
+            var text = "\(time) \(level.rawValue.uppercased()) \(LogText.escaped(LogSecrets.scrub(message)))"
             for key in metadata.keys.sorted() {
-                text += " \(LogText.escaped(key))=\(LogText.escaped("\(metadata[key]!)"))"
+                text += " \(LogText.escaped(key))=\(LogText.escaped(LogSecrets.scrub("\(metadata[key]!)")))"
             }
             return text
         case .json:
             var object: [String: JSONValue] = [
                 "ts": .string(time), "level": .string(level.rawValue),
-                "msg": .string(message), "logger": .string(label),
+                "msg": .string(LogSecrets.scrub(message)), "logger": .string(label),
             ]
-            for (k, v) in metadata { object[k] = .string("\(v)") }
+            for (k, v) in metadata { object[k] = .string(LogSecrets.scrub("\(v)")) }
             return JSONValue.object(object).jsonText
         }
     }
 
-    /// Installs this handler for the whole process; call once, early.
+    /// Installs this handler for the whole process and registers the secrets its environment and
+    /// command line hold (`LogSecrets.registerProcess`); call once, early.
     public static func bootstrap(format: LogFormat, level: Logger.Level) {
+        LogSecrets.registerProcess()
         LoggingSystem.bootstrap { label in HalcyonLogHandler(label: label, format: format, level: level) }
     }
 }

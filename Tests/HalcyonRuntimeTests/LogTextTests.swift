@@ -4,7 +4,7 @@ import Testing
 
 @testable import HalcyonRuntime
 
-/// The text log's escaping.
+/// The text log's escaping and the secrets every line is scrubbed of.
 @Suite struct LogTextTests {
     @Test func controlCharactersAreEscaped() {
         #expect(LogText.escaped("plain text: ünïcödé ✓") == "plain text: ünïcödé ✓")
@@ -36,5 +36,80 @@ import Testing
         }
         #expect(object["msg"]?.stringValue == "job failed\(forged)")
         #expect(object["source"]?.stringValue == "http://a/\(forged)")
+    }
+
+    @Test func registeredSecretsAreMaskedInBothFormats() {
+        let secret = "log-secret-\(UUID().uuidString)"
+        LogSecrets.register([secret, "short"])
+        for format in [LogFormat.text, .json] {
+            let line = HalcyonLogHandler.line(
+                time: "t", level: .error, message: "failed with \(secret)", label: "t", metadata: ["error": "key \(secret) refused"], format: format)
+            #expect(!line.contains(secret) && line.contains("failed with ***") && line.contains("key *** refused"), "\(line)")
+        }
+        // Too short to be masked in any text (it would garble every line).
+        #expect(LogSecrets.scrub("a short line") == "a short line")
+    }
+
+    @Test func theProcessSecretsAreFoundInTheEnvironmentAndTheCommandLine() {
+        let id = UUID().uuidString
+        LogSecrets.registerProcess(
+            environment: [
+                "DATABASE_URL": "postgresql://u:env-db-\(id)@h/d", "AWS_SECRET_ACCESS_KEY": "aws-secret-\(id)",
+                "AWS_SESSION_TOKEN": "aws-token-\(id)", "HALCYON_WEBHOOK_SECRET": "hook-one-\(id) whsec_aG9vay10d28tAAAA\(id.prefix(4))",
+                "HALCYON_DASHBOARD_TOKEN": "dash-\(id)", "PGPASSWORD": "pgpassword-\(id)", "HOME": "/root",
+            ],
+            arguments: [
+                "halcyon", "work", "--database-url", "host=h password='arg db \(id)'", "--webhook-secret=arg-hook-\(id)", "--auth-token",
+                "arg-auth-\(id)",
+            ])
+        for secret in [
+            "env-db-\(id)", "aws-secret-\(id)", "aws-token-\(id)", "hook-one-\(id)", "aG9vay10d28tAAAA\(id.prefix(4))", "dash-\(id)",
+            "pgpassword-\(id)", "arg db \(id)", "arg-hook-\(id)", "arg-auth-\(id)",
+        ] {
+            #expect(LogSecrets.scrub("[\(secret)]") == "[***]", "\(secret)")
+        }
+        #expect(LogSecrets.scrub("/root") == "/root")
+    }
+}
+
+@Suite struct RedactionTests {
+    @Test(arguments: [
+        ("postgresql://halcyon:s3cret@db.example/halcyon", "postgresql://halcyon:***@db.example/halcyon"),
+        ("postgres://u:p%40ss@h1:5432,h2:5433/d?sslmode=require", "postgres://u:***@h1:5432,h2:5433/d?sslmode=require"),
+        ("postgresql://u@h/d?password=qp&application_name=x", "postgresql://u@h/d?password=***&application_name=x"),
+        ("postgresql://u:pw@[::1", "postgresql://u:***@[::1"),
+        ("postgresql:///d?host=/run/pg&sslpassword=kp", "postgresql:///d?host=/run/pg&sslpassword=***"),
+        ("postgresql://h/d", "postgresql://h/d"),
+        ("host=h password=s3cret dbname=d", "host=h password=*** dbname=d"),
+        ("host=h password = 's3 cr\\'et' dbname=d", "host=h password = *** dbname=d"),
+        ("password=x", "password=***"),
+        ("host=/tmp port=5432 user=postgres", "host=/tmp port=5432 user=postgres"),
+        ("", ""),
+    ])
+    func connectionStringsLoseTheirPasswords(text: String, shown: String) {
+        #expect(Redaction.conninfo(text) == shown)
+    }
+
+    @Test func theSecretsOfAConnectionStringAreItsPasswordsAsWrittenAndAsRead() {
+        #expect(Set(Redaction.conninfoSecrets("postgresql://u:p%40ss@h/d")) == ["p%40ss", "p@ss"])
+        #expect(Set(Redaction.conninfoSecrets("postgresql://u:s3c%ZZret@h/d")) == ["s3c%ZZret"])
+        #expect(Set(Redaction.conninfoSecrets("postgresql://u@h/d?password=a%20b")) == ["a%20b", "a b"])
+        #expect(Set(Redaction.conninfoSecrets("host=h password='it\\'s' dbname=d")) == ["'it\\'s'", "it's"])
+        #expect(Redaction.conninfoSecrets("host=h dbname=d").isEmpty)
+        #expect(Redaction.conninfoSecrets("postgresql://u@h/d").isEmpty)
+    }
+
+    @Test(arguments: [
+        ("https://user:pw@example.com/a.jpg", "https://user:***@example.com/a.jpg"),
+        (
+            "https://b.s3.amazonaws.com/k?X-Amz-Credential=AKID%2F20260101&X-Amz-Security-Token=tok&X-Amz-Signature=abc&x-id=GetObject",
+            "https://b.s3.amazonaws.com/k?X-Amz-Credential=***&X-Amz-Security-Token=***&X-Amz-Signature=***&x-id=GetObject"
+        ),
+        ("http://h/p?token=t#frag", "http://h/p?token=***#frag"),
+        ("http://h:9000", "http://h:9000"),
+        ("not a url", "not a url"),
+    ])
+    func urlsLoseTheirCredentials(text: String, shown: String) {
+        #expect(Redaction.url(text) == shown)
     }
 }
