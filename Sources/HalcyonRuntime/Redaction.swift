@@ -240,9 +240,35 @@ public enum LogSecrets {
         let secrets = values.withLock { $0 }
         guard !secrets.isEmpty else { return text }
         var text = text
-        for secret in secrets where text.contains(secret) {
-            text = text.replacingOccurrences(of: secret, with: Redaction.mask)
+        for secret in secrets {
+            if let masked = Redaction.masking(secret, in: text) { text = masked }
         }
         return text
+    }
+}
+
+extension Redaction {
+    /// `text` with every occurrence of `secret` replaced by `***`, or nil when there is none.
+    /// Compared as UTF-8 bytes (a secret followed by a combining mark is still found), and
+    /// cheap when there is nothing to replace.
+    public static func masking(_ secret: String, in text: String) -> String? {
+        let needle = Array(secret.utf8)
+        guard let first = needle.first, text.utf8.count >= needle.count else { return nil }
+        let haystack = Array(text.utf8)
+        var out: [UInt8] = []
+        var copied = 0, i = 0
+        while i + needle.count <= haystack.count {
+            if haystack[i] == first, haystack[i..<(i + needle.count)].elementsEqual(needle) {
+                out += haystack[copied..<i]
+                out += mask.utf8
+                i += needle.count
+                copied = i
+            } else {
+                i += 1
+            }
+        }
+        guard copied > 0 else { return nil }
+        out += haystack[copied...]
+        return String(decoding: out, as: UTF8.self)
     }
 }

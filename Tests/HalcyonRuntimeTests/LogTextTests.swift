@@ -90,6 +90,15 @@ import Testing
         #expect(Redaction.conninfo(text) == shown)
     }
 
+    @Test func maskingComparesBytes() {
+        #expect(Redaction.masking("s3cret", in: "a s3cret, and s3cret again") == "a ***, and *** again")
+        #expect(Redaction.masking("s3cret", in: "nothing here") == nil)
+        #expect(Redaction.masking("s3cret", in: "s3cre") == nil)
+        // A combining mark after the secret makes another Character, not other bytes.
+        #expect(Redaction.masking("s3cret", in: "[s3cret\u{301}]") == "[***\u{301}]")
+        #expect(Redaction.masking("pässwörd", in: "x=pässwörd") == "x=***")
+    }
+
     @Test func theSecretsOfAConnectionStringAreItsPasswordsAsWrittenAndAsRead() {
         #expect(Set(Redaction.conninfoSecrets("postgresql://u:p%40ss@h/d")) == ["p%40ss", "p@ss"])
         #expect(Set(Redaction.conninfoSecrets("postgresql://u:s3c%ZZret@h/d")) == ["s3c%ZZret"])
