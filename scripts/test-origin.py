@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Halcyon's test origin: a real HTTP server on 127.0.0.1 with fault injection.
+"""Halcyon's test origin: a real HTTP server on 127.0.0.1 (and on ::1, same port, when the host has
+IPv6 loopback) with fault injection.
 
 Serves files from --root and counts every request by path+query. Endpoints:
   /files/NAME[?…]                     the file NAME from the root (ETag added; If-None-Match → 304,
@@ -27,7 +28,7 @@ Serves files from --root and counts every request by path+query. Endpoints:
   /_counts                            JSON {path: count}; /_reset clears counts and failure state
 The chosen port is written to --port-file once listening.
 """
-import argparse, hashlib, hmac, json, os, sys, threading, time
+import argparse, errno, hashlib, hmac, json, os, socket, sys, threading, time
 from http.server import ThreadingHTTPServer, BaseHTTPRequestHandler
 from urllib.parse import urlsplit, parse_qs
 
@@ -245,6 +246,7 @@ class Handler(BaseHTTPRequestHandler):
 
 class Server(ThreadingHTTPServer):
     daemon_threads = True
+    address_family = socket.AF_INET
 
     def handle_error(self, request, client_address):
         # Clients hanging up mid-response is what the timeout and size-limit tests do on purpose;
@@ -254,14 +256,42 @@ class Server(ThreadingHTTPServer):
         super().handle_error(request, client_address)
 
 
+class Server6(Server):
+    address_family = socket.AF_INET6
+
+    def server_bind(self):
+        self.socket.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+        super().server_bind()
+
+
+def listen(port):
+    """127.0.0.1:PORT, and [::1]:PORT beside it (the same port, so one origin URL serves both
+    families); a few tries when a free port on one is taken on the other. Without IPv6 loopback,
+    IPv4 alone."""
+    for _ in range(20):
+        server = Server(("127.0.0.1", port), Handler)
+        try:
+            return server, Server6(("::1", server.server_address[1]), Handler)
+        except OSError as e:
+            if e.errno in (errno.EADDRNOTAVAIL, errno.EAFNOSUPPORT):
+                return server, None
+            server.server_close()
+            if port:
+                raise
+    raise SystemExit("test-origin: no port free on both 127.0.0.1 and ::1")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--root", required=True)
     ap.add_argument("--port", type=int, default=0)
     ap.add_argument("--port-file")
     args = ap.parse_args()
-    server = Server(("127.0.0.1", args.port), Handler)
+    server, server6 = listen(args.port)
     server.root = args.root
+    if server6 is not None:
+        server6.root = args.root
+        threading.Thread(target=server6.serve_forever, daemon=True).start()
     if args.port_file:
         with open(args.port_file + ".tmp", "w") as f:
             f.write(str(server.server_address[1]))

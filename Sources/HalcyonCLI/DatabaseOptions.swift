@@ -2,11 +2,16 @@ import ArgumentParser
 import Foundation
 import HalcyonEmbedded
 import HalcyonQueue
+import HalcyonRuntime
 
 /// Where the database is: `--database-url`, `DATABASE_URL`, the `PG*` variables, or the
-/// embedded default under `$HALCYON_HOME`.
-package struct DatabaseOptions: ParsableArguments {
+/// embedded default under `$HALCYON_HOME`. Its description masks the URL's passwords (no custom
+/// mirror: ArgumentParser finds the options through the type's own).
+package struct DatabaseOptions: ParsableArguments, CustomStringConvertible, CustomDebugStringConvertible {
     package init() {}
+
+    package var description: String { "DatabaseOptions(\(databaseURL.map(Redaction.conninfo) ?? "from the environment"))" }
+    package var debugDescription: String { description }
 
     @Option(
         name: .customLong("database-url"), help: "libpq connection string or URI (default: DATABASE_URL, PG* variables, or the embedded cluster).")

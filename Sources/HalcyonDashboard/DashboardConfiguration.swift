@@ -8,8 +8,9 @@ import HalcyonStore
 
 /// How `halcyon dashboard` serves. Defaults: loopback, port 8080, no token, pages refreshed
 /// every 5 s in the browser, `HTTPServerSettings`' limits (64 KiB bodies, 16 KiB heads, a
-/// request whole within 5 s, 64 connections).
-public struct DashboardConfiguration: Sendable {
+/// request whole within 5 s, 64 connections). Its tokens are never shown: `description` and its
+/// mirror (what `dump` and reflection print) say only whether each is set.
+public struct DashboardConfiguration: Sendable, CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
     /// IPv4 address to listen on. Anything outside 127.0.0.0/8 requires `authToken`.
     public var address = "127.0.0.1"
     /// TCP port; 0 picks a free one.
@@ -51,6 +52,22 @@ public struct DashboardConfiguration: Sendable {
     public static let minimumTokenLength = 16
 
     public init() {}
+
+    public var description: String {
+        let tokens = authToken == nil ? "no token" : viewerToken == nil ? "token set" : "token and viewer token set"
+        return "DashboardConfiguration(\(address):\(port), \(tokens), store: \(store?.description ?? "none"))"
+    }
+    public var debugDescription: String { description }
+    public var customMirror: Mirror {
+        Mirror(
+            self,
+            children: [
+                "address": address, "port": port, "authToken": authToken == nil ? "none" : "redacted",
+                "viewerToken": viewerToken == nil ? "none" : "redacted", "store": store as Any, "liveInterval": liveInterval,
+                "deadAfter": deadAfter, "pageSize": pageSize, "countCap": countCap, "statementTimeout": statementTimeout,
+                "connections": connections, "maxResultBytes": maxResultBytes, "http": http,
+            ])
+    }
 
     /// The settings `halcyon dashboard` exposes, each described once (option, default, accepted
     /// values, meaning); `validate()` checks them.

@@ -19,7 +19,10 @@ import Hummingbird
 /// - Every state-changing request is a POST carrying the form token (`csrf` field or
 ///   `X-CSRF-Token` header), except one authorized by a Bearer header (which a browser never
 ///   sends on its own). A POST whose `Origin` is another site is refused either way.
-struct DashboardSecurity: Sendable {
+///
+/// It holds secrets (the tokens, the session values, the form token): `description` and its
+/// mirror say only which are set.
+struct DashboardSecurity: Sendable, CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
     /// What a caller may do.
     enum Role: Sendable, Equatable {
         /// See everything, retry and cancel.
@@ -48,6 +51,12 @@ struct DashboardSecurity: Sendable {
             Digest.hmacSHA256Hex(key: Array($0.utf8), message: Array("halcyon-dashboard-viewer-session".utf8))
         }
     }
+
+    var description: String {
+        "DashboardSecurity(\(token == nil ? "no token" : viewerToken == nil ? "token set" : "token and viewer token set"))"
+    }
+    var debugDescription: String { description }
+    var customMirror: Mirror { Mirror(self, children: ["redacted": true, "token": token != nil, "viewerToken": viewerToken != nil]) }
 
     enum Access: Equatable {
         /// Allowed as `role`; `bearer` when by the Authorization header (no form token needed).

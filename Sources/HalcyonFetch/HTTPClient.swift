@@ -110,15 +110,15 @@ public struct HTTPClient: Sendable {
             let sink = Unmanaged<BodySink>.fromOpaque(context!).takeUnretainedValue()
             guard let address else { return CURL_SOCKET_BAD }
             let a = address.pointee
-            var ip: IPAddress?
-            withUnsafePointer(to: address.pointee.addr) { raw in
-                if a.family == AF_INET {
-                    raw.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { ip = IPAddress(v4: $0.pointee.sin_addr) }
-                } else if a.family == AF_INET6, a.addrlen >= MemoryLayout<sockaddr_in6>.size {
-                    raw.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { ip = IPAddress(v6: $0.pointee.sin6_addr) }
-                }
-            }
-            guard let ip else {
+            // The address is read where libcurl keeps it — `addr` is the start of a whole
+            // sockaddr_storage, `addrlen` bytes long — never from a copy of the 16-byte
+            // `struct sockaddr` field, which an IPv6 address (28 bytes) overruns.
+            let field = UnsafeRawPointer(address) + MemoryLayout<curl_sockaddr>.offset(of: \curl_sockaddr.addr)!
+            guard let ip = IPAddress(socketAddress: field, length: Int(a.addrlen)),
+                a.family == AF_INET || a.family == AF_INET6,
+                Int32(field.loadUnaligned(fromByteOffset: MemoryLayout<sockaddr>.offset(of: \sockaddr.sa_family)!, as: sa_family_t.self))
+                    == a.family
+            else {
                 sink.refusal = "unsupported address family \(a.family)"
                 return CURL_SOCKET_BAD
             }

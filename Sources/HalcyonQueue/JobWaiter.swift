@@ -5,8 +5,9 @@ import Logging
 /// Waits for jobs to finish without polling: LISTENs on `halcyon_job_finished`, then reads the
 /// jobs' states once, and again only when a notification names one of them (or the listening
 /// connection was re-established, or every `recheck` as a safety net). With `pollInterval`,
-/// it polls instead (for poolers in transaction mode).
-public struct JobWaiter: Sendable {
+/// it polls instead (for poolers in transaction mode). Its description masks the connection
+/// string's passwords.
+public struct JobWaiter: Sendable, CustomStringConvertible, CustomDebugStringConvertible {
     public let conninfo: String
     public let logger: Logger
     /// A state check even without notifications (none are lost while the listener is up;
@@ -21,6 +22,9 @@ public struct JobWaiter: Sendable {
         self.conninfo = conninfo
         self.logger = logger
     }
+
+    public var description: String { "JobWaiter(\(Redaction.conninfo(conninfo)))" }
+    public var debugDescription: String { description }
 
     /// What a wait found.
     public struct Outcome: Sendable {

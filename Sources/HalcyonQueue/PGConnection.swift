@@ -20,8 +20,12 @@ import HalcyonRuntime
 /// Every statement that starts a transaction is sent after its `StatementSettings` (`jit = off`)
 /// in one pipeline: the settings hold for that transaction only and cost no round trip.
 public final class PGConnection: @unchecked Sendable {
-    /// libpq connection string or URI; empty means the standard `PG*` variables.
+    /// libpq connection string or URI; empty means the standard `PG*` variables. Never shown:
+    /// `Redaction.conninfo` masks its passwords.
     public let conninfo: String
+    /// The passwords `conninfo` holds, masked in every message this connection reports (libpq's
+    /// own quote the connection string: a URI it cannot parse, a percent-encoded token).
+    private let secrets: [String]
     /// Seconds a statement may take before it is cancelled and the connection reset; nil for
     /// no deadline (migrations, an operator's commands).
     public let statementTimeout: Double?
@@ -47,6 +51,7 @@ public final class PGConnection: @unchecked Sendable {
 
     private init(conninfo: String, label: String, statementTimeout: Double?, settings: StatementSettings) {
         self.conninfo = conninfo
+        self.secrets = Redaction.conninfoSecrets(conninfo).sorted { $0.count > $1.count }
         self.statementTimeout = statementTimeout.flatMap { $0 > 0 && $0.isFinite ? $0 : nil }
         self.settings = settings
         self.settingsPrefix = settings.prefix
@@ -341,7 +346,39 @@ public final class PGConnection: @unchecked Sendable {
 
     private func errorMessage() -> String {
         guard let h = handle, let m = PQerrorMessage(h) else { return "no connection" }
-        return String(cString: m).trimmingCharacters(in: .whitespacesAndNewlines)
+        return shown(String(cString: m))
+    }
+
+    /// A message of libpq's or the server's as one line, without this connection's passwords.
+    private func shown(_ message: String) -> String {
+        var text = Self.oneLine(message)
+        guard !secrets.isEmpty else { return text }
+        // The connection string quoted whole (a URI libpq cannot parse), then each password: a
+        // short one only where libpq quotes it, lest every "ab" of the message be masked.
+        if conninfo.count > 1 { text = text.replacingOccurrences(of: conninfo, with: Redaction.conninfo(conninfo)) }
+        for secret in secrets {
+            if secret.count >= 4 {
+                text = text.replacingOccurrences(of: secret, with: Redaction.mask)
+            } else {
+                text = text.replacingOccurrences(of: "\"\(secret)\"", with: "\"\(Redaction.mask)\"")
+            }
+        }
+        return text
+    }
+
+    /// libpq's messages span lines: a hint indented under its line (`connection … failed:
+    /// Connection refused` / `\tIs the server running …?`), one line per host tried, a server's
+    /// `DETAIL:` and `HINT:`. One line: indented continuations joined with a space, the others
+    /// with `; `.
+    static func oneLine(_ message: String) -> String {
+        var text = ""
+        for line in message.split(omittingEmptySubsequences: true, whereSeparator: { $0 == "\n" || $0 == "\r" }) {
+            let trimmed = line.trimmingCharacters(in: .whitespaces)
+            guard !trimmed.isEmpty else { continue }
+            if !text.isEmpty { text += line.first!.isWhitespace ? " " : "; " }
+            text += trimmed
+        }
+        return text
     }
 
     private func check(_ result: OpaquePointer?) throws {
@@ -349,7 +386,7 @@ public final class PGConnection: @unchecked Sendable {
         guard status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK || status == PGRES_EMPTY_QUERY else {
             let message: String
             if let result, let m = PQresultErrorMessage(result), m.pointee != 0 {
-                message = String(cString: m).trimmingCharacters(in: .whitespacesAndNewlines)
+                message = shown(String(cString: m))
             } else {
                 message = errorMessage()
             }

@@ -2,10 +2,10 @@ import Foundation
 import HalcyonDomain
 import HalcyonRuntime
 
-/// An access key pair and an optional session token. Never printed: `description` and
-/// `debugDescription` say only which parts are set, so a configuration or an error that carries
-/// credentials cannot leak them into a log.
-public struct S3Credentials: Sendable, Equatable, CustomStringConvertible, CustomDebugStringConvertible {
+/// An access key pair and an optional session token. Never printed: `description`,
+/// `debugDescription` and its mirror (what `dump` and reflection print) say only which parts are
+/// set, so a configuration or an error that carries credentials cannot leak them into a log.
+public struct S3Credentials: Sendable, Equatable, CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
     public var accessKeyID: String
     public var secretAccessKey: String
     /// `AWS_SESSION_TOKEN`: temporary credentials' token, sent as `x-amz-security-token`.
@@ -25,6 +25,7 @@ public struct S3Credentials: Sendable, Equatable, CustomStringConvertible, Custo
 
     public var description: String { sessionToken == nil ? "S3Credentials(redacted)" : "S3Credentials(redacted, with session token)" }
     public var debugDescription: String { description }
+    public var customMirror: Mirror { Mirror(self, children: ["redacted": true, "sessionToken": sessionToken != nil]) }
 }
 
 /// Where and how to reach one S3 bucket (or a prefix of it), and the client's limits. Defaults
@@ -100,7 +101,7 @@ public struct S3Configuration: Sendable, CustomStringConvertible {
         credentials = S3Credentials.from(environment: environment)
         region = nonEmpty(environment["AWS_REGION"]) ?? nonEmpty(environment["AWS_DEFAULT_REGION"]) ?? "us-east-1"
         if let text = nonEmpty(environment["AWS_ENDPOINT_URL_S3"]) ?? nonEmpty(environment["AWS_ENDPOINT_URL"]) {
-            guard let url = URL(string: text) else { throw HalcyonError(.invalidOptions, "the S3 endpoint is not a URL: \(text)") }
+            guard let url = URL(string: text) else { throw HalcyonError(.invalidOptions, "the S3 endpoint is not a URL: \(Redaction.url(text))") }
             endpoint = url
         }
         switch environment["HALCYON_S3_PATH_STYLE"]?.lowercased() {
@@ -201,14 +202,14 @@ public struct S3Configuration: Sendable, CustomStringConvertible {
         }
     }
 
-    /// A URL without its user and password.
+    /// A URL without its user and password (and any credential in its query: `Redaction.url`).
     static func redacted(_ url: URL) -> String {
         guard url.user != nil || url.password != nil, var parts = URLComponents(url: url, resolvingAgainstBaseURL: false) else {
-            return url.absoluteString
+            return Redaction.url(url.absoluteString)
         }
         parts.user = nil
         parts.password = nil
-        return parts.string ?? "(endpoint)"
+        return Redaction.url(parts.string ?? "(endpoint)")
     }
 
     /// `s3://bucket/prefix` and the endpoint, addressing and region; credentials only as "set" or not.

@@ -208,8 +208,10 @@ public struct QueueSlots: Sendable, Equatable {
     }
 }
 
-/// How webhooks are delivered. Defaults as `halcyon work` documents them.
-public struct WebhookConfiguration: Sendable {
+/// How webhooks are delivered. Defaults as `halcyon work` documents them. Its secrets are never
+/// shown: `description` and its mirror (what `dump` and reflection print) say only how many
+/// there are.
+public struct WebhookConfiguration: Sendable, CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
     /// Keys of the signatures, in order: each signs `webhook-signature` (Standard Webhooks: one
     /// `v1,…` per secret, so a receiver holding either the old or the new key verifies during a
     /// rotation); the first also signs `X-Halcyon-Signature: sha256=<hex HMAC-SHA256 of the
@@ -276,6 +278,20 @@ public struct WebhookConfiguration: Sendable {
     }
 
     public init() {}
+
+    public var description: String {
+        "WebhookConfiguration(secrets: \(secrets.count) redacted, timeout: \(TimeSpan.format(timeout)), attempts: \(maxAttempts))"
+    }
+    public var debugDescription: String { description }
+    public var customMirror: Mirror {
+        Mirror(
+            self,
+            children: [
+                "secrets": "\(secrets.count) redacted", "timeout": timeout, "maxAttempts": maxAttempts, "retryBase": retryBase,
+                "maxRetryDelay": maxRetryDelay, "concurrency": concurrency, "perHostConcurrency": perHostConcurrency,
+                "breakerThreshold": breakerThreshold, "breakerCooldown": breakerCooldown,
+            ])
+    }
 
     /// The wait after failed attempt `attempt` (1-based): base · 2^(attempt−1), capped at
     /// `maxRetryDelay`; longer when the receiver asked for more (`Retry-After`, in seconds),

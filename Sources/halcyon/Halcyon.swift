@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import HalcyonCLI
+import HalcyonRuntime
 import Logging
 
 @main
@@ -29,6 +30,22 @@ struct Halcyon: AsyncParsableCommand {
     static func main() async {
         let arguments = Array(CommandLine.arguments.dropFirst())
         if let name = arguments.first, Tools.names.contains(name) { Tools.exec(name, Array(arguments.dropFirst())) }
-        await main(nil)
+        // ArgumentParser's `main`, but an error is printed without the secrets this process was
+        // given (a library's message may quote a connection string or a key).
+        do {
+            var command = try await asyncParseAsRoot(arguments)
+            if var asyncCommand = command as? AsyncParsableCommand {
+                try await asyncCommand.run()
+            } else {
+                try command.run()
+            }
+        } catch {
+            let code = exitCode(for: error)
+            guard code != .success else { exit(withError: error) }  // --help: printed as ArgumentParser prints it
+            LogSecrets.registerProcess()
+            let text = fullMessage(for: error)
+            if !text.isEmpty { printError(LogSecrets.scrub(text)) }
+            Foundation.exit(code.rawValue)
+        }
     }
 }

@@ -6,8 +6,9 @@ import HalcyonFetch
 import HalcyonWorker
 
 /// The webhook options `halcyon work` and `halcyon deliver` share; they fill a
-/// `WebhookConfiguration` (whose defaults they show).
-struct WebhookOptions: ParsableArguments {
+/// `WebhookConfiguration` (whose defaults they show). Its description hides the secrets (no custom
+/// mirror: ArgumentParser finds the options through the type's own).
+struct WebhookOptions: ParsableArguments, CustomStringConvertible, CustomDebugStringConvertible {
     @Option(
         name: .customLong("webhook-secret"),
         help:
@@ -18,6 +19,9 @@ struct WebhookOptions: ParsableArguments {
     var webhookTimeout = TimeSpanArgument(WebhookConfiguration.Settings.timeout.defaultValue)
     @Option(help: ArgumentHelp(WebhookConfiguration.Settings.maxAttempts.help))
     var webhookAttempts = WebhookConfiguration.Settings.maxAttempts.defaultValue
+
+    var description: String { "WebhookOptions(secrets: \(secrets.count) redacted)" }
+    var debugDescription: String { description }
 
     func validate() throws {
         do {

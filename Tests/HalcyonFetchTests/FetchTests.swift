@@ -121,6 +121,33 @@ struct HTTPFetchTests {
         await expectCode("http://127.0.0.1:1/nothing-listens", .connection, permanent: false)
     }
 
+    /// Over IPv6 the guard judges the address connected to, `::1`: refused by default (and by
+    /// an allowance for IPv4's loopback), fetched once `::1/128` is allowed.
+    @Test(.enabled(if: TestEnvironment.ipv6Loopback, "needs IPv6 loopback"))
+    func ipv6LoopbackIsJudgedAsItself() async throws {
+        let png = try SampleImages.solid(width: 6, height: 6, red: 1, green: 60, blue: 9)
+        try Origin.publish("fetch-v6.png", png)
+        let url = "\(TestEnvironment.originIPv6)/files/fetch-v6.png"
+        func fetcher(_ allowed: [String]) -> Fetcher {
+            var c = FetchConfiguration()
+            c.totalTimeout = .seconds(10)
+            c.addressPolicy = AddressPolicy(allowed: allowed.compactMap(CIDR.init))
+            return Fetcher(configuration: c)
+        }
+        for allowed in [[], ["127.0.0.1/32"], ["::2/128", "fe80::/10"]] {
+            await #expect {
+                _ = try await fetcher(allowed).fetch(url, cancel: CancellationFlag())
+            } throws: { error in
+                guard let e = error as? HalcyonError else { return false }
+                return e.code == .blockedAddress && e.message == "refused to connect: ::1 is loopback (::1/128); allow it with --allow-network"
+            }
+        }
+        for allowed in [["::1/128"], ["::1"], ["::/0"]] {
+            let got = try await fetcher(allowed).fetch(url, cancel: CancellationFlag())
+            #expect(got.data == png, "\(allowed)")
+        }
+    }
+
     @Test func cancellationAbortsADownload() async {
         let flag = CancellationFlag()
         let fetcher = self.fetcher

@@ -16,6 +16,23 @@ public enum TestEnvironment {
     /// PgBouncer in transaction pooling in front of the same cluster (no dbname: add one).
     public static var pgbouncerConninfo: String? { env["HALCYON_TEST_PGBOUNCER_URL"] }
     public static var origin: String { env["HALCYON_TEST_ORIGIN"] ?? "" }
+    /// The origin over IPv6 loopback, `http://[::1]:PORT`: `scripts/test-origin.py` listens on
+    /// ::1 beside 127.0.0.1, on the same port, when the host has IPv6 loopback.
+    public static var originIPv6: String { origin.replacingOccurrences(of: "http://127.0.0.1:", with: "http://[::1]:") }
+
+    /// Whether this host has IPv6 loopback (a socket binds to ::1).
+    public static let ipv6Loopback: Bool = {
+        let fd = socket(AF_INET6, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { return false }
+        defer { close(fd) }
+        var address = sockaddr_in6()
+        address.sin6_family = sa_family_t(AF_INET6)
+        address.sin6_addr = in6addr_loopback
+        return withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in6>.size)) == 0 }
+        }
+    }()
+
     public static var originRoot: URL { URL(fileURLWithPath: env["HALCYON_TEST_ORIGIN_ROOT"] ?? "/tmp") }
     public static var binary: String { env["HALCYON_BIN"] ?? "halcyon" }
     public static var migrationsDirectory: URL { URL(fileURLWithPath: env["HALCYON_MIGRATIONS"] ?? "migrations") }

@@ -74,6 +74,33 @@ struct FetchStageTests {
         }
     }
 
+    /// A worker fetching from the origin over `[::1]`: refused as loopback without an
+    /// allowance (the suite's `--allow-network 127.0.0.1/32` is IPv4's loopback only), fetched
+    /// with `--allow-network ::1/128`.
+    @Test(.enabled(if: TestEnvironment.ipv6Loopback, "needs IPv6 loopback"))
+    func ipv6LoopbackIsRefusedUnlessAllowed() async throws {
+        _ = try WorkerTests.published()
+        let db = try await TestDatabase.create()
+        let store = try TestEnvironment.temporaryDirectory("store")
+        let refusedPath = "/files/tiny.png?v6=refused-\(db.name)", allowedPath = "/files/tiny.png?v6=allowed-\(db.name)"
+        let refused = try await helper.enqueue(db, [helper.job(TestEnvironment.originIPv6 + refusedPath)])[0]
+        let w1 = try await helper.worker(db, store: store, ["--drain"])
+        #expect(await w1.wait(timeout: 180) == 0, "\(w1.output.suffix(2000))")
+        let allowed = try await helper.enqueue(db, [helper.job(TestEnvironment.originIPv6 + allowedPath, "resize(4x4)")])[0]
+        let w2 = try await helper.worker(db, store: store, ["--drain", "--allow-network", "::1/128"])
+        #expect(await w2.wait(timeout: 180) == 0, "\(w2.output.suffix(2000))")
+        let r = try await db.query("SELECT id, state::text, attempt, last_error, result_width FROM halcyon.jobs ORDER BY id")
+        #expect(r.value(0, "id") == String(refused) && r.value(1, "id") == String(allowed))
+        #expect(r.value(0, "state") == "failed" && r.value(0, "attempt") == "1")
+        #expect(
+            r.value(0, "last_error") == "fetch.blocked_address: refused to connect: ::1 is loopback (::1/128); allow it with --allow-network",
+            "\(r.dictionaries)")
+        #expect(r.value(1, "state") == "succeeded" && r.value(1, "result_width") == "4", "\(r.dictionaries)")
+        let counts = try Origin.counts()
+        #expect(counts[refusedPath] == nil, "the refused job reached the origin")
+        #expect(counts[allowedPath] == 1)
+    }
+
     @Test func originalsTTLReusesADownloadAcrossRuns() async throws {
         _ = try WorkerTests.published()
         let db = try await TestDatabase.create()
