@@ -10,8 +10,8 @@ import HalcyonQueue
 ///   backlog's rows — so the backlog's ids lie all over the heap, as they do on a table that
 ///   has been pruned for weeks (the `id` column's correlation falls to about 0.6).
 /// - **Backlog:** `queued` jobs, four chains per logical source with adjacent ids (a source's
-///   variants are enqueued together), half of the logical sources sharing 200 hot cache keys
-///   (store hits once made) and half with keys of their own; 70 % in `default`, 20 % in
+///   variants are enqueued together), one logical source in `hotEvery` (half by default)
+///   sharing 200 hot cache keys (store hits once made) and the others with keys of their own; 70 % in `default`, 20 % in
 ///   `thumbnails`, 10 % in `backfill`; one source in 19 at priority 1; one in `delayedEvery`
 ///   (ten) delayed by a day; one in `failingEvery` naming `failingSource` instead (it fails
 ///   and is retried).
@@ -36,9 +36,14 @@ package struct Backlog: Sendable {
     /// One logical source in this many waits a day to run (nil: none).
     package var delayedEvery: Int? = 10
     package var keyPrefix = "halcyon-bench:backlog-"
+    /// The chains each logical source is enqueued with, in id order (default `defaultChains`).
+    package var chains = Backlog.defaultChains
+    /// One logical source in this many shares one of 200 hot cache keys (store hits once made);
+    /// the others have keys of their own. Default 2.
+    package var hotEvery = 2
 
-    /// The chains each logical source is enqueued with, in id order.
-    package static let chains = [
+    /// The chains of the S scenario's backlog.
+    package static let defaultChains = [
         "resize(64x64)", "resize(96x96, mode=fill) |> format(webp)", "resize(32x32) |> format(png)", "crop(50x50) |> flip",
     ]
     package static let queues = ["thumbnails", "backfill"]

@@ -67,12 +67,13 @@ enum BenchSQL {
         func bind(_ p: inout QueryParameters) {
             p.add(backlog.sources)
             p.add(backlog.keyPrefix)
-            p.add(Backlog.chains)
+            p.add(backlog.chains)
             p.add(backlog.failingSource)
             p.add(max(1, backlog.failingEvery))
             p.add(jobs.lowerBound)
             p.add(backlog.delayedEvery.map { max(1, $0) } ?? 0)
             p.add(jobs.upperBound)
+            p.add(max(1, backlog.hotEvery))
         }
     }
 

@@ -434,11 +434,27 @@ struct ScaleRun {
     }
 }
 
-/// The soak: finished jobs and the workers' RSS over time, reported per tenth of the run.
+/// The soak: finished jobs and each worker's processes' RSS over time, reported per tenth of
+/// the run. A worker is a tree: the supervisor (`halcyon work`, no image work) and its image
+/// process (the child that claims, fetches, decodes and stores), each sampled on its own — the
+/// image process is where a job can leave something behind.
 struct SoakRun {
     struct Sample {
         var seconds: Double
         var value: Int
+    }
+
+    /// One worker's processes at one instant, bytes resident (nil: not running then).
+    struct Tree: Equatable {
+        var supervisor: Int?
+        var image: Int?
+        var total: Int { (supervisor ?? 0) + (image ?? 0) }
+    }
+
+    /// Every worker's tree at one instant.
+    struct TreeSample {
+        var seconds: Double
+        var trees: [Tree]
     }
 
     struct Part {
@@ -446,18 +462,28 @@ struct SoakRun {
         var tenth: Int
         var seconds: Double
         var jobsPerSecond: Double
-        /// The larger worker's largest resident set during this tenth, bytes.
-        var rss: Int
+        /// Each worker's supervisor and image process: their median resident sets over this
+        /// tenth's samples (the level: a leak moves it) …
+        var trees: [Tree]
+        /// … and their largest (the level plus whatever the jobs in hand held at the time).
+        var peaks: [Tree]
+        /// The larger worker tree's (supervisor and image process together) largest resident set.
+        var rss: Int { peaks.map(\.total).max() ?? 0 }
     }
 
     var jobs: Int
+    /// What the jobs were: sources and chains, for the report.
+    var workload = ""
     /// Jobs finished since the start (a count of rows, taken now and then).
     var finished: [Sample] = []
-    /// The larger worker's resident set, every 100 ms.
-    var rss: [Sample] = []
+    /// Every worker's tree, every 100 ms.
+    var samples: [TreeSample] = []
+    /// Image processes started after the first, per worker (a restart means a crash).
+    var imageRestarts: [Int] = []
 
     var total: Int { finished.last?.value ?? 0 }
     var seconds: Double { finished.last?.seconds ?? 0 }
+    var workers: Int { samples.map(\.trees.count).max() ?? 0 }
 
     /// When the finished count first reached `target` (linear between samples).
     private func time(reaching target: Double) -> Double {
@@ -475,43 +501,94 @@ struct SoakRun {
     var parts: [Part] {
         let total = Double(self.total)
         guard total > 0 else { return [] }
+        let workers = self.workers
         var out: [Part] = []
         var start = 0.0
         for tenth in 1...10 {
             let end = time(reaching: total * Double(tenth) / 10)
             // The samples in this tenth, or the one nearest it when it was shorter than a sample.
-            let inside = rss.filter { $0.seconds >= start && $0.seconds <= end }
-            let nearest = rss.min { abs($0.seconds - end) < abs($1.seconds - end) }
-            let peak = (inside.isEmpty ? nearest.map { [$0] } ?? [] : inside).map(\.value).max() ?? 0
-            out.append(Part(tenth: tenth, seconds: end - start, jobsPerSecond: end > start ? total / 10 / (end - start) : 0, rss: peak))
+            let inside = samples.filter { $0.seconds >= start && $0.seconds <= end }
+            let nearest = samples.min { abs($0.seconds - end) < abs($1.seconds - end) }
+            let taken = inside.isEmpty ? nearest.map { [$0] } ?? [] : inside
+            let these = (0..<workers).map { w in taken.compactMap { $0.trees.indices.contains(w) ? $0.trees[w] : nil } }
+            let medians = these.map { Tree(supervisor: Self.median($0.compactMap(\.supervisor)), image: Self.median($0.compactMap(\.image))) }
+            let peaks = these.map { Tree(supervisor: $0.compactMap(\.supervisor).max(), image: $0.compactMap(\.image).max()) }
+            out.append(
+                Part(tenth: tenth, seconds: end - start, jobsPerSecond: end > start ? total / 10 / (end - start) : 0, trees: medians, peaks: peaks))
             start = end
         }
         return out
     }
 
+    /// Each worker's image process in the last tenth against the second (the first is warm-up:
+    /// ImageMagick's coders, the thread pools and malloc's arenas filling), medians, as a ratio.
+    var imageGrowth: [Double?] {
+        let parts = self.parts
+        guard parts.count == 10 else { return [] }
+        return (0..<workers).map { w in
+            guard let second = parts[1].trees[w].image, let last = parts[9].trees[w].image, second > 0 else { return nil }
+            return Double(last) / Double(second)
+        }
+    }
+
+    static func median(_ values: [Int]) -> Int? {
+        values.isEmpty ? nil : values.sorted()[values.count / 2]
+    }
+
+    static func mb(_ bytes: Int?) -> String { bytes.map { String(format: "%.1f", Double($0) / 1e6) } ?? "–" }
+
     var summary: String {
         let parts = self.parts
-        var out = "Soak — \(jobs) queued jobs (the S backlog, none delayed or failing) drained by two workers: \(total) finished in "
-        out += TimeSpan.format(seconds) + "\n  tenth   seconds   jobs/s   worker RSS (the larger), MB\n"
+        var out = "Soak — \(jobs) queued jobs (the S backlog, none delayed or failing"
+        out += workload.isEmpty ? "" : "; \(workload)"
+        out += ") drained by \(workers) workers: \(total) finished in " + TimeSpan.format(seconds) + "\n"
+        out += "  resident MB per tenth, each worker's supervisor (sup) and image process (image): the median of the tenth's "
+        out += "samples, and the image process's largest (peak)\n"
+        out += "  tenth   seconds   jobs/s" + (1...max(1, workers)).map { "   w\($0) sup  w\($0) image  w\($0) peak" }.joined() + "\n"
         for p in parts {
-            out += String(format: "  %2d      %7.1f   %6.0f   %6.1f\n", p.tenth, p.seconds, p.jobsPerSecond, Double(p.rss) / 1e6)
+            out += String(format: "  %2d      %7.1f   %6.0f", p.tenth, p.seconds, p.jobsPerSecond)
+            for (t, peak) in zip(p.trees, p.peaks) {
+                out += "   " + Self.pad(Self.mb(t.supervisor), 6) + "   " + Self.pad(Self.mb(t.image), 8) + "   " + Self.pad(Self.mb(peak.image), 7)
+            }
+            out += "\n"
         }
         if let first = parts.first, let last = parts.last, first.jobsPerSecond > 0 {
-            out += String(
-                format: "  last tenth against the first: %.2f× the throughput, RSS %.1f → %.1f MB\n", last.jobsPerSecond / first.jobsPerSecond,
-                Double(first.rss) / 1e6, Double(last.rss) / 1e6)
+            out += String(format: "  last tenth against the first: %.2f× the throughput\n", last.jobsPerSecond / first.jobsPerSecond)
         }
+        for (w, growth) in imageGrowth.enumerated() {
+            guard let growth else { continue }
+            out += "  worker \(w + 1)'s image process, last tenth against the second (after warm-up): "
+            out += "\(Self.mb(parts[1].trees[w].image)) → \(Self.mb(parts[9].trees[w].image)) MB"
+            out += String(format: " (%+.1f %%)\n", (growth - 1) * 100)
+        }
+        let restarts = imageRestarts.reduce(0, +)
+        if restarts > 0 { out += "  image processes restarted: \(restarts) (a crash each: see the workers' logs)\n" }
         return out
     }
 
+    private static func pad(_ s: String, _ width: Int) -> String {
+        String(repeating: " ", count: max(0, width - s.count)) + s
+    }
+
     var json: JSONValue {
-        [
+        func bytes(_ b: Int?) -> JSONValue { b.map { .number(Double($0)) } ?? .null }
+        return [
             "jobs": .number(Double(jobs)), "finished": .number(Double(total)), "seconds": .number((seconds * 10).rounded() / 10),
+            "workload": .string(workload),
+            "image_restarts": .array(imageRestarts.map { .number(Double($0)) }),
+            "image_growth": .array(imageGrowth.map { g in g.map { .number(($0 * 1000).rounded() / 1000) } ?? .null }),
             "tenths": .array(
                 parts.map {
                     [
                         "tenth": .number(Double($0.tenth)), "seconds": .number(($0.seconds * 10).rounded() / 10),
                         "jobs_per_second": .number($0.jobsPerSecond.rounded()), "worker_rss_bytes": .number(Double($0.rss)),
+                        "workers": .array(
+                            zip($0.trees, $0.peaks).map { median, peak in
+                                [
+                                    "supervisor_rss_bytes": bytes(median.supervisor), "image_rss_bytes": bytes(median.image),
+                                    "supervisor_peak_rss_bytes": bytes(peak.supervisor), "image_peak_rss_bytes": bytes(peak.image),
+                                ]
+                            }),
                     ]
                 }),
         ]

@@ -83,15 +83,21 @@ extension Bench {
 
     /// The soak: `jobs` queued jobs (a `Backlog` without delayed or failing rows, so its tenths
     /// compare steady work: a failing job's retries, backed off, would all come at the end)
-    /// drained by two `halcyon work --drain` processes; throughput and the workers' RSS per
-    /// tenth of the run.
+    /// drained by two `halcyon work --drain` processes; throughput and each worker's processes'
+    /// RSS (its supervisor and its image process apart) per tenth of the run. The workload varies
+    /// as an application's does: `soakSources` (64 to 640 px; JPEG with and without an EXIF
+    /// orientation, PNG with and without alpha, WebP, GIF, an animation) through `soakChains`
+    /// (fill, fit, stretch, crop, effects, three output formats), one logical source in ten
+    /// sharing hot cache keys (store hits), the rest processed.
     func runSoak(jobs: Int, conninfo: String, scratch: URL) async throws -> SoakRun {
         let c = try await PGConnection.connect(conninfo, label: "bench-soak")
         defer { Task { await c.close() } }
         try await Self.ensureOnlyBenchJobs(c)
-        let sources = try Self.backlogSources(in: scratch)
+        let sources = try Self.soakSources(in: scratch)
         var backlog = Backlog(queued: jobs, history: jobs / 2, sources: sources.urls)
         backlog.delayedEvery = nil
+        backlog.chains = Self.soakChains
+        backlog.hotEvery = 10
         try await backlog.remove(c)
         print("soak: writing \(jobs) queued jobs…")
         try await backlog.fill(c)
@@ -101,11 +107,15 @@ extension Bench {
         let started = Date(), clock = ContinuousClock.now
         let workers = try WorkerPair.start(self, conninfo: conninfo, store: store, fileRoot: sources.directory, scratch: scratch, drain: true)
         var run = SoakRun(jobs: jobs)
+        run.workload = "\(sources.urls.count) sources of 4 formats, 64–640 px; \(Self.soakChains.count) chains; one source in 10 a store hit"
+        var imagePIDs: [Set<pid_t>] = workers.pids.map { _ in [] }
         var nextCount = clock, lastPrint = clock
         do {
             while !workers.allExited {
                 let now = ContinuousClock.now
-                if let rss = workers.residentBytes().max() { run.rss.append(SoakRun.Sample(seconds: (now - clock).seconds, value: rss)) }
+                let trees = workers.trees()
+                for (i, tree) in trees.enumerated() { imagePIDs[i].formUnion(tree.imagePIDs) }
+                run.samples.append(SoakRun.TreeSample(seconds: (now - clock).seconds, trees: trees.map(\.rss)))
                 // Counting reads the finished rows' index: at most every twenty times what it took.
                 if now >= nextCount {
                     let finished = try await Self.finished(since: started, on: c)
@@ -113,7 +123,10 @@ extension Bench {
                     nextCount = .now + max(.milliseconds(100), (ContinuousClock.now - now) * 20)
                 }
                 if now - lastPrint >= .seconds(10) {
-                    print(String(format: "soak: %d of about %d jobs after %.0f s", run.finished.last?.value ?? 0, jobs, (now - clock).seconds))
+                    let images = trees.map { SoakRun.mb($0.rss.image) }.joined(separator: ", ")
+                    print(
+                        String(format: "soak: %d of about %d jobs after %.0f s", run.finished.last?.value ?? 0, jobs, (now - clock).seconds)
+                            + "; image processes \(images) MB")
                     lastPrint = now
                 }
                 try await Task.sleep(for: .milliseconds(100))
@@ -122,10 +135,55 @@ extension Bench {
             await workers.stop()
             throw error
         }
+        run.imageRestarts = imagePIDs.map { max(0, $0.count - 1) }
         try workers.checkExits()
         run.finished.append(SoakRun.Sample(seconds: (ContinuousClock.now - clock).seconds, value: try await Self.finished(since: started, on: c)))
         try await backlog.remove(c)
         return run
+    }
+
+    /// The soak's chains: fill, fit, stretch and crop, effects, JPEG, WebP and PNG out; each
+    /// logical source is enqueued with all of them (one decode, a clone per chain). No GIF
+    /// output (every chain names its format, so a GIF source is not kept one): ImageMagick 6's
+    /// palette for it fills a 128 MiB colour cache per encode, which would swamp what a job
+    /// leaves behind.
+    static let soakChains = [
+        "resize(120x120, mode=fill) |> format(jpeg, quality=80)",
+        "resize(480x480) |> format(webp, quality=75)",
+        "resize(64x64, mode=fill) |> format(png)",
+        "crop(200x150, x=0.3) |> blur(2) |> format(jpeg)",
+        "resize(320x240, mode=stretch) |> round_corner(12) |> flip |> format(png)",
+        "resize(256x256) |> sharpen(1) |> color_controls(saturation=1.2) |> format(webp)",
+        "downsample(200x200) |> rotate(90) |> overlay(#336699, fraction=0.3) |> strip |> format(jpeg, quality=70)",
+    ]
+
+    /// Twelve images of four formats, 64 to 640 px, under `scratch/soak`, as `file://` URLs: JPEG
+    /// (one with an EXIF orientation), PNG (with and without alpha), WebP (with and without),
+    /// GIF and an animated GIF.
+    static func soakSources(in scratch: URL) throws -> (directory: URL, urls: [String]) {
+        let dir = scratch.appendingPathComponent("soak")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        let specs: [(name: String, make: () throws -> Data)] = [
+            ("a.jpg", { try SampleImages.photo(width: 160, height: 120, seed: 11) }),
+            ("b.jpg", { try SampleImages.photo(width: 640, height: 480, seed: 12, quality: 80) }),
+            ("c.jpg", { SampleImages.withEXIFOrientation(try SampleImages.photo(width: 400, height: 300, seed: 13), 6) }),
+            ("d.png", { try SampleImages.photo(width: 200, height: 150, seed: 14, format: .png, alpha: true) }),
+            ("e.webp", { try SampleImages.photo(width: 320, height: 240, seed: 15, format: .webp) }),
+            ("f.jpg", { try SampleImages.photo(width: 300, height: 500, seed: 16) }),
+            ("g.png", { try SampleImages.photo(width: 400, height: 300, seed: 17, format: .png) }),
+            ("h.gif", { try SampleImages.photo(width: 240, height: 180, seed: 18, format: .gif) }),
+            ("i.webp", { try SampleImages.photo(width: 480, height: 300, seed: 19, format: .webp, alpha: true) }),
+            ("j.jpg", { try SampleImages.photo(width: 64, height: 64, seed: 20) }),
+            ("k.gif", { try SampleImages.animatedGIF(frames: 4, width: 120, height: 90) }),
+            ("l.png", { try SampleImages.photo(width: 256, height: 256, seed: 21, format: .png) }),
+        ]
+        var urls: [String] = []
+        for (name, make) in specs {
+            let file = dir.appendingPathComponent(name)
+            if !FileManager.default.fileExists(atPath: file.path) { try make().write(to: file) }
+            urls.append("file://" + file.path)
+        }
+        return (dir, urls)
     }
 
     /// Eight small images of three formats under `scratch/backlog`, as `file://` URLs.
@@ -234,8 +292,23 @@ struct WorkerPair {
         return WorkerPair(pids: pids, logs: logs)
     }
 
-    /// The workers' resident set sizes now (of those still running).
-    func residentBytes() -> [Int] { pids.compactMap { ProcessMemory.residentRSS(of: $0) } }
+    /// One worker's processes now: the supervisor's resident set, its image processes' (their
+    /// sum; one but while it is restarted) and their pids.
+    struct TreeNow {
+        var rss: SoakRun.Tree
+        var imagePIDs: [pid_t]
+    }
+
+    /// Each worker's tree now, in the order of `pids`.
+    func trees() -> [TreeNow] {
+        pids.map { pid in
+            let children = ProcessMemory.children(of: pid)
+            let images = children.compactMap { ProcessMemory.residentRSS(of: $0) }
+            return TreeNow(
+                rss: SoakRun.Tree(supervisor: ProcessMemory.residentRSS(of: pid), image: images.isEmpty ? nil : images.reduce(0, +)),
+                imagePIDs: children)
+        }
+    }
 
     /// Whether both have exited (reaped here).
     var allExited: Bool {

@@ -280,19 +280,11 @@ public enum ImagePipeline {
         var decodeClock = StageClock()
         // The deadline: the decode, then each chain, has `maxJobTime` of its own (a group of
         // sixteen variants is sixteen jobs), on a flag raised by the caller's or by a timer.
+        // The deadline is checked wherever the work polls its flag; no timer is left behind.
         let caller = cancel
-        var timers: [DispatchWorkItem] = []
-        defer { timers.forEach { $0.cancel() } }
+        let overrun = HalcyonError(.tooCostly, "processing took longer than the \(TimeSpan.format(limits.maxJobTime.seconds)) limit (--max-job-time)")
         func phase() -> CancellationFlag {
-            let flag = caller?.child() ?? CancellationFlag()
-            let deadline = limits.maxJobTime
-            let timer = DispatchWorkItem { [weak flag] in
-                flag?.cancel(
-                    because: HalcyonError(.tooCostly, "processing took longer than the \(TimeSpan.format(deadline.seconds)) limit (--max-job-time)"))
-            }
-            DispatchQueue.global().asyncAfter(deadline: .now() + deadline.seconds, execute: timer)
-            timers.append(timer)
-            return flag
+            CancellationFlag.deadline(.now + limits.maxJobTime, because: overrun, parent: caller)
         }
         let cancel = phase()
         try limits.checkBytes(data, format: format)

@@ -130,6 +130,9 @@ public final class MagickImage {
             MagickSetOption(wand, "jpeg:size", "\(hint.width)x\(hint.height)")
         }
         let ok = data.withUnsafeBytes { MagickReadImageBlob(wand, $0.baseAddress, $0.count) }
+        // The name's coder prefix would also pick the coder of every later write (a GIF's first
+        // frame encoded "as JPEG" came out a GIF under a .jpg name): it names nothing after the read.
+        if firstFrameOnly { MagickSetFilename(wand, "") }
         // A read that succeeds can still report an error of its own (a coder that gave up part
         // way and returned what it had): that is a failure too, as is an image of no pixels.
         guard ok == MagickTrue, MagickGetExceptionType(wand).rawValue < ErrorException.rawValue else {

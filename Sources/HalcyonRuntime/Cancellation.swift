@@ -8,17 +8,39 @@ public final class CancellationFlag: Sendable {
         var cancelled = false
         var reason: (any Error & Sendable)?
         var handlers: [@Sendable () -> Void] = []
+        /// A deadline past which the next look at the flag raises it (`deadline(_:because:parent:)`).
+        var deadline: ContinuousClock.Instant?
+        var deadlineReason: (any Error & Sendable)?
     }
     private let state = Mutex(State())
 
     public init() {}
 
-    public var isCancelled: Bool { state.withLock { $0.cancelled } }
+    public var isCancelled: Bool { look() }
 
     /// Why the flag was raised, when whoever raised it said (kept from the first raise only) —
     /// e.g. a deadline that makes the work a failure rather than abandoned. The domain's
     /// `check()` throws it.
-    public var reason: (any Error & Sendable)? { state.withLock { $0.reason } }
+    public var reason: (any Error & Sendable)? {
+        look()
+        return state.withLock { $0.reason }
+    }
+
+    /// Handlers waiting for the flag (for tests: what a long-lived flag keeps).
+    package var handlerCount: Int { state.withLock { $0.handlers.count } }
+
+    /// Whether the flag is raised, raising it first (with the deadline's reason) when its
+    /// deadline has passed.
+    @discardableResult
+    private func look() -> Bool {
+        let (cancelled, due) = state.withLock { s -> (Bool, (any Error & Sendable)??) in
+            if s.cancelled { return (true, nil) }
+            guard let deadline = s.deadline, ContinuousClock.now >= deadline else { return (false, nil) }
+            return (false, .some(s.deadlineReason))
+        }
+        if let due { cancel(because: due) }
+        return cancelled || due != nil
+    }
 
     /// Raises the flag, saying why when there is more to say than "no longer wanted".
     public func cancel(because reason: (any Error & Sendable)? = nil) {
@@ -34,6 +56,7 @@ public final class CancellationFlag: Sendable {
 
     /// Runs `handler` when the flag is raised — at once if it already is.
     public func onCancel(_ handler: @escaping @Sendable () -> Void) {
+        look()
         let now = state.withLock { s -> Bool in
             if s.cancelled { return true }
             s.handlers.append(handler)
@@ -48,6 +71,25 @@ public final class CancellationFlag: Sendable {
         let child = CancellationFlag()
         onCancel { [weak child, unowned self] in child?.cancel(because: self.reason) }
         return child
+    }
+
+    /// A flag raised when `parent` is (with its reason, nil: never), by itself, or by the first
+    /// look at it (`isCancelled`, `reason`) once `deadline` has passed, `because` then — for
+    /// work that polls its flag (the image pipeline's steps and row loops). No timer stands
+    /// behind the deadline: nothing is left scheduled when the work ends early, which a timer per
+    /// deadline was (a libdispatch timer and its closures, kept until it fired, for every job:
+    /// the image process grew by about a kilobyte per job for `--max-job-time`). Handlers
+    /// registered on the flag run when it is raised, which for the deadline is when it is
+    /// looked at.
+    public static func deadline(
+        _ deadline: ContinuousClock.Instant, because reason: any Error & Sendable, parent: CancellationFlag? = nil
+    ) -> CancellationFlag {
+        let flag = parent?.child() ?? CancellationFlag()
+        flag.state.withLock { s in
+            s.deadline = deadline
+            s.deadlineReason = reason
+        }
+        return flag
     }
 
     /// Sleeps for `seconds`, or less if the flag is raised meanwhile; true when it slept the

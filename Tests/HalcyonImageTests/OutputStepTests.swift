@@ -22,6 +22,17 @@ import Testing
         #expect(png.frameCount == 1)
     }
 
+    /// A still output of an animation (its first frame only is decoded) is written in the
+    /// chain's format: the decode's frame selection must not pick the coder of the write too.
+    @Test(arguments: ["format(jpeg, quality=80)", "format(png, progressive=true)", "format(avif)"])
+    func aStillOfAnAnimationIsInTheChainsFormat(format: String) throws {
+        let gif = try SampleImages.animatedGIF(frames: 4, width: 60, height: 40)
+        let chain = try ProcessorChain.parse("resize(30x20, mode=fill) |> " + format)
+        let out = try ImagePipeline.run(gif, format: .gif, chains: [chain])[0].get()
+        #expect(ImageFormat.sniff(out.data) == out.format, "\(format): \(out.data.prefix(4).map { String($0, radix: 16) })")
+        #expect(out.format != .gif)
+    }
+
     /// Steps that copy a frame to look at it (trim, placeholders, smart crops) copy one frame,
     /// and the animation keeps all of its frames.
     @Test func frameCopiesLeaveAnimationsWhole() throws {

@@ -76,7 +76,19 @@ struct BenchCommandTests {
         let tenths = try #require(soak["tenths"]?.arrayValue)
         #expect(tenths.compactMap { $0["tenth"]?.numberValue } == (1...10).map(Double.init))
         #expect(tenths.allSatisfy { ($0["jobs_per_second"]?.numberValue ?? 0) > 0 && ($0["worker_rss_bytes"]?.numberValue ?? 0) > 1_000_000 })
+        // Each worker's tree, its supervisor and its image process apart, in every tenth.
+        for tenth in tenths {
+            let workers = try #require(tenth["workers"]?.arrayValue)
+            #expect(workers.count == 2, "\(tenth)")
+            for key in ["supervisor_rss_bytes", "image_rss_bytes", "supervisor_peak_rss_bytes", "image_peak_rss_bytes"] {
+                #expect(workers.allSatisfy { ($0[key]?.numberValue ?? 0) > 1_000_000 }, "\(key): \(tenth)")
+            }
+        }
+        #expect(soak["image_growth"]?.arrayValue?.count == 2)
+        #expect(soak["image_restarts"]?.arrayValue?.compactMap(\.numberValue) == [0, 0])
+        #expect(soak["workload"]?.stringValue?.contains("12 sources of 4 formats") == true)
         #expect(bench.output.contains("Soak — 1000 queued jobs"), "\(bench.output.suffix(2000))")
+        #expect(bench.output.contains("w1 sup  w1 image  w1 peak") && bench.output.contains("worker 2's image process"))
         #expect(try await db.query("SELECT count(*) AS n FROM halcyon.jobs").value(0, "n") == "0")
     }
 

@@ -41,14 +41,14 @@ VACUUM halcyon.jobs;
 -- name: enqueueBacklog :exec
 -- Jobs numbered $6 to $8 - 1: each logical source (number / the chains' count) cycles through
 -- sources $1 (text[]) and is enqueued with every chain of $3 (text[]), adjacent ids; keys under
--- prefix $2, half of them among 400 hot ones; one logical source in $5 names failing source $4
+-- prefix $2, one logical source in $9 (2: half) among 200 hot ones; one logical source in $5 names failing source $4
 -- instead (null: none), one in $7 waits a day (0: none); 70 % in `default`, 20 % in
 -- `thumbnails`, 10 % in `backfill`; one in 19 at priority 1.
 INSERT INTO halcyon.jobs (source, processors, cache_key, queue, priority, run_at)
 SELECT CASE WHEN $4::text IS NOT NULL AND s % $5::int = 7 % $5::int THEN $4::text
             ELSE ($1::text[])[s % cardinality($1::text[]) + 1] END,
        ($3::text[])[g % cardinality($3::text[]) + 1],
-       $2 || CASE WHEN s % 2 = 0 THEN 'hot-' || (s % 400) ELSE 'own-' || s END,
+       $2 || CASE WHEN s % $9::int = 0 THEN 'hot-' || ((s / $9::int) % 200) ELSE 'own-' || s END,
        (ARRAY['default', 'default', 'default', 'default', 'default', 'default', 'default',
               'thumbnails', 'thumbnails', 'backfill'])[s % 10 + 1],
        CASE WHEN s % 19 = 0 THEN 1 ELSE 0 END,
