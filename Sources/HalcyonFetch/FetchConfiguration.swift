@@ -32,7 +32,7 @@ public struct FetchConfiguration: Sendable {
     public var fileRoots: [String] = [] { didSet { files = FileRoots(fileRoots) } }
     /// `fileRoots`, resolved once, and the reader that stays beneath them.
     public private(set) var files = FileRoots([])
-    public var userAgent: String = "Halcyon/0.1 (+image pipeline worker)"
+    public var userAgent: String = "Halcyon/\(HalcyonVersion.string) (+image pipeline worker)"
     /// Which addresses may be connected to. Default: public addresses only.
     public var addressPolicy = AddressPolicy()
     /// Retries per source when the job's `options.retry` does not say. Default: 2 retries,

@@ -176,6 +176,7 @@ public struct WorkerConfiguration: Sendable {
         try fetch.validate()
         try limits.validate()
         try webhooks.validate()
+        if let problem = MagickImage.policyProblem { throw HalcyonError(.invalidOptions, problem) }
     }
 
     /// The cores plus one.
