@@ -94,7 +94,7 @@ let package = Package(
             name: "HalcyonImage", dependencies: ["HalcyonDomain", "HalcyonRuntime", "CMagickWand", "CImageCodecs"],
             // Optimised in debug builds too: its resampler and pixel loops are generic Swift that runs
             // 20–50× slower unoptimised, and the test suite's workers spent most of their CPU there.
-            swiftSettings: magickIncludes + [.unsafeFlags(["-O"], .when(configuration: .debug))]),
+            swiftSettings: [.unsafeFlags(["-O"], .when(configuration: .debug))]),
         // Content-addressed disk store.
         .target(name: "HalcyonStore", dependencies: ["HalcyonDomain", "HalcyonRuntime", "HalcyonS3"]),
         // S3 client for the object-store backend: SigV4 (own, on libcrypto through Digest),
@@ -136,7 +136,7 @@ let package = Package(
         // and the demo's, the bench's and the tests'), sample images, the CLI's shared options,
         // and the bench and demo commands.
         .target(name: "HalcyonEmbedded", dependencies: []),
-        .target(name: "HalcyonSamples", dependencies: ["HalcyonDomain", "HalcyonImage", "CMagickWand"], swiftSettings: magickIncludes),
+        .target(name: "HalcyonSamples", dependencies: ["HalcyonDomain", "HalcyonImage", "CMagickWand"]),
         .target(
             name: "HalcyonCLI",
             dependencies: [
@@ -155,7 +155,7 @@ let package = Package(
                 "CMagickWand",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
-            ], resources: [.embedInCode("Queries")], swiftSettings: magickIncludes),
+            ], resources: [.embedInCode("Queries")]),
         .target(
             name: "HalcyonDemo",
             dependencies: [
@@ -197,8 +197,7 @@ let package = Package(
         .testTarget(name: "HalcyonDomainTests", dependencies: ["HalcyonDomain", "HalcyonRuntime"]),
         .testTarget(
             name: "HalcyonImageTests",
-            dependencies: ["HalcyonImage", "HalcyonDomain", "HalcyonRuntime", "HalcyonSamples", "HalcyonBench", "HalcyonTestSupport", "CMagickWand"],
-            swiftSettings: magickIncludes),
+            dependencies: ["HalcyonImage", "HalcyonDomain", "HalcyonRuntime", "HalcyonSamples", "HalcyonBench", "HalcyonTestSupport", "CMagickWand"]),
         .testTarget(
             name: "HalcyonStoreTests", dependencies: ["HalcyonStore", "HalcyonDomain", "HalcyonRuntime", "HalcyonS3", "HalcyonTestSupport"]),
         // SigV4 against AWS's published vectors (Tests/Fixtures/sigv4), the client against SeaweedFS.
@@ -249,4 +248,11 @@ package.targets += ["Chain", "Options", "Source", "Header", "Exif", "Direct"].ma
 // target's dependencies are what its files use — checked by the compiler and scripts/check-imports.
 for target in package.targets where target.type != .system {
     target.swiftSettings = (target.swiftSettings ?? []) + [.enableUpcomingFeature("MemberImportVisibility")]
+}
+
+// A debug build compiles modules for testing, and a module importing HalcyonImage then loads
+// the MagickWand headers HalcyonImage imports internally: every Swift target gets their paths
+// (without them a clean `swift build --product halcyon` failed, depending on build order).
+for target in package.targets where target.type != .system && !target.name.hasPrefix("C") {
+    target.swiftSettings = (target.swiftSettings ?? []) + magickIncludes
 }

@@ -55,7 +55,7 @@ struct BenchPeers {
 
     /// `scripts/<name>`, when it is found and python3 can import `modules`.
     private static func pythonScript(_ name: String, importing modules: String) -> String? {
-        guard let dir = ResourceLocator.find("scripts", marker: name, environment: "HALCYON_SCRIPTS").found else { return nil }
+        guard let dir = try? ResourceLocator.find("scripts", marker: name, environment: "HALCYON_SCRIPTS").found else { return nil }
         let out = FileManager.default.temporaryDirectory.appendingPathComponent("\(name)-check-\(getpid())").path
         defer { try? FileManager.default.removeItem(atPath: out) }
         guard (try? Subprocess.run("/usr/bin/env", ["python3", "-c", "import \(modules)"], outputPath: out)) == 0 else { return nil }

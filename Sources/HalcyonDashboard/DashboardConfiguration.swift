@@ -105,6 +105,7 @@ public struct DashboardConfiguration: Sendable, CustomStringConvertible, CustomD
         var settings = http
         settings.address = address
         settings.port = port
+        settings.portOption = Settings.port.option
         return settings
     }
 

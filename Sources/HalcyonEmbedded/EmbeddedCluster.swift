@@ -79,9 +79,14 @@ public struct EmbeddedCluster: Sendable {
 
     private var runAsPostgres: Bool { geteuid() == 0 }
 
+    /// Whether the cluster has been initialised (it may be stopped): commands that only read
+    /// use it then, and create nothing when it is not.
+    public var exists: Bool { FileManager.default.fileExists(atPath: dataDirectory.appendingPathComponent("PG_VERSION").path) }
+
     /// Initialises (first time) and starts (when down) the cluster. Safe to call from several
-    /// processes at once: they serialise on a lock file.
-    public func ensureRunning() throws {
+    /// processes at once: they serialise on a lock file. True when this call initialised it.
+    @discardableResult
+    public func ensureRunning() throws -> Bool {
         let fm = FileManager.default
         try fm.createDirectory(at: home, withIntermediateDirectories: true)
         let pg = home.appendingPathComponent("pg")
@@ -95,7 +100,8 @@ public struct EmbeddedCluster: Sendable {
 
         let bin = try Self.binDirectory()
         if runAsPostgres { try checkPostgresCanReach() }
-        if !fm.fileExists(atPath: dataDirectory.appendingPathComponent("PG_VERSION").path) {
+        let initialising = !exists
+        if initialising {
             try? fm.removeItem(at: dataDirectory)
             try fm.createDirectory(at: dataDirectory, withIntermediateDirectories: true)
             if !Self.fitsASocket(home.appendingPathComponent("pg/run").path) {
@@ -123,12 +129,13 @@ public struct EmbeddedCluster: Sendable {
             try handle.close()
         }
         if try runServerTool(bin + "/pg_ctl", ["-D", dataDirectory.path, "status"], what: "pg_ctl status", allowFailure: true) == 0 {
-            return
+            return initialising
         }
         try makePrivateDirectory(socketDirectory)
         if !fm.fileExists(atPath: logFile.path) { _ = fm.createFile(atPath: logFile.path, contents: nil, attributes: [.posixPermissions: 0o600]) }
         try handOver([logFile])
         try runServerTool(bin + "/pg_ctl", ["-D", dataDirectory.path, "-l", logFile.path, "-w", "-t", "60", "start"], what: "pg_ctl start")
+        return initialising
     }
 
     /// Stops the cluster if it runs: `fast` (disconnect clients, checkpoint) or `immediate`
@@ -232,7 +239,10 @@ public struct EmbeddedCluster: Sendable {
         let outputPath = FileManager.default.temporaryDirectory.appendingPathComponent("halcyon-\(getpid())-\(UInt32.random(in: 0...UInt32.max)).out")
             .path
         defer { try? FileManager.default.removeItem(atPath: outputPath) }
-        let status = try Subprocess.run(path, arguments, outputPath: outputPath)
+        // libpq's variables set but empty are "not set" to Halcyon (they chose this cluster), but
+        // PostgreSQL's own tools read them: an empty PGPORT is an invalid port to initdb.
+        let environment = ProcessInfo.processInfo.environment.filter { !($0.key.hasPrefix("PG") && $0.value.isEmpty) }
+        let status = try Subprocess.run(path, arguments, outputPath: outputPath, environment: environment)
         if status != 0 && !allowFailure {
             let output = String(decoding: FileManager.default.contents(atPath: outputPath) ?? Data(), as: UTF8.self)
             throw EmbeddedClusterError(message: "\(what) failed (exit \(status)): \(output.suffix(2000)) — see \(logFile.path)")

@@ -61,9 +61,10 @@ public enum Subprocess {
         }
     }
 
-    /// Runs `path args…` to completion; returns its exit status.
-    public static func run(_ path: String, _ args: [String], outputPath: String) throws -> Int32 {
-        let pid = try spawn(path, args, outputPath: outputPath)
+    /// Runs `path args…` to completion; returns its exit status. `environment` nil inherits this
+    /// process's environment.
+    public static func run(_ path: String, _ args: [String], outputPath: String, environment: [String: String]? = nil) throws -> Int32 {
+        let pid = try spawn(path, args, outputPath: outputPath, environment: environment)
         return status(of: pid, block: true) ?? -1
     }
 }

@@ -15,6 +15,9 @@ public struct FetchConfiguration: Sendable {
     public var lowSpeedTime: Duration = .seconds(15)
     /// Largest body accepted, checked against Content-Length and while streaming. Default 50 MiB.
     public var maxBytes: Int = Settings.maxBytes.defaultValue
+    /// Why `maxBytes` is less than `--max-download-size`, told in `fetch.too_large` messages
+    /// (see `downloadLimit(_:maxMemory:)`); nil when it is that option's value.
+    public var maxBytesReason: String?
     /// Largest inline `data:` source: 10 MiB, or `maxBytes` when that is smaller.
     public var maxDataBytes: Int { min(Source.maxDataBytes, maxBytes) }
     /// Longest an attempt waits between download retries, all its sources together; a retry
@@ -29,7 +32,7 @@ public struct FetchConfiguration: Sendable {
     public var fileRoots: [String] = [] { didSet { files = FileRoots(fileRoots) } }
     /// `fileRoots`, resolved once, and the reader that stays beneath them.
     public private(set) var files = FileRoots([])
-    public var userAgent: String = "Halcyon/0.1 (+image pipeline worker)"
+    public var userAgent: String = "Halcyon/\(HalcyonVersion.string) (+image pipeline worker)"
     /// Which addresses may be connected to. Default: public addresses only.
     public var addressPolicy = AddressPolicy()
     /// Retries per source when the job's `options.retry` does not say. Default: 2 retries,
@@ -68,6 +71,15 @@ public struct FetchConfiguration: Sendable {
     /// The bucket of `s3` before a source's bucket replaces it.
     static let s3PlaceholderBucket = "halcyon-sources"
 
+    /// The largest download of a worker whose memory ceiling is `maxMemory`: `maxDownloadSize`,
+    /// or half the ceiling when that is less — a body that alone takes more than half the memory
+    /// the process may use cannot be held and decoded under it, and refusing it before the bytes
+    /// arrive fails its job at once instead of by the process's deaths. With the reason to tell.
+    public static func downloadLimit(_ maxDownloadSize: Int, maxMemory: Int?) -> (bytes: Int, reason: String?) {
+        guard let maxMemory, maxMemory > 0, maxMemory / 2 < maxDownloadSize else { return (maxDownloadSize, nil) }
+        return (maxMemory / 2, "half of --max-memory")
+    }
+
     /// The settings `halcyon work` exposes for downloads.
     public enum Settings {
         public static let connectTimeout = Setting.duration(
@@ -75,8 +87,9 @@ public struct FetchConfiguration: Sendable {
         public static let totalTimeout = Setting.duration(
             "--fetch-timeout", default: .seconds(60), .seconds(1)...(.days(1)), "Time for a whole download")
         public static let maxBytes = Setting.bytes(
-            "--max-download-size", default: 50 << 20, 1...(16 << 30), "Largest download accepted (checked against Content-Length and while streaming)"
-        )
+            "--max-download-size", default: 50 << 20, 1...(16 << 30),
+            "Largest download accepted (checked against Content-Length and while streaming)",
+            detail: "With --max-memory, at most half of it.")
         public static let maxRetryWait = Setting.duration(
             "--max-retry-wait", default: .seconds(60), .zero...(.days(1)),
             "Most an attempt waits between download retries, all its sources together",

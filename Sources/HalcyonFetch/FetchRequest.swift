@@ -11,6 +11,22 @@ public struct SourceReference: Sendable, Equatable {
         self.text = text
         self.source = try Source.parse(text, maxDataBytes: maxDataBytes)
     }
+
+    /// Judges the watermark sources a chain names (`ProcessorChain.watermarkSources`) as sources
+    /// are judged: a malformed one, or one of a scheme Halcyon does not fetch, is
+    /// `job.invalid_source` naming the watermark. The one check the worker makes before any
+    /// download and `halcyon enqueue`, `validate` and `preset set` make before a chain is
+    /// accepted, so no chain the worker would refuse gets into the queue through them. (What
+    /// depends on a worker — its `--file-root`, its S3 credentials — is judged by the worker.)
+    public static func checkWatermarks(_ sources: [String], maxDataBytes: Int = Source.maxDataBytes) throws(HalcyonError) {
+        for mark in sources {
+            do throws(HalcyonError) {
+                _ = try SourceReference(mark, maxDataBytes: maxDataBytes)
+            } catch {
+                throw HalcyonError(error.code, "watermark: \(error.message)", source: mark)
+            }
+        }
+    }
 }
 
 /// What a job asks the fetcher for — its sources in order, the request headers and the retry

@@ -11,11 +11,19 @@ public struct FetchedImage: Sendable {
     public var source: String
 }
 
-/// Decides when a transfer may start, once it has its download slot (the worker's bound on
-/// downloaded bytes waiting to be processed).
+/// Decides when a transfer may start, once it has its download slot, and counts its bytes
+/// while they arrive (the worker's bound on downloaded bytes held in memory).
 public protocol DownloadGate: Sendable {
     /// True when the transfer may start; false when `cancel` was raised while waiting.
     func admit(cancel: CancellationFlag) async -> Bool
+    /// The meter of one admitted transfer; `end` it when the transfer ends, however it ends.
+    func meter(cancel: CancellationFlag) -> any EndableTransferMeter
+}
+
+/// A transfer's meter that gives back what it counted when the transfer ends.
+public protocol EndableTransferMeter: TransferMeter {
+    /// The transfer ended: what it counted no longer counts here.
+    func end()
 }
 
 /// Fetches a job's image: its source, then each fallback source, each with its own retries
@@ -128,8 +136,13 @@ public struct Fetcher: Sendable {
         return await coalescer.value(for: request.key(for: source), cancel: cancel) { flag in
             let transfer = {
                 await slots.withPermit {
-                    guard await gate?.admit(cancel: flag) ?? true else { return Result<FetchedImage, HalcyonError>.failure(.abandoned) }
-                    return await Self.download(source, request, http: http, s3: s3, configuration: configuration, cancel: flag)
+                    guard let gate else {
+                        return await Self.download(source, request, http: http, s3: s3, configuration: configuration, cancel: flag)
+                    }
+                    guard await gate.admit(cancel: flag) else { return Result<FetchedImage, HalcyonError>.failure(.abandoned) }
+                    let meter = gate.meter(cancel: flag)
+                    defer { meter.end() }
+                    return await Self.download(source, request, http: http, s3: s3, configuration: configuration, cancel: flag, meter: meter)
                 }
             }
             // Network downloads wait for their host first (holding no download slot meanwhile);
@@ -151,14 +164,16 @@ public struct Fetcher: Sendable {
 
     private static func download(
         _ source: SourceReference, _ request: FetchRequest, http: HTTPClient, s3: S3Sources,
-        configuration: FetchConfiguration, cancel: CancellationFlag
+        configuration: FetchConfiguration, cancel: CancellationFlag, meter: (any TransferMeter)? = nil
     ) async -> Result<FetchedImage, HalcyonError> {
         do {
             let data: Data = try await Blocking.run {
                 switch source.source {
-                case .network(let url): try Self.getNetwork(url, source, request, http: http, configuration: configuration, cancel: cancel)
-                case .file(let path): try configuration.files.read(path, maxBytes: configuration.maxBytes, cancel: cancel, source: source.text)
-                case .object(let bucket, let key): try s3.read(bucket: bucket, key: key, source, request, cancel: cancel)
+                case .network(let url):
+                    try Self.getNetwork(url, source, request, http: http, configuration: configuration, cancel: cancel, meter: meter)
+                case .file(let path):
+                    try configuration.files.read(path, maxBytes: configuration.maxBytes, cancel: cancel, source: source.text, meter: meter)
+                case .object(let bucket, let key): try s3.read(bucket: bucket, key: key, source, request, cancel: cancel, meter: meter)
                 case .data(_, let bytes): bytes
                 }
             }
@@ -178,7 +193,9 @@ public struct Fetcher: Sendable {
             }
             return .success(FetchedImage(data: data, format: format, source: source.text))
         } catch {
-            return .failure(HalcyonError.wrap(error))
+            var error = HalcyonError.wrap(error)
+            if error.code == .tooLarge, let reason = configuration.maxBytesReason { error.message += " (the limit is \(reason))" }
+            return .failure(error)
         }
     }
 
@@ -186,16 +203,16 @@ public struct Fetcher: Sendable {
     /// without a request; an expired one with validators is revalidated and a 304 reuses it.
     private static func getNetwork(
         _ url: URL, _ source: SourceReference, _ request: FetchRequest, http: HTTPClient,
-        configuration: FetchConfiguration, cancel: CancellationFlag
+        configuration: FetchConfiguration, cancel: CancellationFlag, meter: (any TransferMeter)?
     ) throws(HalcyonError) -> Data {
         guard configuration.originalsTTL > .zero, let cache = configuration.originals else {
-            return try http.get(url, headers: request.headers, cancel: cancel).body
+            return try http.get(url, headers: request.headers, cancel: cancel, meter: meter).body
         }
         let key = request.key(for: source)
         let cached = cache.original(for: key)
         if let cached, cached.expires > Date() { return cached.data }
         let revalidate = cached.flatMap { $0.hasValidators ? $0 : nil }
-        let response = try http.get(url, headers: request.headers, revalidating: revalidate, cancel: cancel)
+        let response = try http.get(url, headers: request.headers, revalidating: revalidate, cancel: cancel, meter: meter)
         let expires = Date().addingTimeInterval(configuration.originalsTTL.seconds)
         if response.status == 304, let revalidate {
             cache.refresh(key, until: expires)

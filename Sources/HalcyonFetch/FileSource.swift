@@ -66,8 +66,11 @@ public struct FileRoots: Sendable {
 
     /// Reads the file at absolute `path`: `job.invalid_source` outside every root or not a
     /// regular file, `fetch.file_not_found` when missing or unreadable, `fetch.too_large` over
-    /// `maxBytes`, `HalcyonError.abandoned` when `cancel` is raised.
-    public func read(_ path: String, maxBytes: Int, cancel: CancellationFlag, source: String) throws(HalcyonError) -> Data {
+    /// `maxBytes`, `HalcyonError.abandoned` when `cancel` is raised. `meter` is told of each
+    /// chunk read.
+    public func read(
+        _ path: String, maxBytes: Int, cancel: CancellationFlag, source: String, meter: (any TransferMeter)? = nil
+    ) throws(HalcyonError) -> Data {
         guard !roots.isEmpty else {
             throw HalcyonError(.invalidSource, "file:// sources are disabled: start the worker with --file-root DIR", source: source)
         }
@@ -101,6 +104,7 @@ public struct FileRoots: Sendable {
             }
             if n == 0 { break }
             total += n
+            if let meter, !meter.received(n) { try cancel.check() }
         }
         guard total <= maxBytes else {
             throw HalcyonError(.tooLarge, "\(path) grew over the \(maxBytes)-byte limit while being read", source: source)

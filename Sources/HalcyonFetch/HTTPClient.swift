@@ -29,17 +29,18 @@ public struct HTTPClient: Sendable {
     /// Fetches `url`. HTTP errors (status ≥ 400) are thrown as `fetch.http_status`, permanent
     /// for 4xx except 408 and 429.
     /// With `revalidating`, the request is conditional (`If-None-Match`, `If-Modified-Since`)
-    /// and a 304 comes back as a response with status 304 and no body.
+    /// and a 304 comes back as a response with status 304 and no body. `meter` is told of each
+    /// chunk of the body as it arrives (and may hold the transfer back).
     public func get(
         _ url: URL, headers: [String: String] = [:], revalidating: CachedOriginal? = nil,
-        cancel: CancellationFlag
+        cancel: CancellationFlag, meter: (any TransferMeter)? = nil
     ) throws(HalcyonError) -> HTTPResponse {
         var requestHeaders = headers
         if let cached = revalidating {
             if let etag = cached.etag { requestHeaders["If-None-Match"] = etag }
             if let modified = cached.lastModified { requestHeaders["If-Modified-Since"] = modified }
         }
-        return try perform(url, body: nil, headers: requestHeaders, maxBytes: configuration.maxBytes, cancel: cancel)
+        return try perform(url, body: nil, headers: requestHeaders, maxBytes: configuration.maxBytes, cancel: cancel, meter: meter)
     }
 
     /// POSTs `body` to `url` (a webhook) under the same address policy and timeouts as
@@ -53,12 +54,13 @@ public struct HTTPClient: Sendable {
 
     /// One transfer: a GET, or with `body` a POST.
     private func perform(
-        _ url: URL, body: Data?, headers requestHeaders: [String: String], maxBytes: Int, cancel: CancellationFlag
+        _ url: URL, body: Data?, headers requestHeaders: [String: String], maxBytes: Int, cancel: CancellationFlag,
+        meter: (any TransferMeter)? = nil
     ) throws(HalcyonError) -> HTTPResponse {
         let source = url.absoluteString
         guard let handle = pool.take() else { throw HalcyonError(.internal, "curl_easy_init failed", source: source) }
         defer { pool.give(handle) }
-        let sink = BodySink(limit: maxBytes, cancel: cancel, policy: configuration.addressPolicy)
+        let sink = BodySink(limit: maxBytes, cancel: cancel, policy: configuration.addressPolicy, meter: meter)
         let sinkPointer = Unmanaged.passRetained(sink)
         defer { sinkPointer.release() }
 
@@ -199,8 +201,8 @@ public struct HTTPClient: Sendable {
 }
 
 /// Per-transfer state shared with libcurl's callbacks: the body up to a byte limit, the
-/// cancellation flag, the address policy and why a connection was refused. Owned by one
-/// transfer on one thread.
+/// cancellation flag, the address policy, the meter and why a connection was refused. Owned by
+/// one transfer on one thread.
 private final class BodySink {
     var data = Data()
     var overflowed = false
@@ -208,20 +210,23 @@ private final class BodySink {
     let limit: Int
     let cancel: CancellationFlag
     let policy: AddressPolicy
+    let meter: (any TransferMeter)?
 
-    init(limit: Int, cancel: CancellationFlag, policy: AddressPolicy) {
+    init(limit: Int, cancel: CancellationFlag, policy: AddressPolicy, meter: (any TransferMeter)?) {
         self.limit = limit
         self.cancel = cancel
         self.policy = policy
+        self.meter = meter
     }
 
-    /// False stops the transfer: over the limit, or cancelled.
+    /// False stops the transfer: over the limit, or cancelled (also while the meter held it).
     func append(_ chunk: UnsafeRawBufferPointer) -> Bool {
         if cancel.isCancelled { return false }
         if data.count + chunk.count > limit {
             overflowed = true
             return false
         }
+        if let meter, !meter.received(chunk.count) { return false }
         data.append(contentsOf: chunk)
         return true
     }

@@ -64,18 +64,19 @@ final class S3Sources: Sendable {
     /// reuses it. A missing object is `fetch.http_status` (404, permanent); other failures get
     /// the `fetch.*` codes an http download would (`S3ErrorCodes.source`).
     func read(
-        bucket: String, key: String, _ source: SourceReference, _ request: FetchRequest, cancel: CancellationFlag
+        bucket: String, key: String, _ source: SourceReference, _ request: FetchRequest, cancel: CancellationFlag,
+        meter: (any TransferMeter)? = nil
     ) throws(HalcyonError) -> Data {
         let client = try client(bucket: bucket, source: source.text)
         let maxBytes = configuration.maxBytes
         guard configuration.originalsTTL > .zero, let cache = configuration.originals else {
-            return try Self.body(client.get(key, maxBytes: maxBytes, cancel: cancel, errors: .source), source)
+            return try Self.body(client.get(key, maxBytes: maxBytes, cancel: cancel, meter: meter, errors: .source), source)
         }
         let cacheKey = request.key(for: source)
         let cached = cache.original(for: cacheKey)
         if let cached, cached.expires > Date() { return cached.data }
         let revalidate = cached.flatMap { $0.etag == nil ? nil : $0 }
-        let result = try client.get(key, maxBytes: maxBytes, ifNoneMatch: revalidate?.etag, cancel: cancel, errors: .source)
+        let result = try client.get(key, maxBytes: maxBytes, ifNoneMatch: revalidate?.etag, cancel: cancel, meter: meter, errors: .source)
         let expires = Date().addingTimeInterval(configuration.originalsTTL.seconds)
         if case .notModified = result, let revalidate {
             cache.refresh(cacheKey, until: expires)

@@ -1,3 +1,4 @@
+import Foundation
 import HalcyonDomain
 import Hummingbird
 import Logging
@@ -14,12 +15,14 @@ where Responder.Context: InitializableFromSource<ApplicationRequestContextSource
     /// Its name only, as ServiceLifecycle logs it (not the reflected application).
     public var description: String { "HTTPServerService" }
     private let application: Application<Responder>
+    private let settings: HTTPServerSettings
     /// The port, once listening; the error, if binding failed.
     public let listening: ListeningPort
 
     /// Serves `responder` under `settings` (checked: a setting that cannot work throws).
     public init(responder: Responder, settings: HTTPServerSettings, logger: Logger) throws(HalcyonError) {
         try settings.validate()
+        self.settings = settings
         let listening = ListeningPort()
         self.listening = listening
         application = Application(
@@ -34,9 +37,27 @@ where Responder.Context: InitializableFromSource<ApplicationRequestContextSource
             try await application.run()
             listening.failed(HalcyonError(.internal, "the HTTP server stopped"))
         } catch {
-            listening.failed(error)
-            throw error
+            let reported = listening.port == nil ? ListenError(error, settings) ?? error : error
+            listening.failed(reported)
+            throw reported
         }
+    }
+}
+
+/// A port that could not be listened on, said in the terms of the option that chose it:
+/// `--metrics-port 9464: address 127.0.0.1:9464 is in use` (not the socket call's own words).
+public struct ListenError: Error, Sendable, CustomStringConvertible {
+    public let description: String
+
+    /// Nil when `error` is not a failure to bind the socket.
+    init?(_ error: any Error, _ settings: HTTPServerSettings) {
+        guard let io = error as? IOError, "\(io)".hasPrefix("bind(") else { return nil }
+        let option = settings.portOption.map { "\($0) \(settings.port)" } ?? "port \(settings.port)"
+        let address = "\(settings.address):\(settings.port)"
+        description =
+            io.errnoCode == EADDRINUSE
+            ? "\(option): address \(address) is in use"
+            : "\(option): cannot listen on \(address): \(String(cString: strerror(io.errnoCode)))"
     }
 }
 

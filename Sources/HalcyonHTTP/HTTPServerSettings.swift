@@ -28,10 +28,14 @@ public struct HTTPServerSettings: Sendable, Equatable {
     /// request (one being answered is never closed for it); when every one is being answered,
     /// the new connection is closed.
     public var maxConnections = 64
+    /// The option that set `port` (`--metrics-port`, `--port`), which a port that cannot be bound
+    /// is reported under; nil: "port N".
+    public var portOption: String?
 
-    public init(address: String = "127.0.0.1", port: Int = 0) {
+    public init(address: String = "127.0.0.1", port: Int = 0, portOption: String? = nil) {
         self.address = address
         self.port = port
+        self.portOption = portOption
     }
 
     /// Checks every value; the error names the first that cannot work.

@@ -32,11 +32,29 @@ public final class MagickImage {
         return ProcessInfo.processInfo.environment["MAGICK_CONFIGURE_PATH"]
     }
 
+    /// Why Halcyon's hardened policy cannot be put in place as asked — `HALCYON_POLICY_DIR`
+    /// names a directory without `policy.xml` — or nil. A worker refuses to start with it
+    /// (`WorkerConfiguration.validate()`); ImageMagick then runs under the system policy only.
+    /// Found without starting ImageMagick. (An operator's own `MAGICK_CONFIGURE_PATH` wins, and
+    /// then the variable is not used.)
+    public static var policyProblem: String? {
+        if !configurePathIsSet, case .failure(let error) = policyLookup { return error.description }
+        return nil
+    }
+
+    /// Whether `MAGICK_CONFIGURE_PATH` is set (and not empty): an operator's own configuration.
+    private static var configurePathIsSet: Bool { !(ProcessInfo.processInfo.environment["MAGICK_CONFIGURE_PATH"] ?? "").isEmpty }
+
+    /// Where `policy.xml` is: `HALCYON_POLICY_DIR` (which must hold it), else beside the binary.
+    private static let policyLookup: Result<URL?, ResourceLocator.Misdirected> = Result { () throws(ResourceLocator.Misdirected) in
+        try ResourceLocator.find(
+            "policy", marker: "policy.xml", environment: "HALCYON_POLICY_DIR", expected: "Halcyon's hardened ImageMagick policy (policy.xml)"
+        ).found
+    }
+
     private static let genesis: Void = {
         // The hardened policy must be in place before ImageMagick reads its configuration.
-        if ProcessInfo.processInfo.environment["MAGICK_CONFIGURE_PATH"] == nil,
-            let dir = ResourceLocator.find("policy", marker: "policy.xml", environment: "HALCYON_POLICY_DIR").found
-        {
+        if !configurePathIsSet, case .success(let dir?) = policyLookup {
             setenv("MAGICK_CONFIGURE_PATH", dir.path, 1)
         }
         MagickWandGenesis()

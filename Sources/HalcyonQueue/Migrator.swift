@@ -14,10 +14,14 @@ public struct Migration: Sendable, Equatable {
 /// behind a pooler in transaction mode, where a session lock would stay with one server
 /// connection.
 public enum Migrator {
-    /// Where the migration files are: `explicit`, `$HALCYON_MIGRATIONS`, or `migrations/`
-    /// found by `ResourceLocator` beside the binary.
+    /// Where the migration files are: `explicit` (`--migrations`), `$HALCYON_MIGRATIONS`, or
+    /// `migrations/` found by `ResourceLocator` beside the binary. A directory the option or
+    /// the variable names must hold them: if it does not, that is the error, whatever is
+    /// installed elsewhere.
     public static func locateDirectory(explicit: String? = nil) throws -> URL {
-        let (found, tried) = ResourceLocator.find("migrations", marker: "0001_jobs.sql", explicit: explicit, environment: "HALCYON_MIGRATIONS")
+        let (found, tried) = try ResourceLocator.find(
+            "migrations", marker: "0001_jobs.sql", explicit: explicit, option: "--migrations", environment: "HALCYON_MIGRATIONS",
+            expected: "Halcyon's migrations (0001_jobs.sql and the other NNNN_*.sql files)")
         guard let found else {
             throw DatabaseError(
                 message: "cannot find the migrations directory (looked in \(tried.map(\.path).joined(separator: ", "))); set HALCYON_MIGRATIONS",

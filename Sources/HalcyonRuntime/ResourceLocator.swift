@@ -6,15 +6,43 @@ import Foundation
 /// above it (a build tree's `.build/<config>/halcyon`, or an install prefix such as
 /// `/opt/halcyon/bin/halcyon`), then the usual install prefixes (`/usr/local/share/halcyon/NAME`,
 /// `/usr/share/halcyon/NAME`: a binary copied alone elsewhere), then `./NAME`.
+///
+/// A directory named by the option or the variable is the only one looked at: when it does not
+/// hold `marker`, that is an error naming it (`Misdirected`), never a silent fall-back to the
+/// copy beside the binary.
 public enum ResourceLocator {
+    /// An option or a variable named a directory that does not hold what it should.
+    public struct Misdirected: Error, Sendable, CustomStringConvertible {
+        public let description: String
+    }
+
     /// The first candidate containing `marker`, and every candidate tried (for error messages).
+    /// `option` names `explicit` in errors (`--migrations`); `expected` says what the directory
+    /// holds (`Halcyon's migrations, 0001_jobs.sql …`). Throws when `explicit` or the variable
+    /// names a directory without `marker`.
     public static func find(
-        _ name: String, marker: String, explicit: String? = nil,
-        environment variable: String
-    ) -> (found: URL?, tried: [URL]) {
+        _ name: String, marker: String, explicit: String? = nil, option: String? = nil,
+        environment variable: String, expected: String? = nil
+    ) throws(Misdirected) -> (found: URL?, tried: [URL]) {
+        let named: (label: String, path: String)? =
+            if let explicit {
+                (option.map { "\($0) \(explicit)" } ?? explicit, explicit)
+            } else if let env = ProcessInfo.processInfo.environment[variable], !env.isEmpty {
+                ("\(variable)=\(env)", env)
+            } else {
+                nil
+            }
+        if let named {
+            let url = URL(fileURLWithPath: named.path)
+            var isDirectory: ObjCBool = false
+            let exists = FileManager.default.fileExists(atPath: url.path, isDirectory: &isDirectory)
+            if exists, isDirectory.boolValue, FileManager.default.fileExists(atPath: url.appendingPathComponent(marker).path) {
+                return (url, [url])
+            }
+            let problem = !exists ? "does not exist" : !isDirectory.boolValue ? "is not a directory" : "has no \(marker)"
+            throw Misdirected(description: "\(named.label): \(url.path) \(problem); it should be the directory of \(expected ?? marker)")
+        }
         var candidates: [URL] = []
-        if let explicit { candidates.append(URL(fileURLWithPath: explicit)) }
-        if let env = ProcessInfo.processInfo.environment[variable], !env.isEmpty { candidates.append(URL(fileURLWithPath: env)) }
         var dir = URL(fileURLWithPath: executablePath).resolvingSymlinksInPath().deletingLastPathComponent()
         for _ in 0..<6 {
             candidates.append(dir.appendingPathComponent(name))

@@ -33,22 +33,25 @@ public enum TimeSpan {
     }
 }
 
-/// Parses byte sizes: `512`, `64KiB`, `50MiB`, `2GiB`, `1TiB` (KB/MB/GB/TB are read as powers
-/// of 1000).
+/// Parses byte sizes: `512`, `64KiB`, `50MiB`, `2GiB`, `1TiB`, `1PiB` (KB/MB/GB/TB/PB are read
+/// as powers of 1000), up to 1 EiB.
 public enum ByteSize {
+    /// The largest size read: 1 EiB (2⁶⁰ bytes), far from `Int`'s end.
+    public static let maximum = 1 << 60
+
     public static func parse(_ text: String) -> Int? {
         let s = text.trimmingCharacters(in: .whitespaces)
         let units: [(String, Double)] = [
-            ("kib", 1024), ("mib", 1_048_576), ("gib", 1_073_741_824), ("tib", 1_099_511_627_776),
-            ("kb", 1e3), ("mb", 1e6), ("gb", 1e9), ("tb", 1e12),
-            ("k", 1024), ("m", 1_048_576), ("g", 1_073_741_824), ("t", 1_099_511_627_776), ("b", 1),
+            ("kib", 1024), ("mib", 1_048_576), ("gib", 1_073_741_824), ("tib", 1_099_511_627_776), ("pib", 1_125_899_906_842_624),
+            ("kb", 1e3), ("mb", 1e6), ("gb", 1e9), ("tb", 1e12), ("pb", 1e15),
+            ("k", 1024), ("m", 1_048_576), ("g", 1_073_741_824), ("t", 1_099_511_627_776), ("p", 1_125_899_906_842_624), ("b", 1),
         ]
         let lower = s.lowercased()
         for (suffix, scale) in units where lower.hasSuffix(suffix) {
-            guard let n = Double(lower.dropLast(suffix.count)), n.isFinite, n >= 0, n * scale < 1e15 else { return nil }
+            guard let n = Double(lower.dropLast(suffix.count)), n.isFinite, n >= 0, n * scale <= Double(maximum) else { return nil }
             return Int(n * scale)
         }
-        guard let n = Int(lower), n >= 0 else { return nil }
+        guard let n = Int(lower), n >= 0, n <= maximum else { return nil }
         return n
     }
 
@@ -56,7 +59,8 @@ public enum ByteSize {
     /// value is written back.
     public static func formatExact(_ value: Int) -> String {
         if value < 1024 { return "\(value)" }
-        for (unit, scale) in [("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)] where value >= scale && value % scale == 0 {
+        for (unit, scale) in [("PiB", 1 << 50), ("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)]
+        where value >= scale && value % scale == 0 {
             return "\(value / scale)\(unit)"
         }
         return format(Int64(value))
@@ -64,7 +68,7 @@ public enum ByteSize {
 
     /// `512 B`, `1.5 KiB`, `12.3 MiB`, `4.0 GiB`.
     public static func format(_ bytes: Int64) -> String {
-        let units = ["KiB", "MiB", "GiB", "TiB"]
+        let units = ["KiB", "MiB", "GiB", "TiB", "PiB"]
         guard bytes >= 1024 else { return "\(bytes) B" }
         var value = Double(bytes) / 1024, unit = 0
         while value >= 1024, unit < units.count - 1 { value /= 1024; unit += 1 }

@@ -170,14 +170,17 @@ public struct S3Client: Sendable {
     /// A GET for a reader with its own error codes (`errors`), that can be cancelled and can be
     /// conditional: with `ifNoneMatch` (an ETag read before), an unchanged object answers
     /// `.notModified` without its body. Refuses an object over `maxBytes` before reading it all
-    /// (`errors.tooLarge`); a raised `cancel` stops the transfer (`job.cancelled`).
+    /// (`errors.tooLarge`); a raised `cancel` stops the transfer (`job.cancelled`); `meter` is told
+    /// of each chunk of the body as it arrives.
     public func get(
-        _ key: String, maxBytes: Int, ifNoneMatch: String? = nil, cancel: CancellationFlag? = nil, errors: S3ErrorCodes
+        _ key: String, maxBytes: Int, ifNoneMatch: String? = nil, cancel: CancellationFlag? = nil, meter: (any TransferMeter)? = nil,
+        errors: S3ErrorCodes
     ) throws(HalcyonError) -> S3GetResult {
         let full = try fullKey(key, errors.status)
         var request = S3Request(method: "GET", key: full, maxBody: max(0, maxBytes))
         if let ifNoneMatch { request.headers.append(("if-none-match", ifNoneMatch)) }
         request.cancel = cancel
+        request.meter = meter
         let response = try exchange(request, errors.status, accept: [304, 404], errors: errors)
         switch response.status {
         case 304: return .notModified(Self.info(response))

@@ -68,7 +68,7 @@ public struct S3Configuration: Sendable, CustomStringConvertible {
     /// Whether a PUT signs its body's SHA-256 (`x-amz-content-sha256`: the server checks the bytes
     /// arrived intact) or sends `UNSIGNED-PAYLOAD`. Default true.
     public var signPayload = true
-    public var userAgent = "Halcyon/0.1 (S3 client)"
+    public var userAgent = "Halcyon/\(HalcyonVersion.string) (S3 client)"
 
     /// Longest object key, in UTF-8 bytes (S3's limit).
     public static let maxKeyBytes = 1024

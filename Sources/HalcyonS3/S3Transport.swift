@@ -15,6 +15,8 @@ struct S3Request {
     var maxBody: Int
     /// Raised: the transfer stops at its next progress callback or chunk (`TransportFailure.cancelled`).
     var cancel: CancellationFlag?
+    /// Told of each chunk of the body as it arrives (and may hold the transfer back).
+    var meter: (any TransferMeter)?
     /// HEAD: no body is read, Content-Length is the object's size.
     var isHead: Bool { method == "HEAD" }
 }
@@ -90,7 +92,8 @@ final class S3Transport: Sendable {
     private func perform(url: String, request: S3Request, headers: [(name: String, value: String)]) throws(TransportFailure) -> S3Response {
         guard let handle = pool.take() else { throw TransportFailure(kind: .other, reason: "curl_easy_init failed") }
         defer { pool.give(handle) }
-        let sink = ExchangeSink(limit: request.isHead ? Int.max : request.maxBody, errorLimit: Self.maxErrorBody, cancel: request.cancel)
+        let sink = ExchangeSink(
+            limit: request.isHead ? Int.max : request.maxBody, errorLimit: Self.maxErrorBody, cancel: request.cancel, meter: request.meter)
         let sinkPointer = Unmanaged.passRetained(sink)
         defer { sinkPointer.release() }
 
@@ -187,8 +190,10 @@ private final class ExchangeSink {
     let limit: Int
     let errorLimit: Int
     let cancel: CancellationFlag?
+    let meter: (any TransferMeter)?
 
-    init(limit: Int, errorLimit: Int, cancel: CancellationFlag?) {
+    init(limit: Int, errorLimit: Int, cancel: CancellationFlag?, meter: (any TransferMeter)? = nil) {
+        self.meter = meter
         self.limit = limit
         self.errorLimit = errorLimit
         self.cancel = cancel
@@ -230,6 +235,7 @@ private final class ExchangeSink {
             overflowed = true
             return false
         }
+        if let meter, !meter.received(chunk.count) { return false }
         body.append(contentsOf: chunk)
         return true
     }

@@ -35,10 +35,19 @@ public struct WorkerConfiguration: Sendable {
     /// Deadline of every database statement (heartbeats and rescues: at most half the lease,
     /// at least 2 s). Past it the statement is cancelled and its connection reset. Default 30 s.
     public var statementTimeout: Duration = Settings.statementTimeout.defaultValue
-    /// Bytes of downloaded sources that may wait for a processing slot; a download starts only
-    /// while fewer are waiting. Default 256 MiB. (Downloads in progress add at most
-    /// fetchConcurrency × the download limit.)
+    /// Bytes of sources held in memory — arriving, or downloaded and waiting for (or in) a
+    /// processing slot: a download starts only while fewer are held, and one under way is held
+    /// back at its next chunk while more are (except the oldest). `pendingBytes(maxMemory:)`
+    /// gives the default.
     public var maxPendingBytes: Int = Settings.maxPendingBytes.defaultValue
+
+    /// The pending-bytes budget when none is given: 256 MiB, or a quarter of the memory
+    /// ceiling (`--max-memory`) when that is less — downloads spend the memory the ceiling guards.
+    public static func pendingBytes(maxMemory: Int?) -> Int {
+        let standard = Settings.maxPendingBytes.defaultValue
+        guard let maxMemory, maxMemory > 0 else { return standard }
+        return min(standard, max(Settings.maxPendingBytes.range.lowerBound, maxMemory / 4))
+    }
     /// glibc's mmap threshold for the process: allocations this large or larger (source bytes,
     /// ImageMagick pixel caches) are mapped and given back to the system when freed. Default
     /// 4 MiB; 0 leaves glibc's dynamic threshold, which rises to the largest block freed (up to
@@ -113,8 +122,9 @@ public struct WorkerConfiguration: Sendable {
             "Deadline of every database statement (heartbeats and rescues: at most half the lease, at least 2s)",
             detail: "Past it the statement is cancelled and the connection reset.")
         public static let maxPendingBytes = Setting.bytes(
-            "--max-pending-bytes", default: 256 << 20, (1 << 20)...(1 << 40), "Bytes of downloaded sources that may wait for a processing slot",
-            detail: "Downloads wait while more are waiting.")
+            "--max-pending-bytes", default: 256 << 20, (1 << 20)...(1 << 40),
+            "Bytes of sources held in memory, arriving or waiting for a processing slot",
+            detail: "Downloads wait (and slow down) while more are held. Default: 256MiB, or a quarter of --max-memory when that is less.")
         public static let mmapThreshold = Setting.bytes(
             "--mmap-threshold", default: 4 << 20, 4096...(32 << 20), off: 0,
             "Allocations this large or larger are mapped and returned to the system when freed (glibc's M_MMAP_THRESHOLD)",
@@ -166,6 +176,7 @@ public struct WorkerConfiguration: Sendable {
         try fetch.validate()
         try limits.validate()
         try webhooks.validate()
+        if let problem = MagickImage.policyProblem { throw HalcyonError(.invalidOptions, problem) }
     }
 
     /// The cores plus one.

@@ -25,7 +25,7 @@ struct Retry: AsyncParsableCommand {
         if ids.isEmpty {
             try await filter.run(queue, verb: "requeued", allowed: [.failed, .cancelled]) { try await queue.retry($0) }
         } else {
-            report("requeued", try await queue.retry(ids: ids), of: ids)
+            report("requeued", try await queue.retry(ids: ids), of: ids, in: database.described)
         }
     }
 }
@@ -51,7 +51,7 @@ struct Cancel: AsyncParsableCommand {
         if ids.isEmpty {
             try await filter.run(queue, verb: "cancelled", allowed: [.queued, .running]) { try await queue.cancel($0) }
         } else {
-            report("cancelled", try await queue.cancel(ids: ids), of: ids)
+            report("cancelled", try await queue.cancel(ids: ids), of: ids, in: database.described)
         }
     }
 }
@@ -101,12 +101,14 @@ struct FilterOptions: ParsableArguments {
     }
 }
 
-/// Prints what happened to each id; exits 1 when some id was not in a state the command acts on.
-func report(_ verb: String, _ done: [Int64], of ids: [Int64]) {
+/// Prints what happened to each id; exits 1 when some id was not in a state the command acts on
+/// (the message names `database`, where the ids were looked for).
+func report(_ verb: String, _ done: [Int64], of ids: [Int64], in database: String) {
     let skipped = ids.filter { !done.contains($0) }
     if !done.isEmpty { print("\(verb): \(done.sorted().map(String.init).joined(separator: " "))") }
     if !skipped.isEmpty {
-        printError("not \(verb) (no such job, or not in a state this applies to): \(skipped.map(String.init).joined(separator: " "))")
+        printError(
+            "not \(verb) (no such job in \(database), or not in a state this applies to): \(skipped.map(String.init).joined(separator: " "))")
         Foundation.exit(1)
     }
 }

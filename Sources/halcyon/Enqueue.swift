@@ -116,7 +116,7 @@ struct Enqueue: AsyncParsableCommand {
         if wait {
             fflush(nil)
             var seen = Set<Int64>()
-            throw ExitCode(try await waiting.wait(for: ids.filter { seen.insert($0).inserted }, conninfo: conninfo))
+            throw ExitCode(try await waiting.wait(for: ids.filter { seen.insert($0).inserted }, conninfo: conninfo, database: database.described))
         }
     }
 
@@ -127,7 +127,8 @@ struct Enqueue: AsyncParsableCommand {
             // Presets are the worker's to expand (it reads them with the claim): here they only
             // have to be well-formed.
             let presets = ProcessorChain.presetNames(inOrder: job.processors).map { ($0, "") }
-            _ = try ProcessorChain.parse(job.processors, presets: Dictionary(presets, uniquingKeysWith: { a, _ in a }))
+            let chain = try ProcessorChain.parse(job.processors, presets: Dictionary(presets, uniquingKeysWith: { a, _ in a }))
+            try SourceReference.checkWatermarks(chain.watermarkSources)
             _ = try JobOptions.parse(json: job.options)
             guard (1...Int(Int32.max)).contains(job.maxAttempts) else {
                 throw HalcyonError(.invalidOptions, "max_attempts must be from 1 to \(Int32.max)")

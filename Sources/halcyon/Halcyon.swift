@@ -17,6 +17,7 @@ struct Halcyon: AsyncParsableCommand {
             Database: --database-url, else DATABASE_URL, else the standard PG* variables, else an \
             embedded PostgreSQL cluster under $HALCYON_HOME (default ./.halcyon), started on demand.
             """,
+        version: HalcyonVersion.string,
         subcommands: [
             Migrate.self, Enqueue.self, Wait.self, Work.self, Status.self, Show.self,
             Retry.self, Cancel.self, Pause.self, Resume.self, Prune.self, Deliver.self, Sweep.self, Verify.self, Validate.self, Presets.self,

@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import HalcyonCLI
 import HalcyonDomain
+import HalcyonFetch
 import HalcyonImage
 import HalcyonQueue
 import HalcyonRuntime
@@ -48,6 +49,7 @@ struct Presets: AsyncParsableCommand {
             let parsed: ProcessorChain
             do {
                 parsed = try ProcessorChain.parse(chain)
+                try SourceReference.checkWatermarks(parsed.watermarkSources)
             } catch {
                 throw CommandFailure("\(error)")
             }

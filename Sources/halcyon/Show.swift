@@ -20,7 +20,7 @@ struct Show: AsyncParsableCommand {
         let (connection, _) = try await database.connect()
         let queue = JobQueue(connection: connection)
         guard let row = try await queue.job(id: id) else {
-            throw CommandFailure("no job \(id)")
+            throw CommandFailure("no job \(id) in \(database.described)")
         }
         // Every column: numbers, booleans and arrays as such, jsonb parsed, the rest as text.
         var object = row.json

@@ -31,7 +31,7 @@ struct Wait: AsyncParsableCommand {
     func run() async throws {
         let (connection, conninfo) = try await database.connect()
         await connection.close()
-        throw ExitCode(try await waiting.wait(for: ids, conninfo: conninfo))
+        throw ExitCode(try await waiting.wait(for: ids, conninfo: conninfo, database: database.described))
     }
 }
 
@@ -57,14 +57,20 @@ struct WaitOptions: ParsableArguments {
     }
 
     /// Waits, prints the outcome and returns the exit code: 0 all succeeded, 1 some failed, was
-    /// cancelled or does not exist, 2 some were still unfinished at the timeout.
-    func wait(for ids: [Int64], conninfo: String) async throws -> Int32 {
+    /// cancelled or does not exist, 2 some were still unfinished at the timeout. `database` names
+    /// where the jobs were looked for, in the message about ids that have no row.
+    func wait(for ids: [Int64], conninfo: String, database: String) async throws -> Int32 {
         var logger = Logger(label: "halcyon.wait")
         logger.logLevel = .warning
         var waiter = JobWaiter(conninfo: conninfo, logger: logger)
         if pollOnly || PollOnlyEnvironment.isSet { waiter.pollInterval = pollInterval.duration }
         let outcome = try await waiter.wait(for: ids, timeout: timeout.duration)
         print(json ? Self.json(ids, outcome).prettyText : Self.text(ids, outcome), terminator: json ? "\n" : "")
+        let missing = ids.filter { outcome.missing.contains($0) }
+        if !missing.isEmpty {
+            fflush(nil)
+            printError("no job \(missing.map(String.init).joined(separator: ", ")) in \(database)")
+        }
         if outcome.timedOut { return 2 }
         return outcome.allSucceeded ? 0 : 1
     }

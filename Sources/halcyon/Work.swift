@@ -82,7 +82,7 @@ struct Work: AsyncParsableCommand {
     @Option(help: ArgumentHelp(Fetch.maxBytes.help))
     var maxDownloadSize = ByteSizeArgument(Fetch.maxBytes.defaultValue)
     @Option(help: ArgumentHelp(Settings.maxPendingBytes.help))
-    var maxPendingBytes = ByteSizeArgument(Settings.maxPendingBytes.defaultValue)
+    var maxPendingBytes: ByteSizeArgument?
     @Option(help: ArgumentHelp(Settings.mmapThreshold.help))
     var mmapThreshold = ByteSizeArgument(Settings.mmapThreshold.defaultValue)
     @Option(help: ArgumentHelp(ImageLimits.Settings.maxPixels.help))
@@ -257,7 +257,7 @@ struct Work: AsyncParsableCommand {
         configuration.grace = grace.duration
         configuration.backoff.base = retryBase.duration
         configuration.statementTimeout = statementTimeout.duration
-        configuration.maxPendingBytes = maxPendingBytes.bytes
+        configuration.maxPendingBytes = maxPendingBytes?.bytes ?? WorkerConfiguration.pendingBytes(maxMemory: maxMemory?.bytes)
         configuration.mmapThreshold = mmapThreshold.bytes
         configuration.limits.maxPixels = maxPixels.pixels
         configuration.limits.maxJobTime = maxJobTime.duration
@@ -275,7 +275,7 @@ struct Work: AsyncParsableCommand {
         fetch.maxRetryWait = maxRetryWait.duration
         fetch.connectTimeout = connectTimeout.duration
         fetch.totalTimeout = fetchTimeout.duration
-        fetch.maxBytes = maxDownloadSize.bytes
+        (fetch.maxBytes, fetch.maxBytesReason) = FetchConfiguration.downloadLimit(maxDownloadSize.bytes, maxMemory: maxMemory?.bytes)
         fetch.maxRedirects = maxRedirects
         fetch.perHostConcurrency = perHostConcurrency
         fetch.originalsTTL = originalsTTL.duration

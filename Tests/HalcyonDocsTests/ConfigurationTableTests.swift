@@ -28,6 +28,35 @@ struct ConfigurationTableTests {
         return defaults
     }
 
+    /// `--lease` → `1s–1d`: the range each option's help states (its first `A–B` whose ends are
+    /// both values).
+    static func helpRanges() throws -> [String: (String, String)] {
+        let page = try String(contentsOf: repositoryRoot.appendingPathComponent("docs/cli/work.md"), encoding: .utf8)
+        var ranges: [String: (String, String)] = [:]
+        var option: String?, text = ""
+        func finish() {
+            guard let option, ranges[option] == nil, let range = Self.ranges(in: text).first else { return }
+            ranges[option] = range
+        }
+        for line in page.split(separator: "\n", omittingEmptySubsequences: false) {
+            if line.hasPrefix("  --") {
+                finish()
+                option = line.dropFirst(2).split(separator: " ").first.map { String($0.split(separator: "/").first ?? $0) }
+                text = String(line)
+            } else {
+                text += " " + line.trimmingCharacters(in: .whitespaces)
+            }
+        }
+        finish()
+        return ranges
+    }
+
+    /// Every `A–B` in `text` whose ends start with a digit, as written (a sentence's full stop
+    /// left out).
+    static func ranges(in text: String) -> [(String, String)] {
+        text.matches(of: #/(\d(?:[\w.]*\w)?)–(\d(?:[\w.]*\w)?)/#).map { (String($0.output.1), String($0.output.2)) }
+    }
+
     /// A value in any of the units options take, for comparison (nil: not a plain value).
     static func normalized(_ text: String) -> Double? {
         let t = text.replacingOccurrences(of: #"\s*\(.*\)$"#, with: "", options: .regularExpression)
@@ -52,5 +81,35 @@ struct ConfigurationTableTests {
             compared += 1
         }
         #expect(compared >= 20, "only \(compared) defaults compared: did the table's format change?")
+    }
+
+    /// A range the table states for an option is the one its help states and its check applies,
+    /// and can be typed as it is written (`64MiB–1PiB` was printed, documented and refused).
+    @Test func theOperatingTablesRangesAreTheWorkersOwn() throws {
+        let ranges = try Self.helpRanges()
+        #expect(ranges["--lease"].map { "\($0.0)–\($0.1)" } == "1s–1d", "the help parser works: \(ranges)")
+        let page = try String(contentsOf: repositoryRoot.appendingPathComponent("docs/operating.md"), encoding: .utf8)
+        var compared = 0
+        for line in page.split(separator: "\n") where line.hasPrefix("| `--") {
+            let cells = line.split(separator: "|").map { $0.trimmingCharacters(in: .whitespaces) }
+            guard cells.count >= 3 else { continue }
+            let options = cells[0].matches(of: #/`(--[a-z-]+)/#).map { String($0.output.1) }
+            for (low, high) in Self.ranges(in: cells[2]) {
+                #expect(
+                    Self.normalized(low) != nil && Self.normalized(high) != nil,
+                    "docs/operating.md gives \(options.joined(separator: ", ")) the range \(low)–\(high), which cannot be typed as written")
+                for option in options {
+                    guard let help = ranges[option] else {
+                        Issue.record("docs/operating.md gives \(option) a range, \(low)–\(high); its help states none")
+                        continue
+                    }
+                    #expect(
+                        Self.normalized(low) == Self.normalized(help.0) && Self.normalized(high) == Self.normalized(help.1),
+                        "docs/operating.md says \(option) takes \(low)–\(high); its help says \(help.0)–\(help.1)")
+                    compared += 1
+                }
+            }
+        }
+        #expect(compared >= 6, "only \(compared) ranges compared: did the table's format change?")
     }
 }

@@ -26,6 +26,10 @@ enum DocDirective: String, Sendable, CaseIterable {
     case embedded
     /// The page's database is created but not migrated (it shows `halcyon migrate` itself).
     case unmigrated
+    /// `halcyon demo` has run in the page's directory before its first example, as a newcomer who
+    /// followed the front page has run it: its jobs are in the database, its images and results
+    /// in `./.halcyon`.
+    case afterDemo = "after-demo"
 }
 
 /// A documentation page and its runnable examples.

@@ -97,6 +97,18 @@ final class PageRun: Sendable {
             env["DATABASE_URL"] = try await TestDatabase.create(migrated: !page.directives.contains(.unmigrated)).conninfo
         }
         environment = env
+        if page.directives.contains(.afterDemo) { try await runDemo() }
+    }
+
+    /// `halcyon demo` in the page's directory, as the front page tells a newcomer to run it first.
+    private func runDemo() async throws {
+        let output = state.appendingPathComponent("demo.out")
+        let pid = try Subprocess.spawn(
+            "/usr/bin/timeout", ["--kill-after=10", "600", "/bin/bash", "-c", "cd '\(directory.path)' && halcyon demo"], outputPath: output.path,
+            environment: environment)
+        let status = await Self.exitStatus(of: pid)
+        try #require(
+            status == 0, "halcyon demo exited \(status) before \(page.path)'s examples:\n\((try? String(contentsOf: output, encoding: .utf8)) ?? "")")
     }
 
     /// Runs one example; returns its exit status and combined output.

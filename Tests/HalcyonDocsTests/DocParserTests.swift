@@ -42,6 +42,11 @@ struct DocParserTests {
         #expect(throws: DocFormatError.self) { try DocParser.page("<!-- doctest: embeded -->\n", path: "p.md") }
     }
 
+    @Test func severalDirectives() throws {
+        let page = try DocParser.page("<!-- doctest: embedded -->\n<!-- doctest: after-demo -->\n", path: "p.md")
+        #expect(page.directives == [.embedded, .afterDemo])
+    }
+
     @Test func anOutputBlockAfterProseIsNotTheExamplesOutput() throws {
         let text = "```sh runnable\ntrue\n```\nSome prose.\n```text output\nx\n```\n"
         #expect(throws: DocFormatError.self) { try DocParser.page(text, path: "p.md") }

@@ -74,6 +74,12 @@ struct InstallTests {
             try FileManager.default.contentsOfDirectory(atPath: base.path).first { $0.hasSuffix(".deb") }.map { base.appendingPathComponent($0).path }
         )
 
+        // Its version is the binary's own (`halcyon --version`), with the commit after it.
+        let (_, version) = try await run("dpkg-deb -f '\(deb)' Version")
+        let (_, binaryVersion) = try await run("'\(TestEnvironment.binary)' --version")
+        let said = binaryVersion.trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect(!said.isEmpty && version.hasPrefix(said + "~git"), "the package's version \(version) is not the binary's \(said)")
+
         // Every dependency names a package this (Debian) machine has installed.
         let (_, depends) = try await run("dpkg-deb -f '\(deb)' Depends")
         let packages = depends.split(separator: ",").map { $0.trimmingCharacters(in: .whitespacesAndNewlines) }

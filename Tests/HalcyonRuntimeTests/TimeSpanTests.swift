@@ -27,6 +27,25 @@ import Testing
     }
 }
 
+@Suite struct ByteSizeTests {
+    /// What a size is written back as reads back as the same size, up to the largest a setting
+    /// takes (`--max-memory`'s 1 PiB): a help text's range can be typed as it is printed.
+    @Test func sizesReadBackAsWritten() {
+        for value in [0, 512, 64 << 10, 50 << 20, 3 << 30, 1 << 40, 1 << 50, 3 << 50] {
+            #expect(ByteSize.parse(ByteSize.formatExact(value)) == value, "\(ByteSize.formatExact(value))")
+        }
+        #expect(ByteSize.formatExact(1 << 50) == "1PiB")
+        #expect(ByteSize.parse("1PiB") == 1 << 50 && ByteSize.parse("2PB") == 2_000_000_000_000_000)
+        #expect(ByteSize.format(Int64(3) << 50) == "3.0 PiB")
+    }
+
+    @Test func sizesPastAnExbibyteAreNotSizes() {
+        for bad in ["2EiB", "1025PiB", "99999999TB", "9223372036854775807", "1e300b", "-1KiB"] {
+            #expect(ByteSize.parse(bad) == nil, "\(bad)")
+        }
+    }
+}
+
 @Suite struct SaturatingIntTests {
     @Test func anyDoubleConverts() {
         #expect(Int(saturating: 3.9) == 3 && Int(saturating: -3.9) == -3)

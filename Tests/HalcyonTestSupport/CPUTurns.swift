@@ -60,7 +60,7 @@ extension EmbeddedCluster {
     /// `ensureRunning()` off the cooperative pool: initdb and pg_ctl take seconds, during which
     /// a pool thread would be lost to every other test.
     public func started() async throws {
-        try await Blocking.run { try self.ensureRunning() }
+        _ = try await Blocking.run { try self.ensureRunning() }
     }
 
     /// `stop(mode:)` off the cooperative pool.

@@ -113,10 +113,12 @@ struct ApplicationWorkerTests {
         let worker = try await helper.worker(
             db, store: store, ["--allow-network", "127.0.0.2/32", "--webhook-secret", secret, "--webhook-timeout", "10m", "--poll-interval", "200ms"])
         defer { worker.signal(SIGKILL) }
-        let delivered = try await waitUntil(60) {
+        let delivered = try await waitUntil(120) {
             try await db.query("SELECT count(*) AS n FROM halcyon.jobs WHERE callback_status = 'delivered'").value(0, "n") == "2"
         }
         #expect(delivered, "the normal receiver's deliveries waited behind the tarpit: \(worker.output.suffix(2000))")
+        // The tarpit's two requests may still be arriving on a loaded machine; a third never comes.
+        #expect(try await waitUntil(30) { tarpit.requests().count >= 2 }, "\(tarpit.requests())")
         #expect(tarpit.requests().count == 2, "\(tarpit.requests())")
         let pending = try await db.query("SELECT count(*) AS n FROM halcyon.jobs WHERE callback_status = 'pending' AND callback_attempts <= 1")
         #expect(pending.value(0, "n") == "6", "the put-back deliveries spent no attempt")

@@ -298,9 +298,10 @@ struct ChaosTests {
         let took = ContinuousClock.now - second
         #expect(status == 0, "\(w.output.suffix(1500))")
         // The release is at once and the last bookkeeping 3 s at most: under 2 s idle; 5.5 s has
-        // been seen under the full suite on 2 cores (a debug build), hence 10 s, far from the grace.
+        // been seen under the full suite on 2 cores (a debug build); the process ends itself 10 s after
+        // the second signal at the latest. Hence 20 s, far from the grace.
         print("second signal: exited \(took) after it")
-        #expect(took < .seconds(10), "exited \(took) after the second signal (60 s grace)")
+        #expect(took < .seconds(20), "exited \(took) after the second signal (60 s grace)")
         #expect(try await count(db, "state = 'running'") == 0)
         #expect(try await count(db, "state = 'queued' AND attempt = 0 AND errors = '[]'") == 40)
     }

@@ -62,7 +62,7 @@ struct DatabaseFaultTests {
         w.signal(SIGTERM)
         let signalled = ContinuousClock.now
         #expect(await w.wait(timeout: 30) == 0)
-        #expect(ContinuousClock.now - signalled < .seconds(10))
+        #expect(ContinuousClock.now - signalled < .seconds(20))  // nothing held: no grace to wait out
     }
 
     /// A constraint that refuses a job's success (here: an application's rule about results) but

@@ -92,6 +92,52 @@ struct PendingBytesTests {
         #expect(await w.wait(timeout: 30) == 0)
     }
 
+    /// Downloads spend the memory `--max-memory` guards. Eight 60 MB sources (a JPEG and 60 MB
+    /// after its end: a big download, a cheap decode), one processing slot, eight download slots,
+    /// a 500 MiB ceiling: the bodies used to arrive faster than they were processed (up to the
+    /// 256 MiB default budget and the transfers under way) and end the image process over the
+    /// ceiling, charged to no job, again and again. Now the budget is a quarter of the
+    /// ceiling, counted as the bytes arrive, and every job succeeds without a restart. A source
+    /// bigger than half the ceiling fails at once (`fetch.too_large`, the ceiling named) rather
+    /// than by the process's deaths.
+    @Test func downloadsSpendTheMemoryTheCeilingGuards() async throws {
+        let db = try await TestDatabase.create()
+        let jpeg = try SampleImages.photo(width: 1000, height: 750, seed: 42)
+        // Zeros after the image, as holes in the origin's files.
+        func padded(_ name: String, to size: Int) throws -> String {
+            let url = try Origin.publish(name, jpeg)
+            #expect(truncate(TestEnvironment.originRoot.appendingPathComponent(name).path, off_t(size)) == 0)
+            return url
+        }
+        let big = try padded("ceiling-60mb.jpg", to: 60 << 20)
+        let huge = try padded("ceiling-300mb.jpg", to: 300 << 20)
+        var ids: [String] = []
+        for i in 0..<8 {
+            ids.append(
+                try await db.query(
+                    "SELECT halcyon.enqueue($1, processors => 'blur(30) |> format(png)', cache_key => $2) AS id", ["\(big)?n=\(i)", "ceiling-\(i)"]
+                ).value(0, "id")!)
+        }
+        let hugeID = try await db.query("SELECT halcyon.enqueue($1, processors => 'format(png)') AS id", [huge]).value(0, "id")!
+        let w = try HalcyonProcess(
+            [
+                "work", "--drain", "--no-progress", "--store", try TestEnvironment.temporaryDirectory("store").path,
+                "--allow-network", "127.0.0.1/32", "--concurrency", "1", "--fetch-concurrency", "8", "--max-memory", "500MiB",
+                "--max-download-size", "1GiB", "--log-level", "info",
+            ], conninfo: db.conninfo)
+        try await w.ready()
+        #expect(await w.wait(timeout: 300) == 0, "\(w.output.suffix(3000))")
+        let rows = try await CrashContainmentTests.rows(db, ids + [hugeID])
+        for id in ids {
+            #expect(rows[id]?.state == "succeeded" && rows[id]?.attempt == 1 && rows[id]?.crashes == 0, "job \(id): \(String(describing: rows[id]))")
+        }
+        let h = try #require(rows[hugeID])
+        #expect(h.state == "failed" && h.code == "fetch.too_large" && h.attempt == 1 && h.crashes == 0, "\(h)")
+        #expect(h.lastError.contains("half of --max-memory"), "\(h.lastError)")
+        let restarts = try await db.query("SELECT restarts FROM halcyon.workers ORDER BY started_at DESC LIMIT 1").value(0, "restarts")
+        #expect(restarts == "0", "the image process was restarted \(restarts ?? "?") times: \(w.output.suffix(3000))")
+    }
+
     /// Local files are read only a little ahead of the processing slots (two per slot), not
     /// one per download slot: the worker below may claim 9 jobs (1 slot + 8 downloads), and
     /// used to read all 9 sources at once. A read moves the file's atime (set two days back, so

@@ -92,7 +92,8 @@ struct ShutdownTests {
         let status = await w.wait(timeout: 60)
         let took = ContinuousClock.now - signalled
         #expect(status == 0, "\(w.output.suffix(2000))")
-        #expect(took < .seconds(10), "exited \(took) after SIGTERM with a 2 s grace: \(w.output.suffix(2000))")
+        // Within the grace and its margin (17 s, when the process would end itself); it used to take 35 s.
+        #expect(took < .seconds(14), "exited \(took) after SIGTERM with a 2 s grace: \(w.output.suffix(2000))")
         let row = try await db.query("SELECT state::text AS s, attempt, errors->-1->>'code' AS code FROM halcyon.jobs WHERE id = $1::bigint", [stuck])
         #expect(row.value(0, "s") == "failed" && row.value(0, "code") == "image.too_costly" && row.value(0, "attempt") == "1", "\(row.rows)")
         #expect(try await count(db, "id = \(quick) AND state = 'succeeded' AND attempt = 1") == 1)
@@ -141,7 +142,9 @@ struct ShutdownTests {
         let status = await w.wait(timeout: 120)
         let took = ContinuousClock.now - second
         #expect(status != nil, "the worker did not exit: \(w.output.suffix(2000))")
-        #expect(took < .seconds(15), "exited \(took) after the second SIGTERM: \(w.output.suffix(2000))")
+        // Released at once; the process ends itself 10 s after the second signal at the latest
+        // (it used to take 100 s). A loaded suite adds to both.
+        #expect(took < .seconds(25), "exited \(took) after the second SIGTERM: \(w.output.suffix(2000))")
         // Released (the database answers): nothing left running, no attempt spent by the stop.
         #expect(try await count(db, "state = 'running'") == 0)
         #expect(try await count(db, "state = 'queued' AND attempt <> 0") == 0)
@@ -174,7 +177,7 @@ struct ShutdownTests {
         let signalled = ContinuousClock.now
         #expect(await w.wait(timeout: 90) == 0, "\(w.output.suffix(1500))")
         let took = ContinuousClock.now - signalled
-        #expect(took < .seconds(10), "the worker waited \(took) (its 60 s grace) for a cancelled job's retry sleep")
+        #expect(took < .seconds(30), "the worker waited \(took) (its 60 s grace) for a cancelled job's retry sleep")
         #expect(try await count(db, "state = 'cancelled'") == 1)
     }
 
@@ -218,7 +221,7 @@ struct ShutdownTests {
         let status = await w.wait(timeout: 60)
         #expect(status == 0, "the worker did not stop: \(w.output.suffix(2000))")
         let took = ContinuousClock.now - second
-        #expect(took < .seconds(20), "stopped \(took) after the second SIGTERM")
+        #expect(took < .seconds(30), "stopped \(took) after the second SIGTERM")
         #expect(w.output.contains("timed out"), "\(w.output.suffix(1500))")
         print("half-open database: stopped \(took) after the second SIGTERM")
     }

@@ -46,7 +46,8 @@ public struct MetricsExporter: Service, CustomStringConvertible {
                 return Response.text(.serviceUnavailable, "unhealthy: \(reason)\n")
             }
             server = try HTTPServerService(
-                responder: router.buildResponder(), settings: HTTPServerSettings(address: address, port: port), logger: logger)
+                responder: router.buildResponder(), settings: HTTPServerSettings(address: address, port: port, portOption: "--metrics-port"),
+                logger: logger)
         } else {
             server = nil
         }

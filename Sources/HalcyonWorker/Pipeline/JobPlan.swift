@@ -60,13 +60,7 @@ struct JobPlan: Sendable {
             if let known = chains[job.processors], known.presets == job.presets { return try known.chain.get() }
             let chain = Result { () throws(HalcyonError) -> ProcessorChain in
                 let chain = try ProcessorChain.parse(job.processors, presets: job.presets.mapValues(\.processors))
-                for mark in chain.watermarkSources {
-                    do throws(HalcyonError) {
-                        _ = try SourceReference(mark, maxDataBytes: maxDataBytes)
-                    } catch {
-                        throw HalcyonError(error.code, "watermark: \(error.message)", source: mark)
-                    }
-                }
+                try SourceReference.checkWatermarks(chain.watermarkSources, maxDataBytes: maxDataBytes)
                 return chain
             }
             chains[job.processors] = (job.presets, chain)
