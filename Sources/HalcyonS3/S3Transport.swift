@@ -17,6 +17,8 @@ struct S3Request {
     var cancel: CancellationFlag?
     /// HEAD: no body is read, Content-Length is the object's size.
     var isHead: Bool { method == "HEAD" }
+    /// A ranged GET: its body (at most `maxBody`) is allocated once, at its declared length.
+    var isRanged: Bool { method == "GET" && headers.contains { $0.name == "range" } }
 }
 
 /// One answer: status, headers (names lower-cased, in order), body.
@@ -90,7 +92,9 @@ final class S3Transport: Sendable {
     private func perform(url: String, request: S3Request, headers: [(name: String, value: String)]) throws(TransportFailure) -> S3Response {
         guard let handle = pool.take() else { throw TransportFailure(kind: .other, reason: "curl_easy_init failed") }
         defer { pool.give(handle) }
-        let sink = ExchangeSink(limit: request.isHead ? Int.max : request.maxBody, errorLimit: Self.maxErrorBody, cancel: request.cancel)
+        let sink = ExchangeSink(
+            limit: request.isHead ? Int.max : request.maxBody, errorLimit: Self.maxErrorBody, cancel: request.cancel,
+            reserve: request.isRanged)
         let sinkPointer = Unmanaged.passRetained(sink)
         defer { sinkPointer.release() }
 
@@ -187,11 +191,14 @@ private final class ExchangeSink {
     let limit: Int
     let errorLimit: Int
     let cancel: CancellationFlag?
+    /// Allocate a declared body (within the bound) at once.
+    let reserve: Bool
 
-    init(limit: Int, errorLimit: Int, cancel: CancellationFlag?) {
+    init(limit: Int, errorLimit: Int, cancel: CancellationFlag?, reserve: Bool = false) {
         self.limit = limit
         self.errorLimit = errorLimit
         self.cancel = cancel
+        self.reserve = reserve
     }
 
     private var bound: Int { (200..<300).contains(status) ? limit : errorLimit }
@@ -219,6 +226,8 @@ private final class ExchangeSink {
                 overflowed = true
                 return false
             }
+            // A ranged read's body in one allocation of its size, not grown by doubling.
+            if reserve && n <= bound { body.reserveCapacity(n) }
         }
         return true
     }
