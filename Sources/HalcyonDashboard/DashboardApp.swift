@@ -31,6 +31,7 @@ struct DashboardApp: Sendable {
     private let connections: [PGConnection]
     private let next = Counter()
     private let store: (any ResultStore)?
+    private let streams: ResultStreams
 
     private final class Counter: Sendable {
         let value = Atomic<Int>(0)
@@ -43,6 +44,7 @@ struct DashboardApp: Sendable {
         security = DashboardSecurity(token: configuration.authToken, viewerToken: configuration.viewerToken)
         // Checked by `DashboardConfiguration.validate()` before any app is made.
         store = try? configuration.store?.open()
+        streams = ResultStreams(limit: configuration.maxResultStreams, stallTimeout: configuration.resultStallTimeout)
     }
 
     // MARK: Routes
@@ -66,7 +68,7 @@ struct DashboardApp: Sendable {
         router.get("/jobs/:id") { request, context in
             await page(request, api: false) { try await job(Self.parameter(context, "id"), request, context, api: false) }
         }
-        router.get("/results/:digest") { _, context in await result(Self.parameter(context, "digest")) }
+        router.get("/results/:digest") { request, context in await result(Self.parameter(context, "digest"), request, context) }
         router.get("/api/overview") { request, _ in await page(request, api: true) { try await overview(request, api: true) } }
         router.get("/api/jobs") { request, context in await page(request, api: true) { try await jobs(request, context, api: true) } }
         router.get("/api/jobs/:id") { request, context in
@@ -161,20 +163,68 @@ struct DashboardApp: Sendable {
     }
 
     /// A stored result by its content address: only a digest is taken from the request, and the
-    /// store builds the path from it (see `DiskStore.object(digest:maxBytes:)`).
-    private func result(_ digest: String) async -> Response {
+    /// store builds the path from it (see `DiskStore.openObject(digest:maxBytes:)`). The bytes
+    /// are streamed a chunk at a time (`ResultStreams`), at most `maxResultStreams` at once
+    /// (`503` with `Retry-After` beyond); a `HEAD`, or a request whose `If-None-Match` names
+    /// the digest (`304`), reads the object's facts only and takes no stream.
+    private func result(_ digest: String, _ request: Request, _ context: DashboardContext) async -> Response {
         guard DiskStore.isDigest(digest) else { return .text(.notFound, "not a result digest (64 lower-case hex digits)\n") }
         guard let store else { return .text(.notFound, "this dashboard has no store\n") }
         let limit = configuration.maxResultBytes
-        guard let object = try? await Blocking.run(.io, { store.object(digest: digest, maxBytes: limit) }) else {
-            return .text(.notFound, "no stored result with this digest\n")
+        let notFound = Response.text(.notFound, "no stored result with this digest\n")
+        let unchanged = Self.names(request.headers[.ifNoneMatch], digest)
+        if request.method == .head || unchanged {
+            guard let info = try? await Blocking.run(.io, { store.objectInfo(digest: digest) }), info.bytes <= limit else { return notFound }
+            var headers = Self.resultHeaders(digest, format: info.format, expires: info.expires)
+            if unchanged {
+                var response = Response(status: .notModified, headers: headers)
+                response.headers[.contentLength] = nil
+                response.headers[.contentType] = nil
+                return response
+            }
+            headers[.contentLength] = String(info.bytes)
+            return Response(status: .ok, headers: headers)
         }
-        let left = max(0, Int(object.expires.timeIntervalSinceNow))
-        return .body(
-            .ok, contentType: Self.mimeTypes[object.format] ?? "application/octet-stream", object.data,
-            headers: [
-                .cacheControl: "private, max-age=\(min(left, 86400))", .eTag: "\"\(digest)\"", Self.expiresAt: ISO8601.format(object.expires),
-            ])
+        guard let slot = streams.take() else {
+            logger.notice("dashboard: refused a result: every stream is taken", metadata: ["limit": "\(streams.limit)"])
+            return .text(
+                .serviceUnavailable,
+                "\(streams.limit) results are being sent already (--max-result-streams); try again in a few seconds\n",
+                headers: [.retryAfter: String(Self.retryAfterSeconds)])
+        }
+        let reader: (any ObjectReader)?
+        do {
+            reader = try await Blocking.run(.io) { try store.openObject(digest: digest, maxBytes: limit) }
+        } catch {
+            logger.warning("dashboard: the store could not open a result", metadata: ["digest": "\(digest)", "error": "\(error)"])
+            reader = nil
+        }
+        guard let reader else { return notFound }
+        let body = streams.body(reader, slot: slot, channel: context.channel, logger: logger)
+        return Response(status: .ok, headers: Self.resultHeaders(digest, format: reader.format, expires: reader.expires), body: body)
+    }
+
+    /// What a `503` for a result asks the client to wait, in seconds.
+    static let retryAfterSeconds = 5
+
+    /// A result's headers: its type, `Cache-Control: private` up to its expiry (a day at most),
+    /// its `ETag` (the digest) and `Expires-At`.
+    static func resultHeaders(_ digest: String, format: ImageFormat, expires: Date) -> HTTPFields {
+        let left = max(0, Int(expires.timeIntervalSinceNow))
+        return [
+            .contentType: mimeTypes[format] ?? "application/octet-stream", .cacheControl: "private, max-age=\(min(left, 86400))",
+            .eTag: "\"\(digest)\"", expiresAt: ISO8601.format(expires),
+        ]
+    }
+
+    /// Whether an `If-None-Match` value names the result `digest` (its ETag, strong or weak, or `*`).
+    static func names(_ ifNoneMatch: String?, _ digest: String) -> Bool {
+        guard let ifNoneMatch else { return false }
+        return ifNoneMatch.split(separator: ",").contains { tag in
+            var t = tag.trimmingCharacters(in: .whitespaces)
+            if t.hasPrefix("W/") { t.removeFirst(2) }
+            return t == "*" || t == "\"\(digest)\""
+        }
     }
 
     static let expiresAt = HTTPField.Name("Expires-At")!

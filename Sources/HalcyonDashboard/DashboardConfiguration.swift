@@ -8,8 +8,9 @@ import HalcyonStore
 
 /// How `halcyon dashboard` serves. Defaults: loopback, port 8080, no token, pages refreshed
 /// every 5 s in the browser, `HTTPServerSettings`' limits (64 KiB bodies, 16 KiB heads, a
-/// request whole within 5 s, 64 connections). Its tokens are never shown: `description` and its
-/// mirror (what `dump` and reflection print) say only whether each is set.
+/// request whole within 5 s, 64 connections), 48 results streamed at once. Its tokens are never
+/// shown: `description` and its mirror (what `dump` and reflection print) say only whether each
+/// is set.
 public struct DashboardConfiguration: Sendable, CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
     /// IPv4 address to listen on. Anything outside 127.0.0.0/8 requires `authToken`.
     public var address = "127.0.0.1"
@@ -22,8 +23,8 @@ public struct DashboardConfiguration: Sendable, CustomStringConvertible, CustomD
     /// A second secret, for viewers: every page and the JSON API, but no retry or cancel (403).
     /// Needs `authToken`, and must differ from it.
     public var viewerToken: String?
-    /// The store whose results `/results/SHA256` serves (a directory or a bucket: a bucket's
-    /// objects are streamed through, bounded by `maxResultBytes`); nil serves none.
+    /// The store whose results `/results/SHA256` serves (a directory or a bucket; either way
+    /// streamed a chunk at a time, bounded by `maxResultBytes`); nil serves none.
     public var store: StoreLocation?
 
     /// The store as a directory (nil for none, or for a bucket).
@@ -45,6 +46,13 @@ public struct DashboardConfiguration: Sendable, CustomStringConvertible, CustomD
     public var connections = 3
     /// A result larger than this is not served.
     public var maxResultBytes = 64 << 20
+    /// Results being sent at once, at most; one more is answered `503` with `Retry-After`. Each
+    /// is sent a chunk at a time, so this bounds the memory results take (see `ResultStreams`).
+    public var maxResultStreams = Settings.maxResultStreams.defaultValue
+    /// A result stream whose client has taken nothing for this long (one chunk not accepted by
+    /// the connection) is ended and its connection closed, so clients that stop reading cannot
+    /// hold every stream.
+    public var resultStallTimeout: Duration = .seconds(60)
     /// The HTTP server's limits and timeouts (`address` and `port` above take precedence over
     /// the ones here). Default: `HTTPServerSettings()`'s — a form post of 64 KiB at most.
     public var http = HTTPServerSettings()
@@ -65,7 +73,8 @@ public struct DashboardConfiguration: Sendable, CustomStringConvertible, CustomD
                 "address": address, "port": port, "authToken": authToken == nil ? "none" : "redacted",
                 "viewerToken": viewerToken == nil ? "none" : "redacted", "store": store as Any, "liveInterval": liveInterval,
                 "deadAfter": deadAfter, "pageSize": pageSize, "countCap": countCap, "statementTimeout": statementTimeout,
-                "connections": connections, "maxResultBytes": maxResultBytes, "http": http,
+                "connections": connections, "maxResultBytes": maxResultBytes, "maxResultStreams": maxResultStreams,
+                "resultStallTimeout": resultStallTimeout, "http": http,
             ])
     }
 
@@ -78,6 +87,10 @@ public struct DashboardConfiguration: Sendable, CustomStringConvertible, CustomD
         public static let pageSize = Setting.count("--page-size", default: 50, 1...500, "Jobs per page of the list")
         public static let statementTimeout = Setting.duration(
             "--statement-timeout", default: .seconds(10), .seconds(1)...(.minutes(10)), "Deadline of every dashboard statement")
+        public static let maxResultStreams = Setting.count(
+            "--max-result-streams", default: 48, 1...63, "Results sent at once, at most (one more is answered 503 with Retry-After)",
+            detail: "Each is read and sent a chunk at a time, so this bounds the memory results take; "
+                + "below the server's 64 connections, so pages are answered meanwhile.")
     }
 
     /// Checks the settings and what would be unsafe (`problem`), as `job.invalid_options`
@@ -88,6 +101,7 @@ public struct DashboardConfiguration: Sendable, CustomStringConvertible, CustomD
         try Settings.liveInterval.check(liveInterval)
         try Settings.pageSize.check(pageSize)
         try Settings.statementTimeout.check(statementTimeout)
+        try Settings.maxResultStreams.check(maxResultStreams)
         if let problem { throw HalcyonError(.invalidOptions, problem) }
     }
 
@@ -133,6 +147,11 @@ public struct DashboardConfiguration: Sendable, CustomStringConvertible, CustomD
                 + "anyone who can reach the port could see every job and retry or cancel them"
         }
         guard countCap >= 1, connections >= 1, maxResultBytes >= 1 else { return "caps and connection counts must be positive" }
+        guard maxResultStreams < http.maxConnections else {
+            return
+                "--max-result-streams (\(maxResultStreams)) must be below the server's \(http.maxConnections) connections, so pages are answered while results stream"
+        }
+        guard resultStallTimeout > .zero else { return "the result stall timeout must be positive" }
         do { try serverSettings.validate() } catch { return error.message }
         return nil
     }

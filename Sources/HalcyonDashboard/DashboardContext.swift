@@ -9,6 +9,9 @@ struct DashboardContext: RequestContext {
     var coreContext: CoreRequestContextStorage
     /// The local port of the request's connection.
     var port: Int
+    /// The request's connection (nil when answered without a socket): a result stream whose
+    /// client stops reading closes it.
+    var channel: (any Channel)?
     /// Set by `DashboardAccess`: who is asking (`signIn` only on the way to `/login`).
     var access: DashboardSecurity.Access?
     /// A form post's fields, once `DashboardChanges` has read the body.
@@ -22,6 +25,7 @@ struct DashboardContext: RequestContext {
     init(source: ApplicationRequestContextSource) {
         coreContext = .init(source: source)
         port = source.channel.localAddress?.port ?? 0
+        channel = source.channel
     }
 
     /// A context for a request answered without a socket (`DashboardServer.respond`).

@@ -48,6 +48,18 @@ public enum S3GetResult: Sendable {
     case notFound(code: String?)
 }
 
+/// What a ranged GET found (`S3Client.get(_:range:ifMatch:)`).
+public enum S3RangeResult: Sendable {
+    /// The bytes of the range asked for (fewer at the object's end), the object's whole size and
+    /// its facts (the ETag, the metadata; `info.size` is the object's size too).
+    case bytes(Data, info: S3ObjectInfo)
+    /// The object's ETag is not the one given (`If-Match` answered 412), or the range starts past
+    /// its end (416): it was replaced since that ETag was read. Nothing was read.
+    case changed
+    /// No object at the key (404).
+    case notFound
+}
+
 /// The error codes a call's failures are given. The store's calls use `store(_:)`; a fetcher
 /// reading a job's source uses `source`, the `fetch.*` codes an http download would get.
 public struct S3ErrorCodes: Sendable {
@@ -190,6 +202,50 @@ public struct S3Client: Sendable {
             info.size = response.body.count
             return .object(S3Object(data: response.body, info: info))
         }
+    }
+
+    /// Bytes `range` of the object at `key` (`Range: bytes=…`): never more than `range.count`
+    /// bytes are read, whatever the server sends. With `ifMatch` (an ETag read before), an object
+    /// replaced since is `.changed` — checked by the server (`If-Match`) and again against the
+    /// answer's own ETag — so reading an object range by range never mixes two objects' bytes.
+    /// The answer must be exactly the range asked for (its `Content-Range`, or a whole object that
+    /// fits in it when the server ignores `Range`); anything else is `store.read_failed`.
+    public func get(_ key: String, range: Range<Int>, ifMatch: String? = nil) throws(HalcyonError) -> S3RangeResult {
+        let full = try fullKey(key, .readFailed)
+        guard range.lowerBound >= 0, !range.isEmpty else {
+            throw HalcyonError(.readFailed, "a ranged GET needs a non-empty range from 0; got \(range)", permanent: true)
+        }
+        var request = S3Request(method: "GET", key: full, maxBody: range.count)
+        request.headers.append(("range", "bytes=\(range.lowerBound)-\(range.upperBound - 1)"))
+        if let ifMatch { request.headers.append(("if-match", ifMatch)) }
+        let response = try exchange(request, .readFailed, accept: [404, 412, 416])
+        switch response.status {
+        case 404: return .notFound
+        case 412, 416: return .changed
+        default: break
+        }
+        var info = Self.info(response)
+        if let ifMatch, info.etag != ifMatch { return .changed }
+        let what = "S3 ranged GET of \(location(full))"
+        if response.status == 206 {
+            guard let answered = response.header("content-range").flatMap(Self.parseContentRange),
+                answered.range.lowerBound == range.lowerBound, answered.range.count == response.body.count,
+                answered.range.upperBound == min(range.upperBound, answered.total)
+            else {
+                throw HalcyonError(
+                    .readFailed,
+                    "\(what) \(range): the answer is not that range (Content-Range: \(response.header("content-range") ?? "none"), \(response.body.count) bytes)",
+                    source: location(full))
+            }
+            info.size = answered.total
+        } else {
+            // 200: the server ignored `Range` and sent the whole object, which fits in the range.
+            guard range.lowerBound == 0 else {
+                throw HalcyonError(.readFailed, "\(what) \(range): the server sent the whole object (it ignores Range)", source: location(full))
+            }
+            info.size = response.body.count
+        }
+        return .bytes(response.body, info: info)
     }
 
     /// The facts of the object at `key` (size, ETag, type, metadata, last modification), or nil.
@@ -435,6 +491,17 @@ public struct S3Client: Sendable {
         guard !body.isEmpty, let root = try? MiniXML.parse(body), root.name == "Error" else { return (nil, nil, nil) }
         func clip(_ s: String?) -> String? { s.map { $0.count > 300 ? String($0.prefix(300)) + "…" : $0 } }
         return (clip(root.value("Code")), clip(root.value("Message")), clip(root.value("RequestId")))
+    }
+
+    /// `bytes FIRST-LAST/TOTAL` (a 206's `Content-Range`): the bytes sent and the object's size.
+    static func parseContentRange(_ text: String) -> (range: Range<Int>, total: Int)? {
+        let t = text.trimmingCharacters(in: .whitespaces)
+        guard t.lowercased().hasPrefix("bytes ") else { return nil }
+        let parts = t.dropFirst(6).split(separator: "/", maxSplits: 1)
+        guard parts.count == 2, let total = Int(parts[1]) else { return nil }
+        let ends = parts[0].split(separator: "-", maxSplits: 1)
+        guard ends.count == 2, let first = Int(ends[0]), let last = Int(ends[1]), first >= 0, last >= first, last < total else { return nil }
+        return (first..<(last + 1), total)
     }
 
     /// `%XX` decoded, `+` as a space (S3's `encoding-type=url` encodes like a form).

@@ -19,6 +19,8 @@ struct S3Request {
     var meter: (any TransferMeter)?
     /// HEAD: no body is read, Content-Length is the object's size.
     var isHead: Bool { method == "HEAD" }
+    /// A ranged GET: its body (at most `maxBody`) is allocated once, at its declared length.
+    var isRanged: Bool { method == "GET" && headers.contains { $0.name == "range" } }
 }
 
 /// One answer: status, headers (names lower-cased, in order), body.
@@ -93,7 +95,8 @@ final class S3Transport: Sendable {
         guard let handle = pool.take() else { throw TransportFailure(kind: .other, reason: "curl_easy_init failed") }
         defer { pool.give(handle) }
         let sink = ExchangeSink(
-            limit: request.isHead ? Int.max : request.maxBody, errorLimit: Self.maxErrorBody, cancel: request.cancel, meter: request.meter)
+            limit: request.isHead ? Int.max : request.maxBody, errorLimit: Self.maxErrorBody, cancel: request.cancel,
+            meter: request.meter, reserve: request.isRanged)
         let sinkPointer = Unmanaged.passRetained(sink)
         defer { sinkPointer.release() }
 
@@ -191,12 +194,15 @@ private final class ExchangeSink {
     let errorLimit: Int
     let cancel: CancellationFlag?
     let meter: (any TransferMeter)?
+    /// Allocate a declared body (within the bound) at once.
+    let reserve: Bool
 
-    init(limit: Int, errorLimit: Int, cancel: CancellationFlag?, meter: (any TransferMeter)? = nil) {
+    init(limit: Int, errorLimit: Int, cancel: CancellationFlag?, meter: (any TransferMeter)? = nil, reserve: Bool = false) {
         self.meter = meter
         self.limit = limit
         self.errorLimit = errorLimit
         self.cancel = cancel
+        self.reserve = reserve
     }
 
     private var bound: Int { (200..<300).contains(status) ? limit : errorLimit }
@@ -224,6 +230,8 @@ private final class ExchangeSink {
                 overflowed = true
                 return false
             }
+            // A ranged read's body in one allocation of its size, not grown by doubling.
+            if reserve && n <= bound { body.reserveCapacity(n) }
         }
         return true
     }

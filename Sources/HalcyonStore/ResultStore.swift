@@ -11,6 +11,33 @@ public struct ObjectFile: Sendable {
     public var expires: Date
 }
 
+/// A stored object opened to be read in pieces (the dashboard streams results through one, a
+/// chunk at a time): every read gives the object's bytes as they were when it was opened, or
+/// fails — never another object's. On disk it holds the file open (a sweep that deletes the file
+/// meanwhile changes nothing it reads); in a bucket each read is a ranged GET guarded by the
+/// ETag read at the open (`If-Match`). Reads block: call them from a Dispatch thread.
+public protocol ObjectReader: AnyObject, Sendable {
+    var format: ImageFormat { get }
+    /// The object's size.
+    var bytes: Int { get }
+    /// The object's expiry.
+    var expires: Date { get }
+    /// What one read should ask for: a read's cost (a system call on disk, a request to a
+    /// bucket) against the memory it holds.
+    var chunkBytes: Int { get }
+    /// Bytes `range` of the object, exactly (`range` within `0..<bytes`). `store.read_failed`
+    /// when they cannot be read as the object was when it was opened (in a bucket: it has been
+    /// replaced or deleted since, or the server sent something else).
+    func read(_ range: Range<Int>) throws(HalcyonError) -> Data
+    /// The same bytes written into `buffer` (`range.count` bytes long): a caller that reads
+    /// chunk after chunk into one buffer of its own allocates nothing per chunk (on disk this is
+    /// a `pread` straight into it).
+    func read(_ range: Range<Int>, into buffer: UnsafeMutableRawBufferPointer) throws(HalcyonError)
+    /// Lets go of what the reader holds (its descriptor); later reads fail. Also done when the
+    /// reader goes away.
+    func close()
+}
+
 /// What is known of a stored object without reading it.
 public struct ObjectInfo: Sendable {
     public var format: ImageFormat
@@ -43,8 +70,10 @@ public protocol ResultStore: Sendable {
         _ data: Data, ext: String, info: ResultInfo, key: String, expiration: StorageExpiration, now: Date
     ) throws(HalcyonError) -> StoredObject
 
-    /// The object whose SHA-256 is `digest`, when there is one of at most `maxBytes`.
-    func object(digest: String, maxBytes: Int) -> ObjectFile?
+    /// The object whose SHA-256 is `digest`, opened to be read in pieces; nil when `digest` is
+    /// not a content address, when there is no such object, or when it is over `maxBytes`.
+    /// Throws (`store.read_failed`, `store.access_denied`) when the store could not tell.
+    func openObject(digest: String, maxBytes: Int) throws(HalcyonError) -> (any ObjectReader)?
 
     /// The format, size and expiry of the object whose SHA-256 is `digest`.
     func objectInfo(digest: String) -> ObjectInfo?
@@ -65,7 +94,24 @@ public protocol ResultStore: Sendable {
     func checkAccess() throws(HalcyonError)
 }
 
+extension ObjectReader {
+    /// By way of `read(_:)`: the bytes are read, then copied.
+    public func read(_ range: Range<Int>, into buffer: UnsafeMutableRawBufferPointer) throws(HalcyonError) {
+        precondition(buffer.count == range.count, "a buffer of \(buffer.count) bytes for a range of \(range.count)")
+        let data = try read(range)
+        data.copyBytes(to: buffer)
+    }
+}
+
 extension ResultStore {
+    /// The object whose SHA-256 is `digest`, read whole, when there is one of at most `maxBytes`.
+    public func object(digest: String, maxBytes: Int) -> ObjectFile? {
+        guard let reader = try? openObject(digest: digest, maxBytes: maxBytes) else { return nil }
+        defer { reader.close() }
+        guard let data = try? reader.read(0..<reader.bytes) else { return nil }
+        return ObjectFile(data: data, format: reader.format, expires: reader.expires)
+    }
+
     /// One after another (a file read each: cheaper than any hand-off).
     public func lookup(_ keys: [(key: String, extend: ExpirationExtending)], now: Date) -> [String: CachedResult] {
         var found: [String: CachedResult] = [:], seen: Set<String> = []

@@ -52,6 +52,8 @@ struct Dashboard: AsyncParsableCommand {
     var pageSize = Settings.pageSize.defaultValue
     @Option(help: ArgumentHelp(Settings.statementTimeout.help))
     var statementTimeout = TimeSpanArgument(Settings.statementTimeout.defaultValue)
+    @Option(help: ArgumentHelp(Settings.maxResultStreams.help))
+    var maxResultStreams = Settings.maxResultStreams.defaultValue
 
     private typealias Settings = DashboardConfiguration.Settings
 
@@ -76,6 +78,7 @@ struct Dashboard: AsyncParsableCommand {
         c.liveInterval = refresh.duration
         c.pageSize = pageSize
         c.statementTimeout = statementTimeout.duration
+        c.maxResultStreams = maxResultStreams
         return c
     }
 

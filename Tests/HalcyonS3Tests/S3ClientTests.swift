@@ -202,6 +202,52 @@ struct S3ClientTests {
         #expect(try s3.get("missing", maxBytes: 1) == nil)
     }
 
+    /// Ranged GETs (how the dashboard streams a result from a bucket): each answer is exactly the
+    /// range, the last one clipped at the object's end; with the ETag read first, a replaced or
+    /// deleted object gives no bytes (`.changed`, or `.notFound`).
+    @Test func rangedGetsReadExactlyTheRangeOfTheObjectTheyStartedOn() throws {
+        let s3 = try Self.client()
+        let data = Data((0..<1_000_000).map { UInt8(truncatingIfNeeded: $0 &* 131 &+ $0 >> 8) })
+        _ = try s3.put("ranged", data: data)
+        guard case .bytes(let first, let info) = try s3.get("ranged", range: 0..<300_000) else {
+            Issue.record("no first range")
+            return
+        }
+        #expect(first == data[0..<300_000] && info.size == data.count)
+        let etag = try #require(info.etag)
+        var read = first
+        for start in stride(from: 300_000, to: data.count, by: 300_000) {
+            guard case .bytes(let chunk, let i) = try s3.get("ranged", range: start..<(start + 300_000), ifMatch: etag) else {
+                Issue.record("range from \(start) not read")
+                return
+            }
+            #expect(i.etag == etag && i.size == data.count)
+            read.append(chunk)
+        }
+        #expect(read == data, "the last range is clipped at the end: \(read.count) bytes")
+        // A range past the end, a stale ETag, a replaced object, a deleted one.
+        guard case .changed = try s3.get("ranged", range: 1_000_000..<1_000_010, ifMatch: etag) else {
+            Issue.record("past the end")
+            return
+        }
+        guard case .changed = try s3.get("ranged", range: 0..<10, ifMatch: "\"0123456789abcdef0123456789abcdef\"") else {
+            Issue.record("a stale ETag read bytes")
+            return
+        }
+        _ = try s3.put("ranged", data: Data(repeating: 7, count: 1_000_000), ifNoneMatch: false)
+        guard case .changed = try s3.get("ranged", range: 300_000..<600_000, ifMatch: etag) else {
+            Issue.record("a replaced object read bytes")
+            return
+        }
+        try s3.delete("ranged")
+        // RFC 9110 has If-Match fail (412) when there is no object; a server may say 404 first.
+        if case .bytes = try s3.get("ranged", range: 300_000..<600_000, ifMatch: etag) { Issue.record("a deleted object read bytes") }
+        guard case .notFound = try s3.get("ranged", range: 0..<10) else {
+            Issue.record("a deleted object without If-Match")
+            return
+        }
+    }
+
     @Test(arguments: [
         "with space.jpg", "ünïcödé/日本語/ключ.png", "plus+sign+.gif", "tilde~and=equals&amp;.webp", "percent%20literal", "(parens)!*'$,;:@",
     ])

@@ -201,11 +201,26 @@ public struct ObjectStore: ResultStore {
         return nil
     }
 
-    public func object(digest: String, maxBytes: Int) -> ObjectFile? {
-        guard let (key, format, bytes) = objectKey(digest: digest), bytes <= maxBytes,
-            let object = try? client.get(key, maxBytes: maxBytes), let times = Self.times(object.info.metadata)
-        else { return nil }
-        return ObjectFile(data: object.data, format: format, expires: times.expires)
+    /// Bytes per ranged GET when an object is read in pieces: a request's round trip against
+    /// the memory one read holds.
+    static let readChunkBytes = 512 << 10
+
+    /// The object for `digest`, opened with a listing (its key) and a ranged GET of its first
+    /// chunk, which brings its size, ETag and expiry; later chunks are ranged GETs with
+    /// `If-Match: ETAG`, so an object replaced or deleted while it is read ends the reading
+    /// (`store.read_failed`) rather than mixing bytes.
+    public func openObject(digest: String, maxBytes: Int) throws(HalcyonError) -> (any ObjectReader)? {
+        guard let (key, format, listed) = objectKey(digest: digest), listed <= maxBytes else { return nil }
+        let chunk = Self.readChunkBytes
+        guard case .bytes(let first, let info) = try client.get(key, range: 0..<min(chunk, max(1, listed))) else { return nil }
+        guard info.size <= maxBytes, let times = Self.times(info.metadata) else { return nil }
+        guard info.size <= first.count || info.etag != nil else {
+            throw HalcyonError(
+                .readFailed, "\(client.location(ofKey: key)): the server sent no ETag, so the object cannot be read in pieces safely",
+                source: client.location(ofKey: key))
+        }
+        return BucketObjectReader(
+            client: client, key: key, etag: info.etag, format: format, bytes: info.size, expires: times.expires, chunkBytes: chunk, first: first)
     }
 
     public func objectInfo(digest: String) -> ObjectInfo? {
@@ -237,5 +252,57 @@ public struct ObjectStore: ResultStore {
 
     public func checkAccess() throws(HalcyonError) {
         _ = try client.list(maxKeys: 1)
+    }
+}
+
+/// An object in a bucket read range by range, each GET guarded by the ETag it had when opened.
+final class BucketObjectReader: ObjectReader {
+    let client: S3Client
+    let key: String
+    let etag: String?
+    let format: ImageFormat
+    let bytes: Int
+    let expires: Date
+    let chunkBytes: Int
+    /// The first chunk, read at the open: handed out by the first read that starts at 0.
+    private let first: Mutex<Data?>
+
+    init(client: S3Client, key: String, etag: String?, format: ImageFormat, bytes: Int, expires: Date, chunkBytes: Int, first: Data) {
+        self.client = client
+        self.key = key
+        self.etag = etag
+        self.format = format
+        self.bytes = bytes
+        self.expires = expires
+        self.chunkBytes = chunkBytes
+        self.first = Mutex(first)
+    }
+
+    func read(_ range: Range<Int>) throws(HalcyonError) -> Data {
+        let location = client.location(ofKey: key)
+        guard range.lowerBound >= 0, range.upperBound <= bytes else {
+            throw HalcyonError(.readFailed, "\(location): bytes \(range) are outside the object's \(bytes)", source: location)
+        }
+        if range.isEmpty { return Data() }
+        if range.lowerBound == 0, let first = first.withLock({ $0.take() }), first.count >= range.count {
+            return range.count == first.count ? first : first.prefix(range.count)
+        }
+        switch try client.get(key, range: range, ifMatch: etag) {
+        case .bytes(let data, let info):
+            guard data.count == range.count, info.size == bytes else {
+                throw HalcyonError(
+                    .readFailed, "\(location): bytes \(range) answered \(data.count) bytes of an object of \(info.size) (opened at \(bytes))",
+                    source: location)
+            }
+            return data
+        case .changed:
+            throw HalcyonError(.readFailed, "\(location) was replaced while it was being read (its ETag changed)", source: location)
+        case .notFound:
+            throw HalcyonError(.readFailed, "\(location) was deleted while it was being read", source: location)
+        }
+    }
+
+    func close() {
+        first.withLock { $0 = nil }
     }
 }
