@@ -59,8 +59,8 @@ struct MemoryGrowthTests {
         print(
             "image process: \(median(early) / 1024) KiB at job ~2000, \(median(late) / 1024) KiB at job ~\(jobs - 200): "
                 + "\(growth / (jobs - 2200)) bytes per job")
-        // About 5,800 jobs apart: the timers kept about 1.2 KB per job (7 MB here); the fixed
-        // worker's level moves by well under half of that.
-        #expect(growth < 3_000_000, "the image process grew \(growth) bytes over about \(jobs - 2200) jobs")
+        // About 5,800 jobs apart: the timers kept about 1.2 KB per job (6–7 MB here); the fixed
+        // worker's level moved by about 2 MB (the allocator settling), so the bound sits between.
+        #expect(growth < 4_000_000, "the image process grew \(growth) bytes over about \(jobs - 2200) jobs")
     }
 }
