@@ -71,7 +71,8 @@ import Testing
             }
             #expect(calls <= 9, "\(calls) encodes for \(limit)")
             let best = min(100, limit / 10)
-            #expect(data?.count == (best >= 1 ? best * 10 : nil), "limit \(limit)")
+            #expect(data?.data.count == (best >= 1 ? best * 10 : nil), "limit \(limit)")
+            #expect(data.map { $0.quality * 10 == $0.data.count } ?? true)
         }
     }
 
