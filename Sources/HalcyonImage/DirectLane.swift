@@ -114,7 +114,7 @@ package enum DirectLane {
     /// Runs one accepted chain on the shared decoded pixels.
     package static func run(
         _ chain: ProcessorChain, on base: PixelBuffer, source: Source, limits: ImageLimits,
-        cancel: CancellationFlag?, decode: (wall: Double, cpu: Double), placeholders request: PlaceholderRequest? = nil
+        cancel: CancellationFlag?, decode: (wall: Double, cpu: Double), placeholders request: PlaceholderRequest? = nil, score: Bool = false
     ) throws(HalcyonError) -> ProcessedImage {
         var clock = StageClock()
         var image = base
@@ -139,7 +139,7 @@ package enum DirectLane {
         let process = clock.lap()
         let magick = output.format == .jpeg ? nil : try image.magickImage(format: output.format)
         let format = chain.formatStep
-        let data = try FormatProcessor.encode(fitting: format?.maxBytes, quality: output.quality, minQuality: format?.minQuality ?? 1) {
+        let encoded = try FormatProcessor.encode(fitting: format?.maxBytes, quality: output.quality, minQuality: format?.minQuality ?? 1) {
             quality throws(HalcyonError) in
             guard let magick else {
                 // ImageMagick's rule: the source JPEG's sampling, else 4:4:4 from quality 90, 4:2:0 below.
@@ -152,9 +152,11 @@ package enum DirectLane {
             return try magick.encode()
         }
         var result = ProcessedImage(
-            data: data, format: output.format, width: image.width, height: image.height,
+            data: encoded.data, format: output.format, width: image.width, height: image.height,
             decode: decode, process: process, encode: clock.lap())
         result.placeholders = placeholders
+        result.quality = FormatProcessor.recordedQuality(encoded.quality, of: result.format)
+        if score { result.score = try ResultScore.of(result.data, format: result.format, reference: image) }
         return result
     }
 }

@@ -206,6 +206,11 @@ public struct ProcessedImage: Sendable {
     public var source: SourceFacts?
     /// The placeholders asked for, from this chain's output pixels.
     public var placeholders: Placeholders?
+    /// The encoder quality `data` was written with (after a `max_bytes` search, the one it
+    /// settled on); nil for a format without one (png, gif, …).
+    public var quality: Int?
+    /// SSIMULACRA2 (0–100) of `data` against this chain's own pixels; nil when not computed.
+    public var score: Double?
 
     /// Wall and CPU seconds of the shared decode, then of this chain's steps, then its encode.
     init(
@@ -269,14 +274,16 @@ public enum ImagePipeline {
     /// before the decode. Results are in the order of `chains`. When `cancel` is raised the
     /// work stops before the next step (a single ImageMagick call cannot be interrupted) with
     /// `HalcyonError.abandoned`. `directLane: false` sends every source through ImageMagick (default:
-    /// on, unless `HALCYON_DIRECT_CODECS=0`).
+    /// on, unless `HALCYON_DIRECT_CODECS=0`). `scores[i]`: chain `i` asks for its result's score
+    /// (`ProcessedImage.score`, `ResultScore`).
     public static func run(
         _ data: Data, format: ImageFormat, chains: [ProcessorChain],
         limits: ImageLimits = ImageLimits(), cancel: CancellationFlag? = nil, directLane: Bool? = nil,
-        placeholders: [PlaceholderRequest?] = [], watermarks: [String: WatermarkSource] = [:],
+        placeholders: [PlaceholderRequest?] = [], scores: [Bool] = [], watermarks: [String: WatermarkSource] = [:],
         phases: ((Phase) -> Void)? = nil
     ) throws(HalcyonError) -> [Result<ProcessedImage, HalcyonError>] {
         func placeholderRequest(_ i: Int) -> PlaceholderRequest? { i < placeholders.count ? placeholders[i] : nil }
+        func scoreWanted(_ i: Int) -> Bool { i < scores.count && scores[i] }
         var decodeClock = StageClock()
         // The deadline: the decode, then each chain, has `maxJobTime` of its own (a group of
         // sixteen variants is sixteen jobs), on a flag raised by the caller's or by a timer.
@@ -318,7 +325,8 @@ public enum ImagePipeline {
                 let cancel = phase()
                 results[i] = Result { () throws(HalcyonError) -> ProcessedImage in
                     var image = try DirectLane.run(
-                        chains[i], on: pixels, source: direct, limits: limits, cancel: cancel, decode: decode, placeholders: placeholderRequest(i))
+                        chains[i], on: pixels, source: direct, limits: limits, cancel: cancel, decode: decode, placeholders: placeholderRequest(i),
+                        score: scoreWanted(i))
                     image.source = facts
                     return image
                 }
@@ -379,10 +387,12 @@ public enum ImagePipeline {
                     return try image.encode()
                 }
                 var result = ProcessedImage(
-                    data: encoded, format: image.outputFormat, width: image.width, height: image.height,
+                    data: encoded.data, format: image.outputFormat, width: image.width, height: image.height,
                     decode: decode, process: process, encode: clock.lap())
                 result.source = facts
                 result.placeholders = placeholders
+                result.quality = FormatProcessor.recordedQuality(encoded.quality, of: result.format)
+                if scoreWanted(i) { result.score = try ResultScore.of(result.data, format: result.format, reference: image) }
                 return result
             }
         }

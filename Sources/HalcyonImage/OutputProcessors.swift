@@ -23,6 +23,12 @@ public struct FormatProcessor: ImageProcessor {
         var hasQuality: Bool { [.jpeg, .webp, .avif].contains(self) }
         var canBeProgressive: Bool { [.jpeg, .png].contains(self) }
     }
+
+    /// The quality a result in `format` was encoded at, as its job records it: nil for a format
+    /// the encoder gives no quality (png, gif, …).
+    static func recordedQuality(_ quality: Int, of format: ImageFormat) -> Int? {
+        [.jpeg, .webp, .avif].contains(format) ? quality : nil
+    }
     public static let name = "format"
     public var format: Format
     public var quality: Int
@@ -76,24 +82,25 @@ public struct FormatProcessor: ImageProcessor {
     }
 
     /// The output of `encode(quality)` at the highest quality from `minQuality` to `quality`
-    /// that fits in `maxBytes` (a binary search: at most 9 encodes); `encode(quality)` itself
-    /// without a limit. Larger than `maxBytes` even at `minQuality`: `image.over_max_bytes`.
+    /// that fits in `maxBytes` (a binary search: at most 9 encodes), and that quality;
+    /// `encode(quality)` itself without a limit. Larger than `maxBytes` even at `minQuality`:
+    /// `image.over_max_bytes`.
     static func encode(
         fitting maxBytes: Int?, quality: Int, minQuality: Int, _ encode: (Int) throws(HalcyonError) -> Data
-    ) throws(HalcyonError) -> Data {
+    ) throws(HalcyonError) -> (data: Data, quality: Int) {
         let first = try encode(quality)
-        guard let maxBytes, first.count > maxBytes else { return first }
-        var best = try encode(minQuality)
-        guard best.count <= maxBytes else {
+        guard let maxBytes, first.count > maxBytes else { return (first, quality) }
+        var best = (data: try encode(minQuality), quality: minQuality)
+        guard best.data.count <= maxBytes else {
             throw HalcyonError(
-                .overMaxBytes, "\(best.count) bytes at quality \(minQuality), the lowest allowed, is over max_bytes=\(maxBytes)")
+                .overMaxBytes, "\(best.data.count) bytes at quality \(minQuality), the lowest allowed, is over max_bytes=\(maxBytes)")
         }
         var (low, high) = (minQuality + 1, quality - 1)
         while low <= high {
             let mid = (low + high) / 2
             let data = try encode(mid)
             if data.count <= maxBytes {
-                (best, low) = (data, mid + 1)
+                (best, low) = ((data, mid), mid + 1)
             } else {
                 high = mid - 1
             }
