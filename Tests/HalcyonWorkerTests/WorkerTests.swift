@@ -118,7 +118,9 @@ struct WorkerTests {
                 job(url, "resize(320x320, mode=fill) |> format(jpeg, quality=82)"),
                 job(url, "resize(200x200) |> format(webp, quality=80)"),
                 job(url, "resize(64x64, mode=fill) |> format(png)"),
-                job(url, limited),
+                // A source of its own: decoded for this chain alone, as here (jobs sharing a
+                // source share a decode, at the size the largest of their chains needs).
+                job(url + "&alone", limited),
             ])
         let w = try await worker(db, store: store, ["--drain"])
         #expect(await w.wait(timeout: 180) == 0, "\(w.output)")
@@ -136,8 +138,8 @@ struct WorkerTests {
             #expect(r.value(0, "result_height") == String(e.1))
             #expect(r.value(0, "result_format") == e.2)
             #expect(r.value(0, "cache_hit") == "f")
-            #expect(r.value(0, "result_source") == url)
-            #expect(r.value(0, "result_key")?.hasPrefix(url + "@resize(") == true)
+            #expect(r.value(0, "result_source")?.hasPrefix(url) == true)
+            #expect(r.value(0, "result_key")?.hasPrefix((r.value(0, "result_source") ?? "") + "@resize(") == true)
             let path = try #require(r.value(0, "result_path"))
             let bytes = try #require(FileManager.default.contents(atPath: store.appendingPathComponent(path).path))
             #expect(Digest.sha256Hex(bytes) == r.value(0, "result_digest"))
