@@ -97,6 +97,9 @@ struct FrontEndTests {
         let show = try HalcyonProcess(["show", first], conninfo: db.conninfo)
         #expect(await show.wait(timeout: 60) == 0)
         #expect(show.output.contains("source_meta") && show.output.contains(blurhash))
+        // A JPEG kept as JPEG, at the default quality; no score was asked for.
+        let lines = show.output.split(separator: "\n").map { $0.split(separator: " ") }
+        #expect(lines.contains(["result_quality", "85"]) && !lines.contains { $0.first == "result_score" }, "\(show.output)")
     }
 
     /// Smart crops and the new output steps through a worker, with the bad inputs each failing
