@@ -53,6 +53,9 @@ let package = Package(
         // Optimised in debug builds too: its Gaussian loops run in every test that blurs.
         .target(
             name: "CImageCodecs", cSettings: [.unsafeFlags(["-O2"])], linkerSettings: [.linkedLibrary("jpeg"), .linkedLibrary("png16")]),
+        // Perceptual metrics in C (SSIMULACRA 2.1: a reference prepared once, scored against many
+        // encodes). Optimised in debug builds too: the tests score hundreds of pairs.
+        .target(name: "CPerceptual", cSettings: [.unsafeFlags(["-O2"])], linkerSettings: [.linkedLibrary("m")]),
 
         // Runtime utilities every module may use: blocking-call offload, cancellation, semaphores,
         // serial threads, signals, logging, JSON text, durations and sizes, digests.
