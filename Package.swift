@@ -94,7 +94,7 @@ let package = Package(
         .target(name: "HalcyonFetch", dependencies: ["HalcyonDomain", "HalcyonRuntime", "HalcyonS3", "HalcyonCurl", "CCurl"]),
         // Chain grammar, processors and MagickWand.
         .target(
-            name: "HalcyonImage", dependencies: ["HalcyonDomain", "HalcyonRuntime", "CMagickWand", "CImageCodecs"],
+            name: "HalcyonImage", dependencies: ["HalcyonDomain", "HalcyonRuntime", "CMagickWand", "CImageCodecs", "CPerceptual"],
             // Optimised in debug builds too: its resampler and pixel loops are generic Swift that runs
             // 20–50× slower unoptimised, and the test suite's workers spent most of their CPU there.
             swiftSettings: [.unsafeFlags(["-O"], .when(configuration: .debug))]),
