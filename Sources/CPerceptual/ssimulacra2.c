@@ -285,7 +285,8 @@ static void blur_column(const float taps[RADIUS + 1], const float *ring, size_t 
 
 // MARK: - Rows
 
-/// Everything a pass over one scale keeps besides the planes: rows, for width `width` at most.
+/// What a pass keeps besides the reference: rows (for the full width) and the next scales'
+/// linear RGB.
 typedef struct {
     float *linear[3];    ///< the current row of linear RGB (scale 0)
     float *xyb[3];       ///< per channel, the last RING rows of XYB (slot y mod RING)
@@ -294,13 +295,31 @@ typedef struct {
     float *padded;       ///< a row with RADIUS zeros either side
     float *product;      ///< a product row
     float *terms;        ///< 3 rows of per-pixel terms, rounded up to LANES
-    float *block;
+    float *planes[2];    ///< the linear planes of scales 1 and 2 (3, 5 reuse 1's; 4 reuses 2's)
+    float *block, *linear_block;
 } rows;
 
-static int rows_new(rows *r, size_t width) {
+static void rows_free(rows *r) {
+    free(r->block);
+    free(r->linear_block);
+}
+
+/// Allocates the rows and planes of passes over `ref`'s scales (0 when out of memory).
+static int rows_new(rows *r, const hc_ssim2_reference *ref) {
+    const size_t width = ref->width;
+    size_t sizes[2];
+    for (int i = 0; i < 2; i++)
+        sizes[i] = ref->scales > i + 1 ? 3 * ref->set[0].scale[i + 1].width * ref->set[0].scale[i + 1].height : 0;
     const size_t count = (3 + 3 * RING + 9 * RING + 3 + 1) * width + (width + 2 * RADIUS) + 3 * (width + LANES);
-    float *p = r->block = malloc(count * sizeof(float));
-    if (!p) return 0;
+    r->block = malloc(count * sizeof(float));
+    r->linear_block = malloc((sizes[0] + sizes[1] + 1) * sizeof(float));
+    if (!r->block || !r->linear_block) {
+        rows_free(r);
+        return 0;
+    }
+    r->planes[0] = r->linear_block;
+    r->planes[1] = r->linear_block + sizes[0];
+    float *p = r->block;
     for (int c = 0; c < 3; c++, p += width) r->linear[c] = p;
     for (int c = 0; c < 3; c++, p += RING * width) r->xyb[c] = p;
     for (int c = 0; c < 3; c++)
@@ -322,8 +341,8 @@ typedef struct {
     float *next; ///< where the next scale's linear planes go (NULL at the last scale)
 } scale_input;
 
-/// Reads row `y` as linear RGB, adds it to the next scale's planes and converts it to XYB into
-/// `x`, `y_`, `b`.
+/// Reads row `y` as linear RGB, adds it to the next scale's planes and writes it as XYB to
+/// `ox`, `oy` and `ob`.
 static void input_row(const scale_input *in, rows *r, size_t y, float *ox, float *oy, float *ob) {
     const size_t w = in->width, h = in->height, plane = w * h;
     float *lin[3];
@@ -374,24 +393,17 @@ static void prepare_scale(const float taps[RADIUS + 1], ref_scale *sc, const sca
     }
 }
 
-/// Prepares a set from the pixels blended over `background`; `planes` holds the linear planes
-/// of scales 1 and 2 (scale 3 reuses 1's, and so on).
-static void prepare_set(hc_ssim2_reference *ref, ref_set *set, const source *pixels, float *planes[2], rows *r) {
+/// Prepares a set from the pixels blended over a background.
+static void prepare_set(hc_ssim2_reference *ref, ref_set *set, const source *pixels, rows *r) {
     scale_input in = {pixels, NULL, 0, 0, NULL};
     for (int s = 0; s < ref->scales; s++) {
         in.width = set->scale[s].width;
         in.height = set->scale[s].height;
-        in.next = s + 1 < ref->scales ? planes[s % 2] : NULL;
+        in.next = s + 1 < ref->scales ? r->planes[s % 2] : NULL;
         prepare_scale(ref->taps, &set->scale[s], &in, r);
         in.pixels = NULL;
         in.planes = in.next;
     }
-}
-
-/// Floats for the linear planes of scales 1 and 2 (later scales reuse them).
-static void linear_sizes(const hc_ssim2_reference *ref, size_t sizes[2]) {
-    for (int i = 0; i < 2; i++)
-        sizes[i] = ref->scales > i + 1 ? 3 * ref->set[0].scale[i + 1].width * ref->set[0].scale[i + 1].height : 0;
 }
 
 int hc_ssim2_reference_new(const uint8_t *pixels, size_t width, size_t height, size_t stride, int channels,
@@ -443,23 +455,17 @@ int hc_ssim2_reference_new(const uint8_t *pixels, size_t width, size_t height, s
             p += 3 * n;
         }
 
-    size_t sizes[2];
-    linear_sizes(ref, sizes);
-    float *linear = malloc((sizes[0] + sizes[1] + 1) * sizeof(float));
     rows r;
-    if (!linear || !rows_new(&r, width)) {
-        free(linear);
+    if (!rows_new(&r, ref)) {
         hc_ssim2_reference_free(ref);
         return HC_SSIM2_NO_MEMORY;
     }
-    float *planes[2] = {linear, linear + sizes[0]};
     for (int i = 0; i < sets; i++) {
         source src;
         source_init(&src, pixels, stride, channels, ref->background[i]);
-        prepare_set(ref, &ref->set[i], &src, planes, &r);
+        prepare_set(ref, &ref->set[i], &src, &r);
     }
-    free(linear);
-    free(r.block);
+    rows_free(&r);
     *out = ref;
     return HC_SSIM2_OK;
 }
@@ -592,14 +598,13 @@ static double final_score(const scale_norms *norms, int scales) {
 }
 
 /// One pass: the distorted pixels blended over a background, against one set.
-static double score_set(const hc_ssim2_reference *ref, const ref_set *set, const source *pixels, float *planes[2],
-                        rows *r) {
+static double score_set(const hc_ssim2_reference *ref, const ref_set *set, const source *pixels, rows *r) {
     scale_norms norms[NUM_SCALES];
     scale_input in = {pixels, NULL, 0, 0, NULL};
     for (int s = 0; s < ref->scales; s++) {
         in.width = set->scale[s].width;
         in.height = set->scale[s].height;
-        in.next = s + 1 < ref->scales ? planes[s % 2] : NULL;
+        in.next = s + 1 < ref->scales ? r->planes[s % 2] : NULL;
         score_scale(ref->taps, &set->scale[s], &in, r, &norms[s]);
         in.pixels = NULL;
         in.planes = in.next;
@@ -614,15 +619,8 @@ int hc_ssim2_score(const hc_ssim2_reference *ref, const uint8_t *pixels, size_t 
     if (status != HC_SSIM2_OK) return status;
     if (width != ref->width || height != ref->height) return HC_SSIM2_SIZE_MISMATCH;
 
-    size_t sizes[2];
-    linear_sizes(ref, sizes);
-    float *linear = malloc((sizes[0] + sizes[1] + 1) * sizeof(float));
     rows r;
-    if (!linear || !rows_new(&r, width)) {
-        free(linear);
-        return HC_SSIM2_NO_MEMORY;
-    }
-    float *planes[2] = {linear, linear + sizes[0]};
+    if (!rows_new(&r, ref)) return HC_SSIM2_NO_MEMORY;
     const int distorted_opaque = opaque(pixels, width, height, stride, channels);
     double worst = INFINITY;
     for (int b = 0; b < ref->backgrounds; b++) {
@@ -630,11 +628,10 @@ int hc_ssim2_score(const hc_ssim2_reference *ref, const uint8_t *pixels, size_t 
         if (b > 0 && ref->set_of[b] == ref->set_of[0] && distorted_opaque) break;
         source src;
         source_init(&src, pixels, stride, channels, ref->background[b]);
-        const double s = score_set(ref, &ref->set[ref->set_of[b]], &src, planes, &r);
+        const double s = score_set(ref, &ref->set[ref->set_of[b]], &src, &r);
         worst = s < worst ? s : worst;
     }
-    free(linear);
-    free(r.block);
+    rows_free(&r);
     *score = worst;
     return HC_SSIM2_OK;
 }

@@ -173,7 +173,7 @@ import Testing
         }
         let manifest = dir.appendingPathComponent("pairs.json")
         try JSONEncoder().encode(pairs).write(to: manifest)
-        let python = try Self.run(Self.oracle, [manifest.path])
+        let python = try referencePython(Self.oracle, [manifest.path])
         let theirs = try JSONDecoder().decode([Double].self, from: Data(python.utf8))
         try #require(theirs.count == rows.count)
 
@@ -189,23 +189,6 @@ import Testing
         }
         table += "  \(rows.count) pairs, max |ours - python| = \(String(format: "%.3f", worst))"
         print(table)
-    }
-
-    /// Runs the venv's Python on `script` with `arguments`; returns its stdout.
-    static func run(_ script: String, _ arguments: [String]) throws -> String {
-        let python = try #require(ProcessInfo.processInfo.environment["HALCYON_TEST_PYTHON"], "scripts/test sets HALCYON_TEST_PYTHON")
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: python)
-        p.arguments = ["-c", script] + arguments
-        let out = Pipe(), err = Pipe()
-        p.standardOutput = out
-        p.standardError = err
-        try p.run()
-        let text = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        let errors = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        p.waitUntilExit()
-        try #require(p.terminationStatus == 0, "python: \(errors)")
-        return text
     }
 
     // MARK: - Without the port
