@@ -256,7 +256,7 @@ static void blur_row(const float taps[RADIUS + 1], const float *in, size_t w, fl
     memcpy(p, in, w * sizeof(float));
     memset(p + w, 0, RADIUS * sizeof(float));
     const float k0 = taps[0], k1 = taps[1], k2 = taps[2], k3 = taps[3], k4 = taps[4], k5 = taps[5];
-    for (size_t x = 0; x < w; x++)
+    for (ptrdiff_t x = 0; x < (ptrdiff_t)w; x++)
         out[x] = k0 * p[x] + k1 * (p[x - 1] + p[x + 1]) + k2 * (p[x - 2] + p[x + 2]) + k3 * (p[x - 3] + p[x + 3]) +
                  k4 * (p[x - 4] + p[x + 4]) + k5 * (p[x - 5] + p[x + 5]);
 }
