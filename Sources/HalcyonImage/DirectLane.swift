@@ -144,7 +144,8 @@ package enum DirectLane {
         let encoder = OutputEncoder.direct(
             image, chain: chain, format: output.format, quality: output.quality, progressive: output.progressive, compression: output.compression,
             sampling: source.sampling, scoreWanted: scoreWanted)
-        var result = ProcessedImage(try encoder.run(), width: image.width, height: image.height, decode: decode, process: process, encode: clock.lap())
+        var result = ProcessedImage(
+            try encoder.run(), width: image.width, height: image.height, decode: decode, process: process, encode: clock.lap())
         result.placeholders = placeholders
         return result
     }

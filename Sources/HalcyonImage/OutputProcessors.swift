@@ -111,7 +111,8 @@ public struct FormatProcessor: ImageProcessor {
             guard hasQuality, hasLimit || autoQuality else {
                 throw refuse(
                     hasLimit ? "max_bytes" : "min_quality",
-                    hasLimit ? "max_bytes only with a format that has a quality (jpeg, webp, avif)" : "min_quality only with max_bytes or quality=auto")
+                    hasLimit
+                        ? "max_bytes only with a format that has a quality (jpeg, webp, avif)" : "min_quality only with max_bytes or quality=auto")
             }
             if hasLimit { maxBytes = Int(try a.number("max_bytes", range: 100...100_000_000).rounded()) }
             // Never above the quality itself: `format(jpeg, quality=5, max_bytes=…)` searches 5 down

@@ -40,7 +40,9 @@ struct StepArguments {
         guard let a = take(key) else { return value }
         let options = allowed.map(\.rawValue).joined(separator: ", ")
         guard case .word(let text) = a.value else {
-            throw ChainError(position: a.valuePosition, found: "'\(a.value)'", expected: "a list such as \(allowed.map(\.rawValue).joined(separator: "|")) for '\(key)'")
+            throw ChainError(
+                position: a.valuePosition, found: "'\(a.value)'",
+                expected: "a list such as \(allowed.map(\.rawValue).joined(separator: "|")) for '\(key)'")
         }
         let names = text.split(separator: "|").map(String.init)
         for name in names where !allowed.contains(where: { $0.rawValue == name }) {

@@ -1,4 +1,4 @@
-import CMagickWand
+internal import CMagickWand
 import Foundation
 import HalcyonDomain
 

@@ -1,4 +1,3 @@
-import CImageCodecs
 import Foundation
 import HalcyonDomain
 
@@ -27,7 +26,7 @@ extension OutputEncoder {
                 // A JPEG-only output of transparent pixels is scored against them flattened, as
                 // the encoder writes them: the score measures the compression, not the flattening.
                 if step?.formats == [.jpeg], pixels.hasAlpha { try pixels.flattenOntoWhite() }
-                return try SSIMULACRA2Reference(image: pixels)
+                return try SSIMULACRA2Reference(pixels)
             })
     }
 
@@ -45,14 +44,19 @@ extension OutputEncoder {
                     // ImageMagick's rule: the source JPEG's sampling, else 4:4:4 from quality 90, 4:2:0 below.
                     return try pixels.encodeJPEG(quality: quality, progressive: progressive, sampling: sampling ?? (quality >= 90 ? (1, 1) : (2, 2)))
                 }
-                let image = try magick[format] ?? pixels.magickImage(format: format)
-                magick[format] = image
+                let image: MagickImage
+                if let made = magick[format] {
+                    image = made
+                } else {
+                    image = try pixels.magickImage(format: format)
+                    magick[format] = image
+                }
                 image.outputQuality = quality
-                image.progressive = progressive
+                image.progressive = progressive && format == .png
                 image.pngCompression = compression
                 return try image.encode()
             },
-            makeScorer: { () throws(HalcyonError) in try SSIMULACRA2Reference(pixels: pixels) })
+            makeScorer: { () throws(HalcyonError) in try SSIMULACRA2Reference(pixels) })
     }
 }
 

@@ -106,9 +106,9 @@ struct OutputEncoder {
                 chosen = (format, best)
             }
         }
-        guard var (format, probe) = chosen else {
-            throw HalcyonError(.processingFailed, "format(auto): no format to encode in")
-        }
+        guard let chosen else { throw HalcyonError(.processingFailed, "format(auto): no format to encode in") }
+        let format = chosen.format
+        var probe = chosen.probe
         if let maxBytes = step.maxBytes, probe.data.count > maxBytes {
             // The smallest result that reaches the score does not fit: the highest quality that does.
             let (data, used) = try FormatProcessor.encode(
@@ -169,3 +169,4 @@ final class QualityPredictions: Sendable {
         }
     }
 }
+extension SSIMULACRA2Reference: OutputScorer {}

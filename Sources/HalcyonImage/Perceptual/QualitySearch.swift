@@ -65,32 +65,49 @@ struct QualitySearch {
                     break
                 }
             }
-            guard let next = next(reached: outcome.reached, miss: miss) else { break }
+            guard let next = next(reached: outcome.reached, miss: miss, probes: outcome.probes) else { break }
             quality = next
         }
         return outcome
     }
 
     /// The quality to try next; nil when the search is done.
-    func next(reached: Probe?, miss: Probe?) -> Int? {
+    func next(reached: Probe?, miss: Probe?, probes: [Probe]) -> Int? {
         // Aim a little above the target, so an encode lands on the reaching side.
         let aim = target + tolerance / 2
         switch (reached, miss) {
         case let (reached?, miss?):
-            guard reached.quality - miss.quality > 1, reached.score - target > tolerance else { return nil }
+            let width = reached.quality - miss.quality
+            guard width > 1, reached.score - target > tolerance else { return nil }
             let rise = max(reached.score - miss.score, 0.01)
-            let q = Double(miss.quality) + (aim - miss.score) / rise * Double(reached.quality - miss.quality)
-            return min(max(Int(q.rounded()), miss.quality + 1), reached.quality - 1)
+            let q = Double(miss.quality) + (aim - miss.score) / rise * Double(width)
+            // Within the bracket's middle half while it is wide: it shrinks by a quarter at least,
+            // however the curve bends.
+            let margin = width >= 4 ? width / 4 : 1
+            return min(max(Int(q.rounded()), miss.quality + margin), reached.quality - margin)
         case let (reached?, nil):
             guard reached.score - target > tolerance, reached.quality > range.lowerBound else { return nil }
-            let step = max(1, Int(((reached.score - aim) / slope).rounded()))
+            let step = oneSidedStep(by: reached.score - aim, probes: probes)
             return max(reached.quality - step, range.lowerBound)
         case let (nil, miss?):
             guard miss.quality < range.upperBound else { return nil }
-            let step = max(1, Int(((aim - miss.score) / slope).rounded(.up)))
+            let step = oneSidedStep(by: aim - miss.score, probes: probes)
             return min(miss.quality + step, range.upperBound)
         case (nil, nil):
             return nil
         }
+    }
+
+    /// How far to move for `points` of score before the target is bracketed: by the slope the
+    /// last two encodes measured (else the expected one), and at least twice the last move, so
+    /// that a curve flatter than expected is bracketed in a few encodes all the same.
+    private func oneSidedStep(by points: Double, probes: [Probe]) -> Int {
+        var slope = self.slope, last = 0
+        if probes.count >= 2 {
+            let (a, b) = (probes[probes.count - 2], probes[probes.count - 1])
+            last = abs(b.quality - a.quality)
+            if last > 0 { slope = max((b.score - a.score) / Double(b.quality - a.quality), 0.02) }
+        }
+        return max(1, Int((points / slope).rounded(.up)), 2 * last)
     }
 }

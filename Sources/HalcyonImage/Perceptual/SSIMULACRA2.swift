@@ -25,6 +25,8 @@ public final class SSIMULACRA2Reference: @unchecked Sendable {
     public let height: Int
     /// The bytes the prepared reference holds.
     public let bytes: Int
+    /// Whether any pixel of the reference is not fully opaque.
+    public let hasTransparency: Bool
     private let reference: OpaquePointer
 
     /// Whether an image of this size can be scored (else the initialiser and `score` throw
@@ -49,6 +51,12 @@ public final class SSIMULACRA2Reference: @unchecked Sendable {
         try self.init(pixels: frame.pixels, width: frame.width, height: frame.height, channels: frame.channels)
     }
 
+    /// Prepares the direct lane's pixels (a copy: the reference's planes are 12 times their size).
+    convenience init(_ buffer: PixelBuffer) throws(HalcyonError) {
+        let pixels = Array(UnsafeBufferPointer(start: buffer.bytes, count: buffer.width * buffer.height * buffer.channels))
+        try self.init(pixels: pixels, width: buffer.width, height: buffer.height, channels: buffer.channels)
+    }
+
     /// Prepares 8-bit sRGB pixels, rows packed, `channels` 3 (RGB) or 4 (RGBA, straight alpha).
     init(pixels: [UInt8], width: Int, height: Int, channels: Int) throws(HalcyonError) {
         precondition(pixels.count == width * height * channels, "\(pixels.count) bytes for \(width)x\(height)x\(channels)")
@@ -56,6 +64,7 @@ public final class SSIMULACRA2Reference: @unchecked Sendable {
         let status = pixels.withUnsafeBufferPointer {
             hc_ssim2_reference_new($0.baseAddress, width, height, width * channels, Int32(channels), &prepared)
         }
+        hasTransparency = channels == 4 && stride(from: 3, to: pixels.count, by: 4).contains { pixels[$0] != 255 }
         try Self.check(status, "prepare a \(width)x\(height) reference")
         guard let prepared else { throw HalcyonError(.internal, "SSIMULACRA2: no reference and no error") }
         self.reference = prepared
