@@ -143,7 +143,7 @@ package enum DirectLane {
         let process = clock.lap()
         let encoder = OutputEncoder.direct(
             image, chain: chain, format: output.format, quality: output.quality, progressive: output.progressive, compression: output.compression,
-            sampling: source.sampling, scoreWanted: scoreWanted)
+            sampling: source.sampling, scoreWanted: scoreWanted && limits.canScore(image.size))
         var result = ProcessedImage(
             try encoder.run(), width: image.width, height: image.height, decode: decode, process: process, encode: clock.lap())
         result.placeholders = placeholders

@@ -183,7 +183,25 @@ public struct ImageLimits: Sendable {
                 )
             }
         }
+        if let step = processor as? FormatProcessor, step.isPerceptual {
+            // The score's reference planes, besides the image: 48 bytes a pixel (96 with alpha),
+            // counted at the budget's 20 bytes a pixel.
+            let held = output.pixels.multipliedReportingOverflow(by: FormatProcessor.scoredPixelCost)
+            guard !held.overflow, held.partialValue <= maxPixels else {
+                throw HalcyonError(
+                    .imageTooLarge,
+                    "step \(index + 1), \(processor.identifier), would hold \(Self.megapixels(held.overflow ? Int.max : held.partialValue)) to score \(output), over the \(budget) budget"
+                )
+            }
+        }
         return output
+    }
+
+    /// Whether a score of an output of `size` fits in the pixel budget (the job's `score` option
+    /// is skipped, not failed, when it does not).
+    func canScore(_ size: ImageSize) -> Bool {
+        let held = size.pixels.multipliedReportingOverflow(by: FormatProcessor.scoredPixelCost)
+        return !held.overflow && held.partialValue <= maxPixels
     }
 }
 
@@ -390,7 +408,9 @@ public enum ImagePipeline {
                 let placeholders = try placeholderRequest(i).map { request throws(HalcyonError) in try Thumbnail(image).placeholders(request) }
                 try cancel.check()
                 let process = clock.lap()
-                let output = try OutputEncoder.magick(image, chain: chain, scoreWanted: scoreWanted(i)).run()
+                let output = try OutputEncoder.magick(
+                    image, chain: chain, scoreWanted: scoreWanted(i) && limits.canScore(ImageSize(width: image.width, height: image.height))
+                ).run()
                 var result = ProcessedImage(output, width: image.width, height: image.height, decode: decode, process: process, encode: clock.lap())
                 result.source = facts
                 result.placeholders = placeholders

@@ -62,6 +62,14 @@ public struct FormatProcessor: ImageProcessor {
     /// The formats `format(auto)` may name, in the order they are tried.
     public static let autoFormats: [Format] = [.jpeg, .webp, .avif]
 
+    /// Pixels of the budget (`--max-pixels`) one scored output pixel holds: the metric's
+    /// reference planes, 48 bytes a pixel and twice that with transparency, against the
+    /// budget's 20 bytes a pixel.
+    static let scoredPixelCost = 5
+    /// The work of one encode, decode and score, per output pixel, in pixel-taps: about 100 ns
+    /// a pixel here (the metric's ~50 ms a megapixel, the codecs' ~30–50).
+    static let probeWork = 100.0
+
     /// Whether the quality is chosen per image by a score.
     public var isPerceptual: Bool { minScore != nil }
 
@@ -166,6 +174,14 @@ public struct FormatProcessor: ImageProcessor {
             }
         }
         return best
+    }
+
+    /// A perceptual step's search: up to `QualitySearch.defaultMaxEncodes` encodes, each decoded
+    /// and scored, per format it may choose (plus the reference, prepared once).
+    public func work(from input: ImageSize) -> Double {
+        guard isPerceptual else { return 4 * 2 * Double(input.pixels) }
+        let probes = Double(QualitySearch.defaultMaxEncodes * max(1, formats.count) + 1)
+        return Double(input.pixels) * probes * Self.probeWork
     }
 
     public func process(_ image: MagickImage) throws(HalcyonError) {

@@ -95,6 +95,25 @@ import Testing
         #expect(png.quality == nil && (png.score ?? 0) > 99)
     }
 
+    /// A score holds its reference besides the image: counted in the pixel budget, refused
+    /// before the decode for `quality=auto`, skipped (not failed) for the `score` option.
+    @Test func aScoreOverThePixelBudgetIsRefusedBeforeDecoding() throws {
+        var limits = ImageLimits()
+        limits.maxPixels = 1_000_000
+        let auto = try ProcessorChain.parse("resize(640x360, mode=fill) |> format(jpeg, quality=auto)")
+        let refused = try ImagePipeline.run(Self.photo, format: .jpeg, chains: [auto], limits: limits)
+        guard case .failure(let error) = try #require(refused.first) else {
+            Issue.record("a score over the budget was not refused")
+            return
+        }
+        #expect(error.code == .imageTooLarge && error.message.contains("to score"), "\(error)")
+        let fixed = try ProcessorChain.parse("resize(640x360, mode=fill) |> format(jpeg, quality=80)")
+        let out = try ImagePipeline.run(Self.photo, format: .jpeg, chains: [fixed], limits: limits, scores: [true])[0].get()
+        #expect(out.score == nil && out.quality == 80)
+        let small = try ProcessorChain.parse("resize(320x180, mode=fill) |> format(jpeg, quality=80)")
+        #expect(try ImagePipeline.run(Self.photo, format: .jpeg, chains: [small], limits: limits, scores: [true])[0].get().score != nil)
+    }
+
     /// The formats `format(auto)` may choose for given pixels.
     @Test func candidatesFollowThePixels() throws {
         let step = try #require(try ProcessorChain.parse("format(auto, formats=jpeg|webp|avif)").formatStep)
