@@ -114,6 +114,16 @@ import Testing
         #expect(try ImagePipeline.run(Self.photo, format: .jpeg, chains: [small], limits: limits, scores: [true])[0].get().score != nil)
     }
 
+    /// An output under 8×8 cannot be scored: encoded at the predicted quality, no score, no error.
+    @Test func anOutputTooSmallToScoreIsEncodedUnscored() throws {
+        for chain in ["resize(6x6, mode=fill) |> format(jpeg, quality=auto)", "resize(6x6, mode=fill) |> format(auto)"] {
+            let out = try Self.run(Self.photo, chain)
+            #expect(out.score == nil && out.quality != nil && (out.width, out.height) == (6, 6), "\(chain)")
+        }
+        let fixed = try Self.run(Self.photo, "resize(6x6, mode=fill) |> format(jpeg, quality=80)", score: true)
+        #expect(fixed.score == nil && fixed.quality == 80)
+    }
+
     /// The formats `format(auto)` may choose for given pixels.
     @Test func candidatesFollowThePixels() throws {
         let step = try #require(try ProcessorChain.parse("format(auto, formats=jpeg|webp|avif)").formatStep)

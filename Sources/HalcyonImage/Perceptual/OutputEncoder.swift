@@ -46,8 +46,25 @@ struct OutputEncoder {
 
     func run() throws(HalcyonError) -> EncodedOutput {
         guard let step, let minScore = step.minScore else { return try fixed() }
-        let scorer = try makeScorer()
+        let scorer: any OutputScorer
+        do {
+            scorer = try makeScorer()
+        } catch  where error.code == .tooSmallToScore {
+            return try unscored(step, target: minScore)
+        }
         return try perceptual(step, target: minScore, scorer: scorer)
+    }
+
+    /// An output too small to score (under 8×8): at the quality the target predicts, in the
+    /// step's format (`format(auto)`: WebP when allowed, which keeps alpha and frames), unscored.
+    private func unscored(_ step: FormatProcessor, target: Double) throws(HalcyonError) -> EncodedOutput {
+        let allowed = step.formats.map(\.imageFormat).filter(\.canEncode)
+        let format = step.format?.imageFormat ?? (allowed.contains(.webp) ? .webp : allowed.first ?? .jpeg)
+        let quality = QualityModel.for(format, target: target).start
+        let (data, used) = try FormatProcessor.encode(fitting: step.maxBytes, quality: quality, minQuality: min(step.minQuality, quality)) {
+            q throws(HalcyonError) in try (encodeAll ?? encode)(format, q)
+        }
+        return EncodedOutput(data: data, format: format, quality: used)
     }
 
     private func fixed() throws(HalcyonError) -> EncodedOutput {
