@@ -327,6 +327,9 @@ extension QualityBench.Run {
         return out
     }
 
+    /// `json` as text (what results.json holds under `Q`).
+    package var jsonText: String { json.prettyText }
+
     package var json: JSONValue {
         func round(_ x: Double, _ places: Double = 100) -> JSONValue { .number((x * places).rounded() / places) }
         let n = Double(max(names.count, 1))
