@@ -147,9 +147,14 @@ public func referencePython(_ script: String, _ arguments: [String]) throws -> S
     p.standardOutput = out
     p.standardError = err
     try p.run()
+    // A backstop, so that a Python that hangs fails its test instead of holding the suite.
+    let pid = p.processIdentifier
+    let watchdog = DispatchWorkItem { kill(pid, SIGKILL) }
+    DispatchQueue.global().asyncAfter(deadline: .now() + .seconds(600), execute: watchdog)
+    defer { watchdog.cancel() }
     let text = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
     let errors = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
     p.waitUntilExit()
-    try #require(p.terminationStatus == 0, "python: \(errors)")
+    try #require(p.terminationStatus == 0, "python (status \(p.terminationStatus), killed after 600 s when 9): \(errors)")
     return text
 }
