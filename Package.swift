@@ -53,6 +53,9 @@ let package = Package(
         // Optimised in debug builds too: its Gaussian loops run in every test that blurs.
         .target(
             name: "CImageCodecs", cSettings: [.unsafeFlags(["-O2"])], linkerSettings: [.linkedLibrary("jpeg"), .linkedLibrary("png16")]),
+        // Perceptual metrics in C (SSIMULACRA 2.1: a reference prepared once, scored against many
+        // encodes). Optimised in debug builds too: the tests score hundreds of pairs.
+        .target(name: "CPerceptual", cSettings: [.unsafeFlags(["-O2"])], linkerSettings: [.linkedLibrary("m")]),
 
         // Runtime utilities every module may use: blocking-call offload, cancellation, semaphores,
         // serial threads, signals, logging, JSON text, durations and sizes, digests.
@@ -91,7 +94,7 @@ let package = Package(
         .target(name: "HalcyonFetch", dependencies: ["HalcyonDomain", "HalcyonRuntime", "HalcyonS3", "HalcyonCurl", "CCurl"]),
         // Chain grammar, processors and MagickWand.
         .target(
-            name: "HalcyonImage", dependencies: ["HalcyonDomain", "HalcyonRuntime", "CMagickWand", "CImageCodecs"],
+            name: "HalcyonImage", dependencies: ["HalcyonDomain", "HalcyonRuntime", "CMagickWand", "CImageCodecs", "CPerceptual"],
             // Optimised in debug builds too: its resampler and pixel loops are generic Swift that runs
             // 20–50× slower unoptimised, and the test suite's workers spent most of their CPU there.
             swiftSettings: [.unsafeFlags(["-O"], .when(configuration: .debug))]),

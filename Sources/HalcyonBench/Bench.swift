@@ -16,7 +16,8 @@ package struct Bench: AsyncParsableCommand {
     package static let configuration = CommandConfiguration(
         // The name a user types: `halcyon bench` runs this program (`halcyon-bench`).
         commandName: "halcyon bench",
-        abstract: "Measure W1, W2, W3, H, L, S, E and X end to end through the queue, beside Pillow, vipsthumbnail, convert and pgqueuer; or soak.",
+        abstract:
+            "Measure W1, W2, W3, H, L, S, E and X end to end through the queue, beside Pillow, vipsthumbnail, convert and pgqueuer, and Q in-process; or soak.",
         discussion: """
             W1: every corpus image → resize(320x320, mode=fill) |> format(jpeg, quality=82). The \
             corpus is generated (seeded, photo-like) under $HALCYON_HOME/bench/corpus: by default \
@@ -66,6 +67,14 @@ package struct Bench: AsyncParsableCommand {
             last completion for 1 and 2 hosts, and the ratio. Both hosts share this machine's \
             cores: a CPU-bound run is about 1× here.
 
+            Q (quality, in-process, no database): the repository's public photographs and \
+            screenshots (or --q-images) through resize(800x800, mode=fit); every fixed JPEG quality \
+            75–100 scored by SSIMULACRA2; T = q82's score on the median image; then \
+            format(jpeg, quality=auto, min_score=T), format(auto, min_score=T) and, when AVIF \
+            encodes, format(auto, min_score=T, formats=jpeg|webp|avif), each interleaved with a \
+            q82 job: bytes, scores, encodes and time against q82's, and each output scored again \
+            by the PyPI ssimulacra2 package when a Python has it.
+
             --soak N: N queued jobs (the same backlog, none delayed) drained by two workers, with \
             throughput and the workers' RSS per tenth of the run: a slowdown or a leak shows as a \
             column going the wrong way. With --soak, only the soak runs unless --only names more.
@@ -107,16 +116,23 @@ package struct Bench: AsyncParsableCommand {
             discussion: "The AWS variables configure it (see `halcyon work --help`); each run writes under PREFIX/bench-PID-N/ and deletes it after.")
     )
     var objectStore: String?
+    @Option(
+        help: ArgumentHelp(
+            "Q's images: JPEG and PNG files in these directories.",
+            discussion:
+                "Default: the repository's Tests/Fixtures/public/photos and Tests/Fixtures/screenshots, found from the executable or the current directory."
+        ))
+    var qImages: [String] = []
     @Option(help: "Write the results as JSON here (default $HALCYON_HOME/bench/results.json).")
     var out: String?
     @Option(
         parsing: .upToNextOption,
-        help: "Run only these scenarios (W1 W2 W3 H L S E X; H needs W1's store, so it runs W1 too). Default: all.")
+        help: "Run only these scenarios (W1 W2 W3 H L S E X Q; H needs W1's store, so it runs W1 too). Default: all.")
     var only: [Scenario] = []
 
     /// The scenarios, for `--only`.
     enum Scenario: String, CaseIterable, ExpressibleByArgument {
-        case w1 = "W1", w2 = "W2", w3 = "W3", h = "H", l = "L", s = "S", e = "E", x = "X"
+        case w1 = "W1", w2 = "W2", w3 = "W3", h = "H", l = "L", s = "S", e = "E", x = "X", q = "Q"
         init?(argument: String) { self.init(rawValue: argument.uppercased()) }
     }
 
@@ -166,9 +182,12 @@ package struct Bench: AsyncParsableCommand {
     package func run() async throws {
         let home = EmbeddedCluster.defaultHome().appendingPathComponent("bench")
         let scratch = home.appendingPathComponent("scratch")
-        // S and the soak need no image corpus.
+        // Q runs in-process, first, alone on the machine.
+        let qRun = runs(.q) ? try await runQ() : nil
+        if let qRun { print(qRun.table) }
+        // S, the soak and Q need no generated corpus.
         guard [Scenario.w1, .w2, .w3, .h, .l, .e, .x].contains(where: runs) else {
-            try await runQueueOnly(home: home, scratch: scratch)
+            try await runQueueOnly(home: home, scratch: scratch, q: qRun)
             return
         }
         let corpus = try BenchCorpus.ensure(in: home.appendingPathComponent("corpus"), scale: scale)
@@ -351,6 +370,7 @@ package struct Bench: AsyncParsableCommand {
             }
             if !scaleRuns.isEmpty { o["S"] = ScaleRun.json(scaleRuns) }
             if let soakRun { o["soak"] = soakRun.json }
+            if let qRun { o["Q"] = qRun.json }
             o["E"] = .array(
                 effects.rows.map {
                     [
@@ -376,13 +396,18 @@ package struct Bench: AsyncParsableCommand {
         }
     }
 
-    /// S and the soak alone: their tables, and JSON with keys `S` and `soak`.
-    private func runQueueOnly(home: URL, scratch: URL) async throws {
-        let conninfo = try await benchDatabase()
-        let scaleRuns = runs(.s) ? try await runScale(conninfo: conninfo, scratch: scratch) : []
+    /// S, the soak and Q alone: their tables, and JSON with keys `S`, `soak` and `Q` (no
+    /// database for Q alone).
+    private func runQueueOnly(home: URL, scratch: URL, q: QualityBench.Run?) async throws {
+        var scaleRuns: [ScaleRun] = []
         var soakRun: SoakRun?
-        if let soak { soakRun = try await runSoak(jobs: soak, conninfo: conninfo, scratch: scratch) }
+        if runs(.s) || soak != nil {
+            let conninfo = try await benchDatabase()
+            if runs(.s) { scaleRuns = try await runScale(conninfo: conninfo, scratch: scratch) }
+            if let soak { soakRun = try await runSoak(jobs: soak, conninfo: conninfo, scratch: scratch) }
+        }
         var json: [String: JSONValue] = [:]
+        if let q { json["Q"] = q.json }
         if !scaleRuns.isEmpty {
             print(ScaleRun.summary(scaleRuns))
             json["S"] = ScaleRun.json(scaleRuns)

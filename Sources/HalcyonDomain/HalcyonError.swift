@@ -21,6 +21,7 @@ public struct ErrorCode: Hashable, Sendable, CustomStringConvertible {
         case .invalidChain, .invalidSource, .invalidOptions,
             .httpStatus, .tooLarge, .tooManyRedirects, .blockedAddress, .notImage,
             .decodeFailed, .unsupportedFormat, .imageTooLarge, .processingFailed, .overMaxBytes, .watermarkTooLarge, .tooCostly,
+            .tooSmallToScore,
             .notCached, .fileNotFound:
             return true
         default:
@@ -61,6 +62,9 @@ public struct ErrorCode: Hashable, Sendable, CustomStringConvertible {
     /// ImageMagick's process-wide resource limits (memory, map, disk) were exhausted while the
     /// image itself was within the limits: other jobs of the worker held them. Transient.
     public static let resourcesExhausted = ErrorCode("image", "resources_exhausted")
+    /// A perceptual metric (SSIMULACRA 2) was asked to score an image under 8×8, the least its
+    /// first scale needs: whoever scores skips it (never a job's outcome on its own).
+    public static let tooSmallToScore = ErrorCode("image", "too_small_to_score")
 
     public static let writeFailed = ErrorCode("store", "write_failed")
     public static let notCached = ErrorCode("store", "not_cached")

@@ -21,6 +21,9 @@ public struct JobOptions: Sendable, Equatable {
     /// Record the source's GPS position in `source_meta` (`keep_gps`). Default false: only
     /// whether it had one.
     public var keepGPS = false
+    /// Ask for the result's perceptual score (`result_score`) on a chain whose encoder quality is
+    /// fixed too (`score`). Default false. The same bytes either way: no part of the result key.
+    public var score = false
 
     public init() {}
 
@@ -47,7 +50,7 @@ public struct JobOptions: Sendable, Equatable {
 
     public static let knownKeys: Set<String> = [
         "force_refresh", "only_from_cache", "expiration", "extend", "headers", "retry", "callback_url", "placeholders", "blurhash_components",
-        "keep_gps",
+        "keep_gps", "score",
     ]
 
     /// Longest `callback_url` (also a constraint on the row).
@@ -135,6 +138,7 @@ public struct JobOptions: Sendable, Equatable {
             options.callbackURL = url
         }
         options.keepGPS = try bool("keep_gps") ?? false
+        options.score = try bool("score") ?? false
         options.placeholders = try placeholders(dict)
         return options
     }

@@ -202,7 +202,13 @@ struct Lexer {
             return Token(kind: .value(.color("#" + hex.lowercased())), position: start)
         default:
             if c.isASCII && (c.isLetter || c == "_") {
-                let word = take { $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "_") }
+                func isWordCharacter(_ c: Character) -> Bool { c.isASCII && (c.isLetter || c.isNumber || c == "_") }
+                var word = take(while: isWordCharacter)
+                // A list of words, `jpeg|webp|avif`: a `|` between two words (`|>` is the pipe).
+                while peek(0) == "|", let next = peek(1), next.isASCII, next.isLetter {
+                    index += 1
+                    word += "|" + take(while: isWordCharacter)
+                }
                 return Token(kind: .word(word.lowercased()), position: start)
             }
             if c.isASCII && (c.isNumber || c == "-" || c == "+" || c == ".") {

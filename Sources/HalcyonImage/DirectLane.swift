@@ -114,7 +114,8 @@ package enum DirectLane {
     /// Runs one accepted chain on the shared decoded pixels.
     package static func run(
         _ chain: ProcessorChain, on base: PixelBuffer, source: Source, limits: ImageLimits,
-        cancel: CancellationFlag?, decode: (wall: Double, cpu: Double), placeholders request: PlaceholderRequest? = nil
+        cancel: CancellationFlag?, decode: (wall: Double, cpu: Double), placeholders request: PlaceholderRequest? = nil,
+        scoreWanted: Bool = false
     ) throws(HalcyonError) -> ProcessedImage {
         var clock = StageClock()
         var image = base
@@ -129,7 +130,10 @@ package enum DirectLane {
             case let downsample as DownsampleProcessor:
                 image = try image.resized(to: downsample.outputSize(from: image.size), window: nil)
             case let format as FormatProcessor:
-                output = (format.format.imageFormat, format.quality, format.progressive && format.format.canBeProgressive, format.compression)
+                output = (
+                    format.format?.imageFormat ?? output.format, format.quality, format.progressive && format.format?.canBeProgressive != false,
+                    format.compression
+                )
             default:
                 break  // strip and auto_orient: nothing to do on these pixels
             }
@@ -137,23 +141,11 @@ package enum DirectLane {
         let placeholders = try request.map { request throws(HalcyonError) in try Thumbnail(image).placeholders(request) }
         try cancel?.check()
         let process = clock.lap()
-        let magick = output.format == .jpeg ? nil : try image.magickImage(format: output.format)
-        let format = chain.formatStep
-        let data = try FormatProcessor.encode(fitting: format?.maxBytes, quality: output.quality, minQuality: format?.minQuality ?? 1) {
-            quality throws(HalcyonError) in
-            guard let magick else {
-                // ImageMagick's rule: the source JPEG's sampling, else 4:4:4 from quality 90, 4:2:0 below.
-                let sampling = source.sampling ?? (quality >= 90 ? (1, 1) : (2, 2))
-                return try image.encodeJPEG(quality: quality, progressive: output.progressive, sampling: sampling)
-            }
-            magick.outputQuality = quality
-            magick.progressive = output.progressive
-            magick.pngCompression = output.compression
-            return try magick.encode()
-        }
+        let encoder = OutputEncoder.direct(
+            image, chain: chain, format: output.format, quality: output.quality, progressive: output.progressive, compression: output.compression,
+            sampling: source.sampling, scoreWanted: scoreWanted && limits.canScore(image.size))
         var result = ProcessedImage(
-            data: data, format: output.format, width: image.width, height: image.height,
-            decode: decode, process: process, encode: clock.lap())
+            try encoder.run(), width: image.width, height: image.height, decode: decode, process: process, encode: clock.lap())
         result.placeholders = placeholders
         return result
     }

@@ -183,7 +183,25 @@ public struct ImageLimits: Sendable {
                 )
             }
         }
+        if let step = processor as? FormatProcessor, step.isPerceptual {
+            // The score's reference planes, besides the image: 48 bytes a pixel (96 with alpha),
+            // counted at the budget's 20 bytes a pixel.
+            let held = output.pixels.multipliedReportingOverflow(by: FormatProcessor.scoredPixelCost)
+            guard !held.overflow, held.partialValue <= maxPixels else {
+                throw HalcyonError(
+                    .imageTooLarge,
+                    "step \(index + 1), \(processor.identifier), would hold \(Self.megapixels(held.overflow ? Int.max : held.partialValue)) to score \(output), over the \(budget) budget"
+                )
+            }
+        }
         return output
+    }
+
+    /// Whether a score of an output of `size` fits in the pixel budget (the job's `score` option
+    /// is skipped, not failed, when it does not).
+    func canScore(_ size: ImageSize) -> Bool {
+        let held = size.pixels.multipliedReportingOverflow(by: FormatProcessor.scoredPixelCost)
+        return !held.overflow && held.partialValue <= maxPixels
     }
 }
 
@@ -206,6 +224,12 @@ public struct ProcessedImage: Sendable {
     public var source: SourceFacts?
     /// The placeholders asked for, from this chain's output pixels.
     public var placeholders: Placeholders?
+    /// The encoder quality the stored bytes were written with; nil for a format without one.
+    public var quality: Int?
+    /// SSIMULACRA2 (0–100) of the stored bytes against the chain's own pixels; nil when not computed.
+    public var score: Double?
+    /// How many encodes the output took (more than one: `max_bytes` or `quality=auto` searched).
+    public var encodes = 1
 
     /// Wall and CPU seconds of the shared decode, then of this chain's steps, then its encode.
     init(
@@ -219,6 +243,16 @@ public struct ProcessedImage: Sendable {
         (decodeSeconds, decodeCPUSeconds) = decode
         (processSeconds, processCPUSeconds) = process
         (encodeSeconds, encodeCPUSeconds) = encode
+    }
+
+    init(
+        _ output: EncodedOutput, width: Int, height: Int,
+        decode: (wall: Double, cpu: Double), process: (wall: Double, cpu: Double), encode: (wall: Double, cpu: Double)
+    ) {
+        self.init(data: output.data, format: output.format, width: width, height: height, decode: decode, process: process, encode: encode)
+        quality = output.quality
+        score = output.score
+        encodes = output.encodes
     }
 }
 
@@ -269,14 +303,16 @@ public enum ImagePipeline {
     /// before the decode. Results are in the order of `chains`. When `cancel` is raised the
     /// work stops before the next step (a single ImageMagick call cannot be interrupted) with
     /// `HalcyonError.abandoned`. `directLane: false` sends every source through ImageMagick (default:
-    /// on, unless `HALCYON_DIRECT_CODECS=0`).
+    /// on, unless `HALCYON_DIRECT_CODECS=0`). `scores[i]`: score chain `i`'s output even at a
+    /// fixed quality (`ProcessedImage.score`; a perceptual `format` step always does).
     public static func run(
         _ data: Data, format: ImageFormat, chains: [ProcessorChain],
         limits: ImageLimits = ImageLimits(), cancel: CancellationFlag? = nil, directLane: Bool? = nil,
-        placeholders: [PlaceholderRequest?] = [], watermarks: [String: WatermarkSource] = [:],
+        placeholders: [PlaceholderRequest?] = [], scores: [Bool] = [], watermarks: [String: WatermarkSource] = [:],
         phases: ((Phase) -> Void)? = nil
     ) throws(HalcyonError) -> [Result<ProcessedImage, HalcyonError>] {
         func placeholderRequest(_ i: Int) -> PlaceholderRequest? { i < placeholders.count ? placeholders[i] : nil }
+        func scoreWanted(_ i: Int) -> Bool { i < scores.count && scores[i] }
         var decodeClock = StageClock()
         // The deadline: the decode, then each chain, has `maxJobTime` of its own (a group of
         // sixteen variants is sixteen jobs), on a flag raised by the caller's or by a timer.
@@ -318,7 +354,8 @@ public enum ImagePipeline {
                 let cancel = phase()
                 results[i] = Result { () throws(HalcyonError) -> ProcessedImage in
                     var image = try DirectLane.run(
-                        chains[i], on: pixels, source: direct, limits: limits, cancel: cancel, decode: decode, placeholders: placeholderRequest(i))
+                        chains[i], on: pixels, source: direct, limits: limits, cancel: cancel, decode: decode, placeholders: placeholderRequest(i),
+                        scoreWanted: scoreWanted(i))
                     image.source = facts
                     return image
                 }
@@ -371,16 +408,10 @@ public enum ImagePipeline {
                 let placeholders = try placeholderRequest(i).map { request throws(HalcyonError) in try Thumbnail(image).placeholders(request) }
                 try cancel.check()
                 let process = clock.lap()
-                let format = chain.formatStep
-                let encoded = try FormatProcessor.encode(
-                    fitting: format?.maxBytes, quality: image.outputQuality, minQuality: format?.minQuality ?? 1
-                ) { quality throws(HalcyonError) in
-                    image.outputQuality = quality
-                    return try image.encode()
-                }
-                var result = ProcessedImage(
-                    data: encoded, format: image.outputFormat, width: image.width, height: image.height,
-                    decode: decode, process: process, encode: clock.lap())
+                let output = try OutputEncoder.magick(
+                    image, chain: chain, scoreWanted: scoreWanted(i) && limits.canScore(ImageSize(width: image.width, height: image.height))
+                ).run()
+                var result = ProcessedImage(output, width: image.width, height: image.height, decode: decode, process: process, encode: clock.lap())
                 result.source = facts
                 result.placeholders = placeholders
                 return result

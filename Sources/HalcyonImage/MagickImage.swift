@@ -310,6 +310,32 @@ public final class MagickImage {
         return ok
     }
 
+    /// Transparent areas composited onto white, as a JPEG output has them.
+    func flattenOntoWhite() throws(HalcyonError) {
+        let white = NewPixelWand()
+        defer { DestroyPixelWand(white) }
+        PixelSetColor(white, "white")
+        MagickSetImageBackgroundColor(wand, white)
+        guard let flat = MagickMergeImageLayers(wand, FlattenLayer) else {
+            throw Self.error(wand, .processingFailed, "flatten onto white")
+        }
+        ClearMagickWand(wand)
+        MagickAddImage(wand, flat)
+        DestroyMagickWand(flat)
+    }
+
+    /// A copy of the first frame alone, with this image's output settings.
+    func firstFrame() throws(HalcyonError) -> MagickImage {
+        MagickSetFirstIterator(wand)
+        guard let frame = MagickGetImage(wand) else { throw Self.error(wand, .processingFailed, "copy the first frame") }
+        let copy = MagickImage(wand: frame, format: outputFormat)
+        copy.outputQuality = outputQuality
+        copy.progressive = progressive
+        copy.pngCompression = pngCompression
+        copy.cancellation = cancellation
+        return copy
+    }
+
     /// Keeps only the first frame (for outputs that cannot animate).
     package func keepFirstFrame() {
         while MagickGetNumberImages(wand) > 1 {
@@ -332,18 +358,7 @@ public final class MagickImage {
     public func encode() throws(HalcyonError) -> Data {
         if !outputFormat.animates { keepFirstFrame() }
         try forEachFrame("strip") { MagickStripImage(wand) }
-        if outputFormat == .jpeg, hasAlpha {
-            let white = NewPixelWand()
-            defer { DestroyPixelWand(white) }
-            PixelSetColor(white, "white")
-            MagickSetImageBackgroundColor(wand, white)
-            guard let flat = MagickMergeImageLayers(wand, FlattenLayer) else {
-                throw Self.error(wand, .processingFailed, "flatten onto white")
-            }
-            ClearMagickWand(wand)
-            MagickAddImage(wand, flat)
-            DestroyMagickWand(flat)
-        }
+        if outputFormat == .jpeg, hasAlpha { try flattenOntoWhite() }
         if outputFormat == .png, !progressive, let png = try encodeDirectPNG() { return png }
         // The wand-level format was set to the input coder for decoding; it would win over the
         // image's own format when writing, so both are set.

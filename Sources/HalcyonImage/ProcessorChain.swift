@@ -115,7 +115,7 @@ public struct ProcessorChain: Sendable {
     }
 
     /// The output encoding chosen by the last `format` step, if any.
-    public var outputFormat: ImageFormat? { formatStep?.format.imageFormat }
+    public var outputFormat: ImageFormat? { formatStep?.format?.imageFormat }
 
     /// The last `format` step, whose settings the encoder uses.
     var formatStep: FormatProcessor? { processors.compactMap { $0 as? FormatProcessor }.last }

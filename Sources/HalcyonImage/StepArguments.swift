@@ -28,6 +28,32 @@ struct StepArguments {
         return positional.isEmpty ? nil : positional.removeFirst()
     }
 
+    /// The word `take(key)` would return, without taking it; nil when that argument is absent
+    /// or not a word.
+    func peekWord(_ key: String) -> String? {
+        guard case .word(let w)? = (named[key] ?? positional.first)?.value else { return nil }
+        return w
+    }
+
+    /// A list of choices written `a|b|c`: each once, returned in the order of `allowed`.
+    mutating func choices<T: RawRepresentable<String> & Equatable>(_ key: String, allowed: [T], default value: [T]) throws(ChainError) -> [T] {
+        guard let a = take(key) else { return value }
+        let options = allowed.map(\.rawValue).joined(separator: ", ")
+        guard case .word(let text) = a.value else {
+            throw ChainError(
+                position: a.valuePosition, found: "'\(a.value)'",
+                expected: "a list such as \(allowed.map(\.rawValue).joined(separator: "|")) for '\(key)'")
+        }
+        let names = text.split(separator: "|").map(String.init)
+        for name in names where !allowed.contains(where: { $0.rawValue == name }) {
+            throw ChainError(position: a.valuePosition, found: "'\(name)'", expected: "\(options) in '\(key)'")
+        }
+        guard Set(names).count == names.count else {
+            throw ChainError(position: a.valuePosition, found: "'\(text)'", expected: "each of '\(key)' once")
+        }
+        return allowed.filter { names.contains($0.rawValue) }
+    }
+
     mutating func size(_ key: String, max limit: Int = 16384) throws(ChainError) -> (Int, Int) {
         guard let a = take(key) else { throw missing(key, "a size WxH") }
         guard case .size(let w, let h) = a.value else {

@@ -96,10 +96,15 @@ public struct JobResult: Sendable, Equatable {
     public var facts: SourceRecord?
     /// The placeholders the job asked for, a JSON object's text.
     public var placeholdersJSON: String?
+    /// The encoder quality the stored bytes were written with, and their perceptual score, when
+    /// known (`result_quality`, `result_score`; held to `ResultMeasures`' bounds when recorded).
+    public var quality: Int?
+    public var score: Double?
 
     public init(
         key: String, digest: String, path: String, bytes: Int, width: Int, height: Int,
-        format: String, cacheHit: Bool, source: String?, facts: SourceRecord? = nil, placeholdersJSON: String? = nil
+        format: String, cacheHit: Bool, source: String?, facts: SourceRecord? = nil, placeholdersJSON: String? = nil,
+        quality: Int? = nil, score: Double? = nil
     ) {
         self.key = key
         self.digest = digest
@@ -112,5 +117,7 @@ public struct JobResult: Sendable, Equatable {
         self.source = source
         self.facts = facts
         self.placeholdersJSON = placeholdersJSON
+        self.quality = quality
+        self.score = score
     }
 }

@@ -24,20 +24,31 @@ public struct ResultInfo: Sendable, Equatable {
     /// object's text), when the job that stored it had them: a hit relays them as they are.
     public var source: SourceRecord?
     public var placeholdersJSON: String?
+    /// The encoder quality and the perceptual score the result was stored with, when known (held
+    /// to `ResultMeasures`' bounds): a hit reports the same.
+    public var quality: Int?
+    public var score: Double?
 
-    public init(format: String, width: Int, height: Int, source: SourceRecord? = nil, placeholdersJSON: String? = nil) {
+    public init(
+        format: String, width: Int, height: Int, source: SourceRecord? = nil, placeholdersJSON: String? = nil, quality: Int? = nil,
+        score: Double? = nil
+    ) {
         self.format = format
         self.width = width
         self.height = height
         self.source = source
         self.placeholdersJSON = placeholdersJSON
+        self.quality = ResultMeasures.quality(quality)
+        self.score = ResultMeasures.score(score)
     }
 
     /// A new result's info: `source` is kept without its GPS position.
-    public init(format: String, width: Int, height: Int, facts: SourceFacts?, placeholders: Placeholders?) {
+    public init(
+        format: String, width: Int, height: Int, facts: SourceFacts?, placeholders: Placeholders?, quality: Int? = nil, score: Double? = nil
+    ) {
         self.init(
             format: format, width: width, height: height, source: facts.map { SourceRecord($0.withoutPosition) },
-            placeholdersJSON: placeholders?.json.jsonText)
+            placeholdersJSON: placeholders?.json.jsonText, quality: quality, score: score)
     }
 }
 
@@ -211,11 +222,15 @@ public struct DiskStore: Sendable {
 ///     image jpeg 320x320
 ///     source jpeg 1920x1080 482113 {"frames":1,"has_alpha":false,"orientation":1}
 ///     placeholders {"blurhash":"LEHV6nWB2yk8pyo0adR*.7kCMdnj"}
+///     quality 82
+///     score 87.31
 ///     key https://example.com/cat.jpg@resize(320x320,mode=fill)
 ///
-/// `source` (format, size, bytes, then `source_meta`'s JSON) and `placeholders` are there when
-/// the job that stored the key had them (records written before they existed lack them). Their
-/// JSON is relayed to the row, never decoded on a hit: a hit stays a file read and a few splits.
+/// `source` (format, size, bytes, then `source_meta`'s JSON), `placeholders`, `quality` (the
+/// encoder's, 1–100) and `score` (SSIMULACRA2, 0–100, two decimals) are there when the job that
+/// stored the key had them (records written before they existed lack them). Their JSON is relayed
+/// to the row, never decoded on a hit: a hit stays a file read and a few splits. A `quality` or
+/// `score` that does not read as one is left out of the hit, as if absent.
 struct KeyRecord: Equatable {
     var object: String
     var bytes: Int
@@ -228,6 +243,8 @@ struct KeyRecord: Equatable {
         var text = "halcyon-key 1\nobject \(object)\nbytes \(bytes)\nimage \(info.format) \(info.width)x\(info.height)\n"
         if let s = info.source { text += "source \(s.format) \(s.width)x\(s.height) \(s.bytes) \(s.metaJSON)\n" }
         if let placeholders = info.placeholdersJSON { text += "placeholders \(placeholders)\n" }
+        if let quality = info.quality { text += "quality \(quality)\n" }
+        if let score = info.score { text += "score \(score)\n" }
         return text + "key \(escaped)\n"
     }
 
@@ -249,7 +266,7 @@ struct KeyRecord: Equatable {
 
     /// Nil for anything but a complete record. Read as bytes: a store hit parses one per job.
     init?(_ text: String) {
-        var version, object, bytesField, image, source, placeholders, key: Substring?
+        var version, object, bytesField, image, source, placeholders, quality, score, key: Substring?
         for line in text.utf8.split(separator: UInt8(ascii: "\n")) {
             guard let space = line.firstIndex(of: UInt8(ascii: " ")) else { return nil }
             let value = Substring(line[line.index(after: space)...])
@@ -260,6 +277,8 @@ struct KeyRecord: Equatable {
             case "image": image = value
             case "source": source = value
             case "placeholders": placeholders = value
+            case "quality": quality = value
+            case "score": score = value
             case "key": key = value
             default: continue
             }
@@ -274,7 +293,8 @@ struct KeyRecord: Equatable {
         self.bytes = bytes
         self.info = ResultInfo(
             format: String(image[0]), width: width, height: height, source: source.flatMap(Self.source),
-            placeholdersJSON: placeholders.flatMap { $0.hasPrefix("{") && $0.hasSuffix("}") ? String($0) : nil })
+            placeholdersJSON: placeholders.flatMap { $0.hasPrefix("{") && $0.hasSuffix("}") ? String($0) : nil },
+            quality: quality.flatMap(ResultMeasures.quality(text:)), score: score.flatMap(ResultMeasures.score(text:)))
         guard key.utf8.contains(UInt8(ascii: "\\")) else {
             self.key = String(key)
             return

@@ -101,6 +101,7 @@ struct DashboardPageTests {
         #expect(text.contains("jpeg 640×480"), "the source's facts")
         #expect(text.contains("aria-label=\"stage timings\""))
         #expect(text.contains("expires</dt><dd>20"), "the result's expiry from the store")
+        #expect(text.contains("quality</dt><dd>82</dd>") && text.contains("score</dt><dd><span class=\"muted\">—"), "the encoder's quality; no score")
         #expect(!text.contains("action=\"/jobs/\(f.photo)/retry\""), "a succeeded job has no retry")
 
         let failed = try await HTTP.get(server, "/jobs/\(f.missing)").text
@@ -108,6 +109,7 @@ struct DashboardPageTests {
 
         let api = try #require(JSONValue.parse(try await HTTP.get(server, "/api/jobs/\(f.photo)").text))
         #expect(api["result_digest"]?.stringValue == digest && api["result_width"]?.numberValue == 320)
+        #expect(api["result_quality"]?.numberValue == 82 && api["result_score"] == .null)
         #expect(api["timings"]?["total_ms"]?.numberValue != nil && api["tags"]?.arrayValue == [])
 
         #expect(try await HTTP.get(server, "/jobs/99999999").status == 404)

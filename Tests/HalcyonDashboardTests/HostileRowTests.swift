@@ -1,6 +1,7 @@
 import Foundation
 import HalcyonDashboard
 import HalcyonQueue
+import HalcyonRuntime
 import HalcyonTestSupport
 import Logging
 import Testing
@@ -12,6 +13,7 @@ struct HostileRowTests {
     @Test func hugeNumbersInARowRenderEverywhere() async throws {
         let db = try await TestDatabase.create()
         let id = try await HostileRows.insert(db)
+        let measured = try await HostileRows.insertMeasured(db)
         var configuration = DashboardConfiguration()
         configuration.port = 0
         configuration.storeRoot = try TestEnvironment.temporaryDirectory("hostile-rows-store")
@@ -19,12 +21,22 @@ struct HostileRowTests {
         logger.logLevel = .critical
         let server = try await DashboardServer.start(configuration: configuration, conninfo: db.conninfo, logger: logger)
         defer { server.stop() }
-        for target in ["/jobs/\(id)", "/api/jobs/\(id)", "/", "/jobs", "/jobs?state=failed", "/api/overview"] {
+        for target in [
+            "/jobs/\(id)", "/api/jobs/\(id)", "/jobs/\(measured)", "/api/jobs/\(measured)", "/", "/jobs", "/jobs?state=failed", "/api/overview",
+        ] {
             let page = try await HTTP.get(server, target)
             #expect(page.status == 200, "\(target): \(page.status) \(page.text.prefix(300))")
         }
         let job = try await HTTP.get(server, "/jobs/\(id)").text
         #expect(job.contains("fetch.timeout"), "the error entry is shown")
+        // A score of NaN and a quality of 32767 are unknowns, held out of the page and the API.
+        let page = try await HTTP.get(server, "/jobs/\(measured)").text
+        #expect(page.contains("score</dt><dd>100.00") && !page.contains("32767"), "\(page)")
+        let api = JSONValue.parse(try await HTTP.get(server, "/api/jobs/\(measured)").text)
+        #expect(api?["result_quality"] == .null && api?["result_score"] == .number(100))
+        let nan = try await HostileRows.insertMeasured(db, score: "'NaN'")
+        #expect(JSONValue.parse(try await HTTP.get(server, "/api/jobs/\(nan)").text)?["result_score"] == .null)
+        #expect(!(try await HTTP.get(server, "/jobs/\(nan)").text.contains("score</dt><dd>n")))
     }
 }
 
@@ -46,6 +58,23 @@ enum HostileRows {
             """
             INSERT INTO halcyon.store_sweeps (swept_by, store_root, kept_files, kept_bytes, size_limit, removed_files, removed_keys, freed_bytes, seconds)
             VALUES ('someone', '/nowhere', 1, 9223372036854775807, 0, 0, 0, 0, 1e300)
+            """)
+        return Int64(r.value(0, "id") ?? "") ?? -1
+    }
+
+    /// A succeeded job whose `result_quality` and `result_score` are out of range (its table's
+    /// constraints dropped): 32767 and, by default, 1e30.
+    static func insertMeasured(_ db: TestDatabase, score: String = "1e30") async throws -> Int64 {
+        try await db.query(
+            """
+            ALTER TABLE halcyon.jobs DROP CONSTRAINT IF EXISTS jobs_result_quality_range, DROP CONSTRAINT IF EXISTS jobs_result_score_range
+            """)
+        let digest = String(repeating: "ab", count: 32)
+        let r = try await db.query(
+            """
+            INSERT INTO halcyon.jobs (source, state, attempt, finished_at, result_digest, result_path, result_format, result_quality, result_score)
+            VALUES ('https://example.com/measured.jpg', 'succeeded', 1, now(), '\(digest)', 'objects/ab/ab/\(digest).jpg', 'jpeg', 32767, \(score))
+            RETURNING id
             """)
         return Int64(r.value(0, "id") ?? "") ?? -1
     }

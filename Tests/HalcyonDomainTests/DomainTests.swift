@@ -10,26 +10,39 @@ import Testing
         #expect(o.extend == .cacheTime)
         #expect(o.forceRefresh == false && o.onlyFromCache == false)
         #expect(o.retry == nil)
+        #expect(o.score == false)
     }
 
     @Test func parsesEveryKey() throws {
         let o = try JobOptions.parse(
             json: """
                 {"force_refresh": true, "only_from_cache": false, "expiration": "12h", "extend": "none",
-                 "headers": {"X-A": "1"}, "retry": {"max": 3, "interval": "500ms", "backoff": "fixed"}}
+                 "headers": {"X-A": "1"}, "retry": {"max": 3, "interval": "500ms", "backoff": "fixed"}, "score": true}
                 """)
         #expect(o.forceRefresh)
         #expect(o.expiration == .seconds(43200))
         #expect(o.extend == ExpirationExtending.none)
         #expect(o.headers == ["X-A": "1"])
         #expect(o.retry == RetryOptions(max: 3, interval: 0.5, backoff: .fixed))
+        #expect(o.score)
+    }
+
+    /// What a result records of its encoding is held to its bounds wherever it is read or written.
+    @Test func resultMeasuresAreBounded() {
+        #expect(ResultMeasures.quality(82) == 82 && ResultMeasures.quality(0) == nil && ResultMeasures.quality(101) == nil)
+        #expect(ResultMeasures.score(87.314159) == 87.31 && ResultMeasures.score(-3) == 0 && ResultMeasures.score(250) == 100)
+        #expect(ResultMeasures.score(.nan) == nil && ResultMeasures.score(.infinity) == nil && ResultMeasures.score(nil) == nil)
+        #expect(ResultMeasures.quality(text: "82") == 82 && ResultMeasures.quality(text: "8x2") == nil)
+        #expect(
+            ResultMeasures.score(text: "87.31") == 87.31 && ResultMeasures.score(text: "NaN") == nil && ResultMeasures.score(text: "1e999") == nil)
     }
 
     @Test(arguments: [
         "[]", "\"x\"", "{\"force_refresh\": 1}", "{\"force_refresh\": \"yes\"}", "{\"expiration\": 7}",
         "{\"expiration\": \"soon\"}", "{\"extend\": \"forever\"}", "{\"headers\": [\"a\"]}",
         "{\"headers\": {\"a\": 1}}", "{\"retry\": {\"max\": 1.5}}", "{\"retry\": {\"max\": true}}",
-        "{\"retry\": {\"backoff\": \"random\"}}", "{\"retry\": {\"interval\": \"2h\"}}", "{\"colour\": \"red\"}",
+        "{\"retry\": {\"backoff\": \"random\"}}", "{\"retry\": {\"interval\": \"2h\"}}", "{\"colour\": \"red\"}", "{\"score\": \"yes\"}",
+        "{\"score\": 1}",
         "not json",
     ])
     func rejectsWrongTypes(json: String) {

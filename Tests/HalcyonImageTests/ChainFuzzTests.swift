@@ -16,11 +16,13 @@ import Testing
         "crop(100x100, x=10, y=20) |> blur(2) |> sharpen(1.5) |> rotate(90) |> format(png)",
         "round_corners(12) |> blend(multiply, alpha=0.5, background=#ff000080) |> format(png)",
         "colorize(red, 0.3) |> color_controls(brightness=1.1, contrast=0.9, saturation=0) |> flip |> flop",
+        "resize(800x800, mode=fit) |> format(jpeg, quality=auto, min_score=84, max_bytes=30000)",
+        "format(auto, min_score=90, formats=avif|webp|jpeg, min_quality=30)",
     ]
     static let alphabet: [String] = [
         "(", ")", ",", "|>", "|", ">", "=", "x", "0", "1", "-1", "1e308", "NaN", "inf", "-0",
         "99999999999999999999", " ", "\t", "\n", "#", "ff", "mode", "fill", "fit", "quality",
-        "resize", "format", "jpeg", "✨", "\u{0}", "\u{202E}", "é", "\"", "'", "\\", "%s", "${x}",
+        "resize", "format", "jpeg", "auto", "webp|avif", "min_score", "formats", "✨", "\u{0}", "\u{202E}", "é", "\"", "'", "\\", "%s", "${x}",
     ]
 
     @Test func parseNeverFailsOtherThanAsInvalidChain() {

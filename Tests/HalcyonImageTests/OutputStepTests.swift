@@ -56,6 +56,20 @@ import Testing
             Self.photo, format: .jpeg, chains: [try ProcessorChain.parse("resize(400x400) |> format(jpeg, quality=95)")], directLane: direct)[0].get()
         #expect(unlimited.data.count > 12000, "the limit must bind for this test to mean anything")
         #expect(out.data.count > floor.data.count)
+        // The quality recorded is the one the search settled on: its bytes are that quality's,
+        // and one step higher no longer fits.
+        #expect((unlimited.quality, floor.quality) == (95, 10))
+        let q = try #require(out.quality)
+        #expect((11..<95).contains(q))
+        let again = try ImagePipeline.run(
+            Self.photo, format: .jpeg, chains: [try ProcessorChain.parse("resize(400x400) |> format(jpeg, quality=\(q))")], directLane: direct)[0]
+            .get()
+        #expect(again.data == out.data && again.quality == q)
+        let above = try ImagePipeline.run(
+            Self.photo, format: .jpeg, chains: [try ProcessorChain.parse("resize(400x400) |> format(jpeg, quality=\(q + 1))")], directLane: direct)[0]
+            .get()
+        #expect(above.data.count > 12000)
+        #expect(out.score == nil)
         let webp = try Fixture.run(Self.photo, "resize(400x400) |> format(webp, quality=90, max_bytes=6000, min_quality=5)").0
         #expect(webp.data.count <= 6000 && webp.format == .webp)
     }
@@ -65,13 +79,15 @@ import Testing
         for limit in [0, 1, 37, 500, 999, 1000, 5000] {
             var calls = 0
             // Bytes grow with quality: 10 per step.
-            let data = try? FormatProcessor.encode(fitting: limit, quality: 100, minQuality: 1) { q throws(HalcyonError) in
+            let found = try? FormatProcessor.encode(fitting: limit, quality: 100, minQuality: 1) { q throws(HalcyonError) in
                 calls += 1
                 return Data(count: q * 10)
             }
             #expect(calls <= 9, "\(calls) encodes for \(limit)")
             let best = min(100, limit / 10)
-            #expect(data?.count == (best >= 1 ? best * 10 : nil), "limit \(limit)")
+            #expect(found?.data.count == (best >= 1 ? best * 10 : nil), "limit \(limit)")
+            // The quality returned is the one its bytes were encoded at.
+            #expect(found.map { $0.quality * 10 } == found?.data.count, "limit \(limit)")
         }
     }
 

@@ -64,8 +64,12 @@ struct ApplicationTests {
         let ids = try await q.enqueue(batch: (0..<5).map { job($0, queue: "thumbs") }).map(\.id)
         let claims = try await q.claim(workerID: "w", limit: 5, lease: 30).map(\.claim)
         #expect(claims.count == 5)
-        // Group commit: three successes in one statement → three notifications.
-        let done = try await q.complete(batch: claims[0..<3].map { ($0, result("k\($0.id)"), StageTimings()) }, workerID: "w")
+        // Group commit: three successes in one statement → three notifications. The first has an
+        // encoder quality and a score (rounded to two decimals when recorded), the others none.
+        var measured = result("k\(ids[0])")
+        (measured.format, measured.quality, measured.score) = ("jpeg", 82, 87.314159)
+        let results = [measured, result("k\(ids[1])"), result("k\(ids[2])")]
+        let done = try await q.complete(batch: zip(claims[0..<3], results).map { ($0, $1, StageTimings()) }, workerID: "w")
         #expect(done.count == 3)
         // A transient failure with attempts left is a retry: no notification.
         #expect(try await q.fail(claims[3], workerID: "w", error: HalcyonError(.timeout, "slow"), retryDelay: 60) == .retryScheduled)
@@ -82,8 +86,14 @@ struct ApplicationTests {
             #expect(byID[id]?["result_key"]?.stringValue == "k\(id)")
             #expect(byID[id]?["code"] == nil)
         }
+        #expect(byID[ids[0]]?["result_quality"] == .number(82) && byID[ids[0]]?["result_score"] == .number(87.31))
+        #expect(byID[ids[1]]?["result_quality"] == .null && byID[ids[1]]?["result_score"] == .null)
+        let row = try #require(try await q.job(id: ids[0]))
+        #expect(row.resultQuality == 82 && row.resultScore == 87.31)
+        #expect(row.json["result_quality"] == .number(82) && row.json["result_score"] == .number(87.31))
         #expect(byID[ids[4]]?["state"]?.stringValue == "failed")
         #expect(byID[ids[4]]?["code"]?.stringValue == "fetch.not_image")
+        #expect(byID[ids[4]]?["result_quality"] == nil, "a failure's payload has no result")
         #expect(byID[ids[3]]?["state"]?.stringValue == "cancelled")
         #expect(byID[ids[3]]?["code"] == nil)
         // A rolled-back outcome notifies nobody.
@@ -93,6 +103,33 @@ struct ApplicationTests {
         try await c.execute("UPDATE halcyon.jobs SET state = 'cancelled' WHERE id = $1::bigint", [String(extra)])
         try await c.execute("ROLLBACK")
         #expect(try await waitFor(payloads, count: 6, within: .seconds(1)).count == 5)
+    }
+
+    /// `result_quality` and `result_score` are held to 1–100 and 0–100 by the table, and whatever
+    /// a row holds (its constraints dropped) is read back bounded: never a NaN, never a crash.
+    @Test func resultMeasuresAreCheckedAndReadBackBounded() async throws {
+        let db = try await TestDatabase.create()
+        let q = try await queue(db)
+        let id = String(try await q.enqueue(job(1)).id)
+        for set in ["result_quality = 0", "result_quality = 101", "result_score = -0.5", "result_score = 100.01", "result_score = 'NaN'"] {
+            await #expect(throws: DatabaseError.self, "\(set)") {
+                try await db.query("UPDATE halcyon.jobs SET \(set) WHERE id = $1::bigint", [id])
+            }
+        }
+        try await db.query("UPDATE halcyon.jobs SET result_quality = 100, result_score = 0 WHERE id = $1::bigint", [id])
+        var row = try #require(try await q.job(id: Int64(id)!))
+        #expect(row.resultQuality == 100 && row.resultScore == 0)
+        try await db.query("ALTER TABLE halcyon.jobs DROP CONSTRAINT jobs_result_quality_range, DROP CONSTRAINT jobs_result_score_range")
+        let expected: [(quality: String, score: String, Int?, Double?)] = [
+            ("500", "'NaN'", nil, nil), ("-3", "'Infinity'", nil, nil), ("7", "150.5", 7, 100), ("32767", "-2", nil, 0), ("55", "66.666", 55, 66.67),
+        ]
+        for e in expected {
+            try await db.query("UPDATE halcyon.jobs SET result_quality = \(e.quality), result_score = \(e.score) WHERE id = $1::bigint", [id])
+            row = try #require(try await q.job(id: Int64(id)!))
+            #expect(row.resultQuality == e.2 && row.resultScore == e.3, "\(e)")
+            let text = JSONValue.object(row.json).jsonText
+            #expect(!text.contains("NaN") && !text.contains("nan") && JSONValue.parse(text) != nil, "\(text)")
+        }
     }
 
     @Test func aUniqueKeyReturnsTheFirstJobWhileItIsUnfinished() async throws {
@@ -273,8 +310,8 @@ struct ApplicationTests {
         let identifier = String(repeating: "\\", count: 65536)
         let digest = String(repeating: "ab", count: 32)
         let stored = JobResult(
-            key: control + "@" + identifier, digest: digest, path: "objects/ab/ab/\(digest).png", bytes: 1, width: 1, height: 1, format: "png",
-            cacheHit: false, source: "data:" + String(repeating: "\u{2}", count: 14 << 10))
+            key: control + "@" + identifier, digest: digest, path: "objects/ab/ab/\(digest).jpg", bytes: 1, width: 1, height: 1, format: "jpeg",
+            cacheHit: false, source: "data:" + String(repeating: "\u{2}", count: 14 << 10), quality: 82, score: 87.31)
         _ = try await q.complete(claims[0], workerID: "w", result: stored)
         let sources = (0..<17).map {
             SourceFailure(
@@ -296,6 +333,7 @@ struct ApplicationTests {
                 #expect(body?["error"]?["sources"] == nil)
             } else {
                 #expect(body?["result"]?["key"]?.stringValue == control + "@" + identifier, "the key is whole")
+                #expect(body?["result"]?["quality"] == .number(82) && body?["result"]?["score"] == .number(87.31))
             }
         }
     }

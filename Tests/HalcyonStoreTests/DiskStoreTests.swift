@@ -40,6 +40,48 @@ import Testing
         #expect(mangled.info.source == nil && mangled.info.placeholdersJSON != nil)
     }
 
+    /// A key keeps the quality and score its result was stored with (`quality 82`, `score 87.31`,
+    /// the score rounded to two decimals); a record without them (written before they existed)
+    /// is a hit without them, and a value that does not read as one is left out, not fatal.
+    @Test func keysKeepQualityAndScoreAndShrugOffGarbage() throws {
+        let root = try makeRoot()
+        defer { try? FileManager.default.removeItem(at: root) }
+        let store = DiskStore(root: root)
+        let info = ResultInfo(format: "jpeg", width: 320, height: 240, facts: nil, placeholders: nil, quality: 82, score: 87.314159)
+        #expect(info.score == 87.31)
+        _ = try store.store(Data([1, 2, 3]), ext: "jpg", info: info, key: "k@q", expiration: .days(1))
+        let keyFile = root.appendingPathComponent(DiskStore.keyPath(for: "k@q"))
+        let text = try String(contentsOf: keyFile, encoding: .utf8)
+        #expect(text.contains("\nimage jpeg 320x240\nquality 82\nscore 87.31\nkey k@q\n"), "\(text)")
+        let hit = try #require(store.lookup("k@q", extend: .none))
+        #expect(hit.info == info && hit.info.quality == 82 && hit.info.score == 87.31)
+
+        func rewritten(_ quality: String?, _ score: String?) throws -> ResultInfo? {
+            var lines = text.split(separator: "\n", omittingEmptySubsequences: false).filter { !$0.hasPrefix("quality ") && !$0.hasPrefix("score ") }
+            lines.insert(contentsOf: [quality.map { "quality " + $0 }, score.map { "score " + $0 }].compactMap { $0 }.map { Substring($0) }, at: 1)
+            try lines.joined(separator: "\n").write(to: keyFile, atomically: false, encoding: .utf8)
+            FileTimes(accessed: Date(), expires: Date().addingTimeInterval(3600)).write(to: keyFile.path)
+            return store.lookup("k@q", extend: .none)?.info
+        }
+        // Before the lines existed: a hit without them.
+        let old = try #require(try rewritten(nil, nil))
+        #expect(old.quality == nil && old.score == nil && old.width == 320)
+        // Garbled, out of range, not a number: each left out, the hit kept; in range again: read.
+        for (q, s) in [("8x2", "NaN"), ("0", "inf"), ("101", "1e999"), ("", "--"), ("82.5", "87,31"), ("-5", "nan(0x1)")] {
+            let garbled = try #require(try rewritten(q, s), "\(q) \(s)")
+            #expect(garbled.quality == nil && garbled.score == nil && garbled.format == "jpeg", "\(q) \(s)")
+        }
+        let clamped = try #require(try rewritten("100", "100.004"))
+        #expect(clamped.quality == 100 && clamped.score == 100)
+        let negative = try #require(try rewritten("1", "-0.2"))
+        #expect(negative.quality == 1 && negative.score == 0)
+        // Unknown measures are not written at all.
+        let plain = ResultInfo(format: "png", width: 1, height: 1, quality: nil, score: .nan)
+        _ = try store.store(Data([4, 5, 6]), ext: "png", info: plain, key: "k@png", expiration: .days(1))
+        let plainText = try String(contentsOf: root.appendingPathComponent(DiskStore.keyPath(for: "k@png")), encoding: .utf8)
+        #expect(!plainText.contains("quality") && !plainText.contains("score"), "\(plainText)")
+    }
+
     /// A scoped key is its own entry: found under its scope only, never under the bare key or
     /// another scope, and it survives the key file's escaping (NUL, newline, backslash).
     @Test func aScopedKeyIsFoundOnlyInItsScope() throws {

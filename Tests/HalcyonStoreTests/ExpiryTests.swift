@@ -294,6 +294,13 @@ import Testing
         #expect(KeyRecord(record.text) == record)
         #expect(KeyRecord("garbage") == nil)
         #expect(KeyRecord("halcyon-key 1\nobject ../../etc/passwd\nbytes 1\nimage jpeg 1x1\nkey k\n") == nil)
+        // The encoder's quality and the score, when known; garbled ones are dropped, the record kept.
+        let measured = KeyRecord(
+            object: "objects/ab/cd/abcd.jpg", bytes: 12, info: ResultInfo(format: "jpeg", width: 1, height: 1, quality: 82, score: 87.31), key: "k")
+        #expect(measured.text.hasSuffix("image jpeg 1x1\nquality 82\nscore 87.31\nkey k\n"), "\(measured.text)")
+        #expect(KeyRecord(measured.text) == measured)
+        let garbled = KeyRecord("halcyon-key 1\nobject objects/ab/cd/abcd.jpg\nbytes 12\nimage jpeg 1x1\nquality -\nscore 1e400\nkey k\n")
+        #expect(garbled?.info.quality == nil && garbled?.info.score == nil && garbled?.key == "k")
     }
 
     @Test func staleTempFilesAreSwept() throws {

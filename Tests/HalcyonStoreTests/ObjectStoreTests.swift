@@ -32,14 +32,14 @@ struct ObjectStoreTests {
         let info = ResultInfo(
             format: "png", width: 4, height: 3,
             source: SourceRecord(width: 40, height: 30, format: "jpeg", bytes: 1234, metaJSON: #"{"frames":1}"#),
-            placeholdersJSON: #"{"blurhash":"LEHV6n"}"#)
+            placeholdersJSON: #"{"blurhash":"LEHV6n"}"#, quality: 82, score: 87.31)
         let object = try store.store(data, ext: "png", info: info, key: "https://a.example/x.jpg@resize(4x3)", expiration: .days(7), now: now)
         #expect(!object.existed && object.path == DiskStore.objectPath(digest: Digest.sha256Hex(data), ext: "png"))
         let before = store.client.requestsSent
         let hit = try #require(store.lookup("https://a.example/x.jpg@resize(4x3)", extend: .none, now: now))
         #expect(store.client.requestsSent - before == 1, "a hit is one request")
         #expect(hit.object.digest == object.digest && hit.object.path == object.path && hit.object.bytes == data.count)
-        #expect(hit.info == info)
+        #expect(hit.info == info && hit.info.quality == 82 && hit.info.score == 87.31)
         #expect(abs(hit.expires.timeIntervalSince(now.addingTimeInterval(7 * 86_400))) < 2)
         #expect(store.lookup("https://a.example/other.jpg@resize(4x3)", extend: .none, now: now) == nil)
         // The object by its digest, as the dashboard reads it.
@@ -48,6 +48,28 @@ struct ObjectStoreTests {
         #expect(store.object(digest: object.digest, maxBytes: 100) == nil, "over the bound")
         #expect(store.objectInfo(digest: object.digest)?.bytes == data.count)
         #expect(store.objectInfo(digest: String(repeating: "0", count: 64)) == nil)
+    }
+
+    /// The key record in the bucket is the disk store's: without `quality` and `score` lines (a
+    /// record written before they existed) a hit has none, and garbled ones are left out.
+    @Test func aKeyRecordWithoutOrWithGarbledMeasuresIsStillAHit() throws {
+        let store = try Self.store()
+        let now = Date()
+        let info = ResultInfo(format: "jpeg", width: 4, height: 3, quality: 61, score: 70.5)
+        _ = try store.store(Self.bytes(7), ext: "jpg", info: info, key: "k@measured", expiration: .days(7), now: now)
+        let keyPath = DiskStore.keyPath(for: "k@measured")
+        let found = try #require(try store.client.get(keyPath, maxBytes: 65_536))
+        let text = String(decoding: found.data, as: UTF8.self)
+        #expect(text.contains("\nquality 61\nscore 70.5\n"), "\(text)")
+        for (replacement, quality, score) in [("", nil, nil), ("quality high\nscore NaN\n", nil, nil), ("quality 61\nscore 1e999\n", 61, nil)]
+            as [(String, Int?, Double?)]
+        {
+            let record = text.replacingOccurrences(of: "quality 61\nscore 70.5\n", with: replacement)
+            _ = try store.client.put(
+                keyPath, data: Data(record.utf8), contentType: "text/plain; charset=utf-8", metadata: found.info.metadata, ifNoneMatch: false)
+            let hit = try #require(store.lookup("k@measured", extend: .none, now: now), "\(record)")
+            #expect(hit.info.quality == quality && hit.info.score == score && hit.info.format == "jpeg", "\(record)")
+        }
     }
 
     /// Write-once: sixteen workers storing the same bytes at once write them once; the rest

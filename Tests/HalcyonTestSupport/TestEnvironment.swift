@@ -2,6 +2,7 @@ import Foundation
 import HalcyonFetch
 import HalcyonQueue
 import HalcyonRuntime
+import Testing
 
 /// What `scripts/test` provides: a throwaway PostgreSQL, the test origin, the built binary.
 public enum TestEnvironment {
@@ -131,4 +132,29 @@ public func publicFixture(_ relativePath: String) -> URL {
     // This file is Tests/HalcyonTestSupport/TestEnvironment.swift.
     URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
         .appendingPathComponent("Fixtures/public").appendingPathComponent(relativePath)
+}
+
+/// Runs scripts/test's Python (`HALCYON_TEST_PYTHON`, a venv with the reference libraries) on
+/// `script` with `arguments` and returns what it printed; a Python that fails fails the test,
+/// with its standard error.
+public func referencePython(_ script: String, _ arguments: [String]) throws -> String {
+    let python = try #require(
+        ProcessInfo.processInfo.environment["HALCYON_TEST_PYTHON"], "scripts/test sets HALCYON_TEST_PYTHON (a venv with the references)")
+    let p = Process()
+    p.executableURL = URL(fileURLWithPath: python)
+    p.arguments = ["-c", script] + arguments
+    let out = Pipe(), err = Pipe()
+    p.standardOutput = out
+    p.standardError = err
+    try p.run()
+    // A backstop, so that a Python that hangs fails its test instead of holding the suite.
+    let pid = p.processIdentifier
+    let watchdog = DispatchWorkItem { kill(pid, SIGKILL) }
+    DispatchQueue.global().asyncAfter(deadline: .now() + .seconds(600), execute: watchdog)
+    defer { watchdog.cancel() }
+    let text = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+    let errors = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+    p.waitUntilExit()
+    try #require(p.terminationStatus == 0, "python (status \(p.terminationStatus), killed after 600 s when 9): \(errors)")
+    return text
 }

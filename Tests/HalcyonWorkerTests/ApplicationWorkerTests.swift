@@ -71,6 +71,7 @@ struct ApplicationWorkerTests {
         #expect(body?["state"]?.stringValue == "succeeded")
         #expect(body?["tags"]?.arrayValue?.first?.stringValue == "upload:7")
         #expect(body?["result"]?["path"]?.stringValue?.isEmpty == false)
+        #expect(body?["result"]?["quality"] == .null && body?["result"]?["score"] == .null, "a png has no quality; no score was asked for")
         let row = try await db.query(
             "SELECT state::text, callback_status, callback_attempts, callback_error FROM halcyon.jobs WHERE id = $1::bigint", [String(good)])
         #expect(row.value(0, "state") == "succeeded")

@@ -1,5 +1,6 @@
 import Foundation
 import HalcyonQueue
+import HalcyonRuntime
 import HalcyonTestSupport
 import Testing
 
@@ -95,12 +96,14 @@ struct CommandLineTests {
 struct HostileRowCommandTests {
     @Test func showAndStatusPrintHugeNumbers() async throws {
         let db = try await TestDatabase.create()
+        // A row no worker writes (its measures' constraints dropped): read back bounded.
+        try await db.query("ALTER TABLE halcyon.jobs DROP CONSTRAINT jobs_result_quality_range, DROP CONSTRAINT jobs_result_score_range")
         let r = try await db.query(
             """
-            INSERT INTO halcyon.jobs (source, state, attempt, finished_at, last_error, errors, timings)
+            INSERT INTO halcyon.jobs (source, state, attempt, finished_at, last_error, errors, timings, result_quality, result_score)
             VALUES ('https://example.com/huge.jpg', 'failed', 1, now(), 'fetch.timeout: slow',
                     '[{"at": "2026-11-25T00:00:00Z", "attempt": 1e300, "code": "fetch.timeout", "message": "slow"}]',
-                    '{"total_ms": 1e300, "fetch_ms": -1e300}')
+                    '{"total_ms": 1e300, "fetch_ms": -1e300}', 32767, 'NaN')
             RETURNING id
             """)
         try await db.query(
@@ -111,6 +114,11 @@ struct HostileRowCommandTests {
         let show = try HalcyonProcess(["show", r.value(0, "id") ?? ""], conninfo: db.conninfo)
         #expect(await show.wait(timeout: 60) == 0, "\(show.output)")
         #expect(show.output.contains("fetch.timeout"), "\(show.output)")
+        #expect(!show.output.contains("result_quality") && !show.output.contains("NaN"), "\(show.output)")
+        let json = try HalcyonProcess(["show", r.value(0, "id") ?? "", "--json"], conninfo: db.conninfo)
+        #expect(await json.wait(timeout: 60) == 0, "\(json.output)")
+        let shown = JSONValue.parse(json.output)
+        #expect(shown?["result_quality"] == .null && shown?["result_score"] == .null, "\(json.output)")
         let status = try HalcyonProcess(["status"], conninfo: db.conninfo)
         #expect(await status.wait(timeout: 60) == 0, "\(status.output)")
         #expect(status.output.contains("STORE"), "\(status.output)")

@@ -48,6 +48,52 @@ struct FrontEndTests {
             try await db.query("SELECT halcyon.enqueue($1, processors => $2, options => $3::jsonb) AS id", [source, chain, options]).value(0, "id"))
     }
 
+    /// `quality=auto` and `format(auto)` end to end: the row records the quality chosen and the
+    /// score reached (the stored bytes' own, scored again here), a store hit reports the same,
+    /// and option `score` scores a fixed quality.
+    @Test func perceptualResultsRecordTheirQualityAndScore() async throws {
+        try Origin.publish("camera.jpg", Self.camera)
+        let db = try await TestDatabase.create()
+        let store = try TestEnvironment.temporaryDirectory("store")
+        let url = "\(TestEnvironment.origin)/files/camera.jpg?t=\(db.name)"
+        let chains = [
+            "resize(320x320) |> format(jpeg, quality=auto, min_score=80)", "resize(320x320) |> format(auto, min_score=75)",
+            "resize(320x320) |> format(jpeg, quality=82)",
+        ]
+        var ids: [String] = []
+        for (i, chain) in chains.enumerated() {
+            // A source each: decoded for its chain alone, as the reference below is.
+            ids.append(try await enqueue(db, url + "&c=\(i)", chain, i == 2 ? #"{"score": true}"# : "{}"))
+        }
+        try await drain(db, store)
+        func measures(_ id: String) async throws -> (quality: Int?, score: Double?, hit: String?, path: String?) {
+            let r = try await db.query(
+                "SELECT result_quality, result_score, cache_hit, result_path, state::text, last_error FROM halcyon.jobs WHERE id = $1::bigint", [id])
+            #expect(r.value(0, "state") == "succeeded", "\(r.value(0, "last_error") ?? "")")
+            return (
+                r.value(0, "result_quality").flatMap { Int($0) }, r.value(0, "result_score").flatMap { Double($0) }, r.value(0, "cache_hit"),
+                r.value(0, "result_path")
+            )
+        }
+        let reference = try SSIMULACRA2Reference(
+            MagickImage.decode(
+                try ImagePipeline.run(Self.camera, format: .jpeg, chain: ProcessorChain.parse("resize(320x320) |> format(png)")).data, format: .png))
+        for (id, target) in zip(ids, [80.0, 75.0, 0]) {
+            let m = try await measures(id)
+            let score = try #require(m.score, "job \(id) has no score")
+            #expect(score >= target && m.quality != nil, "job \(id): \(score) at \(m.quality ?? 0)")
+            let bytes = try #require(FileManager.default.contents(atPath: store.appendingPathComponent(m.path ?? "").path))
+            let format = try #require(ImageFormat.sniff(bytes))
+            #expect(abs(try reference.score(encoded: bytes, format: format) - score) < 0.01, "the row's score is the stored bytes' own")
+        }
+        #expect(try await measures(ids[2]).quality == 82)
+        // A hit reports what the stored result reached.
+        let hit = try await enqueue(db, url + "&c=0", chains[0], "{}")
+        try await drain(db, store)
+        let first = try await measures(ids[0]), again = try await measures(hit)
+        #expect(again.hit == "t" && again.quality == first.quality && again.score == first.score)
+    }
+
     @Test func factsAndPlaceholdersAreRecordedAndServedFromTheStore() async throws {
         try Origin.publish("camera.jpg", Self.camera)
         let db = try await TestDatabase.create()
@@ -97,6 +143,9 @@ struct FrontEndTests {
         let show = try HalcyonProcess(["show", first], conninfo: db.conninfo)
         #expect(await show.wait(timeout: 60) == 0)
         #expect(show.output.contains("source_meta") && show.output.contains(blurhash))
+        // A JPEG kept as JPEG, at the default quality; no score was asked for.
+        let lines = show.output.split(separator: "\n").map { $0.split(separator: " ") }
+        #expect(lines.contains(["result_quality", "85"]) && !lines.contains { $0.first == "result_score" }, "\(show.output)")
     }
 
     /// Smart crops and the new output steps through a worker, with the bad inputs each failing

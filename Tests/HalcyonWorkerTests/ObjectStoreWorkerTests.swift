@@ -34,19 +34,21 @@ struct ObjectStoreWorkerTests {
         let store = TestEnvironment.s3StoreURL()
         _ = try WorkerTests.published()
         let path = "/files/photo.jpg?t=\(db.name)"
-        let ids = try await helper.enqueue(db, [helper.job(TestEnvironment.origin + path, "resize(100x100, mode=fill) |> format(png)")])
+        let ids = try await helper.enqueue(db, [helper.job(TestEnvironment.origin + path, "resize(100x100, mode=fill) |> format(jpeg, quality=70)")])
         let work = ["work", "--drain", "--store", store, "--allow-network", "127.0.0.1/32", "--log-level", "info"]
         let first = try await run(db, work)
         #expect(first.exitCode == 0, "\(first.output.suffix(2000))")
         #expect(first.output.contains("store=\(store)/"), "the start line names the bucket: \(first.output.prefix(1500))")
-        _ = try await helper.enqueue(db, [helper.job(TestEnvironment.origin + path, "RESIZE(100x100, mode=fill) >> format(png)")])
+        _ = try await helper.enqueue(db, [helper.job(TestEnvironment.origin + path, "RESIZE(100x100, mode=fill) >> format(jpeg, quality=70.0)")])
         let second = try await run(db, work)
         #expect(second.exitCode == 0, "\(second.output.suffix(2000))")
-        let r = try await db.query("SELECT state::text, cache_hit, result_path, result_digest, result_width FROM halcyon.jobs ORDER BY id")
+        let r = try await db.query(
+            "SELECT state::text, cache_hit, result_path, result_digest, result_width, result_quality FROM halcyon.jobs ORDER BY id")
         #expect(r.value(0, "state") == "succeeded" && r.value(1, "state") == "succeeded")
         #expect(r.value(0, "cache_hit") == "f" && r.value(1, "cache_hit") == "t")
         #expect(r.value(1, "result_digest") == r.value(0, "result_digest") && r.value(1, "result_width") == "100")
         #expect(try Origin.counts()[path] == 1, "the hit made no request")
+        #expect(r.value(0, "result_quality") == "70" && r.value(1, "result_quality") == "70", "the hit reports the stored quality")
         let resultPath = try #require(r.value(0, "result_path"))
         #expect(resultPath.hasPrefix("objects/"))
 
@@ -58,6 +60,7 @@ struct ObjectStoreWorkerTests {
             return
         }
         #expect(shown["result_object"]?.stringValue == "\(store)/\(resultPath)")
+        #expect(shown["result_quality"] == .number(70) && shown["result_score"] == .null)
         #expect(shown["result_expires"]?.stringValue?.hasPrefix("20") == true, "\(String(describing: shown["result_expires"]))")
         let link = try #require(shown["result_url"]?.stringValue.flatMap(URL.init(string:)))
         let (bytes, response) = try await URLSession.shared.data(from: link)

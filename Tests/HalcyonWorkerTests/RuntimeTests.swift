@@ -179,6 +179,7 @@ struct RuntimeTests {
         let j = try #require(JSONValue.parse(show.output), "\(show.output)")
         #expect(j["state"]?.stringValue == "succeeded")
         #expect(j["result_width"]?.numberValue == 50)
+        #expect(j["result_quality"] == .null && j["result_score"] == .null, "a png has no quality")
         let file = try #require(j["result_file"]?.stringValue)
         #expect(FileManager.default.fileExists(atPath: file))
         // Stage timings and the result's expiry (its key file's mtime: 7 days by default).

@@ -82,14 +82,17 @@ struct StoreStageTests {
         var refresh = helper.job(url, "resize(50x50)")
         refresh.options = #"{"force_refresh": true}"#
         var cached = helper.job(url, "resize(50x50)")
-        cached.options = #"{"only_from_cache": true}"#
+        // `score` is no part of the key: still a hit.
+        cached.options = #"{"only_from_cache": true, "score": true}"#
         var uncached = helper.job(url, "resize(51x51)")
         uncached.options = #"{"only_from_cache": true}"#
         _ = try await helper.enqueue(db, [refresh, cached, uncached])
         try await drain(db, store)
-        let r = try await db.query("SELECT state::text, cache_hit, attempt, last_error FROM halcyon.jobs ORDER BY id")
+        let r = try await db.query("SELECT state::text, cache_hit, attempt, last_error, result_quality FROM halcyon.jobs ORDER BY id")
         #expect(r.value(1, "state") == "succeeded" && r.value(1, "cache_hit") == "f")
         #expect(r.value(2, "state") == "succeeded" && r.value(2, "cache_hit") == "t")
+        // A JPEG kept as JPEG is written at the default quality, and a hit reports it.
+        #expect((0...2).map { r.value($0, "result_quality") } == ["85", "85", "85"])
         #expect(r.value(3, "state") == "failed" && r.value(3, "attempt") == "1")  // permanent: no retry
         #expect(r.value(3, "last_error")?.hasPrefix("store.not_cached:") == true)
         #expect(try Origin.counts()[path] == 2)

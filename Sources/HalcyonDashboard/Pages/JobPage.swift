@@ -104,6 +104,8 @@ struct JobPage {
                     .code("digest", digest),
                     .text("image", Self.size(format: r.resultFormat, width: r.resultWidth, height: r.resultHeight)),
                     .text("bytes", r.resultBytes.map { Format.bytes($0) }),
+                    .text("quality", r.resultQuality.map(String.init)),
+                    .text("score", r.resultScore.map { String(format: "%.2f", $0) }),
                     .text("store hit", r.cacheHit.map { $0 ? "yes" : "no" }),
                     .text("made from", r.resultSource),
                     .text("expires", m.resultExpires.map { Format.utc($0) + " UTC" }),

@@ -32,15 +32,9 @@ struct Thumbnail: Sendable {
                 throw MagickImage.error(copy, .processingFailed, "placeholders: scale")
             }
         }
-        // Without an alpha channel an image's opacity samples are not kept up (a resize leaves
-        // them unset): only RGB is read then, and every pixel is opaque.
-        let alpha = MagickGetImageAlphaChannel(copy) == MagickTrue
-        var pixels = [UInt8](repeating: 255, count: s.width * s.height * (alpha ? 4 : 3))
-        let ok = pixels.withUnsafeMutableBytes {
-            MagickExportImagePixels(copy, 0, 0, s.width, s.height, alpha ? "RGBA" : "RGB", CharPixel, $0.baseAddress)
-        }
-        guard ok == MagickTrue else { throw MagickImage.error(copy, .processingFailed, "placeholders: export pixels") }
-        self.init(width: s.width, height: s.height, rgba: alpha ? pixels : Self.opaque(pixels))
+        // Without an alpha channel, RGB: every pixel is opaque.
+        let (pixels, channels) = try MagickImage.samples8(copy, "placeholders")
+        self.init(width: s.width, height: s.height, rgba: channels == 4 ? pixels : Self.opaque(pixels))
     }
 
     /// RGBA from RGB rows, every pixel opaque.

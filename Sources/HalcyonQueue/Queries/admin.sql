@@ -20,7 +20,7 @@ SELECT id, source, fallback_sources, processors, cache_key, options::text AS opt
        created_at, started_at, finished_at, timings::text AS timings,
        queue, unique_key, tags, callback_status, callback_attempts, callback_error, callback_at,
        source_width, source_height, source_format, source_bytes, source_meta::text AS source_meta,
-       placeholders::text AS placeholders
+       placeholders::text AS placeholders, result_quality, result_score
 FROM halcyon.jobs WHERE id = $1::bigint;
 
 -- name: jobStates :many

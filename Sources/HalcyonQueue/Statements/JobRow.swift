@@ -1,3 +1,4 @@
+import HalcyonDomain
 import HalcyonRuntime
 
 /// A row of `halcyon.jobs` as the queue's statements return it: the one definition of a job's
@@ -55,6 +56,10 @@ public struct JobRow: Sendable, Equatable {
     public var sourceMeta: String?
     /// JSON text.
     public var placeholders: String?
+    /// The encoder quality (1–100) and the perceptual score (0–100), as bounded when read: a value
+    /// outside them is nil (a quality) or held to them (a score), NaN nil (`ResultMeasures`).
+    public var resultQuality: Int?
+    public var resultScore: Double?
 
     public init(id: Int64) {
         self.id = id
@@ -74,6 +79,10 @@ public struct JobRow: Sendable, Equatable {
             /// timestamptz, as PostgreSQL writes it.
             case instant(WritableKeyPath<JobRow, String?> & Sendable)
             case integer(WritableKeyPath<JobRow, Int?> & Sendable)
+            /// `result_quality`: an integer held to `ResultMeasures.qualities`.
+            case quality(WritableKeyPath<JobRow, Int?> & Sendable)
+            /// `result_score`: a real held to `ResultMeasures.scores`.
+            case score(WritableKeyPath<JobRow, Double?> & Sendable)
             case bigint(WritableKeyPath<JobRow, Int64?> & Sendable)
             case boolean(WritableKeyPath<JobRow, Bool?> & Sendable)
             case textArray(WritableKeyPath<JobRow, [String]?> & Sendable)
@@ -105,7 +114,8 @@ public struct JobRow: Sendable, Equatable {
         Column("callback_at", .instant(\.callbackAt)), Column("source_width", .integer(\.sourceWidth)),
         Column("source_height", .integer(\.sourceHeight)), Column("source_format", .text(\.sourceFormat)),
         Column("source_bytes", .bigint(\.sourceBytes)), Column("source_meta", .json(\.sourceMeta)),
-        Column("placeholders", .json(\.placeholders)),
+        Column("placeholders", .json(\.placeholders)), Column("result_quality", .quality(\.resultQuality)),
+        Column("result_score", .score(\.resultScore)),
     ]
 
     static let columnsByName = Dictionary(uniqueKeysWithValues: schema.map { ($0.name, $0) })
@@ -125,6 +135,8 @@ public struct JobRow: Sendable, Equatable {
         case .id: break
         case .text(let path), .json(let path), .instant(let path): self[keyPath: path] = text
         case .integer(let path): self[keyPath: path] = text.flatMap { Int($0) }
+        case .quality(let path): self[keyPath: path] = text.flatMap(ResultMeasures.quality(text:))
+        case .score(let path): self[keyPath: path] = text.flatMap(ResultMeasures.score(text:))
         case .bigint(let path): self[keyPath: path] = text.flatMap { Int64($0) }
         case .boolean(let path): self[keyPath: path] = text.map { $0 == "t" }
         case .textArray(let path): self[keyPath: path] = text.map(PGRows.parseTextArray)
@@ -139,7 +151,8 @@ public struct JobRow: Sendable, Equatable {
         case .id: .number(Double(id))
         case .text(let path), .instant(let path): self[keyPath: path].map { .string($0) } ?? .null
         case .json(let path): self[keyPath: path].map { JSONValue.parse($0) ?? .string($0) } ?? .null
-        case .integer(let path): self[keyPath: path].map { .number(Double($0)) } ?? .null
+        case .integer(let path), .quality(let path): self[keyPath: path].map { .number(Double($0)) } ?? .null
+        case .score(let path): self[keyPath: path].map { .number($0) } ?? .null
         case .bigint(let path): self[keyPath: path].map { .number(Double($0)) } ?? .null
         case .boolean(let path): self[keyPath: path].map { .bool($0) } ?? .null
         case .textArray(let path): self[keyPath: path].map { .array($0.map { .string($0) }) } ?? .null

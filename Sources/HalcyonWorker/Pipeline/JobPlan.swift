@@ -156,6 +156,6 @@ extension JobResult {
         self.init(
             key: key, digest: object.digest, path: object.path, bytes: object.bytes,
             width: info.width, height: info.height, format: info.format, cacheHit: cacheHit, source: source,
-            facts: info.source, placeholdersJSON: info.placeholdersJSON)
+            facts: info.source, placeholdersJSON: info.placeholdersJSON, quality: info.quality, score: info.score)
     }
 }

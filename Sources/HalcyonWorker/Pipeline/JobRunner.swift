@@ -164,6 +164,7 @@ struct JobRunner: Sendable {
         if !runnable.isEmpty {
             do {
                 let chains = runnable.map { plans[$0].chain }, placeholders = runnable.map { plans[$0].options.placeholders }
+                let scores = runnable.map { plans[$0].options.score }
                 let ids = runnable.map { plans[$0].jobID }, sources = plans[0].fetch.sources.map(\.text)
                 let report = self.report
                 let results = try await processSlots.withPermit(cancel: cancel) {
@@ -173,7 +174,7 @@ struct JobRunner: Sendable {
                         defer { report(.finished(ids)) }
                         return try ImagePipeline.run(
                             fetched.data, format: fetched.format, chains: chains, limits: limits, cancel: cancel, placeholders: placeholders,
-                            watermarks: marks,
+                            scores: scores, watermarks: marks,
                             phases: { phase in
                                 switch phase {
                                 case .decoding: report(.started(ids))
@@ -241,7 +242,8 @@ struct JobRunner: Sendable {
         guard !cancel.isCancelled else { return .failure(.abandoned) }
         let store = self.store
         let info = ResultInfo(
-            format: image.format.rawValue, width: image.width, height: image.height, facts: image.source, placeholders: image.placeholders)
+            format: image.format.rawValue, width: image.width, height: image.height, facts: image.source, placeholders: image.placeholders,
+            quality: image.quality, score: image.score)
         let started = ContinuousClock.now
         defer { timing.store = (ContinuousClock.now - started).seconds }
         do {

@@ -21,19 +21,7 @@ import Testing
     func reference(_ script: String, _ thumb: Thumbnail) throws -> String {
         let dir = try TestEnvironment.temporaryDirectory("placeholders")
         try Data(thumb.rgba).write(to: dir.appendingPathComponent("rgba"))
-        let p = Process()
-        let python = try #require(
-            ProcessInfo.processInfo.environment["HALCYON_TEST_PYTHON"], "scripts/test sets HALCYON_TEST_PYTHON (a venv with the references)")
-        p.executableURL = URL(fileURLWithPath: python)
-        p.arguments = ["-c", script, dir.appendingPathComponent("rgba").path, "\(thumb.width)", "\(thumb.height)"]
-        let out = Pipe(), err = Pipe()
-        p.standardOutput = out
-        p.standardError = err
-        try p.run()
-        let text = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        let errors = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        p.waitUntilExit()
-        try #require(p.terminationStatus == 0, "python: \(errors)")
+        let text = try referencePython(script, [dir.appendingPathComponent("rgba").path, "\(thumb.width)", "\(thumb.height)"])
         return text.trimmingCharacters(in: .whitespacesAndNewlines)
     }
 

@@ -1,0 +1,22 @@
+internal import CMagickWand
+import HalcyonDomain
+
+/// A frame's pixels read out as 8-bit samples: what the placeholder encoders and the perceptual
+/// metric take.
+extension MagickImage {
+    /// The current image of `wand`, rows packed: RGBA (straight alpha) when it has an alpha
+    /// channel, else RGB (`channels` 4 or 3). Without an alpha channel an image's opacity samples
+    /// are not kept up (a resize leaves them unset): only RGB is read then. Grey comes out as
+    /// R = G = B; ImageMagick rounds its 16-bit samples to 8 bits.
+    static func samples8(_ wand: OpaquePointer, _ what: String) throws(HalcyonError) -> (pixels: [UInt8], channels: Int) {
+        let width = Int(MagickGetImageWidth(wand)), height = Int(MagickGetImageHeight(wand))
+        let alpha = MagickGetImageAlphaChannel(wand) == MagickTrue
+        let channels = alpha ? 4 : 3
+        var pixels = [UInt8](repeating: 255, count: width * height * channels)
+        let ok = pixels.withUnsafeMutableBytes {
+            MagickExportImagePixels(wand, 0, 0, width, height, alpha ? "RGBA" : "RGB", CharPixel, $0.baseAddress)
+        }
+        guard ok == MagickTrue else { throw error(wand, .processingFailed, "\(what): export pixels") }
+        return (pixels, channels)
+    }
+}

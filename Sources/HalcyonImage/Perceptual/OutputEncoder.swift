@@ -1,0 +1,189 @@
+import Foundation
+import HalcyonDomain
+import Synchronization
+
+/// Scores encoded bytes against the pixels they were encoded from (SSIMULACRA2, 0–100).
+protocol OutputScorer {
+    func score(encoded: Data, format: ImageFormat) throws(HalcyonError) -> Double
+    /// Whether any of the pixels is not fully opaque.
+    var hasTransparency: Bool { get }
+}
+
+/// What a chain's output was encoded as.
+struct EncodedOutput {
+    var data: Data
+    var format: ImageFormat
+    /// The encoder's quality; nil for a format without one.
+    var quality: Int?
+    /// SSIMULACRA2 of `data` against the chain's pixels, when it was computed.
+    var score: Double?
+    /// How many encodes it took.
+    var encodes = 1
+}
+
+/// Encodes a chain's pixels as its `format` step says: at a fixed quality (lowered to fit
+/// `max_bytes`), or — `quality=auto`, `format(auto)` — at the lowest quality whose output
+/// reaches the step's score, in the smallest of its formats. Both lanes (ImageMagick's and the
+/// direct one) encode through this, each with its own encoder and scorer.
+struct OutputEncoder {
+    /// The chain's last `format` step; nil encodes in `format` at `quality`.
+    var step: FormatProcessor?
+    /// The format and quality without a perceptual target (the step's, or the source's).
+    var format: ImageFormat
+    var quality: Int
+    /// Whether the pixels have more than one frame (only an animating format keeps them).
+    var isAnimation = false
+    /// Whether to score a fixed-quality output too (the job's `score` option).
+    var scoreWanted = false
+    /// The chain's key for quality predictions (its identifier).
+    var predictionKey = ""
+    /// Encodes the pixels (for an animation, its first frame: what the search scores).
+    var encode: (ImageFormat, Int) throws(HalcyonError) -> Data
+    /// Encodes an animation whole, once the quality is chosen; nil when `encode` is the output.
+    var encodeAll: ((ImageFormat, Int) throws(HalcyonError) -> Data)?
+    /// The scorer, made on first use (it copies the pixels into the metric's own planes).
+    var makeScorer: () throws(HalcyonError) -> any OutputScorer
+
+    func run() throws(HalcyonError) -> EncodedOutput {
+        guard let step, let minScore = step.minScore else { return try fixed() }
+        let scorer: any OutputScorer
+        do {
+            scorer = try makeScorer()
+        } catch  where error.code == .tooSmallToScore {
+            return try unscored(step, target: minScore)
+        }
+        return try perceptual(step, target: minScore, scorer: scorer)
+    }
+
+    /// An output too small to score (under 8×8): at the quality the target predicts, in the
+    /// step's format (`format(auto)`: WebP when allowed, which keeps alpha and frames), unscored.
+    private func unscored(_ step: FormatProcessor, target: Double) throws(HalcyonError) -> EncodedOutput {
+        let allowed = step.formats.map(\.imageFormat).filter(\.canEncode)
+        let format = step.format?.imageFormat ?? (allowed.contains(.webp) ? .webp : allowed.first ?? .jpeg)
+        let quality = QualityModel.for(format, target: target).start
+        let (data, used) = try FormatProcessor.encode(fitting: step.maxBytes, quality: quality, minQuality: min(step.minQuality, quality)) {
+            q throws(HalcyonError) in try (encodeAll ?? encode)(format, q)
+        }
+        return EncodedOutput(data: data, format: format, quality: used)
+    }
+
+    private func fixed() throws(HalcyonError) -> EncodedOutput {
+        let full = encodeAll ?? encode
+        let (data, used) = try FormatProcessor.encode(
+            fitting: step?.maxBytes, quality: quality, minQuality: step?.minQuality ?? 1
+        ) { q throws(HalcyonError) in try full(format, q) }
+        var output = EncodedOutput(data: data, format: format, quality: format.hasQuality ? used : nil)
+        if scoreWanted, let score = try? makeScorer().score(encoded: encodeAll == nil ? data : encode(format, used), format: format) {
+            output.score = score
+        }
+        return output
+    }
+
+    /// The formats the step allows for these pixels: an animation goes to an animating format
+    /// (WebP, else GIF, which has no quality); transparency rules JPEG out when another format
+    /// is allowed; a format this build cannot encode is skipped.
+    static func candidates(_ step: FormatProcessor, isAnimation: Bool, hasTransparency: Bool) -> [ImageFormat] {
+        var formats = step.formats.map(\.imageFormat).filter(\.canEncode)
+        if isAnimation { return formats.contains(.webp) ? [.webp] : [.gif] }
+        if hasTransparency, formats.count > 1 { formats.removeAll { $0 == .jpeg } }
+        return formats.isEmpty ? [.jpeg] : formats
+    }
+
+    private func perceptual(_ step: FormatProcessor, target: Double, scorer: any OutputScorer) throws(HalcyonError) -> EncodedOutput {
+        let formats = step.format.map { [$0.imageFormat] } ?? Self.candidates(step, isAnimation: isAnimation, hasTransparency: scorer.hasTransparency)
+        var chosen: (format: ImageFormat, probe: Probe)?
+        var encodes = 0
+        for format in formats {
+            guard format.hasQuality else {
+                // GIF: no quality to choose; its score is what it is.
+                let data = try (encodeAll ?? encode)(format, quality)
+                encodes += 1
+                let score = try? scorer.score(encoded: encodeAll == nil ? data : encode(format, quality), format: format)
+                return EncodedOutput(data: data, format: format, score: score, encodes: encodes)
+            }
+            let model = QualityModel.for(format, target: target)
+            let search = QualitySearch(
+                target: target, range: step.minQuality...100, slope: model.slope,
+                abandonAt: chosen.flatMap { $0.probe.score >= target ? $0.probe.data.count : nil })
+            let start = QualityModel.predictions.predict(key: predictionKey, format: format) ?? model.start
+            let outcome = try search.run(start: start) { q throws(HalcyonError) in
+                let data = try encode(format, q)
+                return Probe(quality: q, data: data, score: try scorer.score(encoded: data, format: format))
+            }
+            encodes += outcome.probes.count
+            guard let best = outcome.best else { continue }
+            if let reached = outcome.reached { QualityModel.predictions.record(key: predictionKey, format: format, quality: reached.quality) }
+            if let current = chosen {
+                let better =
+                    best.score >= target
+                    ? current.probe.score < target || best.data.count < current.probe.data.count
+                    : current.probe.score < target && best.score > current.probe.score
+                if better { chosen = (format, best) }
+            } else {
+                chosen = (format, best)
+            }
+        }
+        guard let chosen else { throw HalcyonError(.processingFailed, "format(auto): no format to encode in") }
+        let format = chosen.format
+        var probe = chosen.probe
+        if let maxBytes = step.maxBytes, probe.data.count > maxBytes {
+            // The smallest result that reaches the score does not fit: the highest quality that does.
+            let (data, used) = try FormatProcessor.encode(
+                fitting: maxBytes, quality: max(probe.quality - 1, step.minQuality), minQuality: step.minQuality
+            ) { q throws(HalcyonError) in
+                encodes += 1
+                return try encode(format, q)
+            }
+            probe = Probe(quality: used, data: data, score: try scorer.score(encoded: data, format: format))
+        }
+        var output = EncodedOutput(data: probe.data, format: format, quality: probe.quality, score: probe.score, encodes: encodes)
+        if let encodeAll {
+            output.data = try encodeAll(format, probe.quality)
+            output.encodes += 1
+        }
+        return output
+    }
+}
+
+/// Where a search starts and how fast the score is expected to rise, per format: the first
+/// guess before any job of the chain has finished (measured on photographs; later jobs of the
+/// same chain start from the qualities their predecessors settled on).
+struct QualityModel {
+    var start: Int
+    var slope: Double
+
+    static func `for`(_ format: ImageFormat, target: Double) -> QualityModel {
+        // Score ≈ anchor + slope × (quality − 82) around the middle of the range.
+        let (anchor, slope): (Double, Double) =
+            switch format {
+            case .webp: (80, 0.45)
+            case .avif: (82, 0.5)
+            default: (84, 0.45)
+            }
+        let q = 82 + (target - anchor) / slope
+        return QualityModel(start: Int(min(max(q, 10), 100).rounded()), slope: slope)
+    }
+
+    /// The qualities recent jobs of each chain settled on, per format.
+    static let predictions = QualityPredictions()
+}
+
+/// The quality recent searches for a chain and format ended at (a moving average), so that the
+/// next image of the same kind starts near its answer. Bounded: forgotten when full.
+final class QualityPredictions: Sendable {
+    private let entries = Mutex<[String: Double]>([:])
+    static let capacity = 1024
+
+    func predict(key: String, format: ImageFormat) -> Int? {
+        entries.withLock { $0["\(format.rawValue) \(key)"] }.map { Int($0.rounded()) }
+    }
+
+    func record(key: String, format: ImageFormat, quality: Int) {
+        entries.withLock { entries in
+            let k = "\(format.rawValue) \(key)"
+            if entries[k] == nil, entries.count >= Self.capacity { entries.removeAll() }
+            entries[k] = entries[k].map { 0.7 * $0 + 0.3 * Double(quality) } ?? Double(quality)
+        }
+    }
+}
+extension SSIMULACRA2Reference: OutputScorer {}

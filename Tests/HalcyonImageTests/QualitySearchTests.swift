@@ -1,0 +1,112 @@
+import Foundation
+import HalcyonDomain
+import Testing
+
+@testable import HalcyonImage
+
+/// `format(…, quality=auto)` and `format(auto)`: the grammar, and the search on known curves.
+@Suite struct QualitySearchTests {
+    @Test func perceptualStepsHaveExactIdentifiers() throws {
+        func id(_ text: String) throws -> String { try ProcessorChain.parse(text).identifier }
+        #expect(try id("format(jpeg, quality=auto)") == "format(jpeg,quality=auto,min_score=80,progressive=false)")
+        #expect(try id("format(webp, quality=auto, min_score=72.5)") == "format(webp,quality=auto,min_score=72.5)")
+        #expect(try id("format(auto)") == "format(auto,min_score=80,formats=jpeg|webp,progressive=false)")
+        // Any order in, one order out: the cache key does not depend on how the list was written.
+        #expect(try id("format(auto, formats=avif|webp|jpeg, min_score=90)") == "format(auto,min_score=90,formats=jpeg|webp|avif,progressive=false)")
+        #expect(
+            try id("format(avif, quality=auto, min_score=70, max_bytes=20000)")
+                == "format(avif,quality=auto,min_score=70,max_bytes=20000,min_quality=10)")
+        #expect(try id("format(jpeg, quality=auto, min_quality=40)") == "format(jpeg,quality=auto,min_score=80,progressive=false,min_quality=40)")
+        // A fixed quality keeps the identifier it always had.
+        #expect(try id("format(jpeg, quality=82)") == "format(jpeg,quality=82,progressive=false)")
+        // Every identifier parses back to itself.
+        for text in ["format(auto, formats=webp|avif, min_score=88)", "format(jpeg, quality=auto, min_score=30)", "format(webp, quality=auto)"] {
+            let first = try id(text)
+            #expect(try id(first) == first)
+        }
+        let step = try #require(try ProcessorChain.parse("format(auto, formats=webp)").formatStep)
+        #expect(step.format == nil && step.formats == [.webp] && step.minScore == 80)
+        #expect(try ProcessorChain.parse("resize(10x10) |> format(auto)").outputFormat == nil)
+    }
+
+    @Test(arguments: [
+        ("format(png, quality=auto)", "quality=auto only with jpeg, webp or avif"),
+        ("format(jpeg, quality=auto, min_score=29)", "'min_score' from 30 to 95"),
+        ("format(jpeg, quality=auto, min_score=96)", "'min_score' from 30 to 95"),
+        ("format(jpeg, quality=80, min_score=80)", "min_score only with quality=auto or format(auto)"),
+        ("format(jpeg, formats=jpeg|webp)", "formats only with format(auto)"),
+        ("format(auto, formats=png)", "jpeg, webp, avif in 'formats'"),
+        ("format(auto, formats=jpeg|jpeg)", "each of 'formats' once"),
+        ("format(auto, quality=80)", "quality=auto or none with format(auto)"),
+        ("format(auto, compression=9)", "compression only with png"),
+        ("format(gif, quality=auto)", "quality=auto only with jpeg, webp or avif"),
+        ("resize(10x10, mode=fill|fit)", "for 'mode'"),
+    ])
+    func badPerceptualStepsAreRefused(chain: String, expected: String) {
+        do {
+            _ = try ProcessorChain.parse(chain)
+            Issue.record("\(chain) parsed")
+        } catch {
+            #expect(error.code == .invalidChain && error.message.contains(expected), "\(chain): \(error.message)")
+        }
+    }
+
+    /// A smooth curve like a JPEG's: score = 100 − 60·e^(−q/30).
+    static func curve(_ q: Int) -> Double { 100 - 60 * exp(-Double(q) / 30) }
+    static func probe(_ q: Int) -> Probe { Probe(quality: q, data: Data(count: q * 100), score: curve(q)) }
+
+    /// Whatever the target and the start, the search reaches the target at (or within the
+    /// tolerance of) its lowest quality, in at most six encodes.
+    @Test func theSearchFindsTheLowestQualityInSixEncodes() throws {
+        var worst = 0
+        for target in stride(from: 50.0, through: 98.0, by: 1.5) {
+            for start in [10, 40, 82, 100] {
+                let search = QualitySearch(target: target, range: 10...100, slope: 0.45)
+                let outcome = try search.run(start: start) { q throws(HalcyonError) in Self.probe(q) }
+                worst = max(worst, outcome.probes.count)
+                #expect(outcome.probes.count <= 6)
+                let lowest = (10...100).first { Self.curve($0) >= target }
+                guard let lowest else {
+                    #expect(outcome.reached == nil && outcome.best?.quality == 100, "target \(target)")
+                    continue
+                }
+                let reached = try #require(outcome.reached, "target \(target) start \(start)")
+                #expect(reached.quality >= lowest)
+                // Within two points of the target, or two qualities of the lowest that reaches it
+                // (where the curve is flat, a quality step is a fraction of a point); three points
+                // from the worst start, 100, where the curve is flattest and the answer farthest.
+                #expect(
+                    reached.quality - lowest <= 2 || reached.score - target <= (start == 100 ? 3 : 2),
+                    "target \(target) start \(start): \(reached.quality) vs \(lowest)")
+            }
+        }
+        #expect(worst >= 2)
+    }
+
+    /// A target no quality reaches returns the best it saw; a format that cannot beat the
+    /// smallest result so far is abandoned at its first miss that is already larger.
+    @Test func unreachableTargetsAndAbandonedFormats() throws {
+        let outcome = try QualitySearch(target: 99, range: 10...100, slope: 0.45).run(start: 82) { q throws(HalcyonError) in Self.probe(q) }
+        #expect(outcome.reached == nil && outcome.best?.quality == 100)
+        var calls = 0
+        let abandoned = try QualitySearch(target: 90, range: 10...100, slope: 0.45, abandonAt: 2000).run(start: 30) { q throws(HalcyonError) in
+            calls += 1
+            return Self.probe(q)
+        }
+        #expect(abandoned.abandoned && calls == 1)
+    }
+
+    /// Scores that dip (a real encoder's do, by a point here and there) still end in a result
+    /// that reaches the target.
+    @Test func aBumpyCurveStillEndsAboveTheTarget() throws {
+        for seed in 0..<20 {
+            var rng = SystemRandomNumberGenerator()
+            let noise = (0...100).map { _ in Double.random(in: -0.8...0.8, using: &rng) }
+            let outcome = try QualitySearch(target: 85, range: 10...100, slope: 0.45).run(start: 70 + seed) { q throws(HalcyonError) in
+                Probe(quality: q, data: Data(count: q), score: Self.curve(q) + noise[q])
+            }
+            #expect(outcome.probes.count <= 6)
+            #expect((outcome.reached?.score ?? 0) >= 85)
+        }
+    }
+}
