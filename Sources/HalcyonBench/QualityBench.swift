@@ -179,14 +179,14 @@ package enum QualityBench {
     }
 
     static let oracle = """
-        import json, os, sys
-        from multiprocessing import Pool
+        import json, multiprocessing, os, sys
         from ssimulacra2 import compute_ssimulacra2
         def score(p):
             return compute_ssimulacra2(p[0], p[1])
         if __name__ == '__main__':
             pairs = json.load(open(sys.argv[1]))
-            with Pool(min(len(pairs), os.cpu_count() or 1)) as pool:
+            # Spawned, not forked: a child forked beside numpy's threads can wait on a lock for ever.
+            with multiprocessing.get_context('spawn').Pool(min(len(pairs), os.cpu_count() or 1)) as pool:
                 print(json.dumps(pool.map(score, pairs, chunksize=1)))
         """
 
