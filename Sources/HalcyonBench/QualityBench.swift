@@ -179,15 +179,12 @@ package enum QualityBench {
     }
 
     static let oracle = """
-        import json, multiprocessing, os, sys
+        import json, sys
         from ssimulacra2 import compute_ssimulacra2
-        def score(p):
-            return compute_ssimulacra2(p[0], p[1])
-        if __name__ == '__main__':
-            pairs = json.load(open(sys.argv[1]))
-            # Spawned, not forked: a child forked beside numpy's threads can wait on a lock for ever.
-            with multiprocessing.get_context('spawn').Pool(min(len(pairs), os.cpu_count() or 1)) as pool:
-                print(json.dumps(pool.map(score, pairs, chunksize=1)))
+        # One process, in order: a pool's child forked beside numpy's threads can wait on a lock
+        # for ever (and `python -c` cannot spawn its children instead).
+        pairs = json.load(open(sys.argv[1]))
+        print(json.dumps([compute_ssimulacra2(a, b) for a, b in pairs]))
         """
 
     /// The port's score of each output against its lossless PNG; outputs are turned into PNG
