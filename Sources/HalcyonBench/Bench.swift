@@ -68,7 +68,7 @@ package struct Bench: AsyncParsableCommand {
             cores: a CPU-bound run is about 1× here.
 
             Q (quality, in-process, no database): the repository's public photographs and \
-            screenshots (or --q-images) through resize(800x800, mode=fit); every fixed JPEG quality \
+            screenshots (or --q-images; × --scale below 1, at least 2) through resize(800x800, mode=fit); every fixed JPEG quality \
             75–100 scored by SSIMULACRA2; T = q82's score on the median image; then \
             format(jpeg, quality=auto, min_score=T), format(auto, min_score=T) and, when AVIF \
             encodes, format(auto, min_score=T, formats=jpeg|webp|avif), each interleaved with a \

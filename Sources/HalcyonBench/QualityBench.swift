@@ -384,7 +384,10 @@ extension Bench {
                 }
             }
         }
-        let sources = QualityBench.sources(in: directories)
+        let all = QualityBench.sources(in: directories)
+        // `--scale` below 1 takes the first images only (at least two), as the other scenarios
+        // shrink their corpus.
+        let sources = scale < 1 ? Array(all.prefix(max(2, Int((Double(all.count) * scale).rounded())))) : all
         guard !sources.isEmpty else {
             print("Q skipped: no images (run from a clone, or name directories of JPEG and PNG files with --q-images)")
             return nil
