@@ -218,7 +218,7 @@ package final class PixelBuffer: @unchecked Sendable {
     }
 
     /// RGB from RGBA: each pixel composited over white.
-    private func flattenedOnWhite() -> PixelBuffer {
+    func flattenedOnWhite() -> PixelBuffer {
         let rgb = PixelBuffer(width: width, height: height, channels: 3)
         for i in 0..<(width * height) {
             let p = bytes + i * 4, q = rgb.bytes + i * 3

@@ -67,6 +67,11 @@ import Testing
         #expect(try MagickImage.decode(animated.data, format: .webp).frameCount == 4)
         let still = try Self.run(gif, format: .gif, "format(auto, min_score=70, formats=jpeg)")
         #expect(still.format == .gif)
+        // JPEG alone: flattened onto white and scored flattened, in both lanes.
+        for direct in [true, false] {
+            let flat = try Self.run(logo, format: .png, "format(jpeg, quality=auto, min_score=80)", direct: direct)
+            #expect(flat.format == .jpeg && (flat.score ?? 0) >= 80, "direct \(direct): \(flat.score ?? -1)")
+        }
     }
 
     /// With `max_bytes`, the smallest result that reaches the score if it fits, else the

@@ -56,7 +56,10 @@ extension OutputEncoder {
                 image.pngCompression = compression
                 return try image.encode()
             },
-            makeScorer: { () throws(HalcyonError) in try SSIMULACRA2Reference(pixels) })
+            makeScorer: { () throws(HalcyonError) in
+                // As ImageMagick's lane: a JPEG-only output of transparent pixels is scored flattened.
+                try SSIMULACRA2Reference(chain.formatStep?.formats == [.jpeg] && pixels.channels == 4 ? pixels.flattenedOnWhite() : pixels)
+            })
     }
 }
 
