@@ -364,7 +364,7 @@ public final class MagickImage {
         // image's own format when writing, so both are set.
         try check(MagickSetFormat(wand, outputFormat.magickName), "set format")
         try check(MagickSetImageFormat(wand, outputFormat.magickName), "set format")
-        if [.jpeg, .webp, .avif].contains(outputFormat) {
+        if outputFormat.hasQuality {
             MagickSetImageCompressionQuality(wand, outputQuality)
         }
         if outputFormat == .png {

@@ -25,7 +25,7 @@ public struct FormatProcessor: ImageProcessor {
             case .avif: .avif
             }
         }
-        var hasQuality: Bool { [.jpeg, .webp, .avif].contains(self) }
+        var hasQuality: Bool { imageFormat.hasQuality }
         var canBeProgressive: Bool { [.jpeg, .png].contains(self) }
     }
     public static let name = "format"

@@ -3,7 +3,7 @@ import Foundation
 import HalcyonDomain
 
 extension ImageFormat {
-    /// Whether its encoder takes a quality (1–100).
+    /// Whether its encoder takes a quality (1–100): the one list of them.
     var hasQuality: Bool { [.jpeg, .webp, .avif].contains(self) }
 
     /// Whether this build's ImageMagick writes it: found once, by encoding a 16×16 image
