@@ -104,7 +104,8 @@ package enum QualityBench {
             ("jpeg auto", "\(resize) |> format(jpeg, quality=auto, min_score=\(t))"),
             ("auto", "\(resize) |> format(auto, min_score=\(t))"),
         ]
-        if encodesAVIF { autos.append(("auto +avif", "\(resize) |> format(auto, min_score=\(t), formats=jpeg|webp|avif)")) }
+        // The default formats include AVIF; without AVIF the two cheaper ones are all there is.
+        if encodesAVIF { autos.append(("auto jpeg|webp", "\(resize) |> format(auto, min_score=\(t), formats=jpeg|webp)")) }
         let q82Chain = try ProcessorChain.parse("\(resize) |> format(jpeg, quality=82)")
         var results = autos.map { Auto(name: $0.0, chain: $0.1, outputs: [], q82: []) }
         let parsed = try autos.map { try ProcessorChain.parse($0.1) }
@@ -187,8 +188,8 @@ package enum QualityBench {
         print(json.dumps([compute_ssimulacra2(a, b) for a, b in pairs]))
         """
 
-    /// The port's score of each output against its lossless PNG; outputs are turned into PNG
-    /// first (ImageMagick's decoder: Pillow may not read WebP or AVIF).
+    /// The port's score of each output against its lossless PNG; outputs are turned into sRGB
+    /// PNGs first (ImageMagick's decoder: Pillow may not read WebP or AVIF).
     private static func reference(python: String, pairs: [(lossless: Data, output: Data, format: ImageFormat)]) throws -> [Double] {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("halcyon-bench-q-\(getpid())")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
@@ -198,6 +199,8 @@ package enum QualityBench {
             let ref = dir.appendingPathComponent("\(i)-ref.png"), dist = dir.appendingPathComponent("\(i)-out.png")
             try p.lossless.write(to: ref)
             let image = try MagickImage.decode(p.output, format: p.format)
+            // AVIF decodes as YCbCr: in sRGB, as the worker's own score reads it.
+            try image.toSRGB()
             image.outputFormat = .png
             try image.encode().write(to: dist)
             manifest.append([ref.path, dist.path])
@@ -259,9 +262,12 @@ extension QualityBench.Run {
         }
         out.append(("jpeg_auto_wall_vs_q82", "jpeg auto wall time / q82's", jpeg.wallSeconds / max(jpeg.q82WallSeconds, 1e-9), b.wallVsQ82))
         for a in autos.dropFirst() {
-            let key = a.name.replacingOccurrences(of: " +", with: "_").replacingOccurrences(of: " ", with: "_")
+            let key = a.name.replacingOccurrences(of: "|", with: "_").replacingOccurrences(of: " ", with: "_")
             out.append(
                 ("\(key)_bytes_vs_jpeg_auto", "\(a.name) bytes / jpeg auto's", Double(a.totalBytes) / Double(max(jpeg.totalBytes, 1)), b.autoVsJPEG))
+            if let d = a.referenceDistances(target: target) {
+                out.append(("\(key)_max_reference_distance", "\(a.name) max |reference − T| (points)", d.fromTarget, b.referencePoints))
+            }
         }
         return out
     }
@@ -283,12 +289,12 @@ extension QualityBench.Run {
                 "lowest fixed quality reaching T on every image: q\($0) (\(kb(fixedTotal($0))) KB, lowest \(String(format: "%.2f", fixedLowest($0))))\n"
             }
             ?? "no fixed quality up to 100 reaches T on every image\n"
-        out += "  chain          total KB   lowest  highest   encodes min/med/max   CPU ms/job (q82)   wall ms/job (q82)   formats\n"
+        out += "  chain            total KB   lowest  highest   encodes min/med/max   CPU ms/job (q82)   wall ms/job (q82)   formats\n"
         let n = Double(max(names.count, 1))
         for a in autos {
             let e = a.encodes
             out +=
-                "  " + a.name.padding(toLength: 12, withPad: " ", startingAt: 0)
+                "  " + a.name.padding(toLength: 14, withPad: " ", startingAt: 0)
                 + String(
                     format: " %10@ %8.2f %8.2f %9d/%d/%d %15.1f (%5.1f) %13.1f (%5.1f)   %@\n", kb(a.totalBytes) as NSString, a.lowestScore,
                     a.highestScore,

@@ -19,4 +19,24 @@ extension MagickImage {
         guard ok == MagickTrue else { throw error(wand, .processingFailed, "\(what): export pixels") }
         return (pixels, channels)
     }
+
+    /// The first frame's 8-bit samples in sRGB, rows packed, RGB or RGBA (a converted copy for a
+    /// frame in CMYK, Lab, YCbCr, …). `what` names the caller in errors.
+    func firstFrameSamples8(for what: String) throws(HalcyonError) -> (pixels: [UInt8], width: Int, height: Int, channels: Int) {
+        MagickSetFirstIterator(wand)
+        let space = MagickGetImageColorspace(wand)
+        var frame = wand
+        var copy: OpaquePointer?
+        defer { if let copy { DestroyMagickWand(copy) } }
+        if space != sRGBColorspace, space != RGBColorspace, space != GRAYColorspace {
+            guard let made = MagickGetImage(wand) else { throw HalcyonError(.processingFailed, "\(what): copy the first frame") }
+            copy = made
+            guard MagickTransformImageColorspace(made, sRGBColorspace) == MagickTrue else {
+                throw Self.error(made, .processingFailed, "\(what): convert to sRGB")
+            }
+            frame = made
+        }
+        let (pixels, channels) = try Self.samples8(frame, what)
+        return (pixels, Int(MagickGetImageWidth(frame)), Int(MagickGetImageHeight(frame)), channels)
+    }
 }

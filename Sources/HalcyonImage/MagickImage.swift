@@ -247,6 +247,8 @@ public final class MagickImage {
 
     /// Progressive JPEG / interlaced PNG output.
     public var progressive = false
+    /// JPEG and AVIF: full-resolution chroma (4:4:4) whatever the quality or the source's sampling.
+    public var fullChroma = false
 
     /// Runs `body` on every frame (one for still images; animations are coalesced at decode).
     func forEachFrame(_ what: String, _ body: () -> MagickBooleanType) throws(HalcyonError) {
@@ -360,12 +362,17 @@ public final class MagickImage {
         try forEachFrame("strip") { MagickStripImage(wand) }
         if outputFormat == .jpeg, hasAlpha { try flattenOntoWhite() }
         if outputFormat == .png, !progressive, let png = try encodeDirectPNG() { return png }
+        if outputFormat == .avif { return try encodeAVIF() }
         // The wand-level format was set to the input coder for decoding; it would win over the
         // image's own format when writing, so both are set.
         try check(MagickSetFormat(wand, outputFormat.magickName), "set format")
         try check(MagickSetImageFormat(wand, outputFormat.magickName), "set format")
         if outputFormat.hasQuality {
             MagickSetImageCompressionQuality(wand, outputQuality)
+        }
+        if outputFormat == .jpeg, fullChroma {
+            var factors: [Double] = [1, 1]
+            MagickSetSamplingFactors(wand, 2, &factors)
         }
         if outputFormat == .png {
             MagickSetOption(wand, "png:compression-level", String(pngCompression))

@@ -21,6 +21,13 @@ import Testing
         try ImagePipeline.run(source, format: format, chains: [ProcessorChain.parse(chain)], directLane: direct, scores: [score])[0].get()
     }
 
+    /// A baseline or progressive JPEG's sampling byte per component (0x11 is full resolution).
+    static func componentSampling(_ jpeg: Data) -> [UInt8] {
+        let b = [UInt8](jpeg)
+        guard let sof = (0..<(b.count - 10)).first(where: { b[$0] == 0xFF && (b[$0 + 1] == 0xC0 || b[$0 + 1] == 0xC2) }) else { return [] }
+        return (0..<Int(b[sof + 9])).map { b[sof + 11 + 3 * $0] }
+    }
+
     /// The lowest quality whose score reaches the target, in at most six encodes, in both lanes;
     /// the recorded score is the stored bytes' own.
     @Test(arguments: [true, false])
@@ -31,6 +38,7 @@ import Testing
             let out = try Self.run(Self.photo, "resize(480x480) |> format(jpeg, quality=auto, min_score=\(Int(target)))", direct: direct)
             let quality = try #require(out.quality), score = try #require(out.score)
             #expect(out.format == .jpeg && out.encodes <= 6, "\(out.encodes) encodes")
+            #expect(Self.componentSampling(out.data) == [0x11, 0x11, 0x11], "the search encodes 4:4:4 whatever the quality")
             #expect(score >= target && score < target + 6, "target \(target): \(score) at q\(quality)")
             #expect(abs(try reference.score(encoded: out.data, format: .jpeg) - score) < 0.01)
             // One quality lower misses the target (or the search stopped within a point of it).
@@ -48,19 +56,26 @@ import Testing
     @Test func autoFormatIsTheSmallestThatReachesTheScore() throws {
         let jpeg = try Self.run(Self.photo, "resize(480x480) |> format(jpeg, quality=auto, min_score=75)")
         let webp = try Self.run(Self.photo, "resize(480x480) |> format(webp, quality=auto, min_score=75)")
+        let avif = try Self.run(Self.photo, "resize(480x480) |> format(avif, quality=auto, min_score=75)")
+        let two = try Self.run(Self.photo, "resize(480x480) |> format(auto, min_score=75, formats=jpeg|webp)")
+        #expect(two.format == (webp.data.count < jpeg.data.count ? .webp : .jpeg))
+        #expect(two.data.count <= min(jpeg.data.count, webp.data.count))
+        #expect(try #require(two.score) >= 75)
+        #expect(two.encodes <= 12)
+        // By default AVIF too: the smallest of the three.
         let auto = try Self.run(Self.photo, "resize(480x480) |> format(auto, min_score=75)")
-        #expect(auto.format == (webp.data.count < jpeg.data.count ? .webp : .jpeg))
-        #expect(auto.data.count <= min(jpeg.data.count, webp.data.count))
-        #expect(try #require(auto.score) >= 75)
-        #expect(auto.encodes <= 12)
+        let sizes: [(ImageFormat, Int)] = [(.jpeg, jpeg.data.count), (.webp, webp.data.count), (.avif, avif.data.count)]
+        #expect(auto.format == sizes.min { $0.1 < $1.1 }?.0)
+        #expect(auto.data.count <= sizes.map(\.1).min()!)
+        #expect(try #require(auto.score) >= 75 && auto.encodes <= 18)
     }
 
     /// Transparency rules JPEG out; an animation stays one (WebP).
     @Test func transparencyAndAnimationChooseFormatsThatKeepThem() throws {
         let logo = try SampleImages.photo(width: 200, height: 120, seed: 3, format: .png, alpha: true)
         let out = try Self.run(logo, format: .png, "format(auto, min_score=80)")
-        #expect(out.format == .webp)
-        #expect(try MagickImage.decode(out.data, format: .webp).hasAlpha)
+        #expect(out.format == .webp || out.format == .avif)
+        #expect(try MagickImage.decode(out.data, format: out.format).hasAlpha)
         let gif = try SampleImages.animatedGIF(frames: 4, width: 60, height: 40)
         let animated = try Self.run(gif, format: .gif, "format(auto, min_score=70)")
         #expect(animated.format == .webp)

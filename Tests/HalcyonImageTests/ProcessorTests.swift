@@ -146,6 +146,11 @@ func near(_ a: Double, _ b: Double, _ tolerance: Double = 0.04) -> Bool { abs(a 
         #expect(ImageFormat.sniff(gif) == .gif)
         let avif = try ImagePipeline.run(photo, format: .jpeg, chain: ProcessorChain.parse("format(avif, quality=50)")).data
         #expect([ImageFormat.avif, .heic].contains(ImageFormat.sniff(avif)))
+        // The quality reaches the AVIF encoder: more of it, more bytes and a better score.
+        let chains = try [20, 90].map { try ProcessorChain.parse("format(avif, quality=\($0))") }
+        let avifs = try ImagePipeline.run(photo, format: .jpeg, chains: chains, scores: [true, true]).map { try $0.get() }
+        #expect(avifs[0].data.count < avifs[1].data.count)
+        #expect(try #require(avifs[0].score) + 5 < #require(avifs[1].score))
         let progressive = try ImagePipeline.run(photo, format: .jpeg, chain: ProcessorChain.parse("format(jpeg, progressive=true)")).data
         let baseline = try ImagePipeline.run(photo, format: .jpeg, chain: ProcessorChain.parse("format(jpeg)")).data
         #expect(containsMarker(progressive, 0xC2))  // SOF2: progressive DCT

@@ -10,7 +10,7 @@ import Testing
         func id(_ text: String) throws -> String { try ProcessorChain.parse(text).identifier }
         #expect(try id("format(jpeg, quality=auto)") == "format(jpeg,quality=auto,min_score=80,progressive=false)")
         #expect(try id("format(webp, quality=auto, min_score=72.5)") == "format(webp,quality=auto,min_score=72.5)")
-        #expect(try id("format(auto)") == "format(auto,min_score=80,formats=jpeg|webp,progressive=false)")
+        #expect(try id("format(auto)") == "format(auto,min_score=80,formats=jpeg|webp|avif,progressive=false)")
         // Any order in, one order out: the cache key does not depend on how the list was written.
         #expect(try id("format(auto, formats=avif|webp|jpeg, min_score=90)") == "format(auto,min_score=90,formats=jpeg|webp|avif,progressive=false)")
         #expect(

@@ -156,11 +156,11 @@ import Testing
             if let (w, h, x, y) = c.crop { try image.crop(width: w, height: h, x: x, y: y) }
             let reference = try SSIMULACRA2Reference(image)
             let refFile = dir.appendingPathComponent("\(i).raw")
-            let ref = try SSIMULACRA2Reference.samples(of: image)
+            let ref = try image.firstFrameSamples8(for: "test")
             try Data(ref.pixels).write(to: refFile)
             for d in c.distortions {
                 let (data, format) = try d.apply(to: image)
-                let distorted = try SSIMULACRA2Reference.samples(of: try MagickImage.decode(data, format: format, firstFrameOnly: true))
+                let distorted = try MagickImage.decode(data, format: format, firstFrameOnly: true).firstFrameSamples8(for: "test")
                 let distFile = dir.appendingPathComponent("\(i)-\(d.rawValue).raw")
                 try Data(distorted.pixels).write(to: distFile)
                 pairs.append(

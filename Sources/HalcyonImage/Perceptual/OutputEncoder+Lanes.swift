@@ -11,14 +11,14 @@ extension OutputEncoder {
         return OutputEncoder(
             step: step, format: image.outputFormat, quality: image.outputQuality, isAnimation: isAnimation, scoreWanted: scoreWanted,
             predictionKey: chain.identifier,
-            encode: { format, quality throws(HalcyonError) in
+            encode: { encoding throws(HalcyonError) in
                 let target = try still.get()
-                target.set(format, quality, step)
+                target.set(encoding, step)
                 return try target.encode()
             },
             encodeAll: isAnimation
-                ? { format, quality throws(HalcyonError) in
-                    image.set(format, quality, step)
+                ? { encoding throws(HalcyonError) in
+                    image.set(encoding, step)
                     return try image.encode()
                 } : nil,
             makeScorer: { () throws(HalcyonError) in
@@ -39,10 +39,12 @@ extension OutputEncoder {
         var magick: [ImageFormat: MagickImage] = [:]
         return OutputEncoder(
             step: chain.formatStep, format: format, quality: quality, scoreWanted: scoreWanted, predictionKey: chain.identifier,
-            encode: { format, quality throws(HalcyonError) in
+            encode: { encoding throws(HalcyonError) in
+                let (format, quality) = (encoding.format, encoding.quality)
                 if format == .jpeg {
                     // ImageMagick's rule: the source JPEG's sampling, else 4:4:4 from quality 90, 4:2:0 below.
-                    return try pixels.encodeJPEG(quality: quality, progressive: progressive, sampling: sampling ?? (quality >= 90 ? (1, 1) : (2, 2)))
+                    let chroma = encoding.fullChroma ? (1, 1) : sampling ?? (quality >= 90 ? (1, 1) : (2, 2))
+                    return try pixels.encodeJPEG(quality: quality, progressive: progressive, sampling: chroma)
                 }
                 let image: MagickImage
                 if let made = magick[format] {
@@ -65,10 +67,11 @@ extension OutputEncoder {
 
 extension MagickImage {
     /// The output settings for one encode of a `format` step's search.
-    fileprivate func set(_ format: ImageFormat, _ quality: Int, _ step: FormatProcessor?) {
-        outputFormat = format
-        outputQuality = quality
-        if let step { progressive = step.progressive && (format == .jpeg || format == .png) }
+    fileprivate func set(_ encoding: Encoding, _ step: FormatProcessor?) {
+        outputFormat = encoding.format
+        outputQuality = encoding.quality
+        fullChroma = encoding.fullChroma
+        if let step { progressive = step.progressive && (encoding.format == .jpeg || encoding.format == .png) }
     }
 }
 

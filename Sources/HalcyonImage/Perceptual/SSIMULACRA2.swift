@@ -47,7 +47,7 @@ public final class SSIMULACRA2Reference: @unchecked Sendable {
     /// Prepares the first frame of `image` (converted to sRGB when it is in another colour
     /// space; with its alpha, if it has an alpha channel).
     public convenience init(_ image: MagickImage) throws(HalcyonError) {
-        let frame = try Self.samples(of: image)
+        let frame = try image.firstFrameSamples8(for: "SSIMULACRA2")
         try self.init(pixels: frame.pixels, width: frame.width, height: frame.height, channels: frame.channels)
     }
 
@@ -77,7 +77,7 @@ public final class SSIMULACRA2Reference: @unchecked Sendable {
 
     /// The score of the first frame of `image`, which must be the reference's size.
     public func score(_ image: MagickImage) throws(HalcyonError) -> Double {
-        let frame = try Self.samples(of: image)
+        let frame = try image.firstFrameSamples8(for: "SSIMULACRA2")
         return try score(pixels: frame.pixels, width: frame.width, height: frame.height, channels: frame.channels)
     }
 
@@ -95,25 +95,6 @@ public final class SSIMULACRA2Reference: @unchecked Sendable {
         }
         try Self.check(status, "score a \(width)x\(height) image against the \(self.width)x\(self.height) reference")
         return result
-    }
-
-    /// The first frame's 8-bit samples in sRGB (a converted copy for a frame in CMYK, Lab, …).
-    static func samples(of image: MagickImage) throws(HalcyonError) -> (pixels: [UInt8], width: Int, height: Int, channels: Int) {
-        MagickSetFirstIterator(image.wand)
-        let space = MagickGetImageColorspace(image.wand)
-        var wand = image.wand
-        var copy: OpaquePointer?
-        defer { if let copy { DestroyMagickWand(copy) } }
-        if space != sRGBColorspace, space != RGBColorspace, space != GRAYColorspace {
-            guard let frame = MagickGetImage(image.wand) else { throw HalcyonError(.processingFailed, "SSIMULACRA2: copy the first frame") }
-            copy = frame
-            guard MagickTransformImageColorspace(frame, sRGBColorspace) == MagickTrue else {
-                throw MagickImage.error(frame, .processingFailed, "SSIMULACRA2: convert to sRGB")
-            }
-            wand = frame
-        }
-        let (pixels, channels) = try MagickImage.samples8(wand, "SSIMULACRA2")
-        return (pixels, Int(MagickGetImageWidth(wand)), Int(MagickGetImageHeight(wand)), channels)
     }
 
     private static func check(_ status: Int32, _ what: String) throws(HalcyonError) {
