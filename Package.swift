@@ -2,7 +2,7 @@
 import PackageDescription
 
 // Halcyon: a batch image pipeline worker fed by a PostgreSQL job queue.
-// One library module per concern (see ../shared/ARCHITECTURE.md); thin C shims under Sources/C*.
+// One library module per concern (see docs/architecture.md); thin C shims under Sources/C*.
 /// Include paths of ImageMagick 6 on Debian (both multiarch triplets, for the Docker image).
 let magickIncludes: [SwiftSetting] = [
     .unsafeFlags([
