@@ -18,6 +18,12 @@ public struct Backoff: Sendable, Equatable {
         self.jitter = min(max(jitter, 0), 1)
     }
 
+    /// The same without jitter: for a wait that grows with consecutive failures (a reconnect, a
+    /// circuit breaker, a restart) rather than a job's attempts.
+    public init(doubling base: Duration, upTo maximum: Duration) {
+        self.init(base: base, maximum: max(base, maximum), jitter: 0)
+    }
+
     /// The delay after failed attempt `attempt`, with `random` in 0…1.
     public func delay(afterAttempt attempt: Int, random: Double = Double.random(in: 0...1)) -> Duration {
         let exponent = Double(min(max(attempt - 1, 0), 40))

@@ -50,20 +50,24 @@ public final class JobListener: Sendable {
         stopped.store(true, ordering: .relaxed)
     }
 
+    /// The wait before reconnecting: 0.1 s after the first failure, doubling to 5 s.
+    static let reconnect = Backoff(doubling: .milliseconds(100), upTo: .seconds(5))
+
     private func loop() {
-        var delay = 0.1
+        var failures = 0
         while !stopped.load(ordering: .relaxed) {
             do {
                 let connection = try PGConnection.connectBlocking(conninfo, label: "listen")
                 try connection.sync { [listen] in _ = try listen(connection) }
-                delay = 0.1
+                failures = 0
                 onNotify([])
                 try listen(on: connection)
             } catch {
                 guard !stopped.load(ordering: .relaxed) else { return }
+                failures += 1
+                let delay = Self.reconnect.delay(afterAttempt: failures).seconds
                 logger.warning("listen connection lost; reconnecting", metadata: ["error": "\(error)", "retry_in": "\(TimeSpan.format(delay))"])
                 Thread.sleep(forTimeInterval: delay)
-                delay = min(delay * 2, 5)
             }
         }
     }

@@ -122,7 +122,9 @@ public final class Supervisor: Sendable {
     /// Runs children until one exits by itself (its status is returned) or a stop is requested
     /// while none runs (0).
     public func run() async -> Int32 {
-        var delay = configuration.restartDelay
+        // Crashes in a row, each after a short life: the wait before a restart doubles with them.
+        var crashes = 0
+        let restartBackoff = Backoff(doubling: configuration.restartDelay, upTo: configuration.maxRestartDelay)
         while true {
             if stopped.isCancelled { return 0 }
             let child: ChildProcess
@@ -169,10 +171,10 @@ public final class Supervisor: Sendable {
                 }
                 restartCount.add(1, ordering: .relaxed)
                 await recordCrash(reason, tracker: tracker, pid: child.pid)
-                if ContinuousClock.now - started >= configuration.stableAfter { delay = configuration.restartDelay }
+                crashes = ContinuousClock.now - started >= configuration.stableAfter ? 1 : crashes + 1
+                let delay = restartBackoff.delay(afterAttempt: crashes)
                 logger.notice("restarting the worker process", metadata: ["after": "\(TimeSpan.format(delay))"])
                 if await !stopped.sleep(seconds: delay.seconds) { return 0 }
-                delay = min(delay * 2, configuration.maxRestartDelay)
             }
         }
     }

@@ -212,7 +212,8 @@ public struct WebhookDeliverer: Service, CustomStringConvertible {
             var inFlight = 0
             var failures = 0
             var openUntil: ContinuousClock.Instant?
-            var cooldown: Duration
+            /// Times the circuit opened since the host last answered: its cooldown doubles with them.
+            var openings = 0
             var probing = false
         }
         private let state = Mutex<(inFlight: Int, hosts: [String: Host])>((0, [:]))
@@ -220,7 +221,13 @@ public struct WebhookDeliverer: Service, CustomStringConvertible {
         /// Hosts remembered at most (beyond it, idle hosts with closed or expired circuits are forgotten).
         static let maxHosts = 4096
 
-        init(configuration: WebhookConfiguration) { self.configuration = configuration }
+        /// `breakerCooldown` at the first opening, doubling at each failed probe, up to `maxRetryDelay`.
+        private let cooldowns: Backoff
+
+        init(configuration: WebhookConfiguration) {
+            self.configuration = configuration
+            cooldowns = Backoff(doubling: configuration.breakerCooldown, upTo: configuration.maxRetryDelay)
+        }
 
         enum Admission: Equatable {
             case go
@@ -245,7 +252,7 @@ public struct WebhookDeliverer: Service, CustomStringConvertible {
         /// Counts one more delivery to `host`, or says why not.
         func admit(_ host: String, now: ContinuousClock.Instant = .now) -> Admission {
             state.withLock { s in
-                var h = s.hosts[host] ?? Host(cooldown: configuration.breakerCooldown)
+                var h = s.hosts[host] ?? Host()
                 if let until = h.openUntil {
                     if now < until { return .open(until - now) }
                     if h.probing { return .busy }
@@ -269,17 +276,20 @@ public struct WebhookDeliverer: Service, CustomStringConvertible {
                 var opened: Duration?
                 switch verdict {
                 case .answered:
-                    h = Host(inFlight: h.inFlight, cooldown: configuration.breakerCooldown)
+                    h = Host(inFlight: h.inFlight)
                 case .failed:
                     h.failures += 1
                     if h.probing {
                         h.probing = false
-                        h.cooldown = min(h.cooldown * 2, max(configuration.maxRetryDelay, configuration.breakerCooldown))
-                        h.openUntil = now + h.cooldown
-                        opened = h.cooldown
+                        h.openings += 1
+                        let cooldown = cooldowns.delay(afterAttempt: h.openings)
+                        h.openUntil = now + cooldown
+                        opened = cooldown
                     } else if h.openUntil == nil && h.failures >= configuration.breakerThreshold {
-                        h.openUntil = now + h.cooldown
-                        opened = h.cooldown
+                        h.openings = 1
+                        let cooldown = cooldowns.delay(afterAttempt: 1)
+                        h.openUntil = now + cooldown
+                        opened = cooldown
                     }
                 case .neutral:
                     h.probing = false
