@@ -168,7 +168,7 @@ struct DashboardApp: Sendable {
     /// (`503` with `Retry-After` beyond); a `HEAD`, or a request whose `If-None-Match` names
     /// the digest (`304`), reads the object's facts only and takes no stream.
     private func result(_ digest: String, _ request: Request, _ context: DashboardContext) async -> Response {
-        guard DiskStore.isDigest(digest) else { return .text(.notFound, "not a result digest (64 lower-case hex digits)\n") }
+        guard StoreLayout.isDigest(digest) else { return .text(.notFound, "not a result digest (64 lower-case hex digits)\n") }
         guard let store else { return .text(.notFound, "this dashboard has no store\n") }
         let limit = configuration.maxResultBytes
         let notFound = Response.text(.notFound, "no stored result with this digest\n")

@@ -19,7 +19,7 @@ extension JobQueue {
     }
 
     /// Whether `name` keeps its results in a key space of its own (`isolated_keys`): its jobs'
-    /// store keys are `DiskStore.storeKey(resultKey, scope: name)`. False for an unknown queue.
+    /// store keys are `StoreLayout.storeKey(resultKey, scope: name)`. False for an unknown queue.
     public func isolatesKeys(queue name: String) async throws -> Bool {
         try await connection.row(SQL.QueueIsolatesKeys(queue: name))?.isolatedKeys ?? false
     }

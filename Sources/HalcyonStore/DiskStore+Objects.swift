@@ -3,11 +3,6 @@ import HalcyonDomain
 import Synchronization
 
 extension DiskStore {
-    /// Whether `text` is a content address: 64 lower-case hex digits.
-    public static func isDigest(_ text: String) -> Bool {
-        text.utf8.count == 64 && text.utf8.allSatisfy { (48...57).contains($0) || (97...102).contains($0) }
-    }
-
     /// The object whose SHA-256 is `digest`, opened without moving its access time where this
     /// process may (the store's owner, or root). Nil when `digest` is not a content address,
     /// when no object has it, or when it is over `maxBytes`. The reader holds the file open: a
@@ -19,7 +14,7 @@ extension DiskStore {
             close(fd)
             return nil
         }
-        return DiskObjectReader(fd: fd, info: info, path: Self.objectPath(digest: digest, ext: info.format.fileExtension))
+        return DiskObjectReader(fd: fd, info: info, path: StoreLayout.objectPath(digest: digest, ext: info.format.fileExtension))
     }
 
     /// The format, size and expiry of the object whose SHA-256 is `digest`, from its inode alone.
@@ -34,9 +29,9 @@ extension DiskStore {
     /// followed: nothing outside the store's `objects/` is reachable this way, and only a regular
     /// file is opened (`O_NONBLOCK`: a FIFO planted there does not hold the open).
     private func openObjectFile(_ digest: String) -> (fd: Int32, info: ObjectInfo)? {
-        guard Self.isDigest(digest) else { return nil }
+        guard StoreLayout.isDigest(digest) else { return nil }
         for format in ImageFormat.allCases {
-            let path = url(forRelativePath: Self.objectPath(digest: digest, ext: format.fileExtension)).path
+            let path = url(forRelativePath: StoreLayout.objectPath(digest: digest, ext: format.fileExtension)).path
             let fd = openForReading(path, flags: O_NOFOLLOW | O_NONBLOCK)
             guard fd >= 0 else { continue }
             var st = stat()

@@ -84,26 +84,6 @@ public struct DiskStore: Sendable {
         rootPath = self.root.path
     }
 
-    /// The relative path of an object.
-    public static func objectPath(digest: String, ext: String) -> String {
-        let d = Array(digest)
-        return "objects/\(String(d[0..<2]))/\(String(d[2..<4]))/\(digest).\(ext)"
-    }
-
-    /// The key a result is stored under: `key` itself in the shared key space, or with a scope
-    /// (an isolated queue's name) the scope, a NUL and the key. PostgreSQL text never holds a
-    /// NUL, so no key a job can carry — in any queue — names a scoped entry.
-    public static func storeKey(_ key: String, scope: String?) -> String {
-        guard let scope else { return key }
-        return scope + "\u{0}" + key
-    }
-
-    /// The relative path of a key's file.
-    public static func keyPath(for key: String) -> String {
-        let digest = Digest.sha256Hex(key)
-        return "keys/\(digest.prefix(2))/\(digest)"
-    }
-
     public func url(forRelativePath path: String) -> URL {
         root.appendingPathComponent(path)
     }
@@ -123,7 +103,7 @@ public struct DiskStore: Sendable {
     /// `store.write_failed` (nothing partial is left at a final path).
     public func put(_ data: Data, ext: String, expires: Date? = nil, now: Date = Date()) throws(HalcyonError) -> StoredObject {
         let digest = Digest.sha256Hex(data)
-        let relative = Self.objectPath(digest: digest, ext: ext)
+        let relative = StoreLayout.objectPath(digest: digest, ext: ext)
         let final = url(forRelativePath: relative)
         let expiry = expires ?? StorageExpiration.days(7).expiry(from: now)
         for _ in 0..<3 {
@@ -166,7 +146,7 @@ public struct DiskStore: Sendable {
         let object = try put(data, ext: ext, expires: expiry, now: now)
         let record = KeyRecord(object: object.path, bytes: object.bytes, info: info, key: key)
         try AtomicFile.write(
-            Data(record.text.utf8), to: url(forRelativePath: Self.keyPath(for: key)), tmpDirectory: tmpDirectory,
+            Data(record.text.utf8), to: url(forRelativePath: StoreLayout.keyPath(for: key)), tmpDirectory: tmpDirectory,
             durable: false
         ) { fd in
             // Not fsynced: a key lost in a crash is only a cache miss.
@@ -182,7 +162,7 @@ public struct DiskStore: Sendable {
     /// the object the later of its expiry and the key's. Nil on a miss, or on any error (a
     /// broken store file is a miss, not a failure).
     public func lookup(_ key: String, extend: ExpirationExtending, now: Date = Date()) -> CachedResult? {
-        let keyPath = self.path(forRelativePath: Self.keyPath(for: key))
+        let keyPath = self.path(forRelativePath: StoreLayout.keyPath(for: key))
         let found = try? withLockedFile(keyPath) { fd, st throws(HalcyonError) -> CachedResult? in
             let keyTimes = FileTimes(st)
             guard keyTimes.expires > now else { return nil }

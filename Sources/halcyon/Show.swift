@@ -34,12 +34,12 @@ struct Show: AsyncParsableCommand {
         let key = object["result_key"]?.stringValue
         var storeKey = key
         if let key, let name = object["queue"]?.stringValue, try await queue.isolatesKeys(queue: name) {
-            storeKey = DiskStore.storeKey(key, scope: name)
+            storeKey = StoreLayout.storeKey(key, scope: name)
         }
         switch (location, store) {
         case (.directory(let root), _):
             if let path { object["result_file"] = .string(root.appendingPathComponent(path).path) }
-            if let storeKey, let t = FileTimes.read(root.appendingPathComponent(DiskStore.keyPath(for: storeKey)).path) {
+            if let storeKey, let t = FileTimes.read(root.appendingPathComponent(StoreLayout.keyPath(for: storeKey)).path) {
                 times = (t.expires, t.accessed)
             }
         case (.objectStore, let bucket as ObjectStore):

@@ -142,9 +142,9 @@ struct DashboardPageTests {
         #expect(image.status == 200 && image.headers["content-type"] == "image/png")
         #expect(Digest.sha256Hex(image.body) == digest, "the bytes are the stored object's")
         #expect(image.headers["cache-control"]?.hasPrefix("private, max-age=") == true)
-        let before = try #require(FileTimes.read(f.store.appendingPathComponent(DiskStore.objectPath(digest: digest, ext: "png")).path))
+        let before = try #require(FileTimes.read(f.store.appendingPathComponent(StoreLayout.objectPath(digest: digest, ext: "png")).path))
         _ = try await HTTP.get(server, "/results/\(digest)")
-        let after = try #require(FileTimes.read(f.store.appendingPathComponent(DiskStore.objectPath(digest: digest, ext: "png")).path))
+        let after = try #require(FileTimes.read(f.store.appendingPathComponent(StoreLayout.objectPath(digest: digest, ext: "png")).path))
         #expect(before == after, "serving does not move the access time the expiry is computed from")
 
         // A symlink planted where an object would be is not followed.

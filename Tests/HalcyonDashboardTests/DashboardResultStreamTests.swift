@@ -113,7 +113,7 @@ struct DashboardResultStreamTests {
         #expect(stream.status == 200)
         try await Task.sleep(for: .milliseconds(300))
         // What a sweep does to an expired object: unlinked under its lock.
-        try FileManager.default.removeItem(at: dir.appendingPathComponent(DiskStore.objectPath(digest: digest, ext: "png")))
+        try FileManager.default.removeItem(at: dir.appendingPathComponent(StoreLayout.objectPath(digest: digest, ext: "png")))
         let rest = try await Blocking.run { try stream.readToEnd(timeout: 60, keep: true) }
         #expect(stream.body + rest.kept == data, "\(stream.body.count + rest.bytes) bytes of \(data.count)")
         #expect(try await HTTP.get(server, "/results/\(digest)").status == 404, "gone for the next request")

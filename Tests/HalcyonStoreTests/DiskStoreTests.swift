@@ -31,7 +31,7 @@ import Testing
         #expect(meta["camera_model"] == "HX 1" && meta["has_gps"] == .bool(true) && meta["gps"] == nil)
         #expect(hit.info.placeholdersJSON.flatMap(Placeholders.init(jsonText:)) == placeholders)
 
-        let keyFile = root.appendingPathComponent(DiskStore.keyPath(for: "k@resize"))
+        let keyFile = root.appendingPathComponent(StoreLayout.keyPath(for: "k@resize"))
         let text = try String(contentsOf: keyFile, encoding: .utf8)
         try text.replacingOccurrences(of: "source jpeg 4032x3024", with: "source jpeg 4032by3024").write(
             to: keyFile, atomically: false, encoding: .utf8)
@@ -50,7 +50,7 @@ import Testing
         let info = ResultInfo(format: "jpeg", width: 320, height: 240, facts: nil, placeholders: nil, quality: 82, score: 87.314159)
         #expect(info.score == 87.31)
         _ = try store.store(Data([1, 2, 3]), ext: "jpg", info: info, key: "k@q", expiration: .days(1))
-        let keyFile = root.appendingPathComponent(DiskStore.keyPath(for: "k@q"))
+        let keyFile = root.appendingPathComponent(StoreLayout.keyPath(for: "k@q"))
         let text = try String(contentsOf: keyFile, encoding: .utf8)
         #expect(text.contains("\nimage jpeg 320x240\nquality 82\nscore 87.31\nkey k@q\n"), "\(text)")
         let hit = try #require(store.lookup("k@q", extend: .none))
@@ -78,7 +78,7 @@ import Testing
         // Unknown measures are not written at all.
         let plain = ResultInfo(format: "png", width: 1, height: 1, quality: nil, score: .nan)
         _ = try store.store(Data([4, 5, 6]), ext: "png", info: plain, key: "k@png", expiration: .days(1))
-        let plainText = try String(contentsOf: root.appendingPathComponent(DiskStore.keyPath(for: "k@png")), encoding: .utf8)
+        let plainText = try String(contentsOf: root.appendingPathComponent(StoreLayout.keyPath(for: "k@png")), encoding: .utf8)
         #expect(!plainText.contains("quality") && !plainText.contains("score"), "\(plainText)")
     }
 
@@ -89,14 +89,14 @@ import Testing
         defer { try? FileManager.default.removeItem(at: root) }
         let store = DiskStore(root: root)
         let key = "avatar\\1\n@format(png)"
-        let scoped = DiskStore.storeKey(key, scope: "tenant_a")
-        #expect(DiskStore.storeKey(key, scope: nil) == key)
-        #expect(scoped != key && DiskStore.keyPath(for: scoped) != DiskStore.keyPath(for: key))
+        let scoped = StoreLayout.storeKey(key, scope: "tenant_a")
+        #expect(StoreLayout.storeKey(key, scope: nil) == key)
+        #expect(scoped != key && StoreLayout.keyPath(for: scoped) != StoreLayout.keyPath(for: key))
         let info = ResultInfo(format: "png", width: 1, height: 1)
         _ = try store.store(Data([1, 2, 3]), ext: "png", info: info, key: scoped, expiration: .days(1))
         #expect(store.lookup(scoped, extend: .none) != nil)
         #expect(store.lookup(key, extend: .none) == nil)
-        #expect(store.lookup(DiskStore.storeKey(key, scope: "tenant_b"), extend: .none) == nil)
+        #expect(store.lookup(StoreLayout.storeKey(key, scope: "tenant_b"), extend: .none) == nil)
         #expect(store.lookup("tenant_a" + key, extend: .none) == nil)
     }
 
@@ -170,7 +170,7 @@ import Testing
         defer { try? FileManager.default.removeItem(at: elsewhere) }
         let store = DiskStore(root: root)
         let data = Data("bytes that cannot be published".utf8)
-        let final = root.appendingPathComponent(DiskStore.objectPath(digest: Digest.sha256Hex(data), ext: "jpg"))
+        let final = root.appendingPathComponent(StoreLayout.objectPath(digest: Digest.sha256Hex(data), ext: "jpg"))
         let objectDirectory = final.deletingLastPathComponent()
         try FileManager.default.createDirectory(at: objectDirectory.deletingLastPathComponent(), withIntermediateDirectories: true)
         try FileManager.default.createSymbolicLink(at: objectDirectory, withDestinationURL: elsewhere)
@@ -187,7 +187,7 @@ import Testing
 
         // A key file (published by rename) the same way: the object is stored, the key is not.
         let key = "k@refused"
-        let keyFile = root.appendingPathComponent(DiskStore.keyPath(for: key))
+        let keyFile = root.appendingPathComponent(StoreLayout.keyPath(for: key))
         try FileManager.default.createDirectory(
             at: keyFile.deletingLastPathComponent().deletingLastPathComponent(), withIntermediateDirectories: true)
         try FileManager.default.createSymbolicLink(at: keyFile.deletingLastPathComponent(), withDestinationURL: elsewhere)

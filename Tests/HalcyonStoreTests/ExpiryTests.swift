@@ -26,7 +26,7 @@ import Testing
         defer { try? FileManager.default.removeItem(at: store.root) }
         let written = Date()
         let o = try store.store(Data("abc".utf8), ext: "jpg", info: Self.info, key: "k@resize", expiration: .seconds(3600))
-        let object = try times(store, o.path), key = try times(store, DiskStore.keyPath(for: "k@resize"))
+        let object = try times(store, o.path), key = try times(store, StoreLayout.keyPath(for: "k@resize"))
         #expect(near(object.expires, written + 3600))
         #expect(near(object.accessed, written))
         #expect(near(key.expires, written + 3600))
@@ -43,7 +43,7 @@ import Testing
         defer { try? FileManager.default.removeItem(at: store.root) }
         let t0 = Date(timeIntervalSinceNow: -7200)  // stored two hours ago with a 10 h TTL
         let o = try store.store(Data("abc".utf8), ext: "jpg", info: Self.info, key: "k", expiration: .seconds(36_000), now: t0)
-        let keyPath = DiskStore.keyPath(for: "k")
+        let keyPath = StoreLayout.keyPath(for: "k")
         let before = (object: try times(store, o.path), key: try times(store, keyPath))
 
         let quietly = Date()
@@ -76,7 +76,7 @@ import Testing
         #expect(store.lookup("old", extend: .cacheTime) == nil)
         _ = try store.store(Data("xyz".utf8), ext: "jpg", info: Self.info, key: "gone", expiration: .days(1))
         try FileManager.default.removeItem(
-            at: store.url(forRelativePath: DiskStore.objectPath(digest: Digest.sha256Hex(Data("xyz".utf8)), ext: "jpg")))
+            at: store.url(forRelativePath: StoreLayout.objectPath(digest: Digest.sha256Hex(Data("xyz".utf8)), ext: "jpg")))
         #expect(store.lookup("gone", extend: .cacheTime) == nil)
         #expect(store.lookup("never-stored", extend: .cacheTime) == nil)
         // `expired` stores the result (the job needs it) but nothing hits it.

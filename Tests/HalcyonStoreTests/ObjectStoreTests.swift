@@ -34,7 +34,7 @@ struct ObjectStoreTests {
             source: SourceRecord(width: 40, height: 30, format: "jpeg", bytes: 1234, metaJSON: #"{"frames":1}"#),
             placeholdersJSON: #"{"blurhash":"LEHV6n"}"#, quality: 82, score: 87.31)
         let object = try store.store(data, ext: "png", info: info, key: "https://a.example/x.jpg@resize(4x3)", expiration: .days(7), now: now)
-        #expect(!object.existed && object.path == DiskStore.objectPath(digest: Digest.sha256Hex(data), ext: "png"))
+        #expect(!object.existed && object.path == StoreLayout.objectPath(digest: Digest.sha256Hex(data), ext: "png"))
         let before = store.client.requestsSent
         let hit = try #require(store.lookup("https://a.example/x.jpg@resize(4x3)", extend: .none, now: now))
         #expect(store.client.requestsSent - before == 1, "a hit is one request")
@@ -57,7 +57,7 @@ struct ObjectStoreTests {
         let now = Date()
         let info = ResultInfo(format: "jpeg", width: 4, height: 3, quality: 61, score: 70.5)
         _ = try store.store(Self.bytes(7), ext: "jpg", info: info, key: "k@measured", expiration: .days(7), now: now)
-        let keyPath = DiskStore.keyPath(for: "k@measured")
+        let keyPath = StoreLayout.keyPath(for: "k@measured")
         let found = try #require(try store.client.get(keyPath, maxBytes: 65_536))
         let text = String(decoding: found.data, as: UTF8.self)
         #expect(text.contains("\nquality 61\nscore 70.5\n"), "\(text)")
@@ -120,7 +120,7 @@ struct ObjectStoreTests {
         let start = Date()
         let data = Self.bytes(5)
         let object = try store.store(data, ext: "png", info: Self.info, key: "hot", expiration: .seconds(3600), now: start)
-        let keyPath = DiskStore.keyPath(for: "hot")
+        let keyPath = StoreLayout.keyPath(for: "hot")
         let hit = try #require(store.lookup("hot", extend: .cacheTime, now: start.addingTimeInterval(1800)))
         #expect(abs(hit.expires.timeIntervalSince(start.addingTimeInterval(5400))) < 2, "the TTL restarted from the hit")
         let key = try #require(try store.keyTimes("hot"))
@@ -158,7 +158,7 @@ struct ObjectStoreTests {
         #expect(report.expiredObjects == 1 && report.removedKeys == 2, "\(report)")
         #expect(report.keptFiles == 1 && report.keptKeys == 1 && report.keptBytes == Int64(alive.bytes), "\(report)")
         #expect(store.lookup("alive", extend: .none, now: now) != nil)
-        #expect(try store.client.head(DiskStore.keyPath(for: "old")) == nil)
+        #expect(try store.client.head(StoreLayout.keyPath(for: "old")) == nil)
 
         // Ten more objects of 10 kB; a limit of 50 kB trims to 25 kB: within one object of it.
         for i in 0..<10 {

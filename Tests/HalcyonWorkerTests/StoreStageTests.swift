@@ -115,7 +115,7 @@ struct StoreStageTests {
         let r = try await db.query("SELECT result_key, result_path FROM halcyon.jobs ORDER BY id")
         func times(_ row: Int) throws -> (key: FileTimes, object: FileTimes) {
             let resultKey = try #require(r.value(row, "result_key")), resultPath = try #require(r.value(row, "result_path"))
-            let key = try #require(FileTimes.read(store.appendingPathComponent(DiskStore.keyPath(for: resultKey)).path))
+            let key = try #require(FileTimes.read(store.appendingPathComponent(StoreLayout.keyPath(for: resultKey)).path))
             let object = try #require(FileTimes.read(store.appendingPathComponent(resultPath).path))
             return (key, object)
         }

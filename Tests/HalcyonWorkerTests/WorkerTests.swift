@@ -145,7 +145,7 @@ struct WorkerTests {
             #expect(Digest.sha256Hex(bytes) == r.value(0, "result_digest"))
             #expect(String(bytes.count) == r.value(0, "result_bytes"))
             #expect(ImageFormat.sniff(bytes) == e.3)
-            #expect(path == DiskStore.objectPath(digest: Digest.sha256Hex(bytes), ext: e.3.fileExtension))
+            #expect(path == StoreLayout.objectPath(digest: Digest.sha256Hex(bytes), ext: e.3.fileExtension))
         }
         let last = try await db.query("SELECT result_digest, result_bytes FROM halcyon.jobs WHERE id = $1::bigint", [String(ids[3])])
         #expect(last.value(0, "result_digest") == Digest.sha256Hex(searched.data) && last.value(0, "result_bytes") == String(searched.data.count))

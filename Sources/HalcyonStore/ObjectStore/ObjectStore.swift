@@ -73,7 +73,7 @@ public struct ObjectStore: ResultStore {
         let object = try put(data, ext: ext, expires: expiry, now: now)
         let record = KeyRecord(object: object.path, bytes: object.bytes, info: info, key: key)
         _ = try client.put(
-            DiskStore.keyPath(for: key), data: Data(record.text.utf8), contentType: "text/plain; charset=utf-8",
+            StoreLayout.keyPath(for: key), data: Data(record.text.utf8), contentType: "text/plain; charset=utf-8",
             metadata: Self.metadata(expires: expiry, accessed: now), ifNoneMatch: false)
         return object
     }
@@ -84,7 +84,7 @@ public struct ObjectStore: ResultStore {
     /// `expires` is later than the object's by a whole second (metadata holds whole seconds).
     func put(_ data: Data, ext: String, expires: Date, now: Date) throws(HalcyonError) -> StoredObject {
         let digest = Digest.sha256Hex(data)
-        let relative = DiskStore.objectPath(digest: digest, ext: ext)
+        let relative = StoreLayout.objectPath(digest: digest, ext: ext)
         for _ in 0..<3 {
             switch try client.put(
                 relative, data: data, contentType: Self.contentType(ext: ext), metadata: Self.metadata(expires: expires, accessed: now))
@@ -135,7 +135,7 @@ public struct ObjectStore: ResultStore {
     }
 
     public func lookup(_ key: String, extend: ExpirationExtending, now: Date) -> CachedResult? {
-        let keyPath = DiskStore.keyPath(for: key)
+        let keyPath = StoreLayout.keyPath(for: key)
         guard let found = try? client.get(keyPath, maxBytes: Self.maxKeyRecordBytes),
             let times = Self.times(found.info.metadata), times.expires > now,
             let record = KeyRecord(String(decoding: found.data, as: UTF8.self)), record.key == key
@@ -191,8 +191,8 @@ public struct ObjectStore: ResultStore {
     /// The object's key for `digest`, found by listing `objects/ab/cd/<digest>.` (one request;
     /// the extension is not known from the digest).
     func objectKey(digest: String) -> (key: String, format: ImageFormat, bytes: Int)? {
-        guard DiskStore.isDigest(digest) else { return nil }
-        let prefix = String(DiskStore.objectPath(digest: digest, ext: "").dropLast())
+        guard StoreLayout.isDigest(digest) else { return nil }
+        let prefix = String(StoreLayout.objectPath(digest: digest, ext: "").dropLast())
         guard let page = try? client.list(prefix: prefix + ".", maxKeys: 10) else { return nil }
         for entry in page.entries {
             let ext = String(entry.key.dropFirst(prefix.count + 1))
@@ -239,7 +239,7 @@ public struct ObjectStore: ResultStore {
     /// is no such key (or it carries no expiry). Throws when the bucket cannot be asked
     /// (`store.read_failed`, `store.access_denied`): that is not an absent key.
     public func keyTimes(_ key: String) throws(HalcyonError) -> (expires: Date, accessed: Date)? {
-        try client.head(DiskStore.keyPath(for: key)).flatMap { Self.times($0.metadata) }
+        try client.head(StoreLayout.keyPath(for: key)).flatMap { Self.times($0.metadata) }
     }
 
     public func sweep(sizeLimit: Int64?, now: Date, cancel: CancellationFlag?) -> SweepReport {

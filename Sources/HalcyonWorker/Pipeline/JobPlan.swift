@@ -24,7 +24,7 @@ struct JobPlan: Sendable {
         /// the cache key.
         var resultKey: String
         /// What the store files it under: `resultKey`, scoped to the queue when the queue
-        /// isolates its keys (`DiskStore.storeKey`).
+        /// isolates its keys (`StoreLayout.storeKey`).
         var storeKey: String
     }
 
@@ -45,7 +45,7 @@ struct JobPlan: Sendable {
             let resultKey = chain.resultKey(cacheKey: cacheKey(source: job.source, explicit: job.cacheKey))
             return Valid(
                 jobID: job.id, options: options, chain: chain, fetch: fetch, resultKey: resultKey,
-                storeKey: DiskStore.storeKey(resultKey, scope: job.isolatedKeys ? job.queue : nil))
+                storeKey: StoreLayout.storeKey(resultKey, scope: job.isolatedKeys ? job.queue : nil))
         }
     }
 
