@@ -157,6 +157,12 @@ extension Bench {
                 // milliseconds; `add` also moves anything it started before the move.
                 if i < groups.count { try groups[i].add(pids[i]) }
             }
+            // Only the hosts are capped: what they share must not be in a host's cgroup.
+            let capped = Set(groups.flatMap { $0.pids() })
+            let shared = setup.services.map { ($0.name, $0.cpu.pid) } + [("the forwarders", setup.forwarder.pid)]
+            if let (name, pid) = shared.first(where: { capped.contains($0.1) }) {
+                throw CommandFailure("X: \(name) (pid \(pid)) is in a host's CPU cgroup; the hosts would not be the only ones capped")
+            }
         } catch {
             for pid in pids { kill(-pid, SIGKILL) }
             for pid in pids { _ = Subprocess.status(of: pid, block: true) }
@@ -363,7 +369,10 @@ struct HostsRun {
         let hostsText = counts.dropLast().map(String.init).joined(separator: ", ") + (counts.count > 1 ? " and " : "") + "\(counts.last ?? 1)"
         var out = "X — across hosts: W1's jobs (\(chain)) drained by \(hostsText) hosts (network namespaces; PostgreSQL and the S3 store "
         out += "reached over veth links through TCP forwarders"
-        if let cap { out += String(format: "; each host's worker in a CPU cgroup capped at %.2f cores", cap) }
+        if let cap {
+            out += String(
+                format: "; each host's worker in a CPU cgroup capped at %.2f cores, PostgreSQL, the S3 server and the forwarders outside them", cap)
+        }
         out += "), \(runs.first?.jobs ?? 0) jobs (images) per run, median of \(runs.count / max(1, counts.count)) runs\n"
         func pad(_ text: String, _ width: Int) -> String { text.padding(toLength: max(width, text.count + 1), withPad: " ", startingAt: 0) }
         out += "  " + pad("hosts", 7) + pad("images/s (min–max)", 23) + pad("vs 1 host", 11) + pad("worker CPU ms/job", 19) + pad("cores busy", 12)
