@@ -4,6 +4,7 @@ import Foundation
 import HalcyonCLI
 import HalcyonDomain
 import HalcyonEmbedded
+import HalcyonHosts
 import HalcyonImage
 import HalcyonQueue
 import HalcyonRuntime
@@ -65,7 +66,10 @@ package struct Bench: AsyncParsableCommand {
             PostgreSQL and the S3 endpoint (which must be http:// in this machine's root \
             namespace) only over a veth link, through TCP forwarders. Jobs/s from first claim to \
             last completion for 1 and 2 hosts, and the ratio. Both hosts share this machine's \
-            cores: a CPU-bound run is about 1× here.
+            cores: a CPU-bound run is about 1× here. With --host-cpus F, each host's worker runs \
+            in a CPU cgroup of its own capped at F cores (cgroup v1 cpu.cfs_quota_us, or v2 \
+            cpu.max), so that the hosts, not the machine, are the limit: 1, 2 and 4 hosts, the \
+            ratios against one, and the CPU each host used.
 
             Q (quality, in-process, no database): the repository's public photographs and \
             screenshots (or --q-images; × --scale below 1, at least 2) through resize(800x800, mode=fit); every fixed JPEG quality \
@@ -123,6 +127,13 @@ package struct Bench: AsyncParsableCommand {
                 "Default: the repository's Tests/Fixtures/public/photos and Tests/Fixtures/screenshots, found from the executable or the current directory."
         ))
     var qImages: [String] = []
+    @Option(
+        name: .customLong("host-cpus"),
+        help: ArgumentHelp(
+            "X: cap each host's worker at this many cores (a CPU cgroup per host) and run 1, 2 and 4 hosts.",
+            discussion: "From 0.05 to this machine's CPUs. Needs root and a writable CPU cgroup (v1 or v2); refused with the reason otherwise.")
+    )
+    var hostCPUs: Double?
     @Option(help: "Write the results as JSON here (default $HALCYON_HOME/bench/results.json).")
     var out: String?
     @Option(
@@ -174,12 +185,34 @@ package struct Bench: AsyncParsableCommand {
                 throw ValidationError("--object-store: \(error.message)")
             }
         }
+        if let hostCPUs {
+            if let problem = Self.hostCPUsProblem(hostCPUs, cpus: ProcessInfo.processInfo.activeProcessorCount) {
+                throw ValidationError(problem)
+            }
+            guard runs(.x) else { throw ValidationError("--host-cpus caps X's hosts: X must run (--only X, or no --only)") }
+            guard objectStore != nil else { throw ValidationError("--host-cpus caps X's hosts: X needs --object-store s3://BUCKET[/PREFIX]") }
+        }
         if let path = workerBinary, !FileManager.default.isExecutableFile(atPath: path) {
             throw ValidationError("--worker-binary '\(path)' is not an executable file")
         }
     }
 
+    /// Why `cores` cannot be `--host-cpus` on a machine of `cpus` CPUs, or nil.
+    static func hostCPUsProblem(_ cores: Double, cpus: Int) -> String? {
+        guard cores.isFinite, cores >= 0.05, cores <= Double(cpus) else {
+            return "--host-cpus must be from 0.05 to \(cpus) (this machine's CPUs), not \(cores.formatted(.number))"
+        }
+        return nil
+    }
+
     package func run() async throws {
+        // X's hosts capped: refused before anything is built when no CPU cgroup can be made here.
+        if hostCPUs != nil {
+            if let reason = CPUCgroup.unavailableReason { throw CommandFailure("--host-cpus: \(reason)") }
+            if let reason = NetworkHosts.unavailableReason ?? TCPForwarder.unavailableReason {
+                throw CommandFailure("--host-cpus: X cannot run here: \(reason)")
+            }
+        }
         let home = EmbeddedCluster.defaultHome().appendingPathComponent("bench")
         let scratch = home.appendingPathComponent("scratch")
         // Q runs in-process, first, alone on the machine.
@@ -212,14 +245,27 @@ package struct Bench: AsyncParsableCommand {
         var latencyRuns: [LatencyRun] = []
         var hostsRuns: [HostsRun] = []
         var hosts: HostsSetup?
+        var signals: SignalForwarder?
         if runs(.x) {
             if let reason = acrossHostsUnavailable(conninfo: conninfo) {
+                if hostCPUs != nil { throw CommandFailure("--host-cpus: X cannot run here: \(reason)") }
                 print("X skipped: \(reason)")
             } else {
-                hosts = try await startHosts(conninfo: conninfo, scratch: scratch)
+                let setup = try await startHosts(conninfo: conninfo, scratch: scratch)
+                hosts = setup
+                // Interrupted (Ctrl-C, a TERM): the hosts' workers (each in a session of its
+                // own, which a terminal's ^C does not reach), their namespaces and their cgroups
+                // go before the bench does.
+                signals = SignalForwarder(signals: [SIGINT, SIGTERM]) {
+                    setup.stop()
+                    Glibc.exit(130)
+                }
             }
         }
-        defer { hosts?.stop() }
+        defer {
+            signals?.cancel()
+            hosts?.stop()
+        }
         for round in 1...repeats {
             func record(_ scenario: BenchPeers.Scenario, _ tool: String, _ run: BenchRun) {
                 measured[scenario, default: [:]][tool, default: []].append(run)
@@ -258,7 +304,7 @@ package struct Bench: AsyncParsableCommand {
                 record(.w1, BenchFloor.tool, try await BenchFloor.run(corpus, chains: [Self.chain], concurrency: concurrency))
             }
             if let hosts {
-                for count in 1...Self.hostCount {
+                for count in hosts.counts {
                     let r = try await runAcrossHosts(
                         corpus, setup: hosts, hosts: count, copies: acrossHostsCopies(corpus), conninfo: conninfo, scratch: scratch, round: round)
                     hostsRuns.append(r)

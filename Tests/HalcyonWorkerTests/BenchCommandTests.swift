@@ -92,6 +92,20 @@ struct BenchCommandTests {
         #expect(try await db.query("SELECT count(*) AS n FROM halcyon.jobs").value(0, "n") == "0")
     }
 
+    /// `halcyon bench --only X` at the smallest scale, with `options`, on a database of its own
+    /// and a prefix of the test bucket: the database, the bench and where its JSON goes.
+    static func startX(_ options: [String]) async throws -> (TestDatabase, HalcyonProcess, URL) {
+        let db = try await TestDatabase.create()
+        let home = try TestEnvironment.temporaryDirectory("bench-home")
+        let out = home.appendingPathComponent("results.json")
+        let bench = try HalcyonProcess(
+            ["bench", "--only", "X"] + options + [
+                "--scale", "0.01", "--repeat", "1", "--no-peers", "--worker-concurrency", "2", "--out", out.path, "--object-store",
+                TestEnvironment.s3StoreURL(prefix: "bench-x-\(db.name)"),
+            ], conninfo: db.conninfo, environment: TestEnvironment.s3Environment.merging(["HALCYON_HOME": home.path]) { $1 })
+        return (db, bench, out)
+    }
+
     /// X: W1's jobs drained by one host, then two (network namespaces reaching PostgreSQL and the
     /// S3 server over veth links), each run's jobs all 320×320 JPEGs in the bucket (the bench
     /// checks), both rates and their ratio reported; the hosts and their jobs gone after.
@@ -99,14 +113,7 @@ struct BenchCommandTests {
         .enabled(if: TestEnvironment.s3Available, "needs scripts/test's S3 server"),
         .enabled(if: NetworkHosts.unavailableReason == nil, Comment(rawValue: NetworkHosts.unavailableReason ?? "")), .processes(3))
     func acrossHostsReportsOneAndTwoHosts() async throws {
-        let db = try await TestDatabase.create()
-        let home = try TestEnvironment.temporaryDirectory("bench-home")
-        let out = home.appendingPathComponent("results.json")
-        let bench = try HalcyonProcess(
-            [
-                "bench", "--only", "X", "--scale", "0.01", "--repeat", "1", "--no-peers", "--worker-concurrency", "2", "--out", out.path,
-                "--object-store", TestEnvironment.s3StoreURL(prefix: "bench-x-\(db.name)"),
-            ], conninfo: db.conninfo, environment: TestEnvironment.s3Environment.merging(["HALCYON_HOME": home.path]) { $1 })
+        let (db, bench, out) = try await Self.startX([])
         #expect(await bench.wait(timeout: 180) == 0, "\(bench.output.suffix(3000))")
         #expect(bench.output.contains("X — across hosts"), "\(bench.output.suffix(3000))")
         #expect(bench.output.contains("2 hosts against 1:"))
@@ -123,6 +130,56 @@ struct BenchCommandTests {
         let pid = bench.pid
         let namespaces = try String(contentsOfFile: "/proc/net/dev", encoding: .utf8)
         #expect(!namespaces.contains("hc\(pid)a"), "the bench's veth pairs are removed")
+    }
+
+    /// X with `--host-cpus`: 1, 2 and 4 hosts, each host's worker in a CPU cgroup of its own;
+    /// the ratios and each host's CPU reported; no cgroup, namespace or job left after.
+    @Test(
+        .enabled(if: TestEnvironment.s3Available, "needs scripts/test's S3 server"),
+        .enabled(if: NetworkHosts.unavailableReason == nil, Comment(rawValue: NetworkHosts.unavailableReason ?? "")),
+        .enabled(if: CPUCgroup.unavailableReason == nil, Comment(rawValue: CPUCgroup.unavailableReason ?? "")), .processes(3))
+    func acrossCappedHostsReportsOneTwoAndFourHosts() async throws {
+        let (db, bench, out) = try await Self.startX(["--host-cpus", "0.5"])
+        #expect(await bench.wait(timeout: 300) == 0, "\(bench.output.suffix(3000))")
+        #expect(bench.output.contains("each host's worker in a CPU cgroup capped at 0.50 cores"), "\(bench.output.suffix(3000))")
+        #expect(bench.output.contains("2 hosts against 1:") && bench.output.contains("4 hosts against 1:"))
+        let json = try #require(JSONValue.parse(String(decoding: try Data(contentsOf: out), as: UTF8.self)))
+        let x = try #require(json["X"], "\(bench.output.suffix(2000))")
+        let runs = try #require(x["runs"]?.arrayValue)
+        #expect(runs.compactMap { $0["hosts"]?.numberValue } == [1, 2, 4])
+        #expect(x["host_cpus"]?.numberValue == 0.5)
+        #expect((x["ratio"]?.numberValue ?? 0) > 0 && (x["ratio_4"]?.numberValue ?? 0) > 0)
+        // Every host's CPU accounted for, and none above its cap (a period's slack).
+        for run in runs {
+            let hosts = Int(run["hosts"]?.numberValue ?? 0)
+            let used = try #require(run["host_cpu_seconds"]?.arrayValue).compactMap(\.numberValue)
+            #expect(used.count == hosts && used.allSatisfy { $0 > 0 }, "\(run)")
+            let seconds = run["process_seconds"]?.numberValue ?? 0
+            #expect(used.allSatisfy { $0 <= 0.5 * seconds + 0.2 }, "\(run)")
+        }
+        #expect(try await db.query("SELECT count(*) AS n FROM halcyon.jobs").value(0, "n") == "0")
+        let pid = bench.pid
+        for root in ["/sys/fs/cgroup/cpu", "/sys/fs/cgroup/cpuacct", "/sys/fs/cgroup/unified", "/sys/fs/cgroup"] {
+            let left = ((try? FileManager.default.contentsOfDirectory(atPath: root)) ?? []).filter { $0.hasPrefix("hc-\(pid)-") }
+            #expect(left.isEmpty, "the bench's cgroups are removed: \(root) \(left)")
+        }
+        #expect(!(try String(contentsOfFile: "/proc/net/dev", encoding: .utf8)).contains("hc\(pid)a"), "the bench's veth pairs are removed")
+    }
+
+    /// A `--host-cpus` no host could have is refused before anything runs, saying what is allowed.
+    @Test func benchRefusesHostCPUsOutOfRange() async throws {
+        let home = try TestEnvironment.temporaryDirectory("bench-home")
+        for value in ["0", "0.01", "1000"] {
+            let bench = try HalcyonProcess(
+                ["bench", "--only", "X", "--host-cpus", value, "--object-store", "s3://bench/x"], conninfo: "host=/nonexistent",
+                environment: ["HALCYON_HOME": home.path])
+            #expect(await bench.wait(timeout: 60) != 0)
+            #expect(bench.output.contains("--host-cpus must be from 0.05 to "), "\(bench.output.suffix(1000))")
+        }
+        let bench = try HalcyonProcess(
+            ["bench", "--only", "W1", "--host-cpus", "0.5"], conninfo: "host=/nonexistent", environment: ["HALCYON_HOME": home.path])
+        #expect(await bench.wait(timeout: 60) != 0)
+        #expect(bench.output.contains("--host-cpus caps X's hosts: X must run"), "\(bench.output.suffix(1000))")
     }
 
     @Test func benchRefusesADatabaseWithOtherJobs() async throws {
