@@ -173,7 +173,8 @@ public final class Worker: Service, Sendable, CustomStringConvertible {
                     stopRequested: { [state] in state.stopRequests > 0 }, logger: logger)))
         let recorder = OutcomeRecorder(configuration: configuration, queue: queue, state: state, metrics: metrics, logger: logger)
         let claimer = Claimer(
-            configuration: configuration, queue: queue, runner: JobRunner(configuration: configuration, store: store, metrics: metrics),
+            configuration: configuration, queue: queue,
+            runner: JobRunner(configuration: configuration, store: store, metrics: metrics, chainStarted: TestFault.hook),
             recorder: recorder, state: state, metrics: metrics, logger: logger)
         // Stopped or drained: the claimer returns, and the group shuts the rest down.
         services.append(.init(service: claimer, successTerminationBehavior: .gracefullyShutdownGroup))

@@ -26,6 +26,10 @@ struct JobRunner: Sendable {
     let watermarks: Watermarks
     /// The supervisor told which jobs are in processing, when the worker has one.
     let supervisor: SupervisorChannel?
+    /// Called on the processing thread as each chain of a group starts, with the group's
+    /// sources: the one place a fault can be injected into image work (`TestFault.hook`, the
+    /// suite's; nil in production).
+    let chainStarted: (@Sendable (_ sources: [String]) -> Void)?
     /// The jobs in processing and holding bytes here, as the supervisor is told: at a stop, a
     /// job stuck in one call past its deadline is charged, not released.
     let processing = ProcessingTracker()
@@ -36,8 +40,12 @@ struct JobRunner: Sendable {
         var timings: StageTimings
     }
 
-    init(configuration: WorkerConfiguration, store: any ResultStore, metrics: Metrics) {
+    init(
+        configuration: WorkerConfiguration, store: any ResultStore, metrics: Metrics,
+        chainStarted: (@Sendable (_ sources: [String]) -> Void)? = nil
+    ) {
         self.metrics = metrics
+        self.chainStarted = chainStarted
         var fetch = configuration.fetch
         if fetch.originalsTTL > .zero, fetch.originals == nil {
             fetch.originals = store.originals
@@ -181,7 +189,7 @@ struct JobRunner: Sendable {
                                 case .chain(let i):
                                     report(.finished(ids))
                                     report(.started([ids[i]]))
-                                    TestFault.strike(sources: sources)
+                                    chainStarted?(sources)
                                 }
                             })
                     }

@@ -6,8 +6,9 @@ import Foundation
 /// processing, do KIND — `segv` (a store through an invalid pointer: a real SIGSEGV on the
 /// processing thread), `abort`, `hang` (sleep for an hour in one call, as a C library stuck in a
 /// loop would), `hangfirst` (hang in the first image process only: after a restart the job runs
-/// normally) or `allocate` (touch 1 GiB, a runaway allocation). Unset — always, outside the
-/// tests — it costs one comparison per group of jobs.
+/// normally) or `allocate` (touch 1 GiB, a runaway allocation). It reaches image work through one
+/// hook, `JobRunner.chainStarted`, which `Worker` fills with `hook`: nil when the variable is
+/// unset — always, outside the tests — so production runs no fault code at all.
 enum TestFault: Sendable {
     case segv, abort, hang, hangFirst, allocate
 
@@ -29,6 +30,9 @@ enum TestFault: Sendable {
             }
         }
     }()
+
+    /// `strike`, when faults are configured; nil otherwise.
+    static var hook: (@Sendable (_ sources: [String]) -> Void)? { configured.isEmpty ? nil : { @Sendable sources in strike(sources: sources) } }
 
     /// Strikes when one of `sources` carries the marker. Blocking: call on a processing thread.
     static func strike(sources: [String]) {
