@@ -24,22 +24,50 @@ public struct JobQueue: Sendable {
     /// every queue. Paused queues are never claimed from. With `siblings`, also up to 16 queued
     /// jobs of the chosen jobs' sources enqueued right after them (claim.sql), so that a
     /// source's variants run as one group.
+    ///
+    /// Queues with fleet-wide limits (`halcyon.queues.max_running`, `max_per_second`,
+    /// `max_running_per_key`) are claimed from only when the others left slots free, in a
+    /// transaction that locks their rows first (`lockLimitedQueues`), so that no two workers'
+    /// claims of such a queue overlap and each counts the other's: three statements more, and
+    /// only then. Queues without a limit never wait for that lock.
     public func claim(
         workerID: String, limit: Int, lease: Double, queues: [(name: String, limit: Int?)] = [],
         maxBytes: Int = JobQueue.maxClaimBytes, siblings: Bool = true
     ) async throws -> [Job] {
         guard limit > 0 else { return [] }
-        let claim = SQL.Claim(
+        let open = SQL.Claim(
             workerID: workerID, limit: limit, lease: .seconds(lease), maxBytes: maxBytes, queues: queues, siblings: siblings)
-        return try await connection.rows(claim).compactMap { row in
-            let j = row.job
-            guard let source = j.source else { return nil }
-            return Job(
-                id: j.id, source: source, fallbackSources: j.fallbackSources ?? [], processors: j.processors ?? "", cacheKey: j.cacheKey,
-                options: j.options ?? "{}", priority: j.priority ?? 0, attempt: j.attempt ?? 1, maxAttempts: j.maxAttempts ?? 5,
-                queueWait: max(0, row.queueWait ?? 0), queue: j.queue ?? QueueName.default, claimedAt: row.claimedAt,
-                isolatedKeys: row.isolatedKeys ?? false)
+        var jobs = try await connection.rows(open).compactMap(Self.job)
+        guard jobs.count < limit else { return jobs }
+        var next = open
+        next.limited = true
+        next.limit = limit - jobs.count
+        let limited = next
+        let names = queues.map(\.name)
+        jobs += try await connection.withLocked { c in
+            try c.transactionLocked {
+                guard !(try c.rowsLocked(SQL.LockLimitedQueues(queues: names))).isEmpty else { return [] }
+                return try c.rowsLocked(limited).compactMap(Self.job)
+            }
         }
+        return jobs
+    }
+
+    private static func job(_ row: SQL.Claim.Row) -> Job? {
+        let j = row.job
+        guard let source = j.source else { return nil }
+        return Job(
+            id: j.id, source: source, fallbackSources: j.fallbackSources ?? [], processors: j.processors ?? "", cacheKey: j.cacheKey,
+            options: j.options ?? "{}", priority: j.priority ?? 0, attempt: j.attempt ?? 1, maxAttempts: j.maxAttempts ?? 5,
+            queueWait: max(0, row.queueWait ?? 0), queue: j.queue ?? QueueName.default, claimedAt: row.claimedAt,
+            isolatedKeys: row.isolatedKeys ?? false, fairKey: j.fairKey)
+    }
+
+    /// Takes keys without queued jobs out of the fair-share rotation (`halcyon.fair_turns`),
+    /// at most `limit` of them; returns how many. Workers call it now and then.
+    @discardableResult
+    public func forgetIdleFairKeys(limit: Int = 1000) async throws -> Int {
+        try await connection.row(SQL.ForgetIdleFairKeys(limit: limit))?.forgotten ?? 0
     }
 
     /// What a heartbeat found.

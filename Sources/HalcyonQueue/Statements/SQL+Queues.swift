@@ -52,10 +52,11 @@ extension SQL {
         static let name = "queueCounts"
 
         struct Row: QueryRow {
-            static let columns = ["queue", "paused", "paused_for", "state", "count"]
+            static let columns = ["queue", "paused", "paused_for", "max_running", "max_per_second", "max_running_per_key", "state", "count"]
             var queue: String
             var paused: Bool
             var pausedFor: Double?
+            var limits: QueueLimits
             /// Nil for a queue without jobs.
             var state: String?
             var count: Int
@@ -65,9 +66,38 @@ extension SQL {
                 self.queue = queue
                 paused = row.bool("paused") ?? false
                 pausedFor = row.double("paused_for")
+                limits = QueueLimits(
+                    maxRunning: row.int("max_running"), maxPerSecond: row.double("max_per_second"),
+                    maxRunningPerKey: row.int("max_running_per_key"))
                 state = row.text("state")
                 count = row.int("count") ?? 0
             }
+        }
+    }
+
+    struct SetQueueLimits: Query {
+        typealias Row = NameRow
+        static let name = "setQueueLimits"
+        var queue: String
+        var limits: QueueLimits
+
+        func bind(_ p: inout QueryParameters) {
+            p.add(queue)
+            p.add(limits.maxRunning)
+            p.add(limits.maxPerSecond)
+            p.add(limits.maxRunningPerKey)
+        }
+    }
+
+    struct ForgetIdleFairKeys: Query {
+        static let name = "forgetIdleFairKeys"
+        var limit: Int
+        func bind(_ p: inout QueryParameters) { p.add(limit) }
+
+        struct Row: QueryRow {
+            static let columns = ["forgotten"]
+            var forgotten: Int
+            init?(_ row: RowReader) { forgotten = row.int("forgotten") ?? 0 }
         }
     }
 
