@@ -32,37 +32,61 @@ CREATE TABLE halcyon.fair_turns (
 CREATE INDEX fair_turns_order_idx ON halcyon.fair_turns (queue, turn, fair_key);
 COMMENT ON TABLE halcyon.fair_turns IS
     'the round-robin between the fair keys of a queue: lowest turn served first; kept by triggers on halcyon.jobs and by the claim';
-ANALYZE halcyon.fair_turns;
 
--- Puts a job's key in its queue's rotation, and holds its row (FOR KEY SHARE) until the job's
--- transaction ends, so `forget_idle_fair_keys` cannot remove it in between. Rows without a fair
--- key never call it (the trigger's WHEN).
-CREATE FUNCTION halcyon.register_fair_key() RETURNS trigger
+-- Puts the keys of the rows an INSERT added in their queues' rotation (with the queue's common
+-- share, ''), and holds their rows (FOR KEY SHARE) until the transaction ends, so that
+-- `forget_idle_fair_keys` cannot remove them in between. Once per statement, over the rows it
+-- added: a bulk insert pays one pass over them; rows without a fair key, next to nothing.
+CREATE FUNCTION halcyon.register_fair_keys() RETURNS trigger
 LANGUAGE plpgsql AS $$
+DECLARE
+    wanted int;
+    held int;
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM added WHERE fair_key IS NOT NULL) THEN
+        RETURN NULL;
+    END IF;
+    LOOP
+        INSERT INTO halcyon.fair_turns (queue, fair_key)
+        SELECT DISTINCT a.queue, k.fair_key FROM added a CROSS JOIN LATERAL (VALUES (a.fair_key), ('')) AS k(fair_key)
+        WHERE a.fair_key IS NOT NULL
+        ON CONFLICT DO NOTHING;
+        SELECT count(*) INTO wanted FROM (
+            SELECT DISTINCT a.queue, k.fair_key FROM added a CROSS JOIN LATERAL (VALUES (a.fair_key), ('')) AS k(fair_key)
+            WHERE a.fair_key IS NOT NULL) w;
+        SELECT count(*) INTO held FROM (
+            SELECT 1 FROM halcyon.fair_turns t
+            WHERE (t.queue, t.fair_key) IN (SELECT a.queue, k.fair_key FROM added a CROSS JOIN LATERAL (VALUES (a.fair_key), ('')) AS k(fair_key)
+                                            WHERE a.fair_key IS NOT NULL)
+            FOR KEY SHARE OF t) h;
+        -- A key forgotten between the two statements: insert it again.
+        EXIT WHEN held = wanted;
+    END LOOP;
+    RETURN NULL;
+END
+$$;
+CREATE TRIGGER jobs_register_fair_keys AFTER INSERT ON halcyon.jobs
+    REFERENCING NEW TABLE AS added
+    FOR EACH STATEMENT EXECUTE FUNCTION halcyon.register_fair_keys();
+
+-- The same for one row queued again (a retry, a rescue, a release, a transient failure) or moved
+-- to another key or queue. Per row, but only such rows call it; its two lookups are by the
+-- primary key whatever the table's statistics say (a plan cached while the table was small would
+-- otherwise scan it for every row of a bulk retry).
+CREATE FUNCTION halcyon.register_fair_key() RETURNS trigger
+LANGUAGE plpgsql SET enable_seqscan = off AS $$
+DECLARE
+    held int;
 BEGIN
     LOOP
-        PERFORM 1 FROM halcyon.fair_turns WHERE queue = NEW.queue AND fair_key = NEW.fair_key FOR KEY SHARE;
-        EXIT WHEN FOUND;
-        INSERT INTO halcyon.fair_turns (queue, fair_key) VALUES (NEW.queue, NEW.fair_key) ON CONFLICT DO NOTHING;
-        IF FOUND THEN
-            -- The queue's common share takes its turns beside the keys (held too: a queue whose
-            -- last key went may be losing its '' row right now).
-            INSERT INTO halcyon.fair_turns (queue, fair_key) VALUES (NEW.queue, '') ON CONFLICT DO NOTHING;
-            PERFORM 1 FROM halcyon.fair_turns WHERE queue = NEW.queue AND fair_key = '' FOR KEY SHARE;
-            IF NOT FOUND THEN
-                INSERT INTO halcyon.fair_turns (queue, fair_key) VALUES (NEW.queue, '') ON CONFLICT DO NOTHING;
-            END IF;
-            EXIT;
-        END IF;
-        -- Another transaction inserted it meanwhile: lock it.
+        INSERT INTO halcyon.fair_turns (queue, fair_key) VALUES (NEW.queue, NEW.fair_key), (NEW.queue, '') ON CONFLICT DO NOTHING;
+        SELECT count(*) INTO held FROM (
+            SELECT 1 FROM halcyon.fair_turns WHERE queue = NEW.queue AND fair_key IN (NEW.fair_key, '') FOR KEY SHARE) h;
+        EXIT WHEN held = 2;
     END LOOP;
     RETURN NEW;
 END
 $$;
-CREATE TRIGGER jobs_register_fair_key BEFORE INSERT ON halcyon.jobs
-    FOR EACH ROW WHEN (NEW.fair_key IS NOT NULL)
-    EXECUTE FUNCTION halcyon.register_fair_key();
--- A job queued again (a retry, a rescue, a release) or moved to another key or queue.
 CREATE TRIGGER jobs_register_fair_key_again BEFORE UPDATE OF state, queue, fair_key ON halcyon.jobs
     FOR EACH ROW WHEN (NEW.fair_key IS NOT NULL AND NEW.state = 'queued'
                        AND (OLD.state <> 'queued' OR OLD.queue <> NEW.queue OR OLD.fair_key IS DISTINCT FROM NEW.fair_key))
