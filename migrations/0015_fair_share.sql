@@ -47,9 +47,12 @@ BEGIN
         RETURN NULL;
     END IF;
     LOOP
+        -- In key order, as every insert into it goes: two enqueues of the same new keys wait
+        -- for each other in one order, never in a cycle.
         INSERT INTO halcyon.fair_turns (queue, fair_key)
         SELECT DISTINCT a.queue, k.fair_key FROM added a CROSS JOIN LATERAL (VALUES (a.fair_key), ('')) AS k(fair_key)
         WHERE a.fair_key IS NOT NULL
+        ORDER BY 1, 2
         ON CONFLICT DO NOTHING;
         SELECT count(*) INTO wanted FROM (
             SELECT DISTINCT a.queue, k.fair_key FROM added a CROSS JOIN LATERAL (VALUES (a.fair_key), ('')) AS k(fair_key)
@@ -79,7 +82,7 @@ DECLARE
     held int;
 BEGIN
     LOOP
-        INSERT INTO halcyon.fair_turns (queue, fair_key) VALUES (NEW.queue, NEW.fair_key), (NEW.queue, '') ON CONFLICT DO NOTHING;
+        INSERT INTO halcyon.fair_turns (queue, fair_key) VALUES (NEW.queue, ''), (NEW.queue, NEW.fair_key) ON CONFLICT DO NOTHING;
         SELECT count(*) INTO held FROM (
             SELECT 1 FROM halcyon.fair_turns WHERE queue = NEW.queue AND fair_key IN (NEW.fair_key, '') FOR KEY SHARE) h;
         EXIT WHEN held = 2;
