@@ -16,7 +16,8 @@
 -- whether its queue isolates its keys.
 --
 -- Paused queues, and queues at their limit (the worker's own, or the fleet's: `max_running`
--- minus its running jobs, the claims `max_per_second`'s bucket allows), are left alone. Each
+-- minus its running jobs, the claims `max_per_second`'s bucket allows), are left alone. Running
+-- jobs are counted up to the limit only (`jobs_running_idx`), so a count costs at most the limit. Each
 -- queue is one scan of `jobs_claim_idx`; the batch is the best of them by priority. A queue with
 -- fair keys (rows in `halcyon.fair_turns`) is claimed round-robin between its keys at the top
 -- priority of that scan: the first $2 + 16 keys by turn are looked at, those with a runnable job
@@ -45,7 +46,8 @@ WITH wanted AS (
     SELECT q.name, q.isolated_keys, q.max_running_per_key AS key_cap, w.slots IS NULL AND NOT $8::bool AS open,
            greatest(0, least($2::int, coalesce(w.slots, $2::int),
                CASE WHEN q.max_running IS NULL THEN $2::int
-                    ELSE q.max_running - (SELECT count(*) FROM halcyon.jobs r WHERE r.state = 'running' AND r.queue = q.name)::int END,
+                    ELSE q.max_running - (SELECT count(*) FROM (SELECT FROM halcyon.jobs r WHERE r.state = 'running' AND r.queue = q.name
+                                                                 LIMIT q.max_running) r)::int END,
                CASE WHEN q.max_per_second IS NULL THEN $2::int
                     ELSE floor(halcyon.queue_tokens(q.max_per_second, q.tokens, q.tokens_at))::int END)) AS slots,
            EXISTS (SELECT 1 FROM halcyon.fair_turns t WHERE t.queue = q.name) AS fair
@@ -74,8 +76,9 @@ WITH wanted AS (
 ), live AS (
     -- Those with a runnable job at that priority, and how many more of theirs may run.
     SELECT k.*, CASE WHEN k.key_cap IS NULL THEN $2::int
-                     ELSE k.key_cap - (SELECT count(*) FROM halcyon.jobs r
-                                       WHERE r.state = 'running' AND r.queue = k.queue AND coalesce(r.fair_key, '') = k.fair_key)::int END AS key_slots
+                     ELSE k.key_cap - (SELECT count(*) FROM (SELECT FROM halcyon.jobs r
+                                                             WHERE r.state = 'running' AND r.queue = k.queue AND coalesce(r.fair_key, '') = k.fair_key
+                                                             LIMIT k.key_cap) r)::int END AS key_slots
     FROM keys k
     WHERE EXISTS (SELECT 1 FROM halcyon.jobs j
                   WHERE j.state = 'queued' AND j.queue = k.queue AND coalesce(j.fair_key, '') = k.fair_key AND j.priority = k.priority
@@ -113,8 +116,9 @@ WITH wanted AS (
         FROM candidates c
     ) c JOIN wanted w ON w.name = c.queue
     WHERE w.key_cap IS NULL
-       OR c.in_key <= w.key_cap - (SELECT count(*) FROM halcyon.jobs r
-                                   WHERE r.state = 'running' AND r.queue = c.queue AND coalesce(r.fair_key, '') = c.fair_key)
+       OR c.in_key <= w.key_cap - (SELECT count(*) FROM (SELECT FROM halcyon.jobs r
+                                                         WHERE r.state = 'running' AND r.queue = c.queue AND coalesce(r.fair_key, '') = c.fair_key
+                                                         LIMIT w.key_cap) r)
 ), allowed AS (
     SELECT * FROM (
         SELECT *, row_number() OVER (PARTITION BY queue ORDER BY priority DESC, lane, round, turn, run_at, id) AS in_queue FROM capped
