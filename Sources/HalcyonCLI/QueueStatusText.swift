@@ -10,7 +10,7 @@ package enum QueueStatusText {
     }
 
     /// A queue's fleet-wide limits in words, nil when it has none.
-    static func limits(_ l: QueueLimits) -> String? {
+    package static func limits(_ l: QueueLimits) -> String? {
         guard !l.isEmpty else { return nil }
         var parts: [String] = []
         if let n = l.maxRunning { parts.append("at most \(n) running") }

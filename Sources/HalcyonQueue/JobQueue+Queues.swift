@@ -24,6 +24,11 @@ extension JobQueue {
         try await connection.row(SQL.QueueIsolatesKeys(queue: name))?.isolatedKeys ?? false
     }
 
+    /// `name`'s fleet-wide limits; nil for a queue that does not exist.
+    public func limits(queue name: String) async throws -> QueueLimits? {
+        try await connection.row(SQL.QueueLimitsOf(queue: name))?.limits
+    }
+
     /// Sets `name`'s fleet-wide limits, all three at once (a nil one: none), creating the queue
     /// when no job has used it yet. Throws `QueueLimitsError` for a value out of range.
     public func setLimits(queue name: String, _ limits: QueueLimits) async throws {

@@ -1,5 +1,6 @@
 import Foundation
 import HalcyonDomain
+import Synchronization
 
 /// The queue operations a worker and the administration commands run. Every statement about a
 /// held job is guarded by `state = 'running' AND locked_by = <this worker> AND attempt = <the
@@ -7,6 +8,8 @@ import HalcyonDomain
 /// it was rescued can write an old attempt's outcome over the current one.
 public struct JobQueue: Sendable {
     public let connection: PGConnection
+    /// Whether queues with fleet-wide limits were lately found to be absent.
+    let limitedQueues = LimitedQueuesProbe()
 
     public init(connection: PGConnection) {
         self.connection = connection
@@ -26,10 +29,12 @@ public struct JobQueue: Sendable {
     /// source's variants run as one group.
     ///
     /// Queues with fleet-wide limits (`halcyon.queues.max_running`, `max_per_second`,
-    /// `max_running_per_key`) are claimed from only when the others left slots free, in a
-    /// transaction that locks their rows first (`lockLimitedQueues`), so that no two workers'
-    /// claims of such a queue overlap and each counts the other's: three statements more, and
-    /// only then. Queues without a limit never wait for that lock.
+    /// `max_running_per_key`) are claimed from first, in a transaction that locks their rows
+    /// (`lockLimitedQueues`), so that no two workers' claims of such a queue overlap and each
+    /// counts the other's; then the other queues, in one statement, with the slots left. When
+    /// the lock finds no such queue, this `JobQueue` does not look again for a second
+    /// (`LimitedQueuesProbe`): a queue given a limit meanwhile is left alone by the other
+    /// statement until then, never claimed past its limit.
     public func claim(
         workerID: String, limit: Int, lease: Double, queues: [(name: String, limit: Int?)] = [],
         maxBytes: Int = JobQueue.maxClaimBytes, siblings: Bool = true
@@ -37,20 +42,27 @@ public struct JobQueue: Sendable {
         guard limit > 0 else { return [] }
         let open = SQL.Claim(
             workerID: workerID, limit: limit, lease: .seconds(lease), maxBytes: maxBytes, queues: queues, siblings: siblings)
-        var jobs = try await connection.rows(open).compactMap(Self.job)
-        guard jobs.count < limit else { return jobs }
-        var next = open
-        next.limited = true
-        next.limit = limit - jobs.count
-        let limited = next
-        let names = queues.map(\.name)
-        jobs += try await connection.withLocked { c in
-            try c.transactionLocked {
-                guard !(try c.rowsLocked(SQL.LockLimitedQueues(queues: names))).isEmpty else { return [] }
-                return try c.rowsLocked(limited).compactMap(Self.job)
+        var jobs: [Job] = []
+        if limitedQueues.due() {
+            var next = open
+            next.limited = true
+            let limited = next
+            let names = queues.map(\.name)
+            let found: (any: Bool, jobs: [Job]) = try await connection.withLocked { c in
+                try c.transactionLocked {
+                    guard !(try c.rowsLocked(SQL.LockLimitedQueues(queues: names))).isEmpty else { return (false, []) }
+                    return (true, try c.rowsLocked(limited).compactMap(Self.job))
+                }
             }
+            if !found.any { limitedQueues.noneFound() }
+            jobs = found.jobs
         }
-        return jobs
+        guard jobs.count < limit else { return jobs }
+        var rest = open
+        rest.limit = limit - jobs.count
+        // A queue's own limit ($6) counts what the limited claim took from it.
+        rest.queues = queues.map { q in (q.name, q.limit.map { n in max(0, n - jobs.count { $0.queue == q.name }) }) }
+        return jobs + (try await connection.rows(rest).compactMap(Self.job))
     }
 
     private static func job(_ row: SQL.Claim.Row) -> Job? {
@@ -204,6 +216,19 @@ public struct JobQueue: Sendable {
     public func progress(since: Date) async throws -> Progress {
         try await connection.row(SQL.ProgressCounts(since: since))?.progress ?? Progress()
     }
+}
+
+/// When a claim last found no queue with fleet-wide limits: for a second after, claims skip the
+/// transaction that looks for them (three statements), so a fleet without limits pays for it
+/// about once a second per worker.
+final class LimitedQueuesProbe: Sendable {
+    static let recheck: Duration = .seconds(1)
+    private let noneUntil = Mutex<ContinuousClock.Instant?>(nil)
+
+    /// Whether to look for limited queues now.
+    func due() -> Bool { noneUntil.withLock { $0.map { ContinuousClock.now >= $0 } ?? true } }
+
+    func noneFound() { noneUntil.withLock { $0 = ContinuousClock.now + Self.recheck } }
 }
 
 extension SQL.RescuedRow {

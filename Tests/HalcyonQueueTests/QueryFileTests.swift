@@ -80,6 +80,7 @@ import Testing
             SQL.QueueNames(),
             SQL.SetQueueLimits(queue: "q", limits: QueueLimits(maxRunning: 2, maxPerSecond: 1.5)),
             SQL.ForgetIdleFairKeys(limit: 10),
+            SQL.QueueLimitsOf(queue: "q"),
             SQL.LockLimitedQueues(queues: ["q"]),
             SQL.QueueIsolatesKeys(queue: "q"),
             SQL.QueueCounts(),

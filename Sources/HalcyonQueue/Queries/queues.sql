@@ -29,6 +29,10 @@ FROM halcyon.queues q LEFT JOIN halcyon.jobs j ON j.queue = q.name
 GROUP BY q.name, q.paused, q.paused_at, q.max_running, q.max_per_second, q.max_running_per_key, j.state
 ORDER BY q.name, j.state;
 
+-- name: queueLimits :one
+-- $1 queue name. Its fleet-wide limits (NULL: none); no row for an unknown queue.
+SELECT max_running, max_per_second, max_running_per_key FROM halcyon.queues WHERE name = $1;
+
 -- name: setQueueLimits :one
 -- $1 queue name, $2 max_running (int), $3 max_per_second (float8), $4 max_running_per_key (int),
 -- each NULL for none: sets all three (`halcyon.set_queue_limits`, which refuses values out of

@@ -75,6 +75,22 @@ extension SQL {
         }
     }
 
+    struct QueueLimitsOf: Query {
+        static let name = "queueLimits"
+        var queue: String
+        func bind(_ p: inout QueryParameters) { p.add(queue) }
+
+        struct Row: QueryRow {
+            static let columns = ["max_running", "max_per_second", "max_running_per_key"]
+            var limits: QueueLimits
+            init?(_ row: RowReader) {
+                limits = QueueLimits(
+                    maxRunning: row.int("max_running"), maxPerSecond: row.double("max_per_second"),
+                    maxRunningPerKey: row.int("max_running_per_key"))
+            }
+        }
+    }
+
     struct SetQueueLimits: Query {
         typealias Row = NameRow
         static let name = "setQueueLimits"
