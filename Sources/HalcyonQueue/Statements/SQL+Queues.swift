@@ -52,7 +52,7 @@ extension SQL {
         static let name = "queueCounts"
 
         struct Row: QueryRow {
-            static let columns = ["queue", "paused", "paused_for", "max_running", "max_per_second", "max_running_per_key", "state", "count"]
+            static let columns = ["queue", "paused", "paused_for"] + SQL.limitColumns + ["state", "count"]
             var queue: String
             var paused: Bool
             var pausedFor: Double?
@@ -66,14 +66,15 @@ extension SQL {
                 self.queue = queue
                 paused = row.bool("paused") ?? false
                 pausedFor = row.double("paused_for")
-                limits = QueueLimits(
-                    maxRunning: row.int("max_running"), maxPerSecond: row.double("max_per_second"),
-                    maxRunningPerKey: row.int("max_running_per_key"))
+                limits = QueueLimits(row)
                 state = row.text("state")
                 count = row.int("count") ?? 0
             }
         }
     }
+
+    /// The three limit columns of a `halcyon.queues` row.
+    static let limitColumns = ["max_running", "max_per_second", "max_running_per_key"]
 
     struct QueueLimitsOf: Query {
         static let name = "queueLimits"
@@ -81,12 +82,10 @@ extension SQL {
         func bind(_ p: inout QueryParameters) { p.add(queue) }
 
         struct Row: QueryRow {
-            static let columns = ["max_running", "max_per_second", "max_running_per_key"]
+            static let columns = SQL.limitColumns
             var limits: QueueLimits
             init?(_ row: RowReader) {
-                limits = QueueLimits(
-                    maxRunning: row.int("max_running"), maxPerSecond: row.double("max_per_second"),
-                    maxRunningPerKey: row.int("max_running_per_key"))
+                limits = QueueLimits(row)
             }
         }
     }
@@ -190,5 +189,12 @@ extension SQL {
         static let name = "presetsNamed"
         var names: [String]
         func bind(_ p: inout QueryParameters) { p.add(names) }
+    }
+}
+
+extension QueueLimits {
+    /// A row's `max_running`, `max_per_second` and `max_running_per_key` (`SQL.limitColumns`).
+    init(_ row: RowReader) {
+        self.init(maxRunning: row.int("max_running"), maxPerSecond: row.double("max_per_second"), maxRunningPerKey: row.int("max_running_per_key"))
     }
 }
