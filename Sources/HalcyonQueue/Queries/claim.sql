@@ -12,8 +12,8 @@
 -- $8 which queues: false those without a fleet-wide limit, true those with one (bool) — whose
 -- rows the caller has locked first in the same transaction (`lockLimitedQueues`), so that this
 -- statement's snapshot counts every claim made before it.
--- Returns the claimed rows in claim order, with each claim's stamp, how long it waited and
--- whether its queue isolates its keys.
+-- Returns the claimed rows by priority, then run_at and id (whichever way the batch was chosen),
+-- with each claim's stamp, how long it waited and whether its queue isolates its keys.
 --
 -- Paused queues, and queues at their limit (the worker's own, or the fleet's: `max_running`
 -- minus its running jobs, the claims `max_per_second`'s bucket allows), are left alone. Running
