@@ -26,13 +26,16 @@ public struct Job: Sendable, Identifiable {
     /// Its queue keeps its results to itself (`halcyon.queues.isolated_keys`): they are stored
     /// and found under the queue's name too.
     public var isolatedKeys: Bool
+    /// The share of its queue it was taken from; nil: the queue's common share.
+    public var fairKey: String?
 
     public init(
         id: Int64, source: String, fallbackSources: [String] = [], processors: String = "",
         cacheKey: String? = nil, options: String = "{}", priority: Int = 0, attempt: Int = 1,
         maxAttempts: Int = 5, queueWait: Double = 0, queue: String = QueueName.default, presets: [String: Preset] = [:],
-        claimedAt: String? = nil, isolatedKeys: Bool = false
+        claimedAt: String? = nil, isolatedKeys: Bool = false, fairKey: String? = nil
     ) {
+        self.fairKey = fairKey
         self.claimedAt = claimedAt
         self.isolatedKeys = isolatedKeys
         self.id = id

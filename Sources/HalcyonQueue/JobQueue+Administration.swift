@@ -19,6 +19,8 @@ extension JobQueue {
         /// While a job with this key is queued or running, enqueueing returns that job instead.
         public var uniqueKey: String?
         public var tags: [String] = []
+        /// The share of its queue it is taken from (1 to 200 bytes); nil: the common share.
+        public var fairKey: String?
 
         public init(source: String) { self.source = source }
     }

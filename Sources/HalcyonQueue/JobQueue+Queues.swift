@@ -24,6 +24,19 @@ extension JobQueue {
         try await connection.row(SQL.QueueIsolatesKeys(queue: name))?.isolatedKeys ?? false
     }
 
+    /// `name`'s fleet-wide limits; nil for a queue that does not exist.
+    public func limits(queue name: String) async throws -> QueueLimits? {
+        try await connection.row(SQL.QueueLimitsOf(queue: name))?.limits
+    }
+
+    /// Sets `name`'s fleet-wide limits, all three at once (a nil one: none), creating the queue
+    /// when no job has used it yet. Throws `QueueLimitsError` for a value out of range.
+    public func setLimits(queue name: String, _ limits: QueueLimits) async throws {
+        try limits.validate()
+        if let problem = QueueName.problem(name) { throw QueueError.invalidName(problem) }
+        try await connection.run(SQL.SetQueueLimits(queue: name, limits: limits))
+    }
+
     private func unknown(_ name: String) async throws -> QueueError {
         QueueError.unknown(name, known: try await queueNames())
     }
@@ -33,9 +46,12 @@ extension JobQueue {
 public enum QueueError: Error, CustomStringConvertible, Equatable {
     /// No such queue; `known` lists the queues there are.
     case unknown(String, known: [String])
+    /// Not a queue name: why.
+    case invalidName(String)
 
     public var description: String {
         switch self {
+        case .invalidName(let problem): problem
         case .unknown(let name, let known):
             "no queue named '\(name.prefix(80))' (a queue exists once a job has been enqueued to it; known: \(known.joined(separator: ", ")))"
         }

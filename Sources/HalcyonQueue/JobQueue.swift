@@ -1,5 +1,6 @@
 import Foundation
 import HalcyonDomain
+import Synchronization
 
 /// The queue operations a worker and the administration commands run. Every statement about a
 /// held job is guarded by `state = 'running' AND locked_by = <this worker> AND attempt = <the
@@ -7,6 +8,8 @@ import HalcyonDomain
 /// it was rescued can write an old attempt's outcome over the current one.
 public struct JobQueue: Sendable {
     public let connection: PGConnection
+    /// Whether queues with fleet-wide limits were lately found to be absent.
+    let limitedQueues = LimitedQueuesProbe()
 
     public init(connection: PGConnection) {
         self.connection = connection
@@ -24,22 +27,59 @@ public struct JobQueue: Sendable {
     /// every queue. Paused queues are never claimed from. With `siblings`, also up to 16 queued
     /// jobs of the chosen jobs' sources enqueued right after them (claim.sql), so that a
     /// source's variants run as one group.
+    ///
+    /// Queues with fleet-wide limits (`halcyon.queues.max_running`, `max_per_second`,
+    /// `max_running_per_key`) are claimed from first, in a transaction that locks their rows
+    /// (`lockLimitedQueues`), so that no two workers' claims of such a queue overlap and each
+    /// counts the other's; then the other queues, in one statement, with the slots left. When
+    /// the lock finds no such queue, this `JobQueue` does not look again for a second
+    /// (`LimitedQueuesProbe`): a queue given a limit meanwhile is left alone by the other
+    /// statement until then, never claimed past its limit.
     public func claim(
         workerID: String, limit: Int, lease: Double, queues: [(name: String, limit: Int?)] = [],
         maxBytes: Int = JobQueue.maxClaimBytes, siblings: Bool = true
     ) async throws -> [Job] {
         guard limit > 0 else { return [] }
-        let claim = SQL.Claim(
+        let open = SQL.Claim(
             workerID: workerID, limit: limit, lease: .seconds(lease), maxBytes: maxBytes, queues: queues, siblings: siblings)
-        return try await connection.rows(claim).compactMap { row in
-            let j = row.job
-            guard let source = j.source else { return nil }
-            return Job(
-                id: j.id, source: source, fallbackSources: j.fallbackSources ?? [], processors: j.processors ?? "", cacheKey: j.cacheKey,
-                options: j.options ?? "{}", priority: j.priority ?? 0, attempt: j.attempt ?? 1, maxAttempts: j.maxAttempts ?? 5,
-                queueWait: max(0, row.queueWait ?? 0), queue: j.queue ?? QueueName.default, claimedAt: row.claimedAt,
-                isolatedKeys: row.isolatedKeys ?? false)
+        var jobs: [Job] = []
+        if limitedQueues.due() {
+            var next = open
+            next.limited = true
+            let limited = next
+            let names = queues.map(\.name)
+            let found: (any: Bool, jobs: [Job]) = try await connection.withLocked { c in
+                try c.transactionLocked {
+                    guard !(try c.rowsLocked(SQL.LockLimitedQueues(queues: names))).isEmpty else { return (false, []) }
+                    return (true, try c.rowsLocked(limited).compactMap(Self.job))
+                }
+            }
+            if !found.any { limitedQueues.noneFound() }
+            jobs = found.jobs
         }
+        guard jobs.count < limit else { return jobs }
+        var rest = open
+        rest.limit = limit - jobs.count
+        // A queue's own limit ($6) counts what the limited claim took from it.
+        rest.queues = queues.map { q in (q.name, q.limit.map { n in max(0, n - jobs.count { $0.queue == q.name }) }) }
+        return jobs + (try await connection.rows(rest).compactMap(Self.job))
+    }
+
+    private static func job(_ row: SQL.Claim.Row) -> Job? {
+        let j = row.job
+        guard let source = j.source else { return nil }
+        return Job(
+            id: j.id, source: source, fallbackSources: j.fallbackSources ?? [], processors: j.processors ?? "", cacheKey: j.cacheKey,
+            options: j.options ?? "{}", priority: j.priority ?? 0, attempt: j.attempt ?? 1, maxAttempts: j.maxAttempts ?? 5,
+            queueWait: max(0, row.queueWait ?? 0), queue: j.queue ?? QueueName.default, claimedAt: row.claimedAt,
+            isolatedKeys: row.isolatedKeys ?? false, fairKey: j.fairKey)
+    }
+
+    /// Takes keys without queued jobs out of the fair-share rotation (`halcyon.fair_turns`),
+    /// at most `limit` of them; returns how many. Workers call it now and then.
+    @discardableResult
+    public func forgetIdleFairKeys(limit: Int = 1000) async throws -> Int {
+        try await connection.row(SQL.ForgetIdleFairKeys(limit: limit))?.forgotten ?? 0
     }
 
     /// What a heartbeat found.
@@ -176,6 +216,19 @@ public struct JobQueue: Sendable {
     public func progress(since: Date) async throws -> Progress {
         try await connection.row(SQL.ProgressCounts(since: since))?.progress ?? Progress()
     }
+}
+
+/// When a claim last found no queue with fleet-wide limits: for a second after, claims skip the
+/// transaction that looks for them (three statements), so a fleet without limits pays for it
+/// about once a second per worker.
+final class LimitedQueuesProbe: Sendable {
+    static let recheck: Duration = .seconds(1)
+    private let noneUntil = Mutex<ContinuousClock.Instant?>(nil)
+
+    /// Whether to look for limited queues now.
+    func due() -> Bool { noneUntil.withLock { $0.map { ContinuousClock.now >= $0 } ?? true } }
+
+    func noneFound() { noneUntil.withLock { $0 = ContinuousClock.now + Self.recheck } }
 }
 
 extension SQL.RescuedRow {

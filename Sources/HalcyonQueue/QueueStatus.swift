@@ -28,6 +28,8 @@ public struct QueueStatus: Sendable {
         public var paused: Bool
         /// Seconds since it was paused.
         public var pausedFor: Double?
+        /// Its fleet-wide limits.
+        public var limits = QueueLimits()
         public var counts: [String: Int]
     }
 
@@ -59,7 +61,7 @@ public struct QueueStatus: Sendable {
         var queues: [QueueState] = []
         for row in try await connection.rows(SQL.QueueCounts()) {
             if queues.last?.name != row.queue {
-                queues.append(QueueState(name: row.queue, paused: row.paused, pausedFor: row.pausedFor, counts: [:]))
+                queues.append(QueueState(name: row.queue, paused: row.paused, pausedFor: row.pausedFor, limits: row.limits, counts: [:]))
             }
             if let state = row.state { queues[queues.count - 1].counts[state] = row.count }
         }
@@ -117,6 +119,9 @@ public struct QueueStatus: Sendable {
                     [
                         "name": .string(q.name), "paused": .bool(q.paused),
                         "paused_seconds_ago": q.pausedFor.map { .number($0.rounded()) } ?? .null,
+                        "max_running": q.limits.maxRunning.map { .number(Double($0)) } ?? .null,
+                        "max_per_second": q.limits.maxPerSecond.map { .number($0) } ?? .null,
+                        "max_running_per_key": q.limits.maxRunningPerKey.map { .number(Double($0)) } ?? .null,
                         "counts": .object(
                             Dictionary(uniqueKeysWithValues: JobState.allCases.map { ($0.rawValue, .number(Double(q.counts[$0.rawValue] ?? 0))) })),
                     ]

@@ -17,11 +17,15 @@ struct Enqueue: AsyncParsableCommand {
 
             Each line is an object with "source" and optionally "processors", "cache_key", \
             "fallback_sources", "options", "priority", "max_attempts", "run_at", "queue", \
-            "unique_key", "tags". The batch is checked first and inserted in one transaction: one \
+            "unique_key", "tags", "fair_key". The batch is checked first and inserted in one transaction: one \
             bad line enqueues nothing.
 
             Unique keys: while a job with the same --unique-key is queued or running, its id is \
             printed instead of a new one (standard error says which lines were duplicates).
+
+            Fair keys: within a queue and priority, workers take jobs round-robin between the \
+            --fair-key values that have jobs waiting (jobs without one share one turn), so one \
+            key's backlog does not hold up another key's jobs.
 
             --wait: then wait for the jobs as `halcyon wait` does (same exit codes: 0 all \
             succeeded, 1 some failed or were cancelled, 2 timeout).
@@ -50,6 +54,8 @@ struct Enqueue: AsyncParsableCommand {
     var uniqueKey: String?
     @Option(name: .customLong("tag"), help: "A tag to find the job by (repeatable; at most 32, each 1–128 bytes).")
     var tags: [String] = []
+    @Option(help: "The share of its queue the job is taken from, e.g. a tenant (1–200 bytes; default: the queue's common share).")
+    var fairKey: String?
     @Option(help: "Enqueue every line of this JSON-lines file ('-' for standard input).")
     var file: String?
     @Flag(help: "Wait until the jobs are finished (see `halcyon wait`).")
@@ -58,8 +64,8 @@ struct Enqueue: AsyncParsableCommand {
 
     func validate() throws {
         if (source == nil) == (file == nil) { throw ValidationError("give either a SOURCE or --file") }
-        if file != nil && (!fallbacks.isEmpty || !processors.isEmpty || cacheKey != nil || !optionPairs.isEmpty || uniqueKey != nil || !tags.isEmpty)
-        {
+        let jobOptions = !fallbacks.isEmpty || !processors.isEmpty || cacheKey != nil || !optionPairs.isEmpty || uniqueKey != nil || !tags.isEmpty
+        if file != nil && (jobOptions || fairKey != nil) {
             throw ValidationError("--file takes every field from its lines; drop the other job options")
         }
     }
@@ -82,6 +88,7 @@ struct Enqueue: AsyncParsableCommand {
             job.queue = queue
             job.uniqueKey = uniqueKey
             job.tags = tags
+            job.fairKey = fairKey
             var options: [String: JSONValue] = [:]
             for pair in optionPairs {
                 guard let eq = pair.firstIndex(of: "=") else { throw ValidationError("--option needs key=value, got '\(pair)'") }
@@ -140,6 +147,7 @@ struct Enqueue: AsyncParsableCommand {
                 throw HalcyonError(.invalidOptions, "unique_key must have 1 to 1024 bytes")
             }
             if let problem = JobTags.problem(job.tags) { throw HalcyonError(.invalidOptions, problem) }
+            if let key = job.fairKey, let problem = FairKey.problem(key) { throw HalcyonError(.invalidOptions, problem) }
         } catch let error as HalcyonError {
             throw CommandFailure("\(context)\(error)")
         }
@@ -162,7 +170,7 @@ struct Enqueue: AsyncParsableCommand {
             guard case .object(let o)? = JSONValue.parse(text) else { throw CommandFailure("\(at)not a JSON object") }
             let known: Set<String> = [
                 "source", "processors", "cache_key", "fallback_sources", "options", "priority", "max_attempts", "run_at", "queue",
-                "unique_key", "tags",
+                "unique_key", "tags", "fair_key",
             ]
             if let unknown = o.keys.sorted().first(where: { !known.contains($0) }) { throw CommandFailure("\(at)unknown field '\(unknown)'") }
             guard let source = o["source"]?.stringValue else { throw CommandFailure("\(at)\"source\" (a string) is required") }
@@ -204,6 +212,9 @@ struct Enqueue: AsyncParsableCommand {
                     throw CommandFailure("\(at)\"tags\" must be an array of strings")
                 }
                 job.tags = a.compactMap(\.stringValue)
+            }
+            if let v = o["fair_key"], v != .null {
+                guard let s = v.stringValue else { throw CommandFailure("\(at)\"fair_key\" must be a string") }; job.fairKey = s
             }
             try check(job, where: at)
             jobs.append((index + 1, job))

@@ -20,7 +20,8 @@ struct Halcyon: AsyncParsableCommand {
         version: HalcyonVersion.string,
         subcommands: [
             Migrate.self, Enqueue.self, Wait.self, Work.self, Status.self, Show.self,
-            Retry.self, Cancel.self, Pause.self, Resume.self, Prune.self, Deliver.self, Sweep.self, Verify.self, Validate.self, Presets.self,
+            Retry.self, Cancel.self, Pause.self, Resume.self, Limit.self, Prune.self, Deliver.self, Sweep.self, Verify.self, Validate.self,
+            Presets.self,
             Dashboard.self, DemoTool.self, BenchTool.self,
             Embedded.self,
         ]

@@ -3,12 +3,13 @@
 
 -- name: enqueue :one
 -- $1 source, $2 processors, $3 cache_key, $4 fallback_sources (text[]), $5 options (jsonb), $6
--- priority, $7 max_attempts, $8 run_at (NULL = now), $9 queue, $10 unique_key, $11 tags (text[]).
+-- priority, $7 max_attempts, $8 run_at (NULL = now), $9 queue, $10 unique_key, $11 tags (text[]),
+-- $12 fair_key (NULL = the queue's common share).
 -- Returns the id and whether it is a new row (false: a duplicate unique_key).
 SELECT id, inserted FROM halcyon.enqueue_job(
     source => $1, processors => $2, cache_key => $3, fallback_sources => $4::text[], options => $5::jsonb,
     priority => $6::int, max_attempts => $7::int, run_at => coalesce($8::timestamptz, now()),
-    queue => $9, unique_key => $10, tags => $11::text[]);
+    queue => $9, unique_key => $10, tags => $11::text[], fair_key => $12);
 
 -- name: showJob :one
 -- The whole row of job $1: every column of `halcyon.jobs`, jsonb and the state as text (the
@@ -20,7 +21,7 @@ SELECT id, source, fallback_sources, processors, cache_key, options::text AS opt
        created_at, started_at, finished_at, timings::text AS timings,
        queue, unique_key, tags, callback_status, callback_attempts, callback_error, callback_at,
        source_width, source_height, source_format, source_bytes, source_meta::text AS source_meta,
-       placeholders::text AS placeholders, result_quality, result_score
+       placeholders::text AS placeholders, result_quality, result_score, fair_key
 FROM halcyon.jobs WHERE id = $1::bigint;
 
 -- name: jobStates :many

@@ -8,17 +8,28 @@
 -- $1 worker id (text), $2 batch size (int), $3 lease (seconds), $4 most bytes of row text
 -- (source, fallbacks, options) to claim at once: rows past it (in claim order) stay queued, but
 -- the first is always claimed; $5 the queues to claim from (text[]; empty: every queue) and $6
--- at most how many from each (int[], null: the batch size); $7 whether to claim siblings (bool).
--- Returns the claimed rows in claim order, with each claim's stamp, how long it waited and
--- whether its queue isolates its keys.
+-- at most how many from each (int[], null: the batch size); $7 whether to claim siblings (bool);
+-- $8 which queues: false those without a fleet-wide limit, true those with one (bool) — whose
+-- rows the caller has locked first in the same transaction (`lockLimitedQueues`), so that this
+-- statement's snapshot counts every claim made before it.
+-- Returns the claimed rows by priority, then run_at and id (whichever way the batch was chosen),
+-- with each claim's stamp, how long it waited and whether its queue isolates its keys.
 --
--- Paused queues, and queues at their limit, are left alone. Each queue is one scan of
--- `jobs_claim_idx`; the batch is the best of them by priority. Then, when $7 is true, its
+-- Paused queues, and queues at their limit (the worker's own, or the fleet's: `max_running`
+-- minus its running jobs, the claims `max_per_second`'s bucket allows), are left alone. Running
+-- jobs are counted up to the limit only (`jobs_running_idx`), so a count costs at most the limit. Each
+-- queue is one scan of `jobs_claim_idx`; the batch is the best of them by priority. A queue with
+-- fair keys (rows in `halcyon.fair_turns`) is claimed round-robin between its keys at the top
+-- priority of that scan: the first $2 + 16 keys by turn are looked at, those with a runnable job
+-- at that priority (and under `max_running_per_key`) are served in turn order, an equal share of
+-- the batch each (`jobs_fair_idx`), the rest of the batch coming from the scan; then every key
+-- served, and every key looked at without a runnable job, gets a new turn (the back of the
+-- rotation). Rows of keys at `max_running_per_key` are left alone. Then, when $7 is true, its
 -- siblings: queued jobs of the same source and queue among the next 16 ids after a chosen one
 -- (a source's variants are enqueued together, so their ids are adjacent), at most 16 of them,
 -- of rows of at most 64 KiB of text (so that $4 stays near what it says when sources are inline
--- data), in queues without a limit of the worker's own — so a source's jobs are claimed
--- together and decoded once, even when only one slot was free.
+-- data), in queues without a limit of the worker's own or the fleet's — so a source's jobs are
+-- claimed together and decoded once, even when only one slot was free.
 --
 -- Written so that the planner's estimates stay honest however large and churned the table is
 -- (every row count it estimates is bounded by a constant it can see): each queue's scan takes
@@ -32,32 +43,94 @@
 -- `presetsNamed`), once for the batch and only when some chain names one: the chain grammar
 -- that finds their names is the worker's.
 WITH wanted AS (
-    SELECT q.name, least($2::int, coalesce(w.slots, $2::int)) AS slots, w.slots IS NULL AS open, q.isolated_keys
+    SELECT q.name, q.isolated_keys, q.max_running_per_key AS key_cap, w.slots IS NULL AND NOT $8::bool AS open,
+           greatest(0, least($2::int, coalesce(w.slots, $2::int),
+               CASE WHEN q.max_running IS NULL THEN $2::int
+                    ELSE q.max_running - (SELECT count(*) FROM (SELECT FROM halcyon.jobs r WHERE r.state = 'running' AND r.queue = q.name
+                                                                 LIMIT q.max_running) r)::int END,
+               CASE WHEN q.max_per_second IS NULL THEN $2::int
+                    ELSE floor(halcyon.queue_tokens(q.max_per_second, q.tokens, q.tokens_at))::int END)) AS slots,
+           EXISTS (SELECT 1 FROM halcyon.fair_turns t WHERE t.queue = q.name) AS fair
     FROM halcyon.queues q
     LEFT JOIN unnest($5::text[], $6::int[]) AS w(name, slots) ON w.name = q.name
     WHERE NOT q.paused AND (cardinality($5::text[]) = 0 OR w.name IS NOT NULL) AND coalesce(w.slots, $2::int) > 0
+      AND (q.max_running IS NOT NULL OR q.max_per_second IS NOT NULL OR q.max_running_per_key IS NOT NULL) = $8::bool
 ), next AS (
-    SELECT n.*, w.open, w.slots FROM wanted w CROSS JOIN LATERAL (
-        SELECT id, priority, run_at, source, queue,
+    SELECT n.* FROM wanted w CROSS JOIN LATERAL (
+        SELECT id, priority, run_at, source, queue, coalesce(fair_key, '') AS fair_key,
                octet_length(source) + octet_length(array_to_string(fallback_sources, '')) + octet_length(options::text) AS size
         FROM halcyon.jobs
-        WHERE state = 'queued' AND queue = w.name AND run_at <= now()
+        WHERE state = 'queued' AND queue = w.name AND run_at <= now() AND w.slots > 0
         ORDER BY priority DESC, run_at, id
         LIMIT $2::int
         FOR UPDATE SKIP LOCKED
     ) n
+), keys AS (
+    -- A fair queue's first keys in turn order, at the top priority its scan found.
+    SELECT t.queue, t.fair_key, t.turn, top.priority, w.key_cap
+    FROM (SELECT queue, max(priority) AS priority FROM next GROUP BY queue) top
+    JOIN wanted w ON w.name = top.queue AND w.fair
+    CROSS JOIN LATERAL (
+        SELECT t.queue, t.fair_key, t.turn FROM halcyon.fair_turns t WHERE t.queue = top.queue ORDER BY t.turn, t.fair_key LIMIT $2::int + 16
+    ) t
+), live AS (
+    -- Those with a runnable job at that priority, and how many more of theirs may run.
+    SELECT k.*, CASE WHEN k.key_cap IS NULL THEN $2::int
+                     ELSE k.key_cap - (SELECT count(*) FROM (SELECT FROM halcyon.jobs r
+                                                             WHERE r.state = 'running' AND r.queue = k.queue AND coalesce(r.fair_key, '') = k.fair_key
+                                                             LIMIT k.key_cap) r)::int END AS key_slots
+    FROM keys k
+    WHERE EXISTS (SELECT 1 FROM halcyon.jobs j
+                  WHERE j.state = 'queued' AND j.queue = k.queue AND coalesce(j.fair_key, '') = k.fair_key AND j.priority = k.priority
+                    AND j.run_at <= now())
+), served AS (
+    -- The first of them, as many as the queue has slots, each an equal share of the slots.
+    SELECT s.*, least(s.key_slots, ceil(w.slots::float8 / s.n)::int) AS share FROM (
+        SELECT l.*, row_number() OVER (PARTITION BY l.queue ORDER BY l.turn, l.fair_key) AS place, count(*) OVER (PARTITION BY l.queue) AS n
+        FROM live l WHERE l.key_slots > 0
+    ) s JOIN wanted w ON w.name = s.queue
+    WHERE s.place <= w.slots
+), picks AS (
+    SELECT p.*, s.turn, row_number() OVER (PARTITION BY p.queue, p.fair_key ORDER BY p.run_at, p.id) AS round
+    FROM served s CROSS JOIN LATERAL (
+        SELECT id, priority, run_at, source, queue, coalesce(fair_key, '') AS fair_key,
+               octet_length(source) + octet_length(array_to_string(fallback_sources, '')) + octet_length(options::text) AS size
+        FROM halcyon.jobs j
+        WHERE j.state = 'queued' AND j.queue = s.queue AND coalesce(j.fair_key, '') = s.fair_key AND j.priority = s.priority
+          AND j.run_at <= now()
+        ORDER BY j.run_at, j.id
+        LIMIT s.share
+        FOR UPDATE SKIP LOCKED
+    ) p
+), candidates AS (
+    -- The keys' picks first (round by round, keys in turn order), then the scan's rows.
+    SELECT DISTINCT ON (id) * FROM (
+        SELECT id, priority, run_at, source, queue, fair_key, size, 0 AS lane, round, turn FROM picks
+        UNION ALL
+        SELECT id, priority, run_at, source, queue, fair_key, size, 1, 0, 0 FROM next
+    ) c
+    ORDER BY id, lane
+), capped AS (
+    SELECT c.*, w.open, w.slots FROM (
+        SELECT c.*, row_number() OVER (PARTITION BY c.queue, c.fair_key ORDER BY c.priority DESC, c.lane, c.round, c.turn, c.run_at, c.id) AS in_key
+        FROM candidates c
+    ) c JOIN wanted w ON w.name = c.queue
+    WHERE w.key_cap IS NULL
+       OR c.in_key <= w.key_cap - (SELECT count(*) FROM (SELECT FROM halcyon.jobs r
+                                                         WHERE r.state = 'running' AND r.queue = c.queue AND coalesce(r.fair_key, '') = c.fair_key
+                                                         LIMIT w.key_cap) r)
 ), allowed AS (
     SELECT * FROM (
-        SELECT *, row_number() OVER (PARTITION BY queue ORDER BY priority DESC, run_at, id) AS in_queue FROM next
+        SELECT *, row_number() OVER (PARTITION BY queue ORDER BY priority DESC, lane, round, turn, run_at, id) AS in_queue FROM capped
     ) q
     WHERE in_queue <= slots
 ), chosen AS (
-    SELECT id, source, queue, open, size FROM (
-        SELECT id, source, queue, open, size, priority, run_at, sum(size) OVER w AS total, row_number() OVER w AS n
-        FROM allowed WINDOW w AS (ORDER BY priority DESC, run_at, id)
+    SELECT id, source, queue, fair_key, open, size FROM (
+        SELECT id, source, queue, fair_key, open, size, priority, lane, round, turn, run_at, sum(size) OVER w AS total, row_number() OVER w AS n
+        FROM allowed WINDOW w AS (ORDER BY priority DESC, lane, round, turn, run_at, id)
     ) sized
     WHERE n = 1 OR total <= $4::bigint
-    ORDER BY priority DESC, run_at, id
+    ORDER BY priority DESC, lane, round, turn, run_at, id
     LIMIT $2::int
 ), ids AS (
     SELECT ARRAY(SELECT id FROM chosen) AS chosen
@@ -80,12 +153,41 @@ WITH wanted AS (
     -- could become a scan of the whole table when its statistics are off.
     WHERE j.id = ANY((SELECT chosen FROM ids) || ARRAY(SELECT id FROM siblings))
     RETURNING j.id, j.source, j.fallback_sources, j.processors, j.cache_key, j.options::text AS options,
-              j.priority, j.attempt, j.max_attempts, j.queue, j.run_at, to_char(j.started_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS claimed_at,
+              j.priority, j.attempt, j.max_attempts, j.queue, j.fair_key, j.run_at,
+              to_char(j.started_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS claimed_at,
               extract(epoch FROM (now() - j.run_at))::float8 AS queue_wait
+), turned AS (
+    -- The keys served, and those looked at without a runnable job, to the back of the rotation
+    -- (a key another claim is turning right now is left to it).
+    UPDATE halcyon.fair_turns t SET turn = nextval('halcyon.fair_turn_seq')
+    FROM (
+        SELECT k.queue, k.fair_key FROM halcyon.fair_turns k
+        WHERE (k.queue, k.fair_key) IN (SELECT queue, coalesce(fair_key, '') FROM claimed
+                                        UNION SELECT queue, fair_key FROM keys k2
+                                              WHERE NOT EXISTS (SELECT 1 FROM live l WHERE l.queue = k2.queue AND l.fair_key = k2.fair_key))
+        FOR NO KEY UPDATE SKIP LOCKED
+    ) b
+    WHERE t.queue = b.queue AND t.fair_key = b.fair_key
+), spent AS (
+    -- The bucket of each rate-limited queue, less this claim's jobs.
+    UPDATE halcyon.queues q SET tokens = halcyon.queue_tokens(q.max_per_second, q.tokens, q.tokens_at) - c.n, tokens_at = now()
+    FROM (SELECT queue, count(*) AS n FROM claimed GROUP BY queue) c
+    WHERE $8::bool AND q.name = c.queue AND q.max_per_second IS NOT NULL
 )
-SELECT id, source, fallback_sources, processors, cache_key, options, priority, attempt, max_attempts, queue, queue_wait, claimed_at,
+SELECT id, source, fallback_sources, processors, cache_key, options, priority, attempt, max_attempts, queue, fair_key, queue_wait, claimed_at,
        (SELECT w.isolated_keys FROM wanted w WHERE w.name = claimed.queue) AS isolated_keys
 FROM claimed ORDER BY priority DESC, run_at, id;
+
+-- name: lockLimitedQueues :many
+-- $1 the queues a worker claims from (text[]; empty: every queue). Locks the rows of those with
+-- a fleet-wide limit that are not paused, in name order, until the transaction ends: the claim
+-- that follows ($8 true) then sees every claim of them made before it, and no other worker
+-- claims from them until it commits. Returns their names (none: nothing to claim there).
+SELECT name FROM halcyon.queues
+WHERE NOT paused AND (max_running IS NOT NULL OR max_per_second IS NOT NULL OR max_running_per_key IS NOT NULL)
+  AND (cardinality($1::text[]) = 0 OR name = ANY($1::text[]))
+ORDER BY name
+FOR UPDATE;
 
 -- name: drainCheck :one
 -- Whether some job is runnable now in an unpaused queue of $1 (text[]; empty: every queue), and

@@ -20,12 +20,29 @@ SELECT name FROM halcyon.queues ORDER BY name;
 SELECT isolated_keys FROM halcyon.queues WHERE name = $1;
 
 -- name: queueCounts :many
--- Counts by queue and state (every queue, zero counts left out), with whether it is paused.
+-- Counts by queue and state (every queue, zero counts left out), with whether it is paused and
+-- its fleet-wide limits (NULL: none).
 SELECT q.name AS queue, q.paused, extract(epoch FROM now() - q.paused_at)::float8 AS paused_for,
+       q.max_running, q.max_per_second, q.max_running_per_key,
        j.state::text AS state, count(j.id) AS count
 FROM halcyon.queues q LEFT JOIN halcyon.jobs j ON j.queue = q.name
-GROUP BY q.name, q.paused, q.paused_at, j.state
+GROUP BY q.name, q.paused, q.paused_at, q.max_running, q.max_per_second, q.max_running_per_key, j.state
 ORDER BY q.name, j.state;
+
+-- name: queueLimits :one
+-- $1 queue name. Its fleet-wide limits (NULL: none); no row for an unknown queue.
+SELECT max_running, max_per_second, max_running_per_key FROM halcyon.queues WHERE name = $1;
+
+-- name: setQueueLimits :one
+-- $1 queue name, $2 max_running (int), $3 max_per_second (float8), $4 max_running_per_key (int),
+-- each NULL for none: sets all three (`halcyon.set_queue_limits`, which refuses values out of
+-- range and creates the queue when no job has used it yet). Returns the queue's name.
+SELECT halcyon.set_queue_limits($1, max_running => $2::int, max_per_second => $3::float8, max_running_per_key => $4::int) AS name;
+
+-- name: forgetIdleFairKeys :one
+-- $1 at most how many keys (int). Takes keys without a queued job out of the fair-share rotation
+-- (`halcyon.forget_idle_fair_keys`); returns how many went.
+SELECT halcyon.forget_idle_fair_keys($1::int) AS forgotten;
 
 -- name: tagCounts :many
 -- Counts by state of the jobs tagged $1.

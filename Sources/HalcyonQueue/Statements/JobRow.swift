@@ -60,6 +60,8 @@ public struct JobRow: Sendable, Equatable {
     /// outside them is nil (a quality) or held to them (a score), NaN nil (`ResultMeasures`).
     public var resultQuality: Int?
     public var resultScore: Double?
+    /// The share of its queue it is taken from; nil: the queue's common share.
+    public var fairKey: String?
 
     public init(id: Int64) {
         self.id = id
@@ -115,7 +117,7 @@ public struct JobRow: Sendable, Equatable {
         Column("source_height", .integer(\.sourceHeight)), Column("source_format", .text(\.sourceFormat)),
         Column("source_bytes", .bigint(\.sourceBytes)), Column("source_meta", .json(\.sourceMeta)),
         Column("placeholders", .json(\.placeholders)), Column("result_quality", .quality(\.resultQuality)),
-        Column("result_score", .score(\.resultScore)),
+        Column("result_score", .score(\.resultScore)), Column("fair_key", .text(\.fairKey)),
     ]
 
     static let columnsByName = Dictionary(uniqueKeysWithValues: schema.map { ($0.name, $0) })

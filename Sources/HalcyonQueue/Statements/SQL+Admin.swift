@@ -20,6 +20,7 @@ extension SQL {
             p.add(job.queue)
             p.add(job.uniqueKey)
             p.add(job.tags)
+            p.add(job.fairKey)
         }
 
         struct Row: QueryRow {

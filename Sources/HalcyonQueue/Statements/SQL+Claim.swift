@@ -13,6 +13,9 @@ extension SQL {
         /// Empty: every queue; a nil limit: the batch size.
         var queues: [(name: String, limit: Int?)]
         var siblings: Bool
+        /// False: the queues without a fleet-wide limit; true: those with one, whose rows the
+        /// transaction has locked (`LockLimitedQueues`).
+        var limited: Bool = false
 
         func bind(_ p: inout QueryParameters) {
             p.add(workerID)
@@ -22,12 +25,13 @@ extension SQL {
             p.add(queues.map(\.name))
             p.add(queues.map(\.limit))
             p.add(siblings)
+            p.add(limited)
         }
 
         struct Row: QueryRow {
             static let columns = [
                 "id", "source", "fallback_sources", "processors", "cache_key", "options", "priority", "attempt", "max_attempts", "queue",
-                "queue_wait", "claimed_at", "isolated_keys",
+                "fair_key", "queue_wait", "claimed_at", "isolated_keys",
             ]
             var job: JobRow
             var queueWait: Double?
@@ -42,6 +46,14 @@ extension SQL {
                 isolatedKeys = row.bool("isolated_keys")
             }
         }
+    }
+
+    struct LockLimitedQueues: Query {
+        typealias Row = NameRow
+        static let name = "lockLimitedQueues"
+        /// Empty: every queue.
+        var queues: [String]
+        func bind(_ p: inout QueryParameters) { p.add(queues) }
     }
 
     struct DrainCheck: Query {

@@ -52,10 +52,11 @@ extension SQL {
         static let name = "queueCounts"
 
         struct Row: QueryRow {
-            static let columns = ["queue", "paused", "paused_for", "state", "count"]
+            static let columns = ["queue", "paused", "paused_for"] + SQL.limitColumns + ["state", "count"]
             var queue: String
             var paused: Bool
             var pausedFor: Double?
+            var limits: QueueLimits
             /// Nil for a queue without jobs.
             var state: String?
             var count: Int
@@ -65,9 +66,53 @@ extension SQL {
                 self.queue = queue
                 paused = row.bool("paused") ?? false
                 pausedFor = row.double("paused_for")
+                limits = QueueLimits(row)
                 state = row.text("state")
                 count = row.int("count") ?? 0
             }
+        }
+    }
+
+    /// The three limit columns of a `halcyon.queues` row.
+    static let limitColumns = ["max_running", "max_per_second", "max_running_per_key"]
+
+    struct QueueLimitsOf: Query {
+        static let name = "queueLimits"
+        var queue: String
+        func bind(_ p: inout QueryParameters) { p.add(queue) }
+
+        struct Row: QueryRow {
+            static let columns = SQL.limitColumns
+            var limits: QueueLimits
+            init?(_ row: RowReader) {
+                limits = QueueLimits(row)
+            }
+        }
+    }
+
+    struct SetQueueLimits: Query {
+        typealias Row = NameRow
+        static let name = "setQueueLimits"
+        var queue: String
+        var limits: QueueLimits
+
+        func bind(_ p: inout QueryParameters) {
+            p.add(queue)
+            p.add(limits.maxRunning)
+            p.add(limits.maxPerSecond)
+            p.add(limits.maxRunningPerKey)
+        }
+    }
+
+    struct ForgetIdleFairKeys: Query {
+        static let name = "forgetIdleFairKeys"
+        var limit: Int
+        func bind(_ p: inout QueryParameters) { p.add(limit) }
+
+        struct Row: QueryRow {
+            static let columns = ["forgotten"]
+            var forgotten: Int
+            init?(_ row: RowReader) { forgotten = row.int("forgotten") ?? 0 }
         }
     }
 
@@ -144,5 +189,12 @@ extension SQL {
         static let name = "presetsNamed"
         var names: [String]
         func bind(_ p: inout QueryParameters) { p.add(names) }
+    }
+}
+
+extension QueueLimits {
+    /// A row's `max_running`, `max_per_second` and `max_running_per_key` (`SQL.limitColumns`).
+    init(_ row: RowReader) {
+        self.init(maxRunning: row.int("max_running"), maxPerSecond: row.double("max_per_second"), maxRunningPerKey: row.int("max_running_per_key"))
     }
 }

@@ -20,16 +20,34 @@ struct Rescuer: Service, CustomStringConvertible {
 
     /// How long a job the database refused to rescue is left out of rescues.
     static let refusedPause: Duration = .seconds(600)
+    /// How often fair keys without queued jobs are taken out of the rotation.
+    static let fairKeysInterval: Duration = .seconds(60)
 
     func run() async {
         // Jobs the database refused to rescue (a trigger, a constraint), left out until the
         // time given, so one such row neither blocks the others nor floods the log.
         var refused: [Int64: ContinuousClock.Instant] = [:]
+        var fairKeysDue = ContinuousClock.now
         while !Task.isShuttingDownGracefully, !Task.isCancelled {
             await rescue(refused: &refused)
+            if ContinuousClock.now >= fairKeysDue {
+                fairKeysDue = ContinuousClock.now + Self.fairKeysInterval
+                await forgetIdleFairKeys()
+            }
             try? await cancelWhenGracefulShutdown { [interval = configuration.effectiveRescueInterval] in
                 try await Task.sleep(for: interval)
             }
+        }
+    }
+
+    /// Keys of the fair-share rotation without queued jobs go (they would be looked at by every
+    /// claim); a key comes back with its next job.
+    private func forgetIdleFairKeys() async {
+        do {
+            let forgotten = try await queue.forgetIdleFairKeys()
+            if forgotten > 0 { logger.debug("idle fair keys left the rotation", metadata: ["keys": "\(forgotten)"]) }
+        } catch {
+            logger.warning("forgetting idle fair keys failed", metadata: ["error": "\(error)"])
         }
     }
 

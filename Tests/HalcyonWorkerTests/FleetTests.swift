@@ -1,0 +1,97 @@
+import Foundation
+import HalcyonQueue
+import HalcyonSamples
+import HalcyonTestSupport
+import Testing
+
+/// Fair keys and fleet-wide queue limits with real workers: a tenant's few jobs are not held up
+/// by another's backlog, and a queue's `max_running` holds across workers. (The claim's own
+/// cases, limits per key and per second among them: `FairShareTests`.)
+@Suite(.enabled(if: TestEnvironment.available, "needs scripts/test (PostgreSQL, origin, binary)"), .processes)
+struct FleetTests {
+    /// Tiny, so a debug worker goes through hundreds of them quickly.
+    static let tiny: Data = try! SampleImages.photo(width: 32, height: 24, seed: 11)
+
+    func worker(_ db: TestDatabase, store: URL, concurrency: Int, _ extra: [String] = []) async throws -> HalcyonProcess {
+        let w = try HalcyonProcess(
+            ["work", "--store", store.path, "--log-level", "info", "--allow-network", "127.0.0.1/32", "--concurrency", "\(concurrency)"] + extra,
+            conninfo: db.conninfo)
+        try await w.ready()
+        return w
+    }
+
+    func count(_ db: TestDatabase, _ whereClause: String) async throws -> Int {
+        Int(try await db.query("SELECT count(*) AS n FROM halcyon.jobs WHERE \(whereClause)").value(0, "n") ?? "") ?? -1
+    }
+
+    /// One worker, a tenant's backlog of 1,500 jobs; once 100 are done another tenant enqueues
+    /// 30: all 30 are among the first 90 jobs finished after they arrived (by `finished_at`).
+    @Test func aTenantsFewJobsAreNotHeldUpByAnothersBacklog() async throws {
+        let db = try await TestDatabase.create()
+        let store = try TestEnvironment.temporaryDirectory("fleet-fair")
+        let url = try Origin.publish("fleet-\(db.name).jpg", Self.tiny)
+        let chain = "resize(16x16) |> format(png)"
+        try await db.query(
+            "INSERT INTO halcyon.jobs (source, processors, fair_key) SELECT $1 || '?j=' || g, $2, 'backfill' FROM generate_series(1, 1500) g",
+            [url, chain])
+        let w = try await worker(db, store: store, concurrency: 2)
+        #expect(try await waitForProgress({ try await count(db, "state = 'succeeded'") }, until: { $0 >= 100 }), "\(w.output.suffix(2000))")
+        let arrived = try await db.query(
+            """
+            WITH added AS (
+                INSERT INTO halcyon.jobs (source, processors, fair_key)
+                SELECT $1 || '?late=' || g, $2, 'upload' FROM generate_series(1, 30) g RETURNING created_at
+            ) SELECT to_char(min(created_at) AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS at FROM added
+            """, [url, chain]
+        ).value(0, "at")
+        #expect(try await waitForProgress({ try await count(db, "fair_key = 'upload' AND state = 'succeeded'") }, until: { $0 == 30 }))
+        let place = try await db.query(
+            """
+            SELECT count(*) AS n FROM halcyon.jobs
+            WHERE finished_at >= $1::timestamptz
+              AND finished_at <= (SELECT max(finished_at) FROM halcyon.jobs WHERE fair_key = 'upload')
+            """, [arrived])
+        let position = Int(place.value(0, "n") ?? "") ?? -1
+        let backlogLeft = try await count(db, "fair_key = 'backfill' AND state = 'queued'")
+        print("fleet: the last of 30 late jobs was job \(position) to finish after they arrived (\(backlogLeft) of the backlog still queued)")
+        #expect(position > 0 && position <= 90, "the last of the 30 was job \(position) to finish after they arrived")
+        #expect(backlogLeft > 0, "the backlog was drained before the test could tell")
+        #expect(try await count(db, "state = 'failed'") == 0)
+    }
+
+    /// Three workers of concurrency 3 on a queue with `max_running = 2`, each job held ~0.3 s by
+    /// a slow origin: the queue's running count, sampled all along, never goes above 2 — and
+    /// reaches it, the workers taking turns (each polls every 100 ms: a worker whose own job
+    /// finished is woken at once and would otherwise take most freed slots).
+    @Test(.processes(3)) func aQueueCapHoldsAcrossWorkers() async throws {
+        let db = try await TestDatabase.create()
+        let store = try TestEnvironment.temporaryDirectory("fleet-cap")
+        _ = try Origin.publish("fleet-\(db.name).jpg", Self.tiny)
+        try await db.query("SELECT halcyon.set_queue_limits('origin', max_running => 2)")
+        try await db.query(
+            """
+            INSERT INTO halcyon.jobs (source, processors, queue)
+            SELECT $1 || '?j=' || g, 'resize(16x16) |> format(png)', 'origin' FROM generate_series(1, 24) g
+            """, ["\(TestEnvironment.origin)/slowfile/0.3/fleet-\(db.name).jpg"])
+        var workers: [HalcyonProcess] = []
+        for _ in 0..<3 { workers.append(try await worker(db, store: store, concurrency: 3, ["--log-level", "debug", "--poll-interval", "100ms"])) }
+        let c = try await db.connect()
+        defer { Task { await c.close() } }
+        var highest = 0, samples = 0, finished = 0
+        let done = try await waitForProgress(
+            {
+                // Sampled as fast as a query returns, between the progress checks.
+                for _ in 0..<20 {
+                    let running = try await c.execute("SELECT count(*) AS n FROM halcyon.jobs WHERE queue = 'origin' AND state = 'running'")
+                    highest = max(highest, Int(running.value(0, "n") ?? "") ?? 0)
+                    samples += 1
+                }
+                finished = try await count(db, "queue = 'origin' AND state IN ('succeeded', 'failed')")
+                return finished
+            }, until: { $0 == 24 })
+        #expect(done, "\(finished) of 24 finished")
+        #expect(highest == 2, "the most running at once, in \(samples) samples: \(highest)")
+        #expect(try await count(db, "queue = 'origin' AND state = 'succeeded'") == 24)
+        #expect(workers.filter { $0.output.contains("job claimed") }.count >= 2, "one worker took every job")
+    }
+}
