@@ -5,6 +5,7 @@ import HalcyonRuntime
 public enum LeaseName: String, Sendable {
     case storeSweep = "store_sweep"
     case rowRetention = "row_retention"
+    case usageRollUp = "usage_roll_up"
 }
 
 /// Leases (`halcyon.leases`): who does a fleet-wide duty now. A row with an expiry, not a session

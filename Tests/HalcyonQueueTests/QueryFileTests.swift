@@ -69,6 +69,9 @@ import Testing
             SQL.ThroughputWindows(),
             SQL.PruneBatch(states: [.succeeded, .failed], olderThan: .seconds(86400), limit: 1000),
             SQL.RecordPrune(by: "w", pruned: [.succeeded: 2], seconds: 0.5),
+            SQL.RollUpUsage(limit: 50_000),
+            SQL.PruneUsage(olderThan: .days(400), limit: 50_000),
+            SQL.UsageReport(since: Date(), byFairKey: true, hourly: true, queue: "q"),
             SQL.LatestPrune(),
             SQL.RecordSweep(
                 record: JobQueue.SweepRecord(

@@ -18,6 +18,7 @@ public enum Queries {
         ("retention.sql", PackageResources.retention_sql),
         ("session.sql", PackageResources.session_sql),
         ("status.sql", PackageResources.status_sql),
+        ("usage.sql", PackageResources.usage_sql),
         ("workers.sql", PackageResources.workers_sql),
     ]
 }

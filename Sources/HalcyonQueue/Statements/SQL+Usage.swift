@@ -1,0 +1,71 @@
+import Foundation
+import HalcyonRuntime
+
+// usage.sql: usage per queue and fair key — its roll-up, retention and reports.
+
+extension SQL {
+    struct RollUpUsage: Query {
+        static let name = "rollUpUsage"
+        var limit: Int
+        func bind(_ p: inout QueryParameters) { p.add(limit) }
+
+        struct Row: QueryRow {
+            static let columns = ["events", "hours"]
+            var rollUp: JobQueue.UsageRollUp
+            init?(_ row: RowReader) {
+                rollUp = JobQueue.UsageRollUp(events: row.int("events") ?? 0, hours: row.int("hours") ?? 0)
+            }
+        }
+    }
+
+    struct PruneUsage: Query {
+        typealias Row = CountRow
+        static let name = "pruneUsage"
+        var olderThan: Duration
+        var limit: Int
+        func bind(_ p: inout QueryParameters) {
+            p.add(olderThan)
+            p.add(limit)
+        }
+    }
+
+    struct UsageReport: Query {
+        static let name = "usageReport"
+        var since: Date
+        var byFairKey: Bool
+        var hourly: Bool
+        var queue: String?
+
+        func bind(_ p: inout QueryParameters) {
+            p.add(since)
+            p.add(byFairKey)
+            p.add(hourly)
+            p.add(queue)
+        }
+
+        struct Row: QueryRow {
+            static let columns = [
+                "queue", "fair_key", "hour", "succeeded", "failed", "cancelled", "retried", "decode_cpu_ms", "process_cpu_ms",
+                "encode_cpu_ms", "store_cpu_ms", "bytes_fetched", "bytes_stored", "store_hits",
+            ]
+            var usage: Usage
+
+            init?(_ row: RowReader) {
+                guard let queue = row.text("queue") else { return nil }
+                var u = Usage(queue: queue, fairKey: row.text("fair_key") ?? "", hour: row.text("hour"))
+                u.succeeded = row.int64("succeeded") ?? 0
+                u.failed = row.int64("failed") ?? 0
+                u.cancelled = row.int64("cancelled") ?? 0
+                u.retried = row.int64("retried") ?? 0
+                u.decodeCPUms = row.double("decode_cpu_ms") ?? 0
+                u.processCPUms = row.double("process_cpu_ms") ?? 0
+                u.encodeCPUms = row.double("encode_cpu_ms") ?? 0
+                u.storeCPUms = row.double("store_cpu_ms") ?? 0
+                u.bytesFetched = row.int64("bytes_fetched") ?? 0
+                u.bytesStored = row.int64("bytes_stored") ?? 0
+                u.storeHits = row.int64("store_hits") ?? 0
+                usage = u
+            }
+        }
+    }
+}

@@ -1,0 +1,151 @@
+import Foundation
+import HalcyonDomain
+import HalcyonQueue
+import HalcyonRuntime
+import HalcyonTestSupport
+import Testing
+
+/// Usage per queue and fair key (migrations/0016_usage.sql, usage.sql) on a real database: which
+/// updates append an event, and the roll-up (alone, and two at once). The workers' side, against
+/// the jobs' own timings, is `UsageWorkerTests`.
+@Suite(.enabled(if: TestEnvironment.available, "needs scripts/test (PostgreSQL)"))
+struct UsageTests {
+    func events(_ db: TestDatabase) async throws -> Int {
+        Int(try await db.query("SELECT count(*) FROM halcyon.usage_events").rows[0][0] ?? "") ?? -1
+    }
+
+    func timings(cpu: Double) -> StageTimings {
+        var t = StageTimings()
+        t.decodeCPU = cpu
+        t.processCPU = cpu * 2
+        t.encodeCPU = cpu * 3
+        t.storeCPU = cpu * 4
+        return t
+    }
+
+    @Test func claimsHeartbeatsAndReleasesAppendNothingAndEachEndedAttemptOneEvent() async throws {
+        let db = try await TestDatabase.create()
+        let q = JobQueue(connection: try await db.connect())
+        _ = try await q.enqueue(
+            batch: (0..<5).map { i in
+                var j = JobQueue.NewJob(source: "https://e.com/\(i).jpg")
+                j.fairKey = i < 3 ? "t1" : nil
+                return j
+            })
+        let jobs = try await q.claim(workerID: "w", limit: 5, lease: 30, siblings: false)
+        try #require(jobs.count == 5)
+        _ = try await q.heartbeat(jobs.map(\.claim), workerID: "w", lease: 30)
+        _ = try await q.heartbeat(jobs.map(\.claim), workerID: "w", lease: 30)
+        #expect(try await q.release([jobs[4].claim], workerID: "w") == 1)
+        #expect(try await events(db) == 0, "a claim, a heartbeat or a release appended an event")
+
+        let result = JobResult(key: "k", digest: "d", path: "p", bytes: 1000, width: 1, height: 1, format: "jpeg", cacheHit: false, source: "s")
+        #expect(try await q.complete(jobs[0].claim, workerID: "w", result: result, timings: timings(cpu: 0.001)))
+        var hit = result
+        hit.cacheHit = true
+        #expect(try await q.complete(jobs[1].claim, workerID: "w", result: hit, timings: timings(cpu: 0.0001)))
+        _ = try await q.fail(
+            jobs[2].claim, workerID: "w", error: HalcyonError(.timeout, "slow", permanent: false), retryDelay: 60, timings: timings(cpu: 0.002))
+        _ = try await q.cancel(ids: [jobs[3].id])
+        #expect(try await events(db) == 4)
+
+        let since = JobQueue.usageHour(Date().addingTimeInterval(-3600))
+        let rows = try await q.usage(since: since, byFairKey: true)
+        let t1 = try #require(rows.first { $0.fairKey == "t1" }), common = try #require(rows.first { $0.fairKey == "" })
+        #expect(t1.succeeded == 2 && t1.retried == 1 && t1.failed == 0 && t1.storeHits == 1 && t1.bytesStored == 1000)
+        #expect(common.cancelled == 1 && common.succeeded == 0 && common.cpuMs == 0, "a cancel writes no timings: no CPU")
+        // 1 + 0.1 + 2 ms of decode, and the other stages in proportion.
+        #expect(abs(t1.decodeCPUms - 3.1) < 0.01 && abs(t1.storeCPUms - 12.4) < 0.01, "\(t1)")
+    }
+
+    /// 30,000 events over two queues, three keys and three hours: rolled up by two connections at
+    /// once in batches of 4,000, every event counted once, and every report the same before and after.
+    @Test func theRollUpMovesEventsOnceAndChangesNoTotal() async throws {
+        let db = try await TestDatabase.create()
+        let a = JobQueue(connection: try await db.connect()), b = JobQueue(connection: try await db.connect())
+        try await db.query(
+            """
+            INSERT INTO halcyon.usage_events (at, queue, fair_key, succeeded, failed, cancelled, retried, decode_cpu_ms, process_cpu_ms,
+                                              encode_cpu_ms, store_cpu_ms, bytes_fetched, bytes_stored, store_hits)
+            SELECT now() - (i % 3) * interval '1 hour', CASE WHEN i % 2 = 0 THEN 'default' ELSE 'thumbs' END,
+                   (ARRAY['t1', 't2', NULL])[i % 3 + 1], (i % 5 <> 0)::int, (i % 5 = 0)::int, 0, (i % 7 = 0)::int,
+                   0.5, 1.25, 2, 0.1, 1000 + i, 500, (i % 11 = 0)::int
+            FROM generate_series(1, 30000) AS i
+            """)
+        let since = JobQueue.usageHour(Date().addingTimeInterval(-4 * 3600))
+        func reports() async throws -> [[Usage]] {
+            [
+                try await a.usage(since: since), try await a.usage(since: since, byFairKey: true),
+                try await a.usage(since: since, byFairKey: true, hourly: true), try await a.usage(since: since, queue: "thumbs"),
+            ]
+        }
+        let before = try await reports()
+        let total = Usage.total(before[0])
+        #expect(total.succeeded + total.failed == 30000 && total.bytesFetched == 30000 * 1000 + 30000 * 30001 / 2)
+
+        let started = ContinuousClock.now
+        async let first = rollUpAll(a)
+        async let second = rollUpAll(b)
+        let (movedA, movedB) = try await (first, second)
+        let took = ContinuousClock.now - started
+        #expect(movedA + movedB == 30000, "moved \(movedA) + \(movedB)")
+        #expect(try await events(db) == 0)
+        let after = try await reports()
+        for (x, y) in zip(before, after) { #expect(rounded(x) == rounded(y)) }
+        print("usage roll-up: 30000 events by two connections in batches of 4000: \(took)")
+
+        // Events arriving after a roll-up add to the hours already there.
+        try await db.query(
+            """
+            INSERT INTO halcyon.usage_events (queue, fair_key, succeeded, failed, cancelled, retried, decode_cpu_ms, process_cpu_ms,
+                                              encode_cpu_ms, store_cpu_ms, bytes_fetched, bytes_stored, store_hits)
+            VALUES ('default', 't1', 1, 0, 0, 0, 1, 1, 1, 1, 10, 10, 0)
+            """)
+        #expect(try await a.rollUpUsage() == JobQueue.UsageRollUp(events: 1, hours: 1))
+        #expect(Usage.total(try await a.usage(since: since)).succeeded == total.succeeded + 1)
+        // Retention: hours older than it go, newer stay.
+        try await db.query("UPDATE halcyon.usage SET hour = hour - interval '30 days' WHERE queue = 'thumbs'")
+        #expect(try await a.pruneUsage(olderThan: .days(10)) > 0)
+        #expect(try await a.usage(since: since.addingTimeInterval(-40 * 86400), queue: "thumbs").isEmpty)
+        #expect(!(try await a.usage(since: since, queue: "default")).isEmpty)
+    }
+
+    func rollUpAll(_ q: JobQueue) async throws -> Int {
+        var moved = 0
+        while true {
+            let r = try await q.rollUpUsage(limit: 4000)
+            moved += r.events
+            if r.events == 0 { return moved }
+        }
+    }
+
+    /// Doubles summed in another order differ in their last bits.
+    func rounded(_ rows: [Usage]) -> [Usage] {
+        rows.map { u in
+            var u = u
+            for path in [\Usage.decodeCPUms, \.processCPUms, \.encodeCPUms, \.storeCPUms] {
+                u[keyPath: path] = (u[keyPath: path] * 1000).rounded() / 1000
+            }
+            return u
+        }
+    }
+
+    /// How long one statement takes to roll up a full batch (50,000 events): printed, not asserted.
+    @Test func aFullBatchRollsUpInOneStatement() async throws {
+        let db = try await TestDatabase.create()
+        let q = JobQueue(connection: try await db.connect())
+        try await db.query(
+            """
+            INSERT INTO halcyon.usage_events (at, queue, fair_key, succeeded, failed, cancelled, retried, decode_cpu_ms, process_cpu_ms,
+                                              encode_cpu_ms, store_cpu_ms, bytes_fetched, bytes_stored, store_hits)
+            SELECT now() - (i % 24) * interval '1 hour', 'default', 'tenant-' || ((i / 24) % 100), 1, 0, 0, 0, 1, 1, 1, 1, 100, 100, 0
+            FROM generate_series(1, 60000) AS i
+            """)
+        let started = ContinuousClock.now
+        let r = try await q.rollUpUsage()
+        let took = ContinuousClock.now - started
+        #expect(r.events == JobQueue.usageRollUpBatch && r.hours == 2400)
+        #expect(try await q.rollUpUsage().events == 10000)
+        print("usage roll-up: \(r.events) events into \(r.hours) hours in one statement: \(took)")
+    }
+}
