@@ -10,7 +10,7 @@ import ServiceLifecycle
 /// A worker: connects, registers in `halcyon.workers`, and runs its duties as services of one
 /// `ServiceGroup` — the `Claimer` (claim, run, record, and at shutdown finish or release),
 /// the `LeaseKeeper` (lease renewal, worker heartbeat), the `Rescuer` (expired leases), the
-/// `StoreSweeper` (with row retention) and the `WebhookDeliverer`. The group shuts them down in reverse order: the claimer first (it stops
+/// `StoreSweeper` (with row retention), the `UsageRollUpService` and the `WebhookDeliverer`. The group shuts them down in reverse order: the claimer first (it stops
 /// claiming and finishes or releases what it holds), the lease keeper last, so leases are
 /// renewed until the last job is done.
 ///
@@ -161,6 +161,7 @@ public final class Worker: Service, Sendable, CustomStringConvertible {
             .init(service: LeaseKeeper(configuration: configuration, queue: maintenance, state: state, logger: logger)),
             .init(service: Rescuer(configuration: configuration, queue: maintenance, state: state, metrics: metrics, logger: logger)),
         ]
+        services.append(.init(service: UsageRollUpService(configuration: configuration, conninfo: conninfo, logger: logger)))
         if configuration.sweepInterval > .zero {
             services.append(
                 .init(service: StoreSweeper(configuration: configuration, store: store, conninfo: conninfo, metrics: metrics, logger: logger)))

@@ -78,6 +78,12 @@ public struct WorkerConfiguration: Sendable {
     public var retainSucceeded: Duration?
     /// The same for failed and cancelled rows. Nil (default): kept.
     public var retainFailed: Duration?
+    /// Hours of usage per queue and fair key (`halcyon.usage`) are deleted this long after they
+    /// ended, by the usage roll-up. Default 400 days.
+    public var retainUsage: Duration = Settings.retainUsage.defaultValue
+    /// Between usage roll-ups (one worker at a time moves the usage events into their hours).
+    /// Default 1 min; not an option of `halcyon work`.
+    public var usageInterval: Duration = .seconds(60)
     /// The supervisor's pipe, when this worker runs as the child of `Supervisor`: the jobs
     /// entering and leaving processing are reported on it. Nil (default): unsupervised.
     public var supervisor: SupervisorChannel?
@@ -138,6 +144,10 @@ public struct WorkerConfiguration: Sendable {
         public static let retainFailed = Setting.duration(
             "--retain-failed", default: .zero, .minutes(1)...(.days(36_500)), "Delete failed and cancelled rows this long after they finished",
             detail: "Default: keep.")
+        public static let retainUsage = Setting.duration(
+            "--retain-usage", default: .days(400), .days(1)...(.days(3650)),
+            "Delete hours of usage per queue and fair key (halcyon usage) this long after they ended (with the usage roll-up, every minute, one worker at a time)"
+        )
         public static let queueSlots = 1...256
     }
 
@@ -158,6 +168,8 @@ public struct WorkerConfiguration: Sendable {
         try Settings.sweepInterval.check(sweepInterval)
         try Settings.retainSucceeded.check(retainSucceeded)
         try Settings.retainFailed.check(retainFailed)
+        try Settings.retainUsage.check(retainUsage)
+        if usageInterval <= .zero { throw HalcyonError(.invalidOptions, "the usage roll-up interval must be positive") }
         for (setting, value) in [(Settings.retainSucceeded, retainSucceeded), (Settings.retainFailed, retainFailed)] where value != nil {
             if sweepInterval == .zero {
                 throw HalcyonError(.invalidOptions, "\(setting.option) runs with the store sweep: it needs --sweep-interval above 0")

@@ -22,7 +22,7 @@ struct Halcyon: AsyncParsableCommand {
             Migrate.self, Enqueue.self, Wait.self, Work.self, Status.self, Show.self,
             Retry.self, Cancel.self, Pause.self, Resume.self, Limit.self, Prune.self, Deliver.self, Sweep.self, Verify.self, Validate.self,
             Presets.self,
-            Dashboard.self, DemoTool.self, BenchTool.self,
+            Dashboard.self, UsageCommand.self, DemoTool.self, BenchTool.self,
             Embedded.self,
         ]
     )

@@ -115,6 +115,8 @@ struct Work: AsyncParsableCommand {
     var retainSucceeded: TimeSpanArgument?
     @Option(help: ArgumentHelp(Settings.retainFailed.help))
     var retainFailed: TimeSpanArgument?
+    @Option(help: ArgumentHelp(Settings.retainUsage.help))
+    var retainUsage = TimeSpanArgument(Settings.retainUsage.defaultValue)
 
     private typealias Settings = WorkerConfiguration.Settings
     private typealias Fetch = FetchConfiguration.Settings
@@ -267,6 +269,7 @@ struct Work: AsyncParsableCommand {
         configuration.webhooks = webhooks.configuration()
         configuration.retainSucceeded = retainSucceeded?.duration
         configuration.retainFailed = retainFailed?.duration
+        configuration.retainUsage = retainUsage.duration
         var fetch = configuration.fetch
         let environmentRoots = (ProcessInfo.processInfo.environment["HALCYON_FILE_ROOTS"] ?? "").split(separator: ",").map(String.init)
         fetch.fileRoots = (fileRoots + environmentRoots).filter { !$0.isEmpty }

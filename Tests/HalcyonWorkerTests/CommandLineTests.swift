@@ -38,6 +38,14 @@ struct CommandLineTests {
             (["enqueue", "https://example.com/a.jpg", "--tag", ""], "tag"),
             (["work", "--queue", "backfill=0"], "--queue"),
             (["work", "--queue", "a b"], "--queue"),
+            (["work", "--retain-usage", "1h"], "--retain-usage"),
+            (["work", "--retain-usage", "4000d"], "--retain-usage"),
+            (["usage", "--since", "0"], "--since"),
+            (["usage", "--since", "3651d"], "--since"),
+            (["usage", "--since", "yesterday"], "--since"),
+            (["usage", "--since", "2999-01-01T00:00:00Z"], "future"),
+            (["usage", "--by", "tenant"], "--by"),
+            (["usage", "--queue", "a b"], "--queue"),
             (["work", "--per-host-concurrency", "0"], "--per-host-concurrency"),
             (["work", "--webhook-attempts", "0"], "--webhook-attempts"),
             (["work", "--webhook-secret", "whsec_not base64!"], "whsec_"),
@@ -60,7 +68,7 @@ struct CommandLineTests {
     @Test(
         arguments: [
             [], ["work"], ["enqueue"], ["bench"], ["demo"], ["sweep"], ["verify"], ["status"], ["prune"], ["show"], ["wait"], ["retry"],
-            ["cancel"], ["pause"], ["dashboard"],
+            ["cancel"], ["pause"], ["dashboard"], ["usage"],
         ])
     func helpTextIsWrappedByArgumentParserNotByHand(command: [String]) async throws {
         let p = try HalcyonProcess(command + ["--help"], conninfo: nil)

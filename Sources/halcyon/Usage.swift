@@ -1,0 +1,75 @@
+import ArgumentParser
+import Foundation
+import HalcyonCLI
+import HalcyonQueue
+import HalcyonRuntime
+
+struct UsageCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "usage",
+        abstract: "What each queue (or fair key) cost: jobs, CPU time by stage, bytes fetched and stored, store hits.",
+        discussion: """
+            Counts the attempts that ended since --since (taken back to the start of its hour, UTC: \
+            usage is kept by the hour): the hours workers have rolled up plus the attempts not rolled \
+            up yet, so it is exact at any moment. Examples: halcyon usage; halcyon usage --by fair-key \
+            --since 7d --queue thumbnails; halcyon usage --since 2026-11-01T00:00:00Z --hourly --json.
+            """)
+
+    enum Grouping: String, ExpressibleByArgument, CaseIterable {
+        case queue
+        case fairKey = "fair-key"
+    }
+
+    @OptionGroup var database: DatabaseOptions
+    @Option(help: "From this long ago (1m–3650d, e.g. 24h, 7d) or this instant (ISO 8601, e.g. 2026-11-01T00:00:00Z).")
+    var since = "24h"
+    @Option(help: "One row per queue, or per queue and fair key (queue | fair-key).")
+    var by = Grouping.queue
+    @Option(help: "Only this queue.")
+    var queue: String?
+    @Flag(help: "One row per hour too.")
+    var hourly = false
+    @Flag(help: "Print JSON instead of a table.")
+    var json = false
+
+    /// The longest period `--since` reaches back (the usage retention's bound).
+    static let longest: Duration = .days(3650)
+
+    /// The instant `--since` names, or why it names none.
+    static func sinceInstant(_ text: String, now: Date = Date()) throws -> Date {
+        if let instant = ISO8601.parse(text) {
+            guard instant <= now else { throw ValidationError("--since \(text) is in the future") }
+            guard now.timeIntervalSince(instant) <= longest.seconds else { throw ValidationError("--since \(text) is more than 3650 days ago") }
+            return instant
+        }
+        guard let seconds = TimeSpan.parse(text) else {
+            throw ValidationError("--since must be a duration (e.g. 24h, 7d) or an ISO 8601 instant (e.g. 2026-11-01T00:00:00Z); got '\(text)'")
+        }
+        guard seconds >= 60, seconds <= longest.seconds else { throw ValidationError("--since must be from 1m to 3650d; got \(text)") }
+        return now.addingTimeInterval(-seconds)
+    }
+
+    func validate() throws {
+        _ = try Self.sinceInstant(since)
+        if let queue, let problem = QueueName.problem(queue) { throw ValidationError("--queue '\(queue)': \(problem)") }
+    }
+
+    func run() async throws {
+        let from = JobQueue.usageHour(try Self.sinceInstant(since))
+        let (connection, _) = try await database.connect()
+        let byKey = by == .fairKey
+        let rows = try await JobQueue(connection: connection).usage(since: from, byFairKey: byKey, hourly: hourly, queue: queue)
+        let total = Usage.total(rows)
+        if json {
+            let value: JSONValue = .object([
+                "since": .string(ISO8601.format(from)), "by": .string(by.rawValue), "hourly": .bool(hourly),
+                "queue": queue.map { .string($0) } ?? .null,
+                "rows": .array(rows.map { $0.json(byFairKey: byKey, hourly: hourly) }),
+                "total": total.json(byFairKey: false, hourly: false),
+            ])
+            print(value.prettyText)
+        } else {
+            print(UsageText.render(rows, total: total, since: from, byFairKey: byKey, hourly: hourly), terminator: "")
+        }
+    }
+}
