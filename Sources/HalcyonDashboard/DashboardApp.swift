@@ -69,7 +69,9 @@ struct DashboardApp: Sendable {
             await page(request, api: false) { try await job(Self.parameter(context, "id"), request, context, api: false) }
         }
         router.get("/results/:digest") { request, context in await result(Self.parameter(context, "digest"), request, context) }
+        router.get("/usage") { request, _ in await page(request, api: false) { try await usage(request, api: false) } }
         router.get("/api/overview") { request, _ in await page(request, api: true) { try await overview(request, api: true) } }
+        router.get("/api/usage") { request, _ in await page(request, api: true) { try await usage(request, api: true) } }
         router.get("/api/jobs") { request, context in await page(request, api: true) { try await jobs(request, context, api: true) } }
         router.get("/api/jobs/:id") { request, context in
             await page(request, api: true) { try await job(Self.parameter(context, "id"), request, context, api: true) }
@@ -105,6 +107,20 @@ struct DashboardApp: Sendable {
         let o = try await QueueOverview.load(connection(), cap: configuration.countCap, deadAfter: configuration.deadAfter.seconds)
         if api { return json(.ok, o.json) }
         return page(.ok, "Overview", OverviewPage(o, now: Date()).render(), request: request, live: true, active: "Overview")
+    }
+
+    /// `/usage`: each queue's and fair key's usage over the last 24 hours and 7 days (the rolled-up
+    /// hours plus the events not rolled up yet: two reads of `halcyon.usage`'s index by hour).
+    private func usage(_ request: Request, api: Bool) async throws -> Response {
+        let now = Date()
+        let queue = JobQueue(connection: connection())
+        var reports: [(since: Date, rows: [Usage])] = []
+        for w in UsagePage.windows {
+            let since = JobQueue.usageHour(now.addingTimeInterval(-w.seconds))
+            reports.append((since, try await queue.usage(since: since, byFairKey: true)))
+        }
+        if api { return json(.ok, UsagePage.json(reports)) }
+        return page(.ok, "Usage", UsagePage(reports, now: now).render(), request: request, live: false, active: "Usage")
     }
 
     private func jobs(_ request: Request, _ context: DashboardContext, api: Bool) async throws -> Response {

@@ -14,8 +14,8 @@ import Synchronization
 /// graceful shutdown lets the requests being answered finish. Database work goes to a few
 /// shared connections, each statement under a deadline.
 ///
-/// Routes (a contract): `GET /` overview, `GET /jobs` list, `GET /jobs/ID` one job,
-/// `GET /results/SHA256` a stored result, `GET /api/overview`, `GET /api/jobs`,
+/// Routes (a contract): `GET /` overview, `GET /jobs` list, `GET /jobs/ID` one job, `GET /usage`,
+/// `GET /results/SHA256` a stored result, `GET /api/overview`, `GET /api/jobs`, `GET /api/usage`,
 /// `GET /api/jobs/ID`; `POST /jobs/ID/retry|cancel`, `POST /jobs/retry|cancel` (the list's
 /// filter), `GET|POST /login`; `GET /assets/dashboard.css|js`. `HEAD` answers as `GET` without
 /// the body. Middleware (`DashboardMiddleware.swift`) checks the Host, the token and its role,

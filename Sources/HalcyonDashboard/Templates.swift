@@ -71,5 +71,12 @@ package enum Templates {
         "usage": #"""
             <svg width="300" height="12" role="img" aria-label="store use"><rect width="300" height="12" rx="6" fill="#e4e7ec"></rect><rect width="{{width}}" height="12" rx="6" fill="{{color}}"></rect></svg>
             """#,
+        "usagepage": #"""
+            <h1>Usage</h1><p class="muted">as of {{asOf}} UTC · attempts that ended, by queue and fair key; failed includes cancelled; CPU in milliseconds · <code>halcyon usage</code> prints the same</p>
+            {{#windows}}<section><h2>{{title}}</h2><p class="muted">since {{since}} UTC (usage is kept by the hour)</p>{{#empty}}<p class="muted">no attempt ended in this period</p>{{/empty}}{{^empty}}<table><thead><tr><th>queue</th><th>fair key</th><th class="num">succeeded</th><th class="num">failed</th><th class="num">retried</th><th class="num">CPU ms</th><th class="num">decode</th><th class="num">process</th><th class="num">encode</th><th class="num">store</th><th class="num">fetched</th><th class="num">stored</th><th class="num">store hits</th></tr></thead><tbody>
+            {{#rows}}<tr><td><a href="/jobs?queue={{query}}">{{queue}}</a></td><td>{{#common}}<span class="muted">{{fairKey}}</span>{{/common}}{{^common}}{{fairKey}}{{/common}}</td><td class="num">{{succeeded}}</td><td class="num">{{failed}}</td><td class="num">{{retried}}</td><td class="num">{{cpu}}</td><td class="num">{{decode}}</td><td class="num">{{process}}</td><td class="num">{{encode}}</td><td class="num">{{store}}</td><td class="num">{{fetched}}</td><td class="num">{{stored}}</td><td class="num">{{hits}}</td></tr>{{/rows}}
+            {{#total}}<tr class="total"><th>total</th><td></td><td class="num">{{succeeded}}</td><td class="num">{{failed}}</td><td class="num">{{retried}}</td><td class="num">{{cpu}}</td><td class="num">{{decode}}</td><td class="num">{{process}}</td><td class="num">{{encode}}</td><td class="num">{{store}}</td><td class="num">{{fetched}}</td><td class="num">{{stored}}</td><td class="num">{{hits}}</td></tr>{{/total}}
+            </tbody></table>{{/empty}}</section>{{/windows}}
+            """#,
     ]
 }

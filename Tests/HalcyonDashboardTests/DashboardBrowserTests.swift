@@ -56,6 +56,10 @@ struct DashboardBrowserTests {
         #expect(overview.contains("data-state=\"succeeded\">2<") && overview.contains("data-state=\"failed\">2<"), "\(overview.suffix(3000))")
         #expect(overview.contains("fetch.http_status"))
 
+        let usage = try await browse(base + "/usage", "--dump-dom", profile: work.appendingPathComponent("p5"))
+        #expect(usage.contains("data-js=\"on\"") && usage.contains("<h2>Last 7 days</h2>"), "\(usage.suffix(3000))")
+        #expect(usage.contains("common share"), "the fixture's jobs, in the common share")
+
         let hostile = try await browse(base + "/jobs/\(f.hostile)", "--dump-dom", profile: work.appendingPathComponent("p2"))
         #expect(hostile.components(separatedBy: "<script").count == 2, "only dashboard.js: no script from the job's fields")
         #expect(hostile.contains("&lt;script&gt;alert('halcyon')&lt;/script&gt;"), "the markup as visible text")

@@ -33,6 +33,30 @@ struct DashboardPageTests {
         #expect(json["failures_24h"]?.arrayValue?.first?["code"]?.stringValue == "fetch.http_status")
     }
 
+    /// `/usage` and `/api/usage`: the fixture's worker ran its jobs in the common share of the
+    /// default queue; the page and the API count them as `JobQueue.usage` does.
+    @Test func usagePageCountsWhatTheWorkersRan() async throws {
+        let f = try await DashboardFixture.shared.value
+        let server = try await f.server()
+        defer { server.stop() }
+        let succeeded = try #require(try await f.value("SELECT count(*)::text AS v FROM halcyon.jobs WHERE state = 'succeeded'"))
+        let page = try await HTTP.get(server, "/usage")
+        #expect(page.status == 200 && page.headers["content-type"] == "text/html; charset=utf-8")
+        #expect(page.text.contains("<h2>Last 24 hours</h2>") && page.text.contains("<h2>Last 7 days</h2>"), "\(page.text.prefix(2000))")
+        #expect(page.text.contains("<a href=\"/usage\" aria-current=\"page\">Usage</a>"), "the navigation marks the page")
+        #expect(
+            page.text.contains(
+                "<td><a href=\"/jobs?queue=default\">default</a></td><td><span class=\"muted\">common share</span></td><td class=\"num\">\(succeeded)</td>"
+            ))
+        let api = try await HTTP.get(server, "/api/usage")
+        #expect(api.status == 200 && api.headers["content-type"] == "application/json")
+        let json = try #require(JSONValue.parse(api.text))
+        for window in ["last_24h", "last_7d"] {
+            #expect(json[window]?["total"]?["succeeded"]?.numberValue == Double(succeeded), "\(api.text)")
+            #expect(json[window]?["rows"]?.arrayValue?.first?["fair_key"] == .null, "\(api.text)")
+        }
+    }
+
     @Test func countsStopAtTheCapAndSaySo() async throws {
         let f = try await DashboardFixture.shared.value
         let server = try await f.server { $0.countCap = 1 }

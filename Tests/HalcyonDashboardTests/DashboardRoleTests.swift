@@ -42,6 +42,7 @@ struct DashboardRoleTests {
         #expect(api.status == 200 && JSONValue.parse(api.text)?["jobs"]?.arrayValue != nil, "\(api.status) \(api.text.prefix(300))")
         #expect(try await HTTP.get(server, "/api/jobs/\(failed)", headers: viewer).status == 200)
         #expect(try await HTTP.get(server, "/api/overview", headers: viewer).status == 200)
+        #expect(try await HTTP.get(server, "/api/usage", headers: viewer).status == 200)
         #expect(try await HTTP.get(server, "/", headers: viewer).status == 200)
         let page = try await HTTP.get(server, "/jobs/\(failed)", headers: viewer)
         #expect(page.status == 200 && page.text.contains("fetch.http_status"))

@@ -23,10 +23,13 @@ struct HostileRowTests {
         defer { server.stop() }
         for target in [
             "/jobs/\(id)", "/api/jobs/\(id)", "/jobs/\(measured)", "/api/jobs/\(measured)", "/", "/jobs", "/jobs?state=failed", "/api/overview",
+            "/usage", "/api/usage",
         ] {
             let page = try await HTTP.get(server, target)
             #expect(page.status == 200, "\(target): \(page.status) \(page.text.prefix(300))")
         }
+        let usage = try await HTTP.get(server, "/usage").text
+        #expect(usage.contains("&lt;b&gt;tenant&lt;/b&gt;") && !usage.contains("<b>tenant"), "a fair key is text")
         let job = try await HTTP.get(server, "/jobs/\(id)").text
         #expect(job.contains("fetch.timeout"), "the error entry is shown")
         // A score of NaN and a quality of 32767 are unknowns, held out of the page and the API.
@@ -44,6 +47,14 @@ struct HostileRowTests {
 /// size limit of 0.
 enum HostileRows {
     static func insert(_ db: TestDatabase) async throws -> Int64 {
+        // Usage at the ends of its columns' ranges, under a key that is markup.
+        try await db.query(
+            """
+            INSERT INTO halcyon.usage (queue, fair_key, hour, succeeded, failed, cancelled, retried, decode_cpu_ms, process_cpu_ms,
+                                       encode_cpu_ms, store_cpu_ms, bytes_fetched, bytes_stored, store_hits)
+            VALUES ('default', '<b>tenant</b>', date_trunc('hour', now()), 9223372036854775807, 9223372036854775807, 9223372036854775807,
+                    -9223372036854775808, 1e300, -1e300, 'NaN', 'Infinity', 9223372036854775807, -1, 9223372036854775807)
+            """)
         let r = try await db.query(
             """
             INSERT INTO halcyon.jobs (source, state, attempt, finished_at, last_error, errors, timings)

@@ -41,7 +41,9 @@ package enum Views {
             "layout",
             Layout(
                 title: title, live: live.map { Layout.Live(seconds: $0) },
-                nav: [("/", "Overview"), ("/jobs", "Jobs")].map { Layout.NavLink(href: $0.0, label: $0.1, current: $0.1 == active) },
+                nav: [("/", "Overview"), ("/jobs", "Jobs"), ("/usage", "Usage")].map {
+                    Layout.NavLink(href: $0.0, label: $0.1, current: $0.1 == active)
+                },
                 main: main))
     }
 
