@@ -173,6 +173,26 @@ struct QueryPlanTests {
         #expect(retry.contains("jobs_unique_key_unsuccessful_idx") && !retry.contains("Seq Scan on jobs k"), "bulk retry plan:\n\(retry)")
     }
 
+    /// Half a year of usage for 100 keys (432,000 hours): the last day's report reads its hours
+    /// by the index on hour, and one queue's by the primary key, never the whole table.
+    @Test func usageReportsReadTheirHoursByIndex() async throws {
+        let db = try await TestDatabase.create()
+        let c = try await db.connect()
+        defer { Task { await c.close() } }
+        try await c.execute(
+            """
+            INSERT INTO halcyon.usage (queue, fair_key, hour, succeeded, decode_cpu_ms)
+            SELECT 'q' || (k % 4), 'tenant-' || k, date_trunc('hour', now()) - h * interval '1 hour', 1, 1
+            FROM generate_series(0, 99) k, generate_series(0, 24 * 180 - 1) h
+            """)
+        try await c.execute("ANALYZE halcyon.usage")
+        let since = JobQueue.usageHour(Date().addingTimeInterval(-86_400))
+        let day = try await plan(c, SQL.UsageReport(since: since, byFairKey: true, hourly: false, queue: nil))
+        #expect(day.contains("usage_hour_idx") && !day.contains("Seq Scan on usage "), "usage report plan:\n\(day)")
+        let queue = try await plan(c, SQL.UsageReport(since: since, byFairKey: false, hourly: true, queue: "q1"))
+        #expect(!queue.contains("Seq Scan on usage "), "one queue's usage report plan:\n\(queue)")
+    }
+
     /// The text plan of `query` with its parameters bound (generic plans see them as unknowns, so
     /// the custom plan a real call gets is what is shown).
     private func plan(_ c: PGConnection, _ query: any Query) async throws -> String {
