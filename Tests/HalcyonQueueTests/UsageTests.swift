@@ -49,11 +49,19 @@ struct UsageTests {
         _ = try await q.cancel(ids: [jobs[3].id])
         #expect(try await events(db) == 4)
 
+        // A rescue (the lease ran out): a retry, without CPU (it writes no timings).
+        let again = try await q.claim(workerID: "w", limit: 5, lease: 30, siblings: false)
+        try #require(again.count == 1)
+        try await db.query("UPDATE halcyon.jobs SET locked_until = now() - interval '1 s' WHERE id = $1", [String(again[0].id)])
+        #expect(try await q.rescueExpired().count == 1)
+        #expect(try await events(db) == 5)
+
         let since = JobQueue.usageHour(Date().addingTimeInterval(-3600))
         let rows = try await q.usage(since: since, byFairKey: true)
         let t1 = try #require(rows.first { $0.fairKey == "t1" }), common = try #require(rows.first { $0.fairKey == "" })
         #expect(t1.succeeded == 2 && t1.retried == 1 && t1.failed == 0 && t1.storeHits == 1 && t1.bytesStored == 1000)
-        #expect(common.cancelled == 1 && common.succeeded == 0 && common.cpuMs == 0, "a cancel writes no timings: no CPU")
+        #expect(common.cancelled == 1 && common.succeeded == 0 && common.retried == 1, "\(common)")
+        #expect(common.cpuMs == 0, "a cancel and a rescue write no timings: no CPU")
         // 1 + 0.1 + 2 ms of decode, and the other stages in proportion.
         #expect(abs(t1.decodeCPUms - 3.1) < 0.01 && abs(t1.storeCPUms - 12.4) < 0.01, "\(t1)")
     }

@@ -115,7 +115,9 @@ struct UsageWorkerTests {
         let byQueue = try await usage(db, [])
         #expect(byQueue["rows"]?.arrayValue?.count == 1 && byQueue["total"] == total, "\(byQueue.jsonText)")
 
-        // Rolled up (by this test, or by the worker meanwhile): the same report.
+        // The worker's own roll-up (its first run comes 5–30 s after start), then this test's of
+        // whatever is left: the same report.
+        #expect(try await w.waitForOutput("usage rolled up", timeout: 90), "\(w.output.suffix(2000))")
         let q = JobQueue(connection: try await db.connect())
         while try await q.rollUpUsage().events > 0 {}
         #expect(try await db.query("SELECT count(*) AS n FROM halcyon.usage_events").value(0, "n") == "0")
