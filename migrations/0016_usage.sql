@@ -24,6 +24,9 @@ CREATE TABLE halcyon.usage_events (
     bytes_stored   bigint NOT NULL,
     store_hits     smallint NOT NULL
 );
+-- No key either: its deletes (the roll-up's) are replicated with the whole row, so a logical
+-- replication publication of every table does not refuse them.
+ALTER TABLE halcyon.usage_events REPLICA IDENTITY FULL;
 COMMENT ON TABLE halcyon.usage_events IS
     'one row per finished attempt, appended by a trigger on halcyon.jobs; workers roll them up into halcyon.usage every minute';
 
