@@ -9,16 +9,6 @@ package enum QueueStatusText {
         limit > 0 ? "\(Int(saturating: (Double(used) / Double(limit) * 100).rounded()))%" : "no room"
     }
 
-    /// A queue's fleet-wide limits in words, nil when it has none.
-    package static func limits(_ l: QueueLimits) -> String? {
-        guard !l.isEmpty else { return nil }
-        var parts: [String] = []
-        if let n = l.maxRunning { parts.append("at most \(n) running") }
-        if let r = l.maxPerSecond { parts.append("\(r.formatted(.number.precision(.fractionLength(0...3)))) a second") }
-        if let n = l.maxRunningPerKey { parts.append("at most \(n) running per fair key") }
-        return parts.joined(separator: ", ")
-    }
-
     package static func render(_ s: QueueStatus) -> String {
         var out = "JOBS\n"
         for c in s.counts { out += "  \(c.state.padding(toLength: 10, withPad: " ", startingAt: 0)) \(c.count)\n" }
@@ -29,7 +19,7 @@ package enum QueueStatusText {
             let counts = ["queued", "running", "succeeded", "failed", "cancelled"].map { "\($0) \(q.counts[$0] ?? 0)" }.joined(separator: ", ")
             let paused = q.paused ? "PAUSED\(q.pausedFor.map { " \(TimeSpan.format($0.rounded())) ago" } ?? "")  " : ""
             out += "  \(q.name.padding(toLength: 16, withPad: " ", startingAt: 0)) \(paused)\(counts)\n"
-            if let limits = Self.limits(q.limits) { out += "  \("".padding(toLength: 16, withPad: " ", startingAt: 0)) limits: \(limits)\n" }
+            if let limits = q.limits.summary { out += "  \("".padding(toLength: 16, withPad: " ", startingAt: 0)) limits: \(limits)\n" }
         }
         if let t = s.tag {
             out += "TAG \(t.name)\n  " + t.counts.map { "\($0.state) \($0.count)" }.joined(separator: ", ") + "\n"

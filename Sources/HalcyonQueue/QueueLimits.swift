@@ -1,3 +1,6 @@
+import Foundation
+import HalcyonRuntime
+
 /// A queue's fleet-wide limits (`halcyon.queues.max_running`, `max_per_second`,
 /// `max_running_per_key`): nil is no limit. Every worker's claim obeys them (claim.sql).
 public struct QueueLimits: Sendable, Equatable {
@@ -7,6 +10,26 @@ public struct QueueLimits: Sendable, Equatable {
     public var maxPerSecond: Double?
     /// At most this many running jobs of any one fair key (the common share counts as one key).
     public var maxRunningPerKey: Int?
+
+    /// The limits in words (`at most 2 running, 5 a second`), nil when there are none: what
+    /// `halcyon status`, `halcyon limit` and the dashboard show.
+    public var summary: String? {
+        guard !isEmpty else { return nil }
+        var parts: [String] = []
+        if let n = maxRunning { parts.append("at most \(n) running") }
+        if let r = maxPerSecond { parts.append("\(r.formatted(.number.precision(.fractionLength(0...3)))) a second") }
+        if let n = maxRunningPerKey { parts.append("at most \(n) running per fair key") }
+        return parts.joined(separator: ", ")
+    }
+
+    /// The limits as JSON fields (`max_running`, `max_per_second`, `max_running_per_key`; null
+    /// for none), for `halcyon status --json` and the dashboard's API.
+    public var jsonFields: [String: JSONValue] {
+        [
+            "max_running": maxRunning.map { .number(Double($0)) } ?? .null, "max_per_second": maxPerSecond.map { .number($0) } ?? .null,
+            "max_running_per_key": maxRunningPerKey.map { .number(Double($0)) } ?? .null,
+        ]
+    }
 
     public static let runningRange = 1...1_000_000
     public static let perSecondRange = 0.001...100_000.0

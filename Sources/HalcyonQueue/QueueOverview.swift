@@ -27,6 +27,8 @@ public struct QueueOverview: Sendable {
         public var pausedFor: Double?
         /// Queued, running, failed and cancelled (succeeded is not counted per queue).
         public var counts: [JobState: Count]
+        /// Its fleet-wide limits.
+        public var limits = QueueLimits()
     }
 
     public struct Minute: Sendable {
@@ -94,7 +96,7 @@ public struct QueueOverview: Sendable {
             var c: [JobState: Count] = [:]
             // Under a capped state, a queue's share of the rows read is only a lower bound.
             for s in unsuccessful { c[s] = Count(min(cap, seen[s] ?? 0), (totals[s] ?? 0) > cap && (seen[s] ?? 0) > 0 ? .atLeast : .exact) }
-            queues.append(Queue(name: row.name, paused: row.paused, pausedFor: row.pausedFor, counts: c))
+            queues.append(Queue(name: row.name, paused: row.paused, pausedFor: row.pausedFor, counts: c, limits: row.limits))
         }
 
         let chartCap = 2 * cap
@@ -142,10 +144,11 @@ public struct QueueOverview: Sendable {
             "cap": .number(Double(cap)),
             "queues": .array(
                 queues.map { q in
-                    [
+                    let fields: [String: JSONValue] = [
                         "name": .string(q.name), "paused": .bool(q.paused),
                         "paused_seconds_ago": q.pausedFor.map { .number($0.rounded()) } ?? .null, "counts": countObject(q.counts),
                     ]
+                    return .object(fields.merging(q.limits.jsonFields) { $1 })
                 }),
             "throughput_last_hour": .array(
                 throughput.map { m in

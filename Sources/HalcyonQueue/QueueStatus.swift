@@ -116,15 +116,13 @@ public struct QueueStatus: Sendable {
             } ?? .null,
             "queues": .array(
                 queues.map { q in
-                    [
+                    let fields: [String: JSONValue] = [
                         "name": .string(q.name), "paused": .bool(q.paused),
                         "paused_seconds_ago": q.pausedFor.map { .number($0.rounded()) } ?? .null,
-                        "max_running": q.limits.maxRunning.map { .number(Double($0)) } ?? .null,
-                        "max_per_second": q.limits.maxPerSecond.map { .number($0) } ?? .null,
-                        "max_running_per_key": q.limits.maxRunningPerKey.map { .number(Double($0)) } ?? .null,
                         "counts": .object(
                             Dictionary(uniqueKeysWithValues: JobState.allCases.map { ($0.rawValue, .number(Double(q.counts[$0.rawValue] ?? 0))) })),
                     ]
+                    return .object(fields.merging(q.limits.jsonFields) { $1 })
                 }),
             "last_prune": lastPrune.map { p -> JSONValue in
                 [

@@ -68,7 +68,7 @@ struct Limit: AsyncParsableCommand {
         } else if try await q.limits(queue: queue) == nil {
             throw CommandFailure("\(QueueError.unknown(queue, known: try await q.queueNames()))")
         }
-        print("\(queue): \(QueueStatusText.limits(limits) ?? "no limits")")
+        print("\(queue): \(limits.summary ?? "no limits")")
     }
 }
 

@@ -13,9 +13,14 @@ struct DashboardPageTests {
         let f = try await DashboardFixture.shared.value
         let server = try await f.server()
         defer { server.stop() }
+        // A queue with fleet-wide limits shows them (and its API entry carries them).
+        let limited = "limited-\(UUID().uuidString.prefix(6))"
+        _ = try await f.value(
+            "INSERT INTO halcyon.queues (name, max_running, max_per_second) VALUES ('\(limited)', 2, 0.5) RETURNING name AS v")
         let page = try await HTTP.get(server, "/")
         #expect(page.status == 200)
         #expect(page.headers["content-security-policy"]?.contains("script-src 'self'") == true)
+        #expect(page.text.contains(">\(limited)</a></td><td> <span class=\"muted limits\">at most 2 running, 0.5 a second</span>"))
         let failed = try #require(try await f.value("SELECT count(*)::text AS v FROM halcyon.jobs WHERE state = 'failed'"))
         let succeeded = try #require(try await f.value("SELECT count(*)::text AS v FROM halcyon.jobs WHERE state = 'succeeded'"))
         #expect(page.text.contains("data-state=\"failed\">\(failed)<"))
@@ -31,6 +36,9 @@ struct DashboardPageTests {
         #expect(json["counts"]?["failed"]?["value"]?.numberValue == Double(failed))
         #expect(json["counts"]?["succeeded"]?["kind"]?.stringValue == "exact")
         #expect(json["failures_24h"]?.arrayValue?.first?["code"]?.stringValue == "fetch.http_status")
+        let entry = json["queues"]?.arrayValue?.first { $0["name"]?.stringValue == limited }
+        #expect(entry?["max_running"]?.numberValue == 2 && entry?["max_per_second"]?.numberValue == 0.5)
+        #expect(entry?["max_running_per_key"] == .null)
     }
 
     /// `/usage` and `/api/usage`: the fixture's worker ran its jobs in the common share of the

@@ -22,6 +22,8 @@ struct OverviewPage {
         let query: String
         let paused: Bool
         let pausedFor: String?
+        /// Its fleet-wide limits in words, nil when it has none.
+        let limits: String?
         let cells: [Cell]
     }
     struct Failure {
@@ -82,6 +84,7 @@ struct OverviewPage {
         queues = o.queues.map { q in
             QueueRow(
                 name: q.name, query: Format.percent(q.name), paused: q.paused, pausedFor: q.paused ? q.pausedFor.map(Format.age) : nil,
+                limits: q.limits.summary,
                 cells: [JobState.queued, .running, .failed, .cancelled].map { s in
                     let c = q.counts[s] ?? QueueOverview.Count(0)
                     return QueueRow.Cell(state: s.rawValue, count: Format.count(c), zero: c.value == 0)

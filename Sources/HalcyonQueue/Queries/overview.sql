@@ -24,8 +24,9 @@ FROM pg_class c WHERE c.oid = 'halcyon.jobs'::regclass;
 SELECT count(*) AS n FROM halcyon.jobs WHERE state = 'succeeded';
 
 -- name: queueList :many
--- The first $1 queues by name, with whether each is paused and since when.
-SELECT name, paused, extract(epoch FROM now() - paused_at)::float8 AS paused_for FROM halcyon.queues ORDER BY name LIMIT $1::int;
+-- The first $1 queues by name, with whether each is paused and since when, and its limits.
+SELECT name, paused, extract(epoch FROM now() - paused_at)::float8 AS paused_for, max_running, max_per_second, max_running_per_key
+FROM halcyon.queues ORDER BY name LIMIT $1::int;
 
 -- name: throughputByMinute :many
 -- Jobs finished per minute over the last hour, from the latest $1 of them.

@@ -53,16 +53,18 @@ extension SQL {
         func bind(_ p: inout QueryParameters) { p.add(limit) }
 
         struct Row: QueryRow {
-            static let columns = ["name", "paused", "paused_for"]
+            static let columns = ["name", "paused", "paused_for"] + SQL.limitColumns
             var name: String
             var paused: Bool
             var pausedFor: Double?
+            var limits: QueueLimits
 
             init?(_ row: RowReader) {
                 guard let name = row.text("name") else { return nil }
                 self.name = name
                 paused = row.bool("paused") ?? false
                 pausedFor = row.double("paused_for")
+                limits = QueueLimits(row)
             }
         }
     }
