@@ -27,8 +27,21 @@ public final class ReplicatedCluster: Sendable {
     public init() throws {
         bin = try EmbeddedCluster.binDirectory()
         directory = URL(fileURLWithPath: "/tmp/halcyon-failover-\(UUID().uuidString.prefix(8))")
-        (primaryPort, standbyPort) = (try Self.freePort(), try Self.freePort())
+        let first = try Self.freePort()
+        var second = try Self.freePort()
+        while second == first { second = try Self.freePort() }
+        (primaryPort, standbyPort) = (first, second)
         try FileManager.default.createDirectory(at: sockets, withIntermediateDirectories: true)
+        do {
+            try build()
+        } catch {
+            // Whatever started is stopped: no server outlives a failed set-up.
+            remove()
+            throw error
+        }
+    }
+
+    private func build() throws {
         try handOver(directory)
         try handOver(sockets)
         try tool("initdb", ["-D", primary.path, "-U", "postgres", "--auth=trust", "-E", "UTF8", "--locale=C"])
