@@ -109,14 +109,16 @@ public struct JobOptions: Sendable, Equatable {
                 throw HalcyonError(.invalidOptions, "unknown key 'retry.\(key)' (known: max, interval, backoff)")
             }
             if let m = retry["max"] {
-                guard let n = m.numberValue, n == n.rounded(), (0...20).contains(n) else {
-                    throw HalcyonError(.invalidOptions, "retry.max must be an integer from 0 to 20")
+                let range = RetryOptions.maxRange
+                guard let n = m.numberValue, n == n.rounded(), n >= Double(range.lowerBound), n <= Double(range.upperBound) else {
+                    throw HalcyonError(.invalidOptions, "retry.max must be an integer from \(range.lowerBound) to \(range.upperBound)")
                 }
                 retryOptions.max = Int(n)
             }
             if let i = retry["interval"] {
-                guard let s = i.stringValue, let seconds = TimeSpan.parse(s), seconds <= 3600 else {
-                    throw HalcyonError(.invalidOptions, "retry.interval must be a duration up to 1h, like \"2s\"")
+                let longest = RetryOptions.intervalRange.upperBound
+                guard let s = i.stringValue, let seconds = TimeSpan.parse(s), seconds <= longest.seconds else {
+                    throw HalcyonError(.invalidOptions, "retry.interval must be a duration up to \(TimeSpan.format(longest.seconds)), like \"2s\"")
                 }
                 retryOptions.interval = seconds
             }

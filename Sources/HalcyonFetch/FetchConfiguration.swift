@@ -35,9 +35,8 @@ public struct FetchConfiguration: Sendable {
     public var userAgent: String = "Halcyon/\(HalcyonVersion.string) (+image pipeline worker)"
     /// Which addresses may be connected to. Default: public addresses only.
     public var addressPolicy = AddressPolicy()
-    /// Retries per source when the job's `options.retry` does not say. Default: 2 retries,
-    /// exponential from 0.5 s.
-    public var retry = DelayRetryStrategy()
+    /// Retries per source when the job's `options.retry` does not say: `RetryOptions`' defaults.
+    public var retry = DelayRetryStrategy(RetryOptions())
     /// How long a downloaded original is reused without asking the origin; after that it is
     /// revalidated (If-None-Match / If-Modified-Since; a 304 reuses it). Zero (default) keeps no
     /// originals. Needs `originals`.
@@ -104,11 +103,11 @@ public struct FetchConfiguration: Sendable {
             "Keep downloaded originals in the store and reuse them this long without a request; then revalidate (If-None-Match/If-Modified-Since, a 304 reuses them)",
             detail: "0s keeps none.")
         public static let retries = Setting.count(
-            "--fetch-retries", default: 2, 0...20,
+            "--fetch-retries", default: RetryOptions.defaultMax, RetryOptions.maxRange,
             "Retries per source for failures that can succeed later (timeouts, connection errors, 408, 429, 5xx)",
             detail: "A job's options.retry overrides.")
         public static let retryInterval = Setting.duration(
-            "--fetch-retry-interval", default: .milliseconds(500), .zero...(.hours(1)), "Interval before a download retry")
+            "--fetch-retry-interval", default: RetryOptions.defaultInterval, RetryOptions.intervalRange, "Interval before a download retry")
     }
 
     /// Checks every setting (`job.invalid_options` naming the option).

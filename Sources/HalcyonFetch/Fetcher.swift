@@ -96,7 +96,7 @@ public struct Fetcher: Sendable {
 
     /// Fetches one source, without retries.
     public func fetch(_ sourceText: String, headers: [String: String] = [:], cancel: CancellationFlag) async throws(HalcyonError) -> FetchedImage {
-        try await fetch(sources: [sourceText], headers: headers, retry: DelayRetryStrategy(maxRetries: 0), cancel: cancel)
+        try await fetch(sources: [sourceText], headers: headers, retry: DelayRetryStrategy(maxRetries: 0, interval: .fixed(0)), cancel: cancel)
     }
 
     // MARK: Private

@@ -35,7 +35,7 @@ public struct DelayRetryStrategy: RetryStrategy, Equatable {
     /// Fraction of an exponential interval that is randomised away. Default 0.25.
     public var jitter: Double
 
-    public init(maxRetries: Int = 2, interval: Interval = .exponential(0.5), retryAfterCap: Double = 30, jitter: Double = 0.25) {
+    public init(maxRetries: Int, interval: Interval, retryAfterCap: Double = 30, jitter: Double = 0.25) {
         self.maxRetries = maxRetries
         self.interval = interval
         self.retryAfterCap = retryAfterCap

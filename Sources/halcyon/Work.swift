@@ -72,7 +72,7 @@ struct Work: AsyncParsableCommand {
     @Option(help: ArgumentHelp(Fetch.retryInterval.help))
     var fetchRetryInterval = TimeSpanArgument(Fetch.retryInterval.defaultValue)
     @Option(help: "How the retry interval grows: fixed, accumulated (n × interval) or exponential (with jitter).")
-    var fetchRetryBackoff: RetryOptions.Backoff = .exponential
+    var fetchRetryBackoff = RetryOptions.defaultBackoff
     @Option(help: ArgumentHelp(Fetch.maxRetryWait.help))
     var maxRetryWait = TimeSpanArgument(Fetch.maxRetryWait.defaultValue)
     @Option(help: ArgumentHelp(Fetch.connectTimeout.help))
