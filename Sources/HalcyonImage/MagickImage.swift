@@ -370,9 +370,15 @@ public final class MagickImage {
         if outputFormat.hasQuality {
             MagickSetImageCompressionQuality(wand, outputQuality)
         }
-        if outputFormat == .jpeg, fullChroma {
-            var factors: [Double] = [1, 1]
-            MagickSetSamplingFactors(wand, 2, &factors)
+        if outputFormat == .jpeg {
+            // Set or cleared at every encode: a wand encoded once with full chroma keeps no
+            // sampling of it for the next (cleared, the writer follows ImageMagick's own rule).
+            if fullChroma {
+                var factors: [Double] = [1, 1]
+                MagickSetSamplingFactors(wand, 2, &factors)
+            } else {
+                MagickSetSamplingFactors(wand, 0, nil)
+            }
         }
         if outputFormat == .png {
             MagickSetOption(wand, "png:compression-level", String(pngCompression))

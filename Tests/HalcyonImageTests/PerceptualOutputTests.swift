@@ -144,6 +144,19 @@ import Testing
         #expect(fixed.score == nil && fixed.quality == 80)
     }
 
+    /// Full chroma holds for the encode that asks for it only: the same image encoded again
+    /// without it follows ImageMagick's rule (4:2:0 below quality 90 for a PNG source).
+    @Test func fullChromaIsPerEncode() throws {
+        let png = try SampleImages.photo(width: 64, height: 48, seed: 5, format: .png)
+        let image = try MagickImage.decode(png, format: .png)
+        image.outputFormat = .jpeg
+        image.outputQuality = 80
+        image.fullChroma = true
+        #expect(Self.componentSampling(try image.encode()) == [0x11, 0x11, 0x11])
+        image.fullChroma = false
+        #expect(Self.componentSampling(try image.encode()) == [0x22, 0x11, 0x11])
+    }
+
     /// The formats `format(auto)` may choose for given pixels.
     @Test func candidatesFollowThePixels() throws {
         let step = try #require(try ProcessorChain.parse("format(auto, formats=jpeg|webp|avif)").formatStep)
