@@ -20,19 +20,7 @@ struct StoreSweeper: Service, CustomStringConvertible {
     let logger: Logger
 
     func run() async {
-        let interval = configuration.sweepInterval
-        var wait = min(interval, .seconds(Double.random(in: 5...30)))
-        while !Task.isShuttingDownGracefully, !Task.isCancelled {
-            try? await cancelWhenGracefulShutdown { [wait] in try await Task.sleep(for: wait) }
-            guard !Task.isShuttingDownGracefully, !Task.isCancelled else { return }
-            let cancel = CancellationFlag()
-            await withGracefulShutdownHandler {
-                await sweep(cancel: cancel)
-            } onGracefulShutdown: {
-                cancel.cancel()
-            }
-            wait = interval
-        }
+        await runPeriodically(every: configuration.sweepInterval) { cancel in await sweep(cancel: cancel) }
     }
 
     /// Sweeps if no other worker is sweeping (the sweep lease), on a connection of its own, so

@@ -20,19 +20,7 @@ struct UsageRollUpService: Service, CustomStringConvertible {
     static let maxBatches = 20
 
     func run() async {
-        let interval = configuration.usageInterval
-        var wait = min(interval, .seconds(Double.random(in: 5...30)))
-        while !Task.isShuttingDownGracefully, !Task.isCancelled {
-            try? await cancelWhenGracefulShutdown { [wait] in try await Task.sleep(for: wait) }
-            guard !Task.isShuttingDownGracefully, !Task.isCancelled else { return }
-            let cancel = CancellationFlag()
-            await withGracefulShutdownHandler {
-                await rollUp(cancel: cancel)
-            } onGracefulShutdown: {
-                cancel.cancel()
-            }
-            wait = interval
-        }
+        await runPeriodically(every: configuration.usageInterval) { cancel in await rollUp(cancel: cancel) }
     }
 
     /// One run, on a connection of its own (its statements never wait behind heartbeats).
