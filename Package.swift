@@ -234,7 +234,7 @@ let package = Package(
             dependencies: [
                 "HalcyonWorker", "HalcyonQueue", "HalcyonDomain", "HalcyonRuntime", "HalcyonImage", "HalcyonStore", "HalcyonS3", "HalcyonEmbedded",
                 "HalcyonSamples", "HalcyonHosts",
-                "HalcyonTestSupport",
+                "HalcyonTestSupport", .product(name: "Prometheus", package: "swift-prometheus"),
             ]),
         .testTarget(name: "HalcyonFuzzTests", dependencies: ["HalcyonFuzz"]),
         // The documentation's runnable examples, the CLI reference's freshness and the install.

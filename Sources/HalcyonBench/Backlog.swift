@@ -14,7 +14,7 @@ import HalcyonQueue
 ///   sharing 200 hot cache keys (store hits once made) and the others with keys of their own; 70 % in `default`, 20 % in
 ///   `thumbnails`, 10 % in `backfill`; one source in 19 at priority 1; one in `delayedEvery`
 ///   (ten) delayed by a day; one in `failingEvery` naming `failingSource` instead (it fails
-///   and is retried).
+///   and is retried); with `fairKeys`, each logical source's jobs under one of that many fair keys.
 /// - **Churn:** a seventh of the backlog claimed and rescued (an attempt spent, a
 ///   `worker.lease_expired` entry), a fifth rewritten in place, an eleventh claimed and released
 ///   — every one a new row version elsewhere in the heap, and dead tuples behind them. The
@@ -41,6 +41,8 @@ package struct Backlog: Sendable {
     /// One logical source in this many shares one of 200 hot cache keys (store hits once made);
     /// the others have keys of their own. Default 2.
     package var hotEvery = 2
+    /// Fair keys the logical sources are spread over (`tenant-0` …), round-robin; 0 (default): none.
+    package var fairKeys = 0
 
     /// The chains of the S scenario's backlog.
     package static let defaultChains = [

@@ -74,6 +74,7 @@ enum BenchSQL {
             p.add(backlog.delayedEvery.map { max(1, $0) } ?? 0)
             p.add(jobs.upperBound)
             p.add(max(1, backlog.hotEvery))
+            p.add(max(0, backlog.fairKeys))
         }
     }
 

@@ -374,6 +374,8 @@ struct StatementTiming {
 struct ScaleRun {
     /// Queued jobs in the backlog.
     var queued: Int
+    /// The fair keys its jobs are spread over (0: none).
+    var fairKeys = 0
     /// Rows in the table (history, backlog).
     var rows: Int
     /// Two workers' finished jobs per second, after a period of work and an ANALYZE.
@@ -382,13 +384,18 @@ struct ScaleRun {
 
     var claim: StatementTiming? { statements.first { $0.name == StatementTiming.claim } }
 
+    /// `1000000 queued`, or `1000000 over 10000 keys`.
+    var shape: String { fairKeys > 0 ? "\(queued) over \(fairKeys) keys" : "\(queued) queued" }
+
     var line: String {
-        String(format: "%d queued (%d rows): two workers %.0f jobs/s", queued, rows, jobsPerSecond)
+        shape + String(format: " (%d rows): two workers %.0f jobs/s", rows, jobsPerSecond)
             + (claim.map { String(format: "; claim p50 %.1f ms, p99 %.1f ms", $0.p50, $0.p99) } ?? "")
     }
 
-    /// The two workers' throughput at the largest backlog against the smallest (1.0: as fast).
+    /// The two workers' throughput at the largest backlog against the smallest (1.0: as fast),
+    /// both without fair keys.
     static func throughputRatio(_ runs: [ScaleRun]) -> Double {
+        let runs = runs.filter { $0.fairKeys == 0 }
         guard let small = runs.min(by: { $0.queued < $1.queued }), let large = runs.max(by: { $0.queued < $1.queued }), small.jobsPerSecond > 0
         else { return 0 }
         return large.jobsPerSecond / small.jobsPerSecond
@@ -397,12 +404,13 @@ struct ScaleRun {
     static func summary(_ runs: [ScaleRun]) -> String {
         guard let smallest = runs.min(by: { $0.queued < $1.queued }) else { return "" }
         var out = "S — the queue with a backlog (a table as hours of work leave it; two workers, then each statement alone):\n"
-        out += "  queued      rows        jobs/s   × smallest\n"
+        out += "  queued                   rows        jobs/s   × smallest\n"
         for r in runs {
-            out += String(
-                format: "  %-10d  %-10d  %7.0f   %.2f×\n", r.queued, r.rows, r.jobsPerSecond, r.jobsPerSecond / max(smallest.jobsPerSecond, 0.001))
+            out +=
+                "  " + r.shape.padding(toLength: 23, withPad: " ", startingAt: 0)
+                + String(format: "  %-10d  %7.0f   %.2f×\n", r.rows, r.jobsPerSecond, r.jobsPerSecond / max(smallest.jobsPerSecond, 0.001))
         }
-        out += "  statement latency, ms (p50 / p99)" + runs.map { " | \($0.queued) queued" }.joined() + "\n"
+        out += "  statement latency, ms (p50 / p99)" + runs.map { " | \($0.shape)" }.joined() + "\n"
         for name in StatementTiming.order {
             let cells = runs.map { r in
                 r.statements.first { $0.name == name }.map { String(format: "%6.2f / %6.2f", $0.p50, $0.p99) } ?? "      –       "
@@ -419,7 +427,7 @@ struct ScaleRun {
             "runs": .array(
                 runs.map { r in
                     [
-                        "queued": .number(Double(r.queued)), "rows": .number(Double(r.rows)),
+                        "queued": .number(Double(r.queued)), "fair_keys": .number(Double(r.fairKeys)), "rows": .number(Double(r.rows)),
                         "jobs_per_second": .number(r.jobsPerSecond.rounded()),
                         "statements": .array(
                             r.statements.map {

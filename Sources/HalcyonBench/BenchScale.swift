@@ -12,7 +12,8 @@ extension Bench {
     /// Queued jobs S builds a backlog of (each × --scale).
     static let scaleSizes = [10_000, 100_000, 1_000_000]
 
-    /// S: for each size, a `Backlog` of that many queued jobs, topped up as jobs finish; two
+    /// S: for each size (and the largest again over fair keys), a `Backlog` of that many queued
+    /// jobs, topped up as jobs finish; two
     /// workers work through it for a while (2,000 finished jobs × --scale, at least 200) and the
     /// table is analyzed, as autovacuum would; then their throughput over 20 s (× --scale, at
     /// least 2 s); then, with
@@ -23,10 +24,16 @@ extension Bench {
         try await Self.ensureOnlyBenchJobs(c)
         let sources = try Self.backlogSources(in: scratch)
         var out: [ScaleRun] = []
-        for size in Set(Self.scaleSizes.map({ max(1000, Int(Double($0) * scale)) })).sorted() {
-            let backlog = Backlog(queued: size, sources: sources.urls, failingSource: Self.failingSource)
+        let sizes = Set(Self.scaleSizes.map({ max(1000, Int(Double($0) * scale)) })).sorted()
+        // Each size without fair keys, then the largest again spread over fair keys (a hundred
+        // jobs a key at any scale): the fair claim's round-robin at a million.
+        let shapes = sizes.map { ($0, 0) } + (sizes.last.map { [($0, max(10, $0 / 100))] } ?? [])
+        for (size, fairKeys) in shapes {
+            var backlog = Backlog(queued: size, sources: sources.urls, failingSource: Self.failingSource)
+            backlog.fairKeys = fairKeys
             try await backlog.remove(c)
-            print("S: \(size) queued jobs: writing the backlog…")
+            let shape = fairKeys > 0 ? "\(size) queued jobs over \(fairKeys) fair keys" : "\(size) queued jobs"
+            print("S: \(shape): writing the backlog…")
             let filled = ContinuousClock.now, filledAt = Date()
             try await backlog.fill(c)
             let rows = try await c.row(BenchSQL.CountJobs())?.n ?? 0
@@ -71,12 +78,13 @@ extension Bench {
                 throw error
             }
             await workers.stop()
-            print(String(format: "S: %d queued: two workers %.0f jobs/s; the hot statements…", size, throughput))
+            print("S: \(shape): two workers " + String(format: "%.0f", throughput) + " jobs/s; the hot statements…")
             let statements = try await timeStatements(conninfo: conninfo)
-            let run = ScaleRun(queued: size, rows: rows, jobsPerSecond: throughput, statements: statements)
+            let run = ScaleRun(queued: size, fairKeys: fairKeys, rows: rows, jobsPerSecond: throughput, statements: statements)
             print("S: \(run.line)")
             out.append(run)
             try await backlog.remove(c)
+            if fairKeys > 0 { try await JobQueue(connection: c).forgetIdleFairKeys(limit: fairKeys + 1) }
         }
         return out
     }

@@ -29,6 +29,12 @@ extension JobQueue {
         try await connection.row(SQL.QueueLimitsOf(queue: name))?.limits
     }
 
+    /// The queues with a fleet-wide limit (at most `most`, by name), with their limits and how
+    /// many of their jobs run now across every worker.
+    public func limitedQueues(most: Int) async throws -> [LimitedQueue] {
+        try await connection.rows(SQL.LimitedQueues(most: most)).map(\.reading)
+    }
+
     /// Sets `name`'s fleet-wide limits, all three at once (a nil one: none), creating the queue
     /// when no job has used it yet. Throws `QueueLimitsError` for a value out of range.
     public func setLimits(queue name: String, _ limits: QueueLimits) async throws {

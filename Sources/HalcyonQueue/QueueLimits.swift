@@ -58,6 +58,19 @@ public struct QueueLimits: Sendable, Equatable {
     }
 }
 
+/// A queue with fleet-wide limits, read now: its limits and its jobs running across every worker.
+public struct LimitedQueue: Sendable, Equatable {
+    public var queue: String
+    public var limits: QueueLimits
+    public var running: Int
+
+    public init(queue: String, limits: QueueLimits, running: Int) {
+        self.queue = queue
+        self.limits = limits
+        self.running = running
+    }
+}
+
 /// A queue limit out of range.
 public struct QueueLimitsError: Error, CustomStringConvertible, Equatable {
     public var limit: String

@@ -10,7 +10,8 @@ import ServiceLifecycle
 /// A worker: connects, registers in `halcyon.workers`, and runs its duties as services of one
 /// `ServiceGroup` — the `Claimer` (claim, run, record, and at shutdown finish or release),
 /// the `LeaseKeeper` (lease renewal, worker heartbeat), the `Rescuer` (expired leases), the
-/// `StoreSweeper` (with row retention), the `UsageRollUpService` and the `WebhookDeliverer`. The group shuts them down in reverse order: the claimer first (it stops
+/// `StoreSweeper` (with row retention), the `UsageRollUpService`, the `QueueMetricsService` (with
+/// metrics exported) and the `WebhookDeliverer`. The group shuts them down in reverse order: the claimer first (it stops
 /// claiming and finishes or releases what it holds), the lease keeper last, so leases are
 /// renewed until the last job is done.
 ///
@@ -162,6 +163,9 @@ public final class Worker: Service, Sendable, CustomStringConvertible {
             .init(service: Rescuer(configuration: configuration, queue: maintenance, state: state, metrics: metrics, logger: logger)),
         ]
         services.append(.init(service: UsageRollUpService(configuration: configuration, conninfo: conninfo, logger: logger)))
+        if let interval = configuration.queueMetricsInterval {
+            services.append(.init(service: QueueMetricsService(interval: interval, queue: maintenance, metrics: metrics, logger: logger)))
+        }
         if configuration.sweepInterval > .zero {
             services.append(
                 .init(service: StoreSweeper(configuration: configuration, store: store, conninfo: conninfo, metrics: metrics, logger: logger)))

@@ -84,6 +84,9 @@ public struct WorkerConfiguration: Sendable {
     /// Between usage roll-ups (one worker at a time moves the usage events into their hours).
     /// Default 1 min; not an option of `halcyon work`.
     public var usageInterval: Duration = .seconds(60)
+    /// How often the queues with fleet-wide limits are read into the metrics (`Metrics.queues`):
+    /// `halcyon work` sets 15 s when it exports metrics. Nil (default): not read.
+    public var queueMetricsInterval: Duration?
     /// The supervisor's pipe, when this worker runs as the child of `Supervisor`: the jobs
     /// entering and leaving processing are reported on it. Nil (default): unsupervised.
     public var supervisor: SupervisorChannel?
@@ -170,6 +173,9 @@ public struct WorkerConfiguration: Sendable {
         try Settings.retainFailed.check(retainFailed)
         try Settings.retainUsage.check(retainUsage)
         if usageInterval <= .zero { throw HalcyonError(.invalidOptions, "the usage roll-up interval must be positive") }
+        if let interval = queueMetricsInterval, interval <= .zero {
+            throw HalcyonError(.invalidOptions, "the queue metrics interval must be positive")
+        }
         for (setting, value) in [(Settings.retainSucceeded, retainSucceeded), (Settings.retainFailed, retainFailed)] where value != nil {
             if sweepInterval == .zero {
                 throw HalcyonError(.invalidOptions, "\(setting.option) runs with the store sweep: it needs --sweep-interval above 0")

@@ -256,6 +256,8 @@ struct Work: AsyncParsableCommand {
         configuration.pollInterval = pollInterval.duration
         configuration.pollOnly = pollOnly || PollOnlyEnvironment.isSet
         configuration.drain = drain
+        // Exported metrics include the fleet's queue limits, read as often as the file is written.
+        configuration.queueMetricsInterval = metricsPort != nil || metricsFile != nil ? MetricsExporter.fileInterval : nil
         configuration.grace = grace.duration
         configuration.backoff.base = retryBase.duration
         configuration.statementTimeout = statementTimeout.duration

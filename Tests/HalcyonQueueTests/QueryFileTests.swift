@@ -84,6 +84,7 @@ import Testing
             SQL.SetQueueLimits(queue: "q", limits: QueueLimits(maxRunning: 2, maxPerSecond: 1.5)),
             SQL.ForgetIdleFairKeys(limit: 10),
             SQL.QueueLimitsOf(queue: "q"),
+            SQL.LimitedQueues(most: 10),
             SQL.LockLimitedQueues(queues: ["q"]),
             SQL.QueueIsolatesKeys(queue: "q"),
             SQL.QueueCounts(),

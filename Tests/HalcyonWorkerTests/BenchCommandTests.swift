@@ -24,10 +24,11 @@ struct BenchCommandTests {
         #expect(json["W2"]?["chains"]?.arrayValue?.count == 3)
         let lp50 = try #require(json["L"]?["p50_ms"]?.numberValue), lp99 = try #require(json["L"]?["p99_ms"]?.numberValue)
         #expect(lp50 > 0 && lp50 <= lp99)
-        // S at --scale 0.01: backlogs of 1,000 and 10,000 queued jobs, two workers' throughput
-        // through each, and each hot statement timed.
+        // S at --scale 0.01: backlogs of 1,000 and 10,000 queued jobs, then 10,000 over 100 fair
+        // keys, two workers' throughput through each, and each hot statement timed.
         let scaleRuns = try #require(json["S"]?["runs"]?.arrayValue)
-        #expect(scaleRuns.compactMap { $0["queued"]?.numberValue } == [1000, 10_000])
+        #expect(scaleRuns.compactMap { $0["queued"]?.numberValue } == [1000, 10_000, 10_000])
+        #expect(scaleRuns.compactMap { $0["fair_keys"]?.numberValue } == [0, 0, 100])
         #expect(scaleRuns.allSatisfy { ($0["rows"]?.numberValue ?? 0) > ($0["queued"]?.numberValue ?? 0) })
         #expect(scaleRuns.allSatisfy { ($0["jobs_per_second"]?.numberValue ?? 0) > 0 })
         #expect((json["S"]?["throughput_ratio"]?.numberValue ?? 0) > 0)
@@ -39,6 +40,7 @@ struct BenchCommandTests {
         }
         // The bench leaves no backlog behind.
         #expect(try await db.query("SELECT count(*) AS n FROM halcyon.jobs WHERE cache_key LIKE 'halcyon-bench:backlog-%'").value(0, "n") == "0")
+        #expect(try await db.query("SELECT count(*) AS n FROM halcyon.fair_turns WHERE fair_key LIKE 'tenant-%'").value(0, "n") == "0")
         let halcyon = try #require(json["results"]?.arrayValue?.first)
         #expect(halcyon["tool"]?.stringValue == "halcyon")
         #expect((halcyon["images_per_second_median"]?.numberValue ?? 0) > 0)

@@ -87,6 +87,7 @@ struct OperatorTests {
         let db = try await TestDatabase.create()
         let store = try TestEnvironment.temporaryDirectory("store")
         let file = store.deletingLastPathComponent().appendingPathComponent("halcyon-\(db.name).prom")
+        try await db.query("SELECT halcyon.set_queue_limits('capped', max_running => 2, max_per_second => 4)")
         let w = try await helper.worker(db, store: store, ["--metrics-port", "0", "--metrics-file", file.path])
         // The endpoint's address is in the log.
         var url: String?
@@ -99,7 +100,14 @@ struct OperatorTests {
             let text = try Origin.get(endpoint)
             return try Self.parsePrometheus(text)
         }
+        // The fleet's queue limits, read when the worker starts (then every 15 s).
+        _ = try await waitUntil(60) { try scrape()["halcyon_queue_max_running{queue=\"capped\"}"] != nil }
         let before = try scrape()
+        #expect(before["halcyon_queue_max_running{queue=\"capped\"}"] == 2)
+        #expect(before["halcyon_queue_max_per_second{queue=\"capped\"}"] == 4)
+        #expect(before["halcyon_queue_running{queue=\"capped\"}"] == 0)
+        #expect(before["halcyon_queue_max_running_per_key{queue=\"capped\"}"] == nil)
+        #expect(before["halcyon_queue_running{queue=\"default\"}"] == nil, "a queue without limits is not reported")
         #expect(before["halcyon_jobs_total{outcome=\"succeeded\",code=\"\"}"] == nil)
         #expect(before["halcyon_processing_slots"] != nil && before["halcyon_jobs_in_flight"] == 0)
         #expect(try Origin.get(endpoint.replacingOccurrences(of: "/metrics", with: "/healthz")) == "ok\n")

@@ -43,8 +43,9 @@ VACUUM halcyon.jobs;
 -- sources $1 (text[]) and is enqueued with every chain of $3 (text[]), adjacent ids; keys under
 -- prefix $2, one logical source in $9 (2: half) among 200 hot ones; one logical source in $5 names failing source $4
 -- instead (null: none), one in $7 waits a day (0: none); 70 % in `default`, 20 % in
--- `thumbnails`, 10 % in `backfill`; one in 19 at priority 1.
-INSERT INTO halcyon.jobs (source, processors, cache_key, queue, priority, run_at)
+-- `thumbnails`, 10 % in `backfill`; one in 19 at priority 1; with $10 > 0, each logical source's
+-- jobs carry fair key `tenant-` (number mod $10) (0: no fair keys).
+INSERT INTO halcyon.jobs (source, processors, cache_key, queue, priority, run_at, fair_key)
 SELECT CASE WHEN $4::text IS NOT NULL AND s % $5::int = 7 % $5::int THEN $4::text
             ELSE ($1::text[])[s % cardinality($1::text[]) + 1] END,
        ($3::text[])[g % cardinality($3::text[]) + 1],
@@ -52,7 +53,8 @@ SELECT CASE WHEN $4::text IS NOT NULL AND s % $5::int = 7 % $5::int THEN $4::tex
        (ARRAY['default', 'default', 'default', 'default', 'default', 'default', 'default',
               'thumbnails', 'thumbnails', 'backfill'])[s % 10 + 1],
        CASE WHEN s % 19 = 0 THEN 1 ELSE 0 END,
-       CASE WHEN $7::int > 0 AND s % $7::int = 3 % $7::int THEN now() + interval '1 day' ELSE now() END
+       CASE WHEN $7::int > 0 AND s % $7::int = 3 % $7::int THEN now() + interval '1 day' ELSE now() END,
+       CASE WHEN $10::int > 0 THEN 'tenant-' || (s % $10::int) END
 FROM generate_series($6::int, $8::int - 1) AS g, LATERAL (SELECT g / cardinality($3::text[]) AS s) AS x;
 
 -- fragment: backlogRows

@@ -33,6 +33,17 @@ ORDER BY q.name, j.state;
 -- $1 queue name. Its fleet-wide limits (NULL: none); no row for an unknown queue.
 SELECT max_running, max_per_second, max_running_per_key FROM halcyon.queues WHERE name = $1;
 
+-- name: limitedQueues :many
+-- The queues with a fleet-wide limit (at most $1 of them, by name), each with its limits and how
+-- many of its jobs run now across every worker (counted up to 1,000,000): what workers export
+-- as metrics. A queue's running jobs are read from `jobs_running_idx`.
+SELECT q.name AS queue, q.max_running, q.max_per_second, q.max_running_per_key,
+       (SELECT count(*) FROM (SELECT FROM halcyon.jobs r WHERE r.state = 'running' AND r.queue = q.name LIMIT 1000000) r) AS running
+FROM halcyon.queues q
+WHERE q.max_running IS NOT NULL OR q.max_per_second IS NOT NULL OR q.max_running_per_key IS NOT NULL
+ORDER BY q.name
+LIMIT $1::int;
+
 -- name: setQueueLimits :one
 -- $1 queue name, $2 max_running (int), $3 max_per_second (float8), $4 max_running_per_key (int),
 -- each NULL for none: sets all three (`halcyon.set_queue_limits`, which refuses values out of

@@ -90,6 +90,21 @@ extension SQL {
         }
     }
 
+    struct LimitedQueues: Query {
+        static let name = "limitedQueues"
+        var most: Int
+        func bind(_ p: inout QueryParameters) { p.add(most) }
+
+        struct Row: QueryRow {
+            static let columns = ["queue"] + SQL.limitColumns + ["running"]
+            var reading: LimitedQueue
+            init?(_ row: RowReader) {
+                guard let queue = row.text("queue") else { return nil }
+                reading = LimitedQueue(queue: queue, limits: QueueLimits(row), running: row.int("running") ?? 0)
+            }
+        }
+    }
+
     struct SetQueueLimits: Query {
         typealias Row = NameRow
         static let name = "setQueueLimits"

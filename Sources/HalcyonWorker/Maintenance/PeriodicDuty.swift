@@ -1,12 +1,12 @@
 import HalcyonRuntime
 import ServiceLifecycle
 
-/// The loop of a periodic fleet duty (the store sweep, the usage roll-up): `body` runs every
-/// `interval` until a graceful shutdown, the first time after a random 5–30 s (at most
-/// `interval`), so that a fleet started together does not all try at once. A shutdown while
-/// `body` runs cancels the flag it was given; the run ends at its next check.
-func runPeriodically(every interval: Duration, _ body: (CancellationFlag) async -> Void) async {
-    var wait = min(interval, .seconds(Double.random(in: 5...30)))
+/// The loop of a periodic duty (the store sweep, the usage roll-up, the queue metrics): `body`
+/// runs every `interval` until a graceful shutdown, the first time after `first` — by default a
+/// random 5–30 s (at most `interval`), so that a fleet started together does not all try at
+/// once. A shutdown while `body` runs cancels the flag it was given; the run ends at its next check.
+func runPeriodically(every interval: Duration, first: Duration? = nil, _ body: (CancellationFlag) async -> Void) async {
+    var wait = first ?? min(interval, .seconds(Double.random(in: 5...30)))
     while !Task.isShuttingDownGracefully, !Task.isCancelled {
         try? await cancelWhenGracefulShutdown { [wait] in try await Task.sleep(for: wait) }
         guard !Task.isShuttingDownGracefully, !Task.isCancelled else { return }

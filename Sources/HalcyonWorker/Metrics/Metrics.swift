@@ -1,6 +1,7 @@
 import CoreMetrics
 import Foundation
 import HalcyonDomain
+import HalcyonQueue
 import HalcyonStore
 import Prometheus
 import Synchronization
@@ -32,7 +33,11 @@ public enum JobOutcome: String, Sendable, CaseIterable {
 /// Timer (a histogram in Prometheus): `halcyon_stage_duration_seconds{stage}`. Gauges:
 /// `halcyon_jobs_in_flight`, `halcyon_processing_slots`, `halcyon_fetch_slots`,
 /// `halcyon_store_bytes` (after the last sweep this worker ran), `halcyon_worker_start_time_seconds`,
-/// `halcyon_worker_restarts` (how often the supervisor restarted the image process before this one).
+/// `halcyon_worker_restarts` (how often the supervisor restarted the image process before this one);
+/// per queue with a fleet-wide limit (`queues(_:)`, the same fleet-wide values from every
+/// worker): `halcyon_queue_max_running{queue}`, `halcyon_queue_max_per_second{queue}`,
+/// `halcyon_queue_max_running_per_key{queue}` (each only while set) and
+/// `halcyon_queue_running{queue}` (its jobs running across every worker).
 public final class Metrics: Sendable {
     /// Histogram buckets (seconds) for stage durations: 1 ms to 1 min.
     public static let stageBuckets: [Double] = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60]
@@ -51,6 +56,13 @@ public final class Metrics: Sendable {
     private let sweptBytes: CoreMetrics.Counter
     private let inFlight: CoreMetrics.Gauge
     private let storeBytes: CoreMetrics.Gauge
+    /// The queue gauges now exported, by label and queue.
+    private let queueGauges = Mutex<[QueueGauge: CoreMetrics.Gauge]>([:])
+
+    private struct QueueGauge: Hashable {
+        var label: String
+        var queue: String
+    }
 
     /// `factory`: where the metrics go; default the process's bootstrapped one.
     public init(processingSlots: Int, fetchSlots: Int, restarts: Int = 0, factory: any MetricsFactory = MetricsSystem.factory) {
@@ -106,6 +118,29 @@ public final class Metrics: Sendable {
         sweeps.increment()
         sweptBytes.increment(by: Int(report.freedBytes))
         storeBytes.record(Int(report.keptBytes))
+    }
+
+    /// The queues with fleet-wide limits, as read now: a gauge per limit set and one of running
+    /// jobs per queue; the gauges of a limit or queue no longer there are removed.
+    public func queues(_ readings: [LimitedQueue]) {
+        var wanted: [QueueGauge: Double] = [:]
+        for r in readings {
+            wanted[QueueGauge(label: "halcyon_queue_running", queue: r.queue)] = Double(r.running)
+            if let n = r.limits.maxRunning { wanted[QueueGauge(label: "halcyon_queue_max_running", queue: r.queue)] = Double(n) }
+            if let n = r.limits.maxPerSecond { wanted[QueueGauge(label: "halcyon_queue_max_per_second", queue: r.queue)] = n }
+            if let n = r.limits.maxRunningPerKey { wanted[QueueGauge(label: "halcyon_queue_max_running_per_key", queue: r.queue)] = Double(n) }
+        }
+        queueGauges.withLock { gauges in
+            for (key, gauge) in gauges where wanted[key] == nil {
+                gauge.destroy()
+                gauges[key] = nil
+            }
+            for (key, value) in wanted {
+                let gauge = gauges[key] ?? CoreMetrics.Gauge(label: key.label, dimensions: [("queue", key.queue)], factory: factory)
+                gauges[key] = gauge
+                gauge.record(value)
+            }
+        }
     }
 
     /// Records each stage that ran.
