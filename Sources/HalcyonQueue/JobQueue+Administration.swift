@@ -12,7 +12,8 @@ extension JobQueue {
         /// JSON object text.
         public var options: String = "{}"
         public var priority: Int = 0
-        public var maxAttempts: Int = 5
+        /// Default: `Job.defaultMaxAttempts`.
+        public var maxAttempts: Int = Job.defaultMaxAttempts
         /// ISO-8601 instant, nil = now.
         public var runAt: String?
         public var queue: String = QueueName.default

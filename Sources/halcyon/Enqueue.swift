@@ -43,7 +43,7 @@ struct Enqueue: AsyncParsableCommand {
     @Option(help: "Higher runs first.")
     var priority: Int = 0
     @Option(help: "Attempts before the job fails for good.")
-    var maxAttempts: Int = 5
+    var maxAttempts: Int = Job.defaultMaxAttempts
     @Option(help: "Do not run before this ISO-8601 instant.")
     var runAt: String?
     @Option(name: .customLong("option"), help: "An options entry key=value; the value is read as JSON when it parses, else as a string (repeatable).")
