@@ -36,6 +36,12 @@ package struct UnitArgument<Unit: ArgumentUnit>: ExpressibleByArgument, CustomSt
             throw ValidationError("\(option) must be from \(Unit.format(range.lowerBound)) to \(Unit.format(range.upperBound)); got \(description)")
         }
     }
+
+    /// The same for the option `setting` describes: its name and range (and its off value).
+    package func check(_ setting: Setting<Unit.Value>) throws {
+        if value == setting.off { return }
+        try check(setting.option, setting.range)
+    }
 }
 
 /// Durations — `250ms`, `30s`, `10m`, `12h`, `7d` (a bare number is seconds).

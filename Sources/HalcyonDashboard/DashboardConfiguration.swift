@@ -6,14 +6,15 @@ import HalcyonRuntime
 import HalcyonS3
 import HalcyonStore
 
-/// How `halcyon dashboard` serves. Defaults: loopback, port 8080, no token, pages refreshed
-/// every 5 s in the browser, `HTTPServerSettings`' limits (64 KiB bodies, 16 KiB heads, a
-/// request whole within 5 s, 64 connections), 48 results streamed at once. Its tokens are never
-/// shown: `description` and its mirror (what `dump` and reflection print) say only whether each
-/// is set.
+/// How `halcyon dashboard` serves. Defaults: loopback, no token, `Settings` (port, refresh,
+/// results streamed at once) and `HTTPServerSettings`' limits (bodies, heads, the time for a
+/// request to arrive whole, connections). Its tokens are never shown: `description` and its
+/// mirror (what `dump` and reflection print) say only whether each is set.
 public struct DashboardConfiguration: Sendable, CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
     /// IPv4 address to listen on. Anything outside 127.0.0.0/8 requires `authToken`.
-    public var address = "127.0.0.1"
+    public var address = Self.defaultAddress
+    /// Loopback, as every HTTP server here (`halcyon dashboard --address` starts from it).
+    public static let defaultAddress = HTTPServerSettings.defaultAddress
     /// TCP port; 0 picks a free one.
     public var port = Settings.port.defaultValue
     /// The operator's shared secret (at least `minimumTokenLength` characters): with it, every
@@ -54,7 +55,7 @@ public struct DashboardConfiguration: Sendable, CustomStringConvertible, CustomD
     /// hold every stream.
     public var resultStallTimeout: Duration = .seconds(60)
     /// The HTTP server's limits and timeouts (`address` and `port` above take precedence over
-    /// the ones here). Default: `HTTPServerSettings()`'s — a form post of 64 KiB at most.
+    /// the ones here). Default: `HTTPServerSettings()`'s (a form post of at most its `maxBodyBytes`).
     public var http = HTTPServerSettings()
 
     public static let minimumTokenLength = 16
@@ -81,7 +82,8 @@ public struct DashboardConfiguration: Sendable, CustomStringConvertible, CustomD
     /// The settings `halcyon dashboard` exposes, each described once (option, default, accepted
     /// values, meaning); `validate()` checks them.
     public enum Settings {
-        public static let port = Setting.count("--port", default: 8080, 0...65535, "TCP port", detail: "0: any free port, printed at start.")
+        public static let port = Setting.count(
+            "--port", default: 8080, HTTPServerSettings.ports, "TCP port", detail: "0: any free port, printed at start.")
         public static let liveInterval = Setting.duration(
             "--refresh", default: .seconds(5), .zero...(.hours(1)), "How often open pages refresh their live parts (0s: never)")
         public static let pageSize = Setting.count("--page-size", default: 50, 1...500, "Jobs per page of the list")
@@ -90,7 +92,7 @@ public struct DashboardConfiguration: Sendable, CustomStringConvertible, CustomD
         public static let maxResultStreams = Setting.count(
             "--max-result-streams", default: 48, 1...63, "Results sent at once, at most (one more is answered 503 with Retry-After)",
             detail: "Each is read and sent a chunk at a time, so this bounds the memory results take; "
-                + "below the server's 64 connections, so pages are answered meanwhile.")
+                + "below the server's \(HTTPServerSettings.Settings.maxConnections.defaultValue) connections, so pages are answered meanwhile.")
     }
 
     /// Checks the settings and what would be unsafe (`problem`), as `job.invalid_options`

@@ -18,7 +18,7 @@ struct DashboardContext: RequestContext {
     var form: [(name: String, value: String)]?
     /// A body beyond this is refused (413). Set from the configuration by `DashboardResponses`;
     /// the connection's guard has refused larger declared bodies before they were read.
-    var uploadLimit = HTTPServerSettings(address: "127.0.0.1").maxBodyBytes
+    var uploadLimit = HTTPServerSettings().maxBodyBytes
 
     var maxUploadSize: Int { uploadLimit }
 

@@ -37,12 +37,16 @@ package struct Demo: AsyncParsableCommand {
     @OptionGroup var logging: LoggingOptions
     @Option(help: "Workers to run in parallel.")
     var workers = 2
-    @Option(help: "Give up after this long, 1s–1d.")
-    var timeout = TimeSpanArgument(.seconds(180))
+    @Option(help: ArgumentHelp(Self.timeoutSetting.help))
+    var timeout = TimeSpanArgument(Self.timeoutSetting.defaultValue)
+
+    private static let workerCounts = 1...16
+    private static let timeoutSetting = Setting.duration("--timeout", default: .seconds(180), .seconds(1)...(.days(1)), "Give up after this long")
 
     package func validate() throws {
-        guard (1...16).contains(workers) else { throw ValidationError("--workers must be 1…16") }
-        try timeout.check("--timeout", 1...86_400)
+        let counts = Self.workerCounts
+        guard counts.contains(workers) else { throw ValidationError("--workers must be \(counts.lowerBound)…\(counts.upperBound)") }
+        try timeout.check(Self.timeoutSetting)
     }
 
     /// A staged job and the outcome it must have.

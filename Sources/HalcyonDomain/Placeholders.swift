@@ -10,7 +10,7 @@ public enum PlaceholderKind: String, Sendable, CaseIterable, Comparable {
 /// What a job asked for: the kinds, and BlurHash's component counts.
 public struct PlaceholderRequest: Sendable, Equatable {
     public var kinds: Set<PlaceholderKind>
-    /// BlurHash components across and down, 1–9 each. Default 4×3.
+    /// BlurHash components across and down, 1–9 each.
     public var blurhashX: Int = 4
     public var blurhashY: Int = 3
 

@@ -6,27 +6,28 @@ import HalcyonS3
 /// Download limits and policy. Defaults suit a server fetching images from the Internet; each
 /// setting `halcyon work` exposes is described once in `Settings`.
 public struct FetchConfiguration: Sendable {
-    /// Time to establish a connection. Default 10 s.
+    /// Time to establish a connection. Default: `Settings.connectTimeout`.
     public var connectTimeout: Duration = Settings.connectTimeout.defaultValue
-    /// Time for the whole transfer. Default 60 s.
+    /// Time for the whole transfer. Default: `Settings.totalTimeout`.
     public var totalTimeout: Duration = Settings.totalTimeout.defaultValue
-    /// Abort when slower than `lowSpeedBytes` per second for `lowSpeedTime`. Defaults 1 KiB/s for 15 s.
+    /// Abort when slower than `lowSpeedBytes` per second for `lowSpeedTime`.
     public var lowSpeedBytes: Int = 1024
     public var lowSpeedTime: Duration = .seconds(15)
-    /// Largest body accepted, checked against Content-Length and while streaming. Default 50 MiB.
+    /// Largest body accepted, checked against Content-Length and while streaming. Default:
+    /// `Settings.maxBytes`.
     public var maxBytes: Int = Settings.maxBytes.defaultValue
     /// Why `maxBytes` is less than `--max-download-size`, told in `fetch.too_large` messages
     /// (see `downloadLimit(_:maxMemory:)`); nil when it is that option's value.
     public var maxBytesReason: String?
-    /// Largest inline `data:` source: 10 MiB, or `maxBytes` when that is smaller.
+    /// Largest inline `data:` source: `Source.maxDataBytes`, or `maxBytes` when that is smaller.
     public var maxDataBytes: Int { min(Source.maxDataBytes, maxBytes) }
     /// Longest an attempt waits between download retries, all its sources together; a retry
     /// that would wait past it is not made (the job is retried later with the job-level
-    /// backoff instead, holding no slot). Default 60 s.
+    /// backoff instead, holding no slot). Default: `Settings.maxRetryWait`.
     public var maxRetryWait: Duration = Settings.maxRetryWait.defaultValue
-    /// Downloads from one host at a time, per worker (`--per-host-concurrency`). Default 4.
+    /// Downloads from one host at a time, per worker. Default: `Settings.perHostConcurrency`.
     public var perHostConcurrency: Int = Settings.perHostConcurrency.defaultValue
-    /// Redirects followed before `fetch.too_many_redirects`. Default 5.
+    /// Redirects followed before `fetch.too_many_redirects`. Default: `Settings.maxRedirects`.
     public var maxRedirects: Int = Settings.maxRedirects.defaultValue
     /// Directories `file://` sources may read from. Default: none (file sources refused).
     public var fileRoots: [String] = [] { didSet { files = FileRoots(fileRoots) } }

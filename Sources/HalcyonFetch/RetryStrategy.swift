@@ -30,9 +30,9 @@ public struct DelayRetryStrategy: RetryStrategy, Equatable {
 
     public var maxRetries: Int
     public var interval: Interval
-    /// Longest `Retry-After` honoured, in seconds. Default 30.
+    /// Longest `Retry-After` honoured, in seconds.
     public var retryAfterCap: Double
-    /// Fraction of an exponential interval that is randomised away. Default 0.25.
+    /// Fraction of an exponential interval that is randomised away.
     public var jitter: Double
 
     public init(maxRetries: Int, interval: Interval, retryAfterCap: Double = 30, jitter: Double = 0.25) {

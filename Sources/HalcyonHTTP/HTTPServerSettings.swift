@@ -10,29 +10,52 @@ import HalcyonDomain
 /// `maxConnections` a new connection makes room by closing the one that has waited longest for
 /// its request. None of it costs a thread: connections are served by SwiftNIO's event loops.
 public struct HTTPServerSettings: Sendable, Equatable {
-    /// IPv4 address to listen on. Default `127.0.0.1`.
+    /// IPv4 address to listen on. Default: `defaultAddress`.
     public var address: String
-    /// TCP port; 0 (the default) lets the system pick a free one (`ListeningPort` tells which).
+    /// TCP port, one of `ports`; 0 (the default) lets the system pick a free one (`ListeningPort`
+    /// tells which).
     public var port: Int
-    /// The request line and header fields, at most: 16 KiB (`431` beyond).
-    public var maxHeadBytes = 16_384
-    /// A request body, at most: 64 KiB. A larger `Content-Length` is refused before the body is
-    /// read (`413`); a body without one (`Transfer-Encoding: chunked`) is refused with `411`.
-    public var maxBodyBytes = 65_536
-    /// Time for a whole request (head and body) to arrive, from its first byte: 5 s (`408`, and
-    /// the connection is closed).
-    public var requestTimeout: Duration = .seconds(5)
-    /// A kept-alive connection with no request in progress is closed after this: 15 s.
-    public var idleTimeout: Duration = .seconds(15)
-    /// Connections at once: 64. One more closes the connection that has waited longest for its
+    /// The request line and header fields, at most (`431` beyond). Default: `Settings.maxHeadBytes`.
+    public var maxHeadBytes = Settings.maxHeadBytes.defaultValue
+    /// A request body, at most. A larger `Content-Length` is refused before the body is read
+    /// (`413`); a body without one (`Transfer-Encoding: chunked`) is refused with `411`. Default:
+    /// `Settings.maxBodyBytes`.
+    public var maxBodyBytes = Settings.maxBodyBytes.defaultValue
+    /// Time for a whole request (head and body) to arrive, from its first byte (`408`, and the
+    /// connection is closed). Default: `Settings.requestTimeout`.
+    public var requestTimeout = Settings.requestTimeout.defaultValue
+    /// A kept-alive connection with no request in progress is closed after this. Default:
+    /// `Settings.idleTimeout`.
+    public var idleTimeout = Settings.idleTimeout.defaultValue
+    /// Connections at once. One more closes the connection that has waited longest for its
     /// request (one being answered is never closed for it); when every one is being answered,
-    /// the new connection is closed.
-    public var maxConnections = 64
+    /// the new connection is closed. Default: `Settings.maxConnections`.
+    public var maxConnections = Settings.maxConnections.defaultValue
     /// The option that set `port` (`--metrics-port`, `--port`), which a port that cannot be bound
     /// is reported under; nil: "port N".
     public var portOption: String?
 
-    public init(address: String = "127.0.0.1", port: Int = 0, portOption: String? = nil) {
+    /// Where a server listens unless told otherwise: loopback only.
+    public static let defaultAddress = "127.0.0.1"
+    /// TCP ports.
+    public static let ports = 0...65535
+
+    /// Each limit's default and accepted values, said once: the properties start from these and
+    /// `validate()` checks them (its messages name the limit and state the range).
+    public enum Settings {
+        public static let maxHeadBytes = Setting.bytes(
+            "the head limit", default: 16 << 10, (1 << 10)...(1 << 20), "The request line and header fields, at most")
+        public static let maxBodyBytes = Setting.bytes("the body limit", default: 64 << 10, 0...(64 << 20), "A request body, at most")
+        public static let requestTimeout = Setting.duration(
+            "the request timeout", default: .seconds(5), .milliseconds(100)...(.seconds(600)),
+            "Time for a whole request to arrive, from its first byte")
+        public static let idleTimeout = Setting.duration(
+            "the idle timeout", default: .seconds(15), .milliseconds(100)...(.seconds(3600)),
+            "A kept-alive connection with no request in progress is closed after this")
+        public static let maxConnections = Setting.count("the connection limit", default: 64, 1...100_000, "Connections at once")
+    }
+
+    public init(address: String = defaultAddress, port: Int = 0, portOption: String? = nil) {
         self.address = address
         self.port = port
         self.portOption = portOption
@@ -42,15 +65,11 @@ public struct HTTPServerSettings: Sendable, Equatable {
     public func validate() throws(HalcyonError) {
         var a = in_addr()
         guard inet_pton(AF_INET, address, &a) == 1 else { throw HalcyonError(.invalidOptions, "'\(address)' is not an IPv4 address") }
-        guard (0...65535).contains(port) else { throw HalcyonError(.invalidOptions, "port \(port) is not a TCP port") }
-        guard (1024...(1 << 20)).contains(maxHeadBytes) else { throw HalcyonError(.invalidOptions, "the head limit must be 1 KiB–1 MiB") }
-        guard (0...(64 << 20)).contains(maxBodyBytes) else { throw HalcyonError(.invalidOptions, "the body limit must be 0–64 MiB") }
-        guard requestTimeout >= .milliseconds(100), requestTimeout <= .seconds(600) else {
-            throw HalcyonError(.invalidOptions, "the request timeout must be 100 ms–10 min")
-        }
-        guard idleTimeout >= .milliseconds(100), idleTimeout <= .seconds(3600) else {
-            throw HalcyonError(.invalidOptions, "the idle timeout must be 100 ms–1 h")
-        }
-        guard (1...100_000).contains(maxConnections) else { throw HalcyonError(.invalidOptions, "the connection limit must be 1–100000") }
+        guard Self.ports.contains(port) else { throw HalcyonError(.invalidOptions, "port \(port) is not a TCP port") }
+        try Settings.maxHeadBytes.check(maxHeadBytes)
+        try Settings.maxBodyBytes.check(maxBodyBytes)
+        try Settings.requestTimeout.check(requestTimeout)
+        try Settings.idleTimeout.check(idleTimeout)
+        try Settings.maxConnections.check(maxConnections)
     }
 }

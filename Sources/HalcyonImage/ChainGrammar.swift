@@ -57,7 +57,7 @@ public struct ChainError: Error, Sendable, Equatable, CustomStringConvertible {
 
 /// Parses `step |> step …` (`>>` is an alias). Limits keep hostile chains cheap.
 public enum ChainGrammar {
-    /// Most steps a chain may have. Default 64.
+    /// Most steps a chain may have.
     public static let maxSteps = 64
 
     public static func parse(_ text: String) throws(ChainError) -> [ChainStep] {

@@ -7,16 +7,17 @@ import Synchronization
 /// of a chain before it runs, so that no image a job holds — the decoded source, its frames
 /// before and after they are coalesced, any step's output — is larger than this.
 public struct ImageLimits: Sendable {
-    /// Widest and tallest image, source or output. Default 16384.
+    /// Widest and tallest image, source or output.
     public var maxWidth = 16384
     public var maxHeight = 16384
-    /// Most pixels one image may hold, all its frames together. Default 100 megapixels. An
+    /// Most pixels one image may hold, all its frames together. Default: `Settings.maxPixels`. An
     /// image costs ImageMagick 8 bytes a pixel (16-bit RGBA), so a job holds about 800 MB at
     /// most per image, twice that while a step makes a new one from an old one.
     public var maxPixels = Settings.maxPixels.defaultValue
-    /// Most frames (animation frames, TIFF pages). Default 300.
+    /// Most frames (animation frames, TIFF pages).
     public var maxFrames = 300
-    /// How long a source's decode may take, and then each chain's steps and encode. Default 120 s; past it the work
+    /// How long a source's decode may take, and then each chain's steps and encode (default:
+    /// `Settings.maxJobTime`); past it the work
     /// stops at its next check (between steps, every row of a blur, sharpen or resize — not
     /// inside another single ImageMagick call) with `image.too_costly`.
     public var maxJobTime: Duration = Settings.maxJobTime.defaultValue

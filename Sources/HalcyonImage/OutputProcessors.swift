@@ -43,7 +43,7 @@ public struct FormatProcessor: ImageProcessor {
     /// The most bytes the output may have: the quality is lowered (a binary search, down to
     /// `minQuality`) until it fits, else `image.over_max_bytes`. Nil: no limit.
     public var maxBytes: Int?
-    /// The lowest quality either search may use. Default 10, or `quality` when that is lower.
+    /// The lowest quality either search may use (or `quality` when that is lower).
     public var minQuality = 10
     /// PNG's zlib level: 0 (stored) to 9 (smallest, slowest). The pixels are the same at every
     /// level; 6 is zlib's, libpng's and Pillow's default, and on photographs about 2–3 % larger

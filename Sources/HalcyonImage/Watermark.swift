@@ -69,7 +69,7 @@ public struct WatermarkSource: Sendable {
         header.swapsAxes ? ImageSize(width: header.height, height: header.width) : ImageSize(width: header.width, height: header.height)
     }
 
-    /// Most pixels a watermark may have. Default 16 MP.
+    /// Most pixels a watermark may have.
     public static let maxPixels = 16_000_000
 
     /// Reads and checks a fetched watermark's header, within `limits` and `maxPixels`. Blocking.

@@ -5,14 +5,20 @@ import HalcyonRuntime
 /// Attempt n (1-based) waits `base × 2^(n−1)`, capped at `maximum`, then scaled by a random
 /// factor in `[1 − jitter, 1]` so that a burst of failures does not come back in lockstep.
 public struct Backoff: Sendable, Equatable {
-    /// Delay after the first failed attempt. Default 2 s.
+    /// Delay after the first failed attempt. Default: `defaultBase`.
     public var base: Duration
-    /// Upper bound before jitter. Default 10 minutes.
+    /// Upper bound before jitter. Default: `defaultMaximum`.
     public var maximum: Duration
-    /// Fraction of the delay that is randomised, 0…1. Default 0.25.
+    /// Fraction of the delay that is randomised, 0…1. Default: `defaultJitter`.
     public var jitter: Double
 
-    public init(base: Duration = .seconds(2), maximum: Duration = .seconds(600), jitter: Double = 0.25) {
+    /// The defaults, said once (`--retry-base` starts from `defaultBase`, and its help states
+    /// `defaultMaximum`).
+    public static let defaultBase: Duration = .seconds(2)
+    public static let defaultMaximum: Duration = .minutes(10)
+    public static let defaultJitter = 0.25
+
+    public init(base: Duration = defaultBase, maximum: Duration = defaultMaximum, jitter: Double = defaultJitter) {
         self.base = base
         self.maximum = maximum
         self.jitter = min(max(jitter, 0), 1)

@@ -8,7 +8,7 @@ import Logging
 /// jitter (a single worker's retries are not a thundering herd; a fleet's claims are spread by
 /// their own timing).
 public struct DatabaseRetry: Sendable {
-    /// The longest wait between two attempts. Default 10 s.
+    /// The longest wait between two attempts.
     public var maximum: Duration
 
     public init(maximum: Duration = .seconds(10)) {

@@ -13,6 +13,7 @@ public struct Job: Sendable, Identifiable {
     public var priority: Int
     /// This claim's attempt number (1 for the first run).
     public var attempt: Int
+    /// Attempts before the job fails for good. Default: `defaultMaxAttempts`.
     public var maxAttempts: Int
     /// Seconds the job waited between becoming runnable and this claim.
     public var queueWait: Double
@@ -32,7 +33,7 @@ public struct Job: Sendable, Identifiable {
     public init(
         id: Int64, source: String, fallbackSources: [String] = [], processors: String = "",
         cacheKey: String? = nil, options: String = "{}", priority: Int = 0, attempt: Int = 1,
-        maxAttempts: Int = 5, queueWait: Double = 0, queue: String = QueueName.default, presets: [String: Preset] = [:],
+        maxAttempts: Int = defaultMaxAttempts, queueWait: Double = 0, queue: String = QueueName.default, presets: [String: Preset] = [:],
         claimedAt: String? = nil, isolatedKeys: Bool = false, fairKey: String? = nil
     ) {
         self.fairKey = fairKey
@@ -54,6 +55,11 @@ public struct Job: Sendable, Identifiable {
 }
 
 extension Job {
+    /// A job's attempts when its enqueue says nothing: the `max_attempts` column's default (and
+    /// the enqueue functions'), which migrations/0001_jobs.sql states; a queue test reads the
+    /// column's default from a migrated database and compares.
+    public static let defaultMaxAttempts = 5
+
     /// This job as claimed: its id and this attempt.
     public var claim: Claim { Claim(id: id, attempt: attempt, stamp: claimedAt) }
 }

@@ -12,15 +12,20 @@ extension JobQueue {
         /// JSON object text.
         public var options: String = "{}"
         public var priority: Int = 0
-        public var maxAttempts: Int = 5
+        /// Default: `Job.defaultMaxAttempts`.
+        public var maxAttempts: Int = Job.defaultMaxAttempts
         /// ISO-8601 instant, nil = now.
         public var runAt: String?
         public var queue: String = QueueName.default
         /// While a job with this key is queued or running, enqueueing returns that job instead.
+        /// Its bytes: `uniqueKeyBytes`.
         public var uniqueKey: String?
         public var tags: [String] = []
-        /// The share of its queue it is taken from (1 to 200 bytes); nil: the common share.
+        /// The share of its queue it is taken from (`FairKey`); nil: the common share.
         public var fairKey: String?
+
+        /// What a unique key's bytes may be (the table's `jobs_unique_key_length` check says the same).
+        public static let uniqueKeyBytes = 1...1024
 
         public init(source: String) { self.source = source }
     }

@@ -70,7 +70,7 @@ public struct JobQueue: Sendable {
         guard let source = j.source else { return nil }
         return Job(
             id: j.id, source: source, fallbackSources: j.fallbackSources ?? [], processors: j.processors ?? "", cacheKey: j.cacheKey,
-            options: j.options ?? "{}", priority: j.priority ?? 0, attempt: j.attempt ?? 1, maxAttempts: j.maxAttempts ?? 5,
+            options: j.options ?? "{}", priority: j.priority ?? 0, attempt: j.attempt ?? 1, maxAttempts: j.maxAttempts ?? Job.defaultMaxAttempts,
             queueWait: max(0, row.queueWait ?? 0), queue: j.queue ?? QueueName.default, claimedAt: row.claimedAt,
             isolatedKeys: row.isolatedKeys ?? false, fairKey: j.fairKey)
     }

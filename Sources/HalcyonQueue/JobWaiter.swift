@@ -11,7 +11,7 @@ public struct JobWaiter: Sendable, CustomStringConvertible, CustomDebugStringCon
     public let conninfo: String
     public let logger: Logger
     /// A state check even without notifications (none are lost while the listener is up;
-    /// this bounds the wait should one be). Default 30 s.
+    /// this bounds the wait should one be).
     public var recheck: Duration = .seconds(30)
     /// Set: never LISTEN, read the states this often instead — behind a pooler in transaction
     /// mode (PgBouncer), where a LISTEN lands on whichever server connection ran it and its

@@ -51,19 +51,20 @@ public struct S3Configuration: Sendable, CustomStringConvertible {
     public var pathStyle: Bool?
     /// Nil: requests go unsigned (a public bucket).
     public var credentials: S3Credentials?
-    /// Time to establish a connection. Default 5 s.
+    /// Time to establish a connection. Default: `Settings.connectTimeout`.
     public var connectTimeout: Duration = Settings.connectTimeout.defaultValue
-    /// Time for one whole request, body included. Default 120 s.
+    /// Time for one whole request, body included. Default: `Settings.requestTimeout`.
     public var requestTimeout: Duration = Settings.requestTimeout.defaultValue
     /// Tries per request (the first included) for failures that can pass: 5xx, 429, `SlowDown`,
-    /// connection errors and timeouts. Default 4.
+    /// connection errors and timeouts. Default: `Settings.maxAttempts`.
     public var maxAttempts: Int = Settings.maxAttempts.defaultValue
-    /// The first retry waits up to this (full jitter), doubling per retry up to `maxRetryDelay`. Default 100 ms.
+    /// The first retry waits up to this (full jitter), doubling per retry up to `maxRetryDelay`.
+    /// Default: `Settings.retryBaseDelay`.
     public var retryBaseDelay: Duration = Settings.retryBaseDelay.defaultValue
-    /// The longest wait between tries. Default 5 s.
+    /// The longest wait between tries.
     public var maxRetryDelay: Duration = .seconds(5)
     /// Largest XML answer read (a list page, an error): 1,000 keys of up to 1,024 bytes each,
-    /// URL-encoded, fit. Default 8 MiB.
+    /// URL-encoded, fit.
     public var maxXMLBytes: Int = 8 << 20
     /// Whether a PUT signs its body's SHA-256 (`x-amz-content-sha256`: the server checks the bytes
     /// arrived intact) or sends `UNSIGNED-PAYLOAD`. Default true.

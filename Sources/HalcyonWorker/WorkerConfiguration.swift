@@ -17,23 +17,25 @@ public struct WorkerConfiguration: Sendable {
     /// next job's task resumed on the cooperative pool, its work handed to a processing thread)
     /// left the cores idle about a fifth of the time in W1 (README, Benchmark).
     public var concurrency: Int
-    /// Concurrent downloads, separate from processing. Default 8.
+    /// Concurrent downloads, separate from processing. Default: `Settings.fetchConcurrency`.
     public var fetchConcurrency: Int = Settings.fetchConcurrency.defaultValue
-    /// Jobs claimed per round trip while ≥ 90 % of recent jobs were store hits. Default 250;
-    /// at most concurrency + fetchConcurrency turns the larger claims off.
+    /// Jobs claimed per round trip while ≥ 90 % of recent jobs were store hits. Default:
+    /// `Settings.hitClaimBatch`; at most concurrency + fetchConcurrency turns the larger claims off.
     public var hitClaimBatch: Int = Settings.hitClaimBatch.defaultValue
-    /// How long a claim is leased for; renewed every lease/3. Default 30 s.
+    /// How long a claim is leased for; renewed every lease/3. Default: `Settings.lease`.
     public var lease: Duration = Settings.lease.defaultValue
-    /// Between polls when no notification arrives. Default 1 s.
+    /// Between polls when no notification arrives. Default: `Settings.pollInterval`.
     public var pollInterval: Duration = Settings.pollInterval.defaultValue
     /// Poll only, no LISTEN (for PgBouncer transaction pooling). Default false.
     public var pollOnly = false
     /// Exit once nothing is runnable now and nothing is running. Default false.
     public var drain = false
-    /// What in-flight jobs get to finish after SIGTERM before they are released. Default 20 s.
+    /// What in-flight jobs get to finish after SIGTERM before they are released. Default:
+    /// `Settings.grace`.
     public var grace: Duration = Settings.grace.defaultValue
     /// Deadline of every database statement (heartbeats and rescues: at most half the lease,
-    /// at least 2 s). Past it the statement is cancelled and its connection reset. Default 30 s.
+    /// at least 2 s). Past it the statement is cancelled and its connection reset. Default:
+    /// `Settings.statementTimeout`.
     public var statementTimeout: Duration = Settings.statementTimeout.defaultValue
     /// Bytes of sources held in memory — arriving, or downloaded and waiting for (or in) a
     /// processing slot: a download starts only while fewer are held, and one under way is held
@@ -41,21 +43,24 @@ public struct WorkerConfiguration: Sendable {
     /// gives the default.
     public var maxPendingBytes: Int = Settings.maxPendingBytes.defaultValue
 
-    /// The pending-bytes budget when none is given: 256 MiB, or a quarter of the memory
-    /// ceiling (`--max-memory`) when that is less — downloads spend the memory the ceiling guards.
+    /// The pending-bytes budget when none is given: `Settings.maxPendingBytes`' default, or a
+    /// quarter of the memory ceiling (`--max-memory`) when that is less — downloads spend the
+    /// memory the ceiling guards.
     public static func pendingBytes(maxMemory: Int?) -> Int {
         let standard = Settings.maxPendingBytes.defaultValue
         guard let maxMemory, maxMemory > 0 else { return standard }
         return min(standard, max(Settings.maxPendingBytes.range.lowerBound, maxMemory / 4))
     }
     /// glibc's mmap threshold for the process: allocations this large or larger (source bytes,
-    /// ImageMagick pixel caches) are mapped and given back to the system when freed. Default
-    /// 4 MiB; 0 leaves glibc's dynamic threshold, which rises to the largest block freed (up to
-    /// 32 MiB) and keeps such blocks in the heap, where they fragment it: W1's peak RSS was
-    /// 164 MB that way and 133 MB with 4 MiB, at the same speed (`halcyon work` takes 4 KiB–32 MiB).
+    /// ImageMagick pixel caches) are mapped and given back to the system when freed. Default:
+    /// `Settings.mmapThreshold` (which also says what `halcyon work` takes); 0 leaves glibc's
+    /// dynamic threshold, which rises to the largest block freed (up to 32 MiB) and keeps such
+    /// blocks in the heap, where they fragment it: W1's peak RSS was 164 MB that way and 133 MB
+    /// with 4 MiB, at the same speed.
     /// A `GLIBC_TUNABLES` setting of `glibc.malloc.mmap_threshold` wins over this.
     public var mmapThreshold: Int = Settings.mmapThreshold.defaultValue
-    /// Between sweeps for expired leases. Default min(5 s, lease/3).
+    /// Between sweeps for expired leases. Nil (default): `effectiveRescueInterval`'s, a third of
+    /// the lease within bounds.
     public var rescueInterval: Duration?
     /// Backoff of transiently failed jobs (its base is `--retry-base`).
     public var backoff = Backoff(base: Settings.retryBase.defaultValue)
@@ -63,7 +68,8 @@ public struct WorkerConfiguration: Sendable {
     public var limits = ImageLimits()
     /// Where results are kept: a directory or an S3 bucket (`--store`).
     public var store: StoreLocation
-    /// Between store sweeps (one worker at a time sweeps); zero turns them off. Default 10 min.
+    /// Between store sweeps (one worker at a time sweeps); zero turns them off. Default:
+    /// `Settings.sweepInterval`.
     public var sweepInterval: Duration = Settings.sweepInterval.defaultValue
     /// Bytes the store may hold before sweeps trim it to half by least recent access; nil for
     /// no limit (the default).
@@ -79,7 +85,7 @@ public struct WorkerConfiguration: Sendable {
     /// The same for failed and cancelled rows. Nil (default): kept.
     public var retainFailed: Duration?
     /// Hours of usage per queue and fair key (`halcyon.usage`) are deleted this long after they
-    /// ended, by the usage roll-up. Default 400 days.
+    /// ended, by the usage roll-up. Default: `Settings.retainUsage`.
     public var retainUsage: Duration = Settings.retainUsage.defaultValue
     /// Between usage roll-ups (one worker at a time moves the usage events into their hours).
     /// Default 1 min; not an option of `halcyon work`.
@@ -90,7 +96,7 @@ public struct WorkerConfiguration: Sendable {
     /// The supervisor's pipe, when this worker runs as the child of `Supervisor`: the jobs
     /// entering and leaving processing are reported on it. Nil (default): unsupervised.
     public var supervisor: SupervisorChannel?
-    /// Restarts of the supervised process before this one (a metric). Default 0.
+    /// Restarts of the supervised process before this one (a metric); 0 unless supervised.
     public var restarts = 0
 
     public init(store: StoreLocation, workerID: String? = nil, concurrency: Int? = nil) {
@@ -124,16 +130,19 @@ public struct WorkerConfiguration: Sendable {
             "--grace", default: .seconds(20), .zero...(.days(1)), "Time in-flight jobs get to finish after SIGTERM",
             detail: "Then they are released.")
         public static let retryBase = Setting.duration(
-            "--retry-base", default: .seconds(2), .zero...(.days(1)),
-            "Backoff after the first transient failure (doubles per attempt, capped at 10m, with jitter)")
+            "--retry-base", default: Backoff.defaultBase, .zero...(.days(1)),
+            "Backoff after the first transient failure (doubles per attempt, capped at \(TimeSpan.format(Backoff.defaultMaximum)), with jitter)")
         public static let statementTimeout = Setting.duration(
             "--statement-timeout", default: .seconds(30), .seconds(1)...(.hours(1)),
             "Deadline of every database statement (heartbeats and rescues: at most half the lease, at least 2s)",
             detail: "Past it the statement is cancelled and the connection reset.")
         public static let maxPendingBytes = Setting.bytes(
-            "--max-pending-bytes", default: 256 << 20, (1 << 20)...(1 << 40),
+            "--max-pending-bytes", default: standardPendingBytes, (1 << 20)...(1 << 40),
             "Bytes of sources held in memory, arriving or waiting for a processing slot",
-            detail: "Downloads wait (and slow down) while more are held. Default: 256MiB, or a quarter of --max-memory when that is less.")
+            detail: "Downloads wait (and slow down) while more are held. Default: \(ByteSize.formatExact(standardPendingBytes)), "
+                + "or a quarter of --max-memory when that is less.")
+        /// `--max-pending-bytes`' default without `--max-memory` (its help states it).
+        private static let standardPendingBytes = 256 << 20
         public static let mmapThreshold = Setting.bytes(
             "--mmap-threshold", default: 4 << 20, 4096...(32 << 20), off: 0,
             "Allocations this large or larger are mapped and returned to the system when freed (glibc's M_MMAP_THRESHOLD)",
@@ -151,7 +160,13 @@ public struct WorkerConfiguration: Sendable {
             "--retain-usage", default: .days(400), .days(1)...(.days(3650)),
             "Delete hours of usage per queue and fair key (halcyon usage) this long after they ended (with the usage roll-up, every minute, one worker at a time)"
         )
+        /// What `--queue NAME=N` accepts after the `=`.
         public static let queueSlots = 1...256
+
+        /// Why `--queue entry` is refused when its slots are not a number in `queueSlots`.
+        public static func queueSlotsProblem(_ entry: String) -> String {
+            "--queue '\(entry)': the slots after '=' must be a number from \(queueSlots.lowerBound) to \(queueSlots.upperBound)"
+        }
     }
 
     /// Checks every setting and what the settings must agree on (`job.invalid_options`, naming
@@ -185,7 +200,7 @@ public struct WorkerConfiguration: Sendable {
         for queue in queues {
             if let problem = QueueName.problem(queue.name) { throw HalcyonError(.invalidOptions, "--queue '\(queue.name)': \(problem)") }
             if let slots = queue.slots, !Settings.queueSlots.contains(slots) {
-                throw HalcyonError(.invalidOptions, "--queue '\(queue.name)': the slots after '=' must be a number from 1 to 256")
+                throw HalcyonError(.invalidOptions, Settings.queueSlotsProblem(queue.name))
             }
             guard names.insert(queue.name).inserted else { throw HalcyonError(.invalidOptions, "--queue '\(queue.name)' is given twice") }
         }
@@ -252,18 +267,21 @@ public struct WebhookConfiguration: Sendable, CustomStringConvertible, CustomDeb
     /// Bytes of one secret.
     public static let secretBytes = 1...1024
 
-    /// Why `secret` cannot sign, or nil: 1–1024 bytes, and one written `whsec_…` must be
-    /// base64 after the prefix.
+    /// Why `secret` cannot sign, or nil: its bytes must be in `secretBytes`, and one written
+    /// `whsec_…` must be base64 after the prefix.
     public static func secretProblem(_ secret: String) -> String? {
-        guard secretBytes.contains(secret.utf8.count) else { return "a webhook secret must have 1 to 1024 bytes" }
+        guard secretBytes.contains(secret.utf8.count) else {
+            return "a webhook secret must have \(secretBytes.lowerBound) to \(secretBytes.upperBound) bytes"
+        }
         guard WebhookSignature(secrets: [secret]) != nil else {
             return "a webhook secret written whsec_… must be base64 after the prefix (Standard Webhooks' form)"
         }
         return nil
     }
-    /// Time for one delivery attempt, connection included. Default 10 s.
+    /// Time for one delivery attempt, connection included. Default: `Settings.timeout`.
     public var timeout: Duration = Settings.timeout.defaultValue
-    /// Attempts before a delivery is given up (`callback_status = 'failed'`). Default 8.
+    /// Attempts before a delivery is given up (`callback_status = 'failed'`). Default:
+    /// `Settings.maxAttempts`.
     public var maxAttempts = Settings.maxAttempts.defaultValue
 
     /// The webhook settings `halcyon work` and `halcyon deliver` expose.
@@ -272,23 +290,27 @@ public struct WebhookConfiguration: Sendable, CustomStringConvertible, CustomDeb
             "--webhook-timeout", default: .seconds(10), .seconds(1)...(.minutes(10)), "Time for one webhook delivery attempt")
         public static let maxAttempts = Setting.count(
             "--webhook-attempts", default: 8, 1...50, "Delivery attempts before a webhook is given up (callback_status failed)",
-            detail: "Retries back off from 1s, doubling, to 5m (longer when the receiver's Retry-After asks, up to 5m).")
+            detail: "Retries back off from \(TimeSpan.format(defaultRetryBase)), doubling, to \(TimeSpan.format(defaultMaxRetryDelay)) "
+                + "(longer when the receiver's Retry-After asks, up to \(TimeSpan.format(defaultMaxRetryDelay))).")
     }
-    /// Wait before the second attempt; doubles per attempt up to `maxRetryDelay`. Default 1 s.
-    public var retryBase: Duration = .seconds(1)
+    /// Wait before the second attempt; doubles per attempt up to `maxRetryDelay`. Default:
+    /// `defaultRetryBase`.
+    public var retryBase: Duration = Self.defaultRetryBase
     /// Longest wait between attempts, and the most a receiver's `Retry-After` is honoured.
-    /// Default 5 min.
-    public var maxRetryDelay: Duration = .seconds(300)
-    /// Deliveries in flight at once per worker. Default 8.
+    /// Default: `defaultMaxRetryDelay`.
+    public var maxRetryDelay: Duration = Self.defaultMaxRetryDelay
+    /// The retry delays' defaults, which `--webhook-attempts`' help states.
+    public static let defaultRetryBase: Duration = .seconds(1)
+    public static let defaultMaxRetryDelay: Duration = .seconds(300)
+    /// Deliveries in flight at once per worker.
     public var concurrency = 8
-    /// Deliveries in flight at once to one host, per worker. Default 2.
+    /// Deliveries in flight at once to one host, per worker.
     public var perHostConcurrency = 2
     /// Failed attempts in a row to one host (timeouts, connection errors, 5xx, 408, 429) after
     /// which a worker stops sending it deliveries for `breakerCooldown` (its circuit opens).
-    /// Default 5.
     public var breakerThreshold = 5
     /// How long an open circuit stays open before one delivery probes the host; each failed
-    /// probe doubles it, up to `maxRetryDelay`. Default 30 s.
+    /// probe doubles it, up to `maxRetryDelay`.
     public var breakerCooldown: Duration = .seconds(30)
 
     /// Checks the values a command line or a program may set (`job.invalid_options` when not).

@@ -1,8 +1,11 @@
 import ArgumentParser
 import Foundation
 import HalcyonCLI
+import HalcyonDomain
 import HalcyonEmbedded
 import HalcyonQueue
+import HalcyonRuntime
+import HalcyonWorker
 
 struct Retry: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -81,7 +84,7 @@ struct FilterOptions: ParsableArguments {
         for s in state where !allowed.map(\.rawValue).contains(s) {
             throw ValidationError("--state must be \(allowed.map(\.rawValue).joined(separator: " or ")) here")
         }
-        try since?.check("--since", 0...36_500 * 86_400)
+        try since?.check("--since", Prune.ages)
     }
 
     func filter(allowed: [JobState]) -> JobQueue.JobFilter {
@@ -121,14 +124,18 @@ struct Prune: AsyncParsableCommand {
             sweeper expires them. Rows whose webhook is still to be delivered stay. Workers can do \
             this on their own: halcyon work --retain-succeeded 7d --retain-failed 30d.
             """)
+    /// The ages --older-than (and the filters' --since) take: a row's age, up to the rows
+    /// retention's bound (`--retain-succeeded`).
+    static let ages = Duration.zero...WorkerConfiguration.Settings.retainSucceeded.range.upperBound
+
     @OptionGroup var database: DatabaseOptions
-    @Option(help: "Age of finished_at beyond which rows go, e.g. 7d (at most 100 years).")
+    @Option(help: ArgumentHelp("Age of finished_at beyond which rows go, e.g. 7d (at most \(TimeSpan.format(ages.upperBound)))."))
     var olderThan: TimeSpanArgument
     @Option(help: "States to prune (repeatable): succeeded, failed, cancelled. Default: all three.")
     var state: [String] = []
 
     func validate() throws {
-        try olderThan.check("--older-than", 0...36_500 * 86_400)
+        try olderThan.check("--older-than", Self.ages)
         for s in state where JobState(rawValue: s)?.isFinished != true {
             throw ValidationError("--state must be succeeded, failed or cancelled")
         }

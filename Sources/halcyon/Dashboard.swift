@@ -33,7 +33,7 @@ struct Dashboard: AsyncParsableCommand {
     @OptionGroup var logging: LoggingOptions
 
     @Option(help: "IPv4 address to listen on; other than loopback requires --auth-token.")
-    var address = "127.0.0.1"
+    var address = DashboardConfiguration.defaultAddress
     @Option(help: ArgumentHelp(Settings.port.help))
     var port = Settings.port.defaultValue
     @Option(

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import HalcyonCLI
+import HalcyonDomain
 import HalcyonFetch
 import HalcyonQueue
 import HalcyonRuntime
@@ -35,17 +36,30 @@ struct Deliver: AsyncParsableCommand {
 
     @Flag(help: "Exit when no delivery is due now or due for a retry within --grace.")
     var drain = false
-    @Option(help: "With --drain: how far ahead a retry still waits to be delivered, 0s–1d.")
-    var grace = TimeSpanArgument(.seconds(20))
-    @Option(help: "How often to look for due deliveries, 10ms–1h.")
-    var pollInterval = TimeSpanArgument(.seconds(1))
-    @Option(help: "Deadline of every database statement, 1s–1h.")
-    var statementTimeout = TimeSpanArgument(.seconds(30))
+    @Option(help: ArgumentHelp(Options.grace.help))
+    var grace = TimeSpanArgument(Options.grace.defaultValue)
+    @Option(help: ArgumentHelp(Options.pollInterval.help))
+    var pollInterval = TimeSpanArgument(Options.pollInterval.defaultValue)
+    @Option(help: ArgumentHelp(Options.statementTimeout.help))
+    var statementTimeout = TimeSpanArgument(Options.statementTimeout.defaultValue)
+
+    /// Its options: the worker's defaults and ranges (a worker delivers with its own settings),
+    /// in words of their own.
+    private enum Options {
+        typealias Worker = WorkerConfiguration.Settings
+        static let grace = Setting.duration(
+            "--grace", default: Worker.grace.defaultValue, Worker.grace.range, "With --drain: how far ahead a retry still waits to be delivered")
+        static let pollInterval = Setting.duration(
+            "--poll-interval", default: Worker.pollInterval.defaultValue, Worker.pollInterval.range, "How often to look for due deliveries")
+        static let statementTimeout = Setting.duration(
+            "--statement-timeout", default: Worker.statementTimeout.defaultValue, Worker.statementTimeout.range,
+            "Deadline of every database statement")
+    }
 
     func validate() throws {
-        try grace.check("--grace", 0...86_400)
-        try pollInterval.check("--poll-interval", 0.01...3600)
-        try statementTimeout.check("--statement-timeout", 1...3600)
+        try grace.check(Options.grace)
+        try pollInterval.check(Options.pollInterval)
+        try statementTimeout.check(Options.statementTimeout)
     }
 
     func run() async throws {

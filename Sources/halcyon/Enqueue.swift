@@ -43,18 +43,25 @@ struct Enqueue: AsyncParsableCommand {
     @Option(help: "Higher runs first.")
     var priority: Int = 0
     @Option(help: "Attempts before the job fails for good.")
-    var maxAttempts: Int = 5
+    var maxAttempts: Int = Job.defaultMaxAttempts
     @Option(help: "Do not run before this ISO-8601 instant.")
     var runAt: String?
     @Option(name: .customLong("option"), help: "An options entry key=value; the value is read as JSON when it parses, else as a string (repeatable).")
     var optionPairs: [String] = []
     @Option(help: "The named queue (default: default).")
     var queue: String = QueueName.default
-    @Option(help: "While a job with this key is queued or running, return its id instead of enqueueing (at most 1024 bytes).")
+    @Option(
+        help: ArgumentHelp(
+            "While a job with this key is queued or running, return its id instead of enqueueing (at most \(JobQueue.NewJob.uniqueKeyBytes.upperBound) bytes)."
+        ))
     var uniqueKey: String?
-    @Option(name: .customLong("tag"), help: "A tag to find the job by (repeatable; at most 32, each 1–128 bytes).")
+    @Option(
+        name: .customLong("tag"),
+        help: ArgumentHelp("A tag to find the job by (repeatable; at most \(JobTags.maxCount), each 1–\(JobTags.maxBytes) bytes)."))
     var tags: [String] = []
-    @Option(help: "The share of its queue the job is taken from, e.g. a tenant (1–200 bytes; default: the queue's common share).")
+    @Option(
+        help: ArgumentHelp(
+            "The share of its queue the job is taken from, e.g. a tenant (1–\(FairKey.maxBytes) bytes; default: the queue's common share)."))
     var fairKey: String?
     @Option(help: "Enqueue every line of this JSON-lines file ('-' for standard input).")
     var file: String?
@@ -143,8 +150,9 @@ struct Enqueue: AsyncParsableCommand {
             guard (-32768...32767).contains(job.priority) else { throw HalcyonError(.invalidOptions, "priority must fit in a smallint") }
             if let r = job.runAt, ISO8601.parse(r) == nil { throw HalcyonError(.invalidOptions, "run_at must be an ISO-8601 instant") }
             if let problem = QueueName.problem(job.queue) { throw HalcyonError(.invalidOptions, problem) }
-            if let key = job.uniqueKey, !(1...1024).contains(key.utf8.count) {
-                throw HalcyonError(.invalidOptions, "unique_key must have 1 to 1024 bytes")
+            let keyBytes = JobQueue.NewJob.uniqueKeyBytes
+            if let key = job.uniqueKey, !keyBytes.contains(key.utf8.count) {
+                throw HalcyonError(.invalidOptions, "unique_key must have \(keyBytes.lowerBound) to \(keyBytes.upperBound) bytes")
             }
             if let problem = JobTags.problem(job.tags) { throw HalcyonError(.invalidOptions, problem) }
             if let key = job.fairKey, let problem = FairKey.problem(key) { throw HalcyonError(.invalidOptions, problem) }

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import HalcyonCLI
+import HalcyonDomain
 import HalcyonQueue
 import HalcyonRuntime
 
@@ -15,11 +16,14 @@ struct Status: AsyncParsableCommand {
     var watch = false
     @Option(help: "Also count the jobs with this tag, by state.")
     var tag: String?
-    @Option(help: "Refresh interval for --watch, 200ms–1h.")
-    var interval = TimeSpanArgument(.seconds(2))
+    @Option(help: ArgumentHelp(Self.intervalSetting.help))
+    var interval = TimeSpanArgument(Self.intervalSetting.defaultValue)
+
+    private static let intervalSetting = Setting.duration(
+        "--interval", default: .seconds(2), .milliseconds(200)...(.hours(1)), "Refresh interval for --watch")
 
     func validate() throws {
-        try interval.check("--interval", 0.2...3600)
+        try interval.check(Self.intervalSetting)
     }
 
     func run() async throws {

@@ -1,8 +1,10 @@
 import ArgumentParser
 import Foundation
 import HalcyonCLI
+import HalcyonDomain
 import HalcyonQueue
 import HalcyonRuntime
+import HalcyonWorker
 
 struct UsageCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -21,7 +23,10 @@ struct UsageCommand: AsyncParsableCommand {
     }
 
     @OptionGroup var database: DatabaseOptions
-    @Option(help: "From this long ago (1m–3650d, e.g. 24h, 7d) or this instant (ISO 8601, e.g. 2026-11-01T00:00:00Z).")
+    @Option(
+        help: ArgumentHelp(
+            "From this long ago (\(TimeSpan.format(shortest))–\(TimeSpan.format(longest)), e.g. 24h, 7d) or this instant (ISO 8601, e.g. 2026-11-01T00:00:00Z)."
+        ))
     var since = "24h"
     @Option(help: "One row per queue, or per queue and fair key (queue | fair-key).")
     var by = Grouping.queue
@@ -32,20 +37,26 @@ struct UsageCommand: AsyncParsableCommand {
     @Flag(help: "Print JSON instead of a table.")
     var json = false
 
-    /// The longest period `--since` reaches back (the usage retention's bound).
-    static let longest: Duration = .days(3650)
+    /// The longest period `--since` reaches back: the usage retention's bound (`--retain-usage`).
+    static let longest = WorkerConfiguration.Settings.retainUsage.range.upperBound
+    /// The shortest period `--since` takes.
+    static let shortest: Duration = .seconds(60)
 
     /// The instant `--since` names, or why it names none.
     static func sinceInstant(_ text: String, now: Date = Date()) throws -> Date {
         if let instant = ISO8601.parse(text) {
             guard instant <= now else { throw ValidationError("--since \(text) is in the future") }
-            guard now.timeIntervalSince(instant) <= longest.seconds else { throw ValidationError("--since \(text) is more than 3650 days ago") }
+            guard now.timeIntervalSince(instant) <= longest.seconds else {
+                throw ValidationError("--since \(text) is more than \(TimeSpan.format(longest)) ago")
+            }
             return instant
         }
         guard let seconds = TimeSpan.parse(text) else {
             throw ValidationError("--since must be a duration (e.g. 24h, 7d) or an ISO 8601 instant (e.g. 2026-11-01T00:00:00Z); got '\(text)'")
         }
-        guard seconds >= 60, seconds <= longest.seconds else { throw ValidationError("--since must be from 1m to 3650d; got \(text)") }
+        guard seconds >= shortest.seconds, seconds <= longest.seconds else {
+            throw ValidationError("--since must be from \(TimeSpan.format(shortest)) to \(TimeSpan.format(longest)); got \(text)")
+        }
         return now.addingTimeInterval(-seconds)
     }
 

@@ -1,8 +1,10 @@
 import ArgumentParser
 import Foundation
 import HalcyonCLI
+import HalcyonDomain
 import HalcyonQueue
 import HalcyonRuntime
+import HalcyonWorker
 import Logging
 
 struct Wait: AsyncParsableCommand {
@@ -39,8 +41,8 @@ struct Wait: AsyncParsableCommand {
 struct WaitOptions: ParsableArguments {
     static let maxJobs = 100_000
 
-    @Option(help: "Most time to wait, 0s–30d (0: check once).")
-    var timeout = TimeSpanArgument(.seconds(30))
+    @Option(help: ArgumentHelp(Options.timeout.help))
+    var timeout = TimeSpanArgument(Options.timeout.defaultValue)
     @Flag(help: "Print the outcome as JSON.")
     var json = false
     @Flag(
@@ -48,12 +50,20 @@ struct WaitOptions: ParsableArguments {
             "Never LISTEN; read the jobs' states every --poll-interval instead (behind PgBouncer's transaction pooling; also HALCYON_POLL_ONLY=1)."
     )
     var pollOnly = false
-    @Option(help: "With --poll-only: how often the states are read, 10ms–1h.")
-    var pollInterval = TimeSpanArgument(.seconds(1))
+    @Option(help: ArgumentHelp(Options.pollInterval.help))
+    var pollInterval = TimeSpanArgument(Options.pollInterval.defaultValue)
+
+    private enum Options {
+        static let timeout = Setting.duration("--timeout", default: .seconds(30), .zero...(.days(30)), "Most time to wait", detail: "0s: check once.")
+        /// A worker's poll interval, default and range.
+        static let pollInterval = Setting.duration(
+            "--poll-interval", default: WorkerConfiguration.Settings.pollInterval.defaultValue, WorkerConfiguration.Settings.pollInterval.range,
+            "With --poll-only: how often the states are read")
+    }
 
     func validate() throws {
-        try timeout.check("--timeout", 0...30 * 86_400)
-        try pollInterval.check("--poll-interval", 0.01...3600)
+        try timeout.check(Options.timeout)
+        try pollInterval.check(Options.pollInterval)
     }
 
     /// Waits, prints the outcome and returns the exit code: 0 all succeeded, 1 some failed, was

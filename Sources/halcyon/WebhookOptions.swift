@@ -11,8 +11,9 @@ import HalcyonWorker
 struct WebhookOptions: ParsableArguments, CustomStringConvertible, CustomDebugStringConvertible {
     @Option(
         name: .customLong("webhook-secret"),
-        help:
-            "Key of the webhooks' signatures (Standard Webhooks' webhook-signature; the first also signs X-Halcyon-Signature); a whsec_<base64> secret signs with the bytes it encodes. Repeatable, up to 4: each signs, so receivers holding the old or the new key verify during a rotation. Also HALCYON_WEBHOOK_SECRET (space-separated). Without one, webhooks are not signed."
+        help: ArgumentHelp(
+            "Key of the webhooks' signatures (Standard Webhooks' webhook-signature; the first also signs X-Halcyon-Signature); a whsec_<base64> secret signs with the bytes it encodes. Repeatable, up to \(WebhookConfiguration.maxSecrets): each signs, so receivers holding the old or the new key verify during a rotation. Also HALCYON_WEBHOOK_SECRET (space-separated). Without one, webhooks are not signed."
+        )
     )
     var secrets: [String] = []
     @Option(help: ArgumentHelp(WebhookConfiguration.Settings.timeout.help))

@@ -98,7 +98,7 @@ struct Work: AsyncParsableCommand {
     @Option(help: "Serve Prometheus metrics on this port at /metrics (and /healthz). Default: off.")
     var metricsPort: Int?
     @Option(help: "Address the metrics port listens on (IPv4).")
-    var metricsAddress: String = "127.0.0.1"
+    var metricsAddress: String = MetricsExporter.defaultAddress
     @Option(help: "Also write the metrics to this file every 15 s (atomically), for node_exporter's textfile collector (name it *.prom).")
     var metricsFile: String?
     @Flag(inversion: .prefixedNo, help: "With --drain: a progress line (live on a terminal, every 10 s otherwise).")
@@ -123,7 +123,8 @@ struct Work: AsyncParsableCommand {
 
     /// The configuration's own checks (every range, what settings must agree on), as usage errors.
     func validate() throws {
-        if let p = metricsPort, !(0...65535).contains(p) { throw ValidationError("--metrics-port must be 0…65535") }
+        let ports = MetricsExporter.ports
+        if let p = metricsPort, !ports.contains(p) { throw ValidationError("--metrics-port must be \(ports.lowerBound)…\(ports.upperBound)") }
         let configuration = try workerConfiguration()
         do {
             try configuration.validate()
@@ -140,9 +141,7 @@ struct Work: AsyncParsableCommand {
         try queues.map { entry in
             let parts = entry.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false).map(String.init)
             guard parts.count == 2 else { return QueueSlots(name: parts[0]) }
-            guard let n = Int(parts[1]) else {
-                throw ValidationError("--queue '\(entry)': the slots after '=' must be a number from 1 to 256")
-            }
+            guard let n = Int(parts[1]) else { throw ValidationError(Settings.queueSlotsProblem(entry)) }
             return QueueSlots(name: parts[0], slots: n)
         }
     }

@@ -43,10 +43,28 @@ struct SchemaTests {
         #expect(row.value(0, "state") == "queued")
         #expect(row.value(0, "processors") == "resize(10x10)")
         #expect(row.value(0, "priority") == "3")
-        #expect(row.value(0, "max_attempts") == "5")
+        #expect(row.value(0, "max_attempts") == "\(Job.defaultMaxAttempts)")
         #expect(row.value(0, "fallback_sources") == "{}")
         #expect(row.value(0, "attempt") == "0")
         #expect(row.value(0, "options") == #"{"expiration": "1d"}"#)
+    }
+
+    /// `Job.defaultMaxAttempts` (the Swift side's default) is the table's and the enqueue
+    /// functions': the migrations say it in SQL, and a change to one without the other fails here.
+    @Test func theSwiftMaxAttemptsDefaultIsTheSchemas() async throws {
+        let db = try await TestDatabase.create()
+        let column = try await db.query(
+            """
+            SELECT column_default FROM information_schema.columns
+            WHERE table_schema = 'halcyon' AND table_name = 'jobs' AND column_name = 'max_attempts'
+            """)
+        #expect(column.value(0, "column_default") == "\(Job.defaultMaxAttempts)")
+        let parameters = try await db.query(
+            """
+            SELECT DISTINCT parameter_default FROM information_schema.parameters
+            WHERE specific_schema = 'halcyon' AND parameter_name = 'max_attempts'
+            """)
+        #expect(parameters.rows.map { $0[0] } == ["\(Job.defaultMaxAttempts)"])
     }
 
     @Test func viewsAnswer() async throws {

@@ -1,5 +1,7 @@
 import Foundation
 import HalcyonDomain
+import HalcyonImage
+import HalcyonQueue
 import Testing
 
 @testable import HalcyonWorker
@@ -28,6 +30,40 @@ import Testing
         #expect(throws: Never.self) { try webhooks.validate() }
         webhooks.secrets.append("e")
         #expect(throws: HalcyonError.self) { try webhooks.validate() }
+    }
+
+    /// Help and messages are made from the values in force (each written once): a changed
+    /// default, cap or range changes what `--help` and the errors say.
+    @Test func helpAndMessagesStateTheValuesInForce() {
+        let webhooks = WebhookConfiguration(), attempts = WebhookConfiguration.Settings.maxAttempts
+        let durations = WorkerConfiguration.Settings.retryBase.format
+        #expect(
+            attempts.help.contains("back off from \(durations(webhooks.retryBase)), doubling, to \(durations(webhooks.maxRetryDelay))"),
+            "\(attempts.help)")
+        var worker = WorkerConfiguration(storeRoot: URL(fileURLWithPath: "/nonexistent"))
+        #expect(WorkerConfiguration.Settings.retryBase.defaultValue == worker.backoff.base)
+        #expect(WorkerConfiguration.Settings.retryBase.help.contains("capped at \(durations(worker.backoff.maximum))"))
+        let slots = WorkerConfiguration.Settings.queueSlots
+        worker.queues = [QueueSlots(name: "backfill", slots: slots.upperBound + 1)]
+        #expect(message { try worker.validate() }?.contains("from \(slots.lowerBound) to \(slots.upperBound)") == true)
+        let bytes = WebhookConfiguration.secretBytes
+        let tooLong = WebhookConfiguration.secretProblem(String(repeating: "k", count: bytes.upperBound + 1))
+        #expect(tooLong?.contains("\(bytes.lowerBound) to \(bytes.upperBound) bytes") == true, "\(tooLong ?? "")")
+        var supervisor = SupervisorConfiguration(workerID: "w", arguments: [])
+        #expect(supervisor.maxJobTime == ImageLimits().maxJobTime && supervisor.grace == WorkerConfiguration.Settings.grace.defaultValue)
+        let poison = SupervisorConfiguration.poisonAfterRange
+        supervisor.poisonAfter = poison.upperBound + 1
+        #expect(message { try supervisor.validate() }?.contains("\(poison.lowerBound)–\(poison.upperBound)") == true)
+    }
+
+    /// The message `body` throws, nil when it does not.
+    private func message(_ body: () throws -> Void) -> String? {
+        do {
+            try body()
+            return nil
+        } catch {
+            return (error as? HalcyonError)?.message ?? "\(error)"
+        }
     }
 
     /// The signature header carries one `v1,` signature per secret, the first secret's first.

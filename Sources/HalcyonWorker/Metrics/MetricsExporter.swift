@@ -20,6 +20,10 @@ public struct MetricsExporter: Service, CustomStringConvertible {
     private let file: String?
     private let registry: PrometheusCollectorRegistry
     private let logger: Logger
+    /// The ports and the default address of the endpoint (`--metrics-port`, `--metrics-address`):
+    /// any HTTP server's.
+    public static let ports = HTTPServerSettings.ports
+    public static let defaultAddress = HTTPServerSettings.defaultAddress
     /// Between two writes of the file.
     public static let fileInterval: Duration = .seconds(15)
 
@@ -28,7 +32,7 @@ public struct MetricsExporter: Service, CustomStringConvertible {
     /// service runs (`listening()` waits for it). `/healthz` answers 200 `ok`, or 503 with what
     /// `unhealthy` says while it says something (`Worker.unhealthy`).
     public init(
-        registry: PrometheusCollectorRegistry, port: Int?, address: String = "127.0.0.1", file: String?, logger: Logger,
+        registry: PrometheusCollectorRegistry, port: Int?, address: String = defaultAddress, file: String?, logger: Logger,
         unhealthy: @escaping @Sendable () -> String? = { nil }
     ) throws {
         self.registry = registry

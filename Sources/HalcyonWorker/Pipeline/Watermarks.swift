@@ -11,9 +11,9 @@ import Synchronization
 /// and kept (encoded) for `ttl` within `maxBytes` (least recently used out first). A failed load
 /// is not kept. Each job decodes the marks it draws itself, at the size it draws them.
 final class Watermarks: Sendable {
-    /// Encoded watermarks kept, all together. Default 64 MB.
+    /// Encoded watermarks kept, all together.
     static let maxBytes = 64 << 20
-    /// How long a decoded watermark is reused before it is fetched again. Default 10 minutes.
+    /// How long a decoded watermark is reused before it is fetched again.
     static let ttl: Duration = .seconds(600)
 
     private struct Entry {

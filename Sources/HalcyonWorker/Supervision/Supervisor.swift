@@ -1,5 +1,6 @@
 import Foundation
 import HalcyonDomain
+import HalcyonImage
 import HalcyonQueue
 import HalcyonRuntime
 import Logging
@@ -22,25 +23,29 @@ public struct SupervisorConfiguration: Sendable {
     /// The child's own processing deadline (`ImageLimits.maxJobTime`), for the decode and for
     /// each job of a group; a group still in processing `stuckGrace` after all of them is stuck
     /// in one call, and the child is ended.
-    public var maxJobTime: Duration = .seconds(120)
+    public var maxJobTime: Duration = ImageLimits.Settings.maxJobTime.defaultValue
     /// Default: the deadline itself, at most 30 s.
     public var stuckGrace: Duration?
-    /// A job in processing during this many deaths of the child fails for good. Default 2.
+    /// A job in processing during this many deaths of the child fails for good, one of
+    /// `poisonAfterRange`.
     public var poisonAfter = 2
+    /// What `poisonAfter` may be.
+    public static let poisonAfterRange = 1...10
     /// The wait before the first restart; doubled after each crash that follows a short life,
-    /// up to `maxRestartDelay`. Defaults 0.5 s and 30 s.
+    /// up to `maxRestartDelay`.
     public var restartDelay: Duration = .milliseconds(500)
     public var maxRestartDelay: Duration = .seconds(30)
-    /// A child that ran this long before it died restarts after `restartDelay` again. 60 s.
+    /// A child that ran this long before it died restarts after `restartDelay` again.
     public var stableAfter: Duration = .seconds(60)
-    /// How often the child's memory and stuck jobs are looked at. Default 50 ms.
+    /// How often the child's memory and stuck jobs are looked at.
     public var watchInterval: Duration = .milliseconds(50)
-    /// Deadline of the statements the supervisor runs after a crash. Default 30 s.
-    public var statementTimeout: Duration = .seconds(30)
+    /// Deadline of the statements the supervisor runs after a crash (the worker's
+    /// `--statement-timeout`). Default: `WorkerConfiguration.Settings.statementTimeout`.
+    public var statementTimeout: Duration = WorkerConfiguration.Settings.statementTimeout.defaultValue
     /// The child's `--grace`: a child still running this long after a stop request, plus its own
     /// margin (`Worker.stopMargin`) and `stopBackstop`, is ended — it should have exited itself.
-    public var grace: Duration = .seconds(20)
-    /// How long past the child's own exit deadline the supervisor waits before ending it. 10 s.
+    public var grace: Duration = WorkerConfiguration.Settings.grace.defaultValue
+    /// How long past the child's own exit deadline the supervisor waits before ending it.
     public var stopBackstop: Duration = .seconds(10)
 
     public init(workerID: String, arguments: [String]) {
@@ -57,7 +62,10 @@ public struct SupervisorConfiguration: Sendable {
     /// Checks the values a command line or a program may set.
     public func validate() throws(HalcyonError) {
         try Self.maxMemorySetting.check(maxMemory)
-        guard (1...10).contains(poisonAfter) else { throw HalcyonError(.invalidOptions, "poisonAfter must be 1–10") }
+        let poison = Self.poisonAfterRange
+        guard poison.contains(poisonAfter) else {
+            throw HalcyonError(.invalidOptions, "poisonAfter must be \(poison.lowerBound)–\(poison.upperBound)")
+        }
         guard restartDelay >= .zero, maxRestartDelay >= restartDelay else {
             throw HalcyonError(.invalidOptions, "the restart delays must be ≥ 0 and the maximum at least the first")
         }

@@ -42,7 +42,9 @@ public struct WebhookDeliverer: Service, CustomStringConvertible {
 
         public init(
             webhooks: WebhookConfiguration, fetch: FetchConfiguration = FetchConfiguration(), drain: Bool = false,
-            grace: Duration = .seconds(20), pollInterval: Duration = .seconds(1), statementTimeout: Duration = .seconds(30)
+            grace: Duration = WorkerConfiguration.Settings.grace.defaultValue,
+            pollInterval: Duration = WorkerConfiguration.Settings.pollInterval.defaultValue,
+            statementTimeout: Duration = WorkerConfiguration.Settings.statementTimeout.defaultValue
         ) {
             self.webhooks = webhooks
             self.fetch = fetch
