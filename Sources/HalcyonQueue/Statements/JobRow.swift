@@ -96,6 +96,19 @@ public struct JobRow: Sendable, Equatable {
             self.name = name
             self.field = field
         }
+
+        /// What its text is read as (the tests check it against the column's type).
+        var kind: QueryParameters.Kind {
+            switch field {
+            case .id, .integer, .quality, .bigint: .integer
+            case .text, .state: .text
+            case .json: .json
+            case .instant: .timestamp
+            case .score: .float
+            case .boolean: .boolean
+            case .textArray: .textArray
+            }
+        }
     }
 
     /// Every column of `halcyon.jobs`, in the table's order (`showJob` selects `*`). A new column
@@ -129,7 +142,7 @@ public struct JobRow: Sendable, Equatable {
         self.init(id: id)
         for (index, name) in row.columnNames.enumerated() {
             guard let column = Self.columnsByName[name] else { continue }
-            set(column, row.text(at: index))
+            set(column, row.value(at: index, as: column.kind))
         }
     }
 

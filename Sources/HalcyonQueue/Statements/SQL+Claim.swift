@@ -102,6 +102,7 @@ extension SQL {
 
         struct Row: QueryRow {
             static let columns = ["id", "pg_notify"]
+            static let unread: Set = ["pg_notify"]
             var id: Int64
 
             init?(_ row: RowReader) {
@@ -132,7 +133,7 @@ extension SQL {
         }
 
         struct Row: QueryRow {
-            static let columns = ["state", "run_at"]
+            static let columns = ["state"]
             var state: JobState?
 
             init?(_ row: RowReader) { state = row.text("state").flatMap(JobState.init(rawValue:)) }
@@ -211,7 +212,7 @@ extension SQL {
 
     /// What `rescue` and `rescueOne` return of each row.
     struct RescuedRow: QueryRow {
-        static let columns = ["id", "state", "locked_by"]
+        static let columns = ["id", "state"]
         var id: Int64
         var state: JobState?
 
