@@ -126,6 +126,8 @@ enum BenchSQL {
 
         struct Row: QueryRow {
             static let columns = ["found"]
+            /// A row when the database exists.
+            static let unread = Set(columns)
             init?(_ row: RowReader) {}
         }
     }

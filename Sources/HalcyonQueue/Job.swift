@@ -1,7 +1,9 @@
 import Foundation
 import HalcyonDomain
 
-/// A claimed job, as the worker sees it: the row's inputs, not yet validated.
+/// A claimed job, as the worker sees it: the row's inputs, not yet validated. The claim builds
+/// it from its row (`init(row:)`); a column the worker reads is a field here, its line in
+/// `init(row:)` and its name in `claimedColumns` (which claim.sql selects).
 public struct Job: Sendable, Identifiable {
     public var id: Int64
     public var source: String
@@ -60,6 +62,37 @@ extension Job {
     /// column's default from a migrated database and compares.
     public static let defaultMaxAttempts = 5
 
+    /// The job columns `init(row:)` reads: the claim selects these (claim.sql), then its own
+    /// `queue_wait`, `claimed_at` and `isolated_keys` (`SQL.Claim.Row`). `QueryFileTests` checks
+    /// that each of them reaches the job.
+    static let claimedColumns = [
+        "id", "source", "fallback_sources", "processors", "cache_key", "options", "priority", "attempt", "max_attempts", "queue",
+        "fair_key",
+    ]
+
+    /// The job of a claimed `row`, with what the claim says beside it: how long it waited,
+    /// when it was claimed (`Claim.stamp`) and whether its queue isolates its keys. Nil without
+    /// a source (a row the claim did not select it for). Defaults stand for NULLs the table's
+    /// constraints rule out.
+    public init?(row: JobRow, queueWait: Double? = nil, claimedAt: String? = nil, isolatedKeys: Bool? = nil) {
+        guard let source = row.source else { return nil }
+        self.init(id: row.id, source: source)
+        fallbackSources = row.fallbackSources ?? []
+        processors = row.processors ?? ""
+        cacheKey = row.cacheKey
+        options = row.options ?? "{}"
+        priority = row.priority ?? 0
+        attempt = row.attempt ?? 1
+        maxAttempts = row.maxAttempts ?? Job.defaultMaxAttempts
+        queue = row.queue ?? QueueName.default
+        fairKey = row.fairKey
+        self.queueWait = max(0, queueWait ?? 0)
+        self.claimedAt = claimedAt
+        self.isolatedKeys = isolatedKeys ?? false
+    }
+}
+
+extension Job {
     /// This job as claimed: its id and this attempt.
     public var claim: Claim { Claim(id: id, attempt: attempt, stamp: claimedAt) }
 }

@@ -51,7 +51,7 @@ public struct JobQueue: Sendable {
             let found: (any: Bool, jobs: [Job]) = try await connection.withLocked { c in
                 try c.transactionLocked {
                     guard !(try c.rowsLocked(SQL.LockLimitedQueues(queues: names))).isEmpty else { return (false, []) }
-                    return (true, try c.rowsLocked(limited).compactMap(Self.job))
+                    return (true, try c.rowsLocked(limited).map(\.job))
                 }
             }
             if !found.any { limitedQueues.noneFound() }
@@ -62,17 +62,7 @@ public struct JobQueue: Sendable {
         rest.limit = limit - jobs.count
         // A queue's own limit ($6) counts what the limited claim took from it.
         rest.queues = queues.map { q in (q.name, q.limit.map { n in max(0, n - jobs.count { $0.queue == q.name }) }) }
-        return jobs + (try await connection.rows(rest).compactMap(Self.job))
-    }
-
-    private static func job(_ row: SQL.Claim.Row) -> Job? {
-        let j = row.job
-        guard let source = j.source else { return nil }
-        return Job(
-            id: j.id, source: source, fallbackSources: j.fallbackSources ?? [], processors: j.processors ?? "", cacheKey: j.cacheKey,
-            options: j.options ?? "{}", priority: j.priority ?? 0, attempt: j.attempt ?? 1, maxAttempts: j.maxAttempts ?? Job.defaultMaxAttempts,
-            queueWait: max(0, row.queueWait ?? 0), queue: j.queue ?? QueueName.default, claimedAt: row.claimedAt,
-            isolatedKeys: row.isolatedKeys ?? false, fairKey: j.fairKey)
+        return jobs + (try await connection.rows(rest).map(\.job))
     }
 
     /// Takes keys without queued jobs out of the fair-share rotation (`halcyon.fair_turns`),

@@ -92,6 +92,8 @@ public final class PGConnection: @unchecked Sendable {
     public struct Description: Sendable, Equatable {
         public var parameterTypes: [UInt32]
         public var columns: [String]
+        /// Each result column's type OID (`PQftype`), in the order of `columns`.
+        public var columnTypes: [UInt32]
     }
 
     /// Prepares `sql` as the unnamed statement (`PQprepare`) and describes it
@@ -107,7 +109,8 @@ public final class PGConnection: @unchecked Sendable {
             try self.check(described)
             return Description(
                 parameterTypes: (0..<PQnparams(described)).map { UInt32(PQparamtype(described, $0)) },
-                columns: (0..<PQnfields(described)).map { String(cString: PQfname(described, $0)) })
+                columns: (0..<PQnfields(described)).map { String(cString: PQfname(described, $0)) },
+                columnTypes: (0..<PQnfields(described)).map { UInt32(PQftype(described, $0)) })
         }
     }
 

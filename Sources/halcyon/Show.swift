@@ -76,7 +76,8 @@ struct Show: AsyncParsableCommand {
         }
     }
 
-    /// The row as text (the columns `order` names, then the timings and the errors) or JSON.
+    /// The row as text (the columns `order` names, then any other column of `JobRow.schema`, then
+    /// the timings and the errors) or JSON.
     private func output(_ object: [String: JSONValue]) {
         if json {
             print(JSONValue.object(object).prettyText)
@@ -91,7 +92,8 @@ struct Show: AsyncParsableCommand {
             "placeholders", "last_error",
             "callback_status", "callback_attempts", "callback_at", "callback_error",
         ]
-        for key in order {
+        let rest = JobRow.schema.map(\.name).filter { !order.contains($0) && $0 != "timings" && $0 != "errors" }
+        for key in order + rest {
             guard let v = object[key], v != .null, v != .array([]), !(key == "callback_attempts" && object["callback_status"] == .null) else {
                 continue
             }

@@ -8,8 +8,14 @@ import Testing
 
 /// The query files (`Sources/HalcyonQueue/Queries/*.sql`) against their Swift side: every file
 /// embedded, every named statement declared by one `Query` type, and — on a migrated database —
-/// every statement prepared, its parameter count and types and its result's columns what the
-/// Swift side writes and reads.
+/// every statement prepared, its parameter count and types and its result's column names and
+/// types what the Swift side writes and reads, each column read and reaching what its row type
+/// decodes (`QueryChecks`).
+///
+/// The database checks need only a PostgreSQL (`TestEnvironment.databaseAvailable`): besides
+/// `scripts/test --filter QueryFile`, `HALCYON_TEST_DATABASE_URL='host=… user=… dbname=postgres'
+/// swift test --filter QueryFile` runs them against a server of one's own (each check creates a
+/// database and drops it after).
 @Suite struct QueryFileTests {
     static let directory = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
         .deletingLastPathComponent().appendingPathComponent("Sources/HalcyonQueue/Queries")
@@ -207,19 +213,41 @@ import Testing
         #expect(SQL.CountFiltered(filter: two).text.contains("j.state IN ('cancelled', 'failed')"))
     }
 
-    @Test(.enabled(if: TestEnvironment.available, "needs scripts/test (PostgreSQL)"))
+    @Test(.enabled(if: TestEnvironment.databaseAvailable, "needs a PostgreSQL: HALCYON_TEST_DATABASE_URL, or scripts/test"))
     func everyStatementPreparesWithItsParametersAndColumns() async throws {
         let problems = try await QueryChecks.preparedProblems(Self.samples)
         #expect(problems.isEmpty, "\(problems.joined(separator: "\n"))")
     }
 
     /// `JobRow` defines every column of `halcyon.jobs` once, and `showJob` selects them all.
-    @Test(.enabled(if: TestEnvironment.available, "needs scripts/test (PostgreSQL)"))
+    @Test(.enabled(if: TestEnvironment.databaseAvailable, "needs a PostgreSQL: HALCYON_TEST_DATABASE_URL, or scripts/test"))
     func theJobRowIsTheTable() async throws {
         let db = try await TestDatabase.create()
         let table = try await db.query(
             "SELECT column_name FROM information_schema.columns WHERE table_schema = 'halcyon' AND table_name = 'jobs' ORDER BY ordinal_position")
+        try? await db.drop()
         #expect(Set(table.rows.compactMap { $0[0] }) == Set(JobRow.columns))
         #expect(table.count == JobRow.columns.count)
+    }
+
+    /// Without a database: each column the claim returns is read as its `JobRow.schema` kind and
+    /// reaches the claimed `Job` (`Job.init(row:)`): a column `claimedColumns` lists but the
+    /// mapping drops fails here. (The prepared check does the same against the claim's own
+    /// result types.)
+    @Test func everyClaimedColumnReachesTheJob() {
+        // One PostgreSQL type for each kind a column is read as.
+        let typeOfKind: [QueryParameters.Kind: String] = [
+            .text: "text", .integer: "int8", .float: "float8", .boolean: "bool", .timestamp: "timestamptz", .json: "jsonb",
+            .textArray: "_text",
+        ]
+        var kinds = Dictionary(uniqueKeysWithValues: JobRow.schema.map { ($0.name, $0.kind) })
+        kinds["queue_wait"] = .float
+        kinds["claimed_at"] = .text
+        kinds["isolated_keys"] = .boolean
+        let columns = SQL.Claim.Row.columns
+        #expect(columns.allSatisfy { kinds[$0] != nil }, "a column of the claim's result is neither a JobRow column nor the claim's own")
+        let types = columns.map { QueryChecks.ColumnType(name: kinds[$0].flatMap { typeOfKind[$0] } ?? "text") }
+        let problems = QueryChecks.rowProblems(SQL.Claim.Row.self, columns: columns, types: types, words: JobState.allCases.map(\.rawValue))
+        #expect(problems.isEmpty, "\(problems.joined(separator: "\n"))")
     }
 }

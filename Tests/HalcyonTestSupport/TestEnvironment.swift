@@ -13,6 +13,11 @@ public enum TestEnvironment {
         ["HALCYON_TEST_DATABASE_URL", "HALCYON_TEST_ORIGIN", "HALCYON_BIN"].allSatisfy { env[$0] != nil }
     }
 
+    /// True when a PostgreSQL to create databases on is given (`HALCYON_TEST_DATABASE_URL`, which
+    /// `scripts/test` sets): enough for the suites that need a database and nothing else
+    /// (`QueryFileTests`), which a plain `swift test` then runs too.
+    public static var databaseAvailable: Bool { env["HALCYON_TEST_DATABASE_URL"] != nil }
+
     public static var adminConninfo: String { env["HALCYON_TEST_DATABASE_URL"] ?? "" }
     /// PgBouncer in transaction pooling in front of the same cluster (no dbname: add one).
     public static var pgbouncerConninfo: String? { env["HALCYON_TEST_PGBOUNCER_URL"] }
@@ -36,7 +41,12 @@ public enum TestEnvironment {
 
     public static var originRoot: URL { URL(fileURLWithPath: env["HALCYON_TEST_ORIGIN_ROOT"] ?? "/tmp") }
     public static var binary: String { env["HALCYON_BIN"] ?? "halcyon" }
-    public static var migrationsDirectory: URL { URL(fileURLWithPath: env["HALCYON_MIGRATIONS"] ?? "migrations") }
+    /// `HALCYON_MIGRATIONS`, default the repository's `migrations/`.
+    public static var migrationsDirectory: URL {
+        env["HALCYON_MIGRATIONS"].map { URL(fileURLWithPath: $0) }
+            ?? URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("migrations")
+    }
 
     /// True when `scripts/test` started its S3 server (SeaweedFS) and exported how to reach it.
     public static var s3Available: Bool {
@@ -90,6 +100,14 @@ public struct TestDatabase: Sendable {
 
     public func connect(statementTimeout: Double? = nil) async throws -> PGConnection {
         try await PGConnection.connect(conninfo, label: "test", statementTimeout: statementTimeout)
+    }
+
+    /// Drops the database (its connections ended first), for a test that ran on a server of the
+    /// caller's rather than `scripts/test`'s throwaway cluster.
+    public func drop() async throws {
+        let admin = try await PGConnection.connect(TestEnvironment.adminConninfo)
+        defer { Task { await admin.close() } }
+        try await admin.execute("DROP DATABASE IF EXISTS \(name) WITH (FORCE)")
     }
 
     /// Runs one query on a short-lived connection.

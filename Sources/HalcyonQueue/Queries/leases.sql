@@ -53,7 +53,7 @@ UPDATE halcyon.jobs j
 /*rescueSet*/
 FROM expired
 WHERE j.id = expired.id
-RETURNING j.id, j.state::text, j.locked_by;
+RETURNING j.id, j.state::text;
 
 -- name: expiredLeases :many
 -- The running rows whose lease ended, for a rescue one row at a time. $1 batch size, $2 ids to
@@ -68,4 +68,4 @@ LIMIT $1::int;
 UPDATE halcyon.jobs j
 /*rescueSet*/
 WHERE j.id = $1::bigint AND j.state = 'running' AND j.locked_until < now()
-RETURNING j.id, j.state::text, j.locked_by;
+RETURNING j.id, j.state::text;

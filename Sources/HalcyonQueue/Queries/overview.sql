@@ -45,7 +45,7 @@ GROUP BY 1 ORDER BY 1;
 SELECT coalesce(code, '?') AS code, count(*) AS count,
        (array_agg(message ORDER BY finished_at DESC))[1] AS latest_message,
        max(finished_at) AS last_seen, (array_agg(id ORDER BY finished_at DESC))[1] AS latest_id,
-       sum(count(*)) OVER () AS read_rows
+       (sum(count(*)) OVER ())::bigint AS read_rows
 FROM (SELECT id, errors -> -1 ->> 'code' AS code, coalesce(errors -> -1 ->> 'message', last_error) AS message, finished_at
       FROM halcyon.jobs WHERE state = 'failed' AND finished_at > now() - interval '24 hours'
       ORDER BY finished_at DESC LIMIT $1::int) f

@@ -8,7 +8,7 @@ RETURNING (xmax = 0) AS created;
 
 -- name: listPresets :many
 -- Every preset, by name.
-SELECT name, processors, options::text AS options, created_at, updated_at FROM halcyon.presets ORDER BY name;
+SELECT name, processors, options::text AS options FROM halcyon.presets ORDER BY name;
 
 -- name: deletePreset :one
 -- $1 name. Returns the deleted name.

@@ -60,7 +60,7 @@ SET state = CASE WHEN $5::boolean OR attempt >= max_attempts THEN 'failed' ELSE 
         jsonb_build_object('at', now(), 'attempt', attempt) || $3::jsonb),
     last_error = $4, timings = $7::jsonb
 WHERE id = $1::bigint AND attempt = $8::int AND state = 'running' AND locked_by = $2 AND ($9::text IS NULL OR started_at = ($9::text)::timestamptz)
-RETURNING state::text, run_at;
+RETURNING state::text;
 
 -- name: failRejected :one
 -- Fails a held claim whose outcome the database refused, for good, with that refusal's entry

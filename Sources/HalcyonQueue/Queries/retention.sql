@@ -24,7 +24,7 @@ VALUES ($1, $2::bigint, $3::bigint, $4::bigint, $5::float8);
 
 -- name: latestPrune :one
 -- The latest retention run, for `halcyon status`.
-SELECT at, pruned_by, succeeded, failed, cancelled, seconds, extract(epoch FROM now() - at)::float8 AS age
+SELECT pruned_by, succeeded, failed, cancelled, extract(epoch FROM now() - at)::float8 AS age
 FROM halcyon.row_prunes ORDER BY at DESC LIMIT 1;
 
 -- name: recordSweep :exec
@@ -37,6 +37,6 @@ VALUES ($1, $2, $3::bigint, $4::bigint, $5::bigint, $6::bigint, $7::bigint, $8::
 
 -- name: latestSweep :one
 -- The latest sweep, for `halcyon status` and the dashboard.
-SELECT at, swept_by, store_root, kept_files, kept_bytes, size_limit, freed_bytes,
+SELECT swept_by, store_root, kept_files, kept_bytes, size_limit,
        extract(epoch FROM now() - at)::float8 AS age
 FROM halcyon.store_sweeps ORDER BY at DESC LIMIT 1;

@@ -4,8 +4,9 @@ import HalcyonRuntime
 /// A row of `halcyon.jobs` as the queue's statements return it: the one definition of a job's
 /// columns. `JobRow.schema` names each column, the field it goes to and how its text reads;
 /// every statement that returns job columns (the claim, `showJob`, `jobStates`, `listJobs`, …)
-/// decodes them through it, and `showJob` selects every one of them (a test checks them against
-/// the table). A field is nil when the statement did not select its column, or it was NULL.
+/// decodes them through it, and `showJob` selects every one of them (`*`: the tests check the
+/// schema against the table, names, order and types). A field is nil when the statement did not
+/// select its column, or it was NULL.
 ///
 /// Values are kept as the statements return them where that is what their readers want:
 /// instants as PostgreSQL's text (printed as they are), jsonb columns as JSON text (`::text`).
@@ -95,10 +96,23 @@ public struct JobRow: Sendable, Equatable {
             self.name = name
             self.field = field
         }
+
+        /// What its text is read as (the tests check it against the column's type).
+        var kind: QueryParameters.Kind {
+            switch field {
+            case .id, .integer, .quality, .bigint: .integer
+            case .text, .state: .text
+            case .json: .json
+            case .instant: .timestamp
+            case .score: .float
+            case .boolean: .boolean
+            case .textArray: .textArray
+            }
+        }
     }
 
-    /// Every column of `halcyon.jobs`, in the order `showJob` selects them. A new column is added
-    /// here (and to `showJob`, and to the statements that need it).
+    /// Every column of `halcyon.jobs`, in the table's order (`showJob` selects `*`). A new column
+    /// is added here (and to the statements that need it: the claim's through `Job`).
     public static let schema: [Column] = [
         Column("id", .id), Column("source", .text(\.source)), Column("fallback_sources", .textArray(\.fallbackSources)),
         Column("processors", .text(\.processors)), Column("cache_key", .text(\.cacheKey)), Column("options", .json(\.options)),
@@ -128,7 +142,7 @@ public struct JobRow: Sendable, Equatable {
         self.init(id: id)
         for (index, name) in row.columnNames.enumerated() {
             guard let column = Self.columnsByName[name] else { continue }
-            set(column, row.text(at: index))
+            set(column, row.value(at: index, as: column.kind))
         }
     }
 

@@ -1,5 +1,6 @@
 import Foundation
 import HalcyonRuntime
+import Synchronization
 
 /// A statement of a query file with its parameters: a value of a conforming type is one call of
 /// the statement named `name`, and knows how to write its `$1…$n` (`bind`). Its `Row` decodes
@@ -7,7 +8,8 @@ import HalcyonRuntime
 ///
 /// Parameter and row types are checked against PostgreSQL by the tests (`QueryFileTests`): each
 /// statement is prepared on a migrated database, and its parameter count and types, and its
-/// result's column names, must be what the Swift side writes and reads.
+/// result's column names and types, must be what the Swift side writes and reads; every column
+/// its `Row` declares must be read, and change what it decodes (`RowReader.trial`).
 public protocol Query: Sendable {
     /// What it returns, a row at a time (default: nothing looked at).
     associatedtype Row: QueryRow = NoRow
@@ -68,7 +70,8 @@ public struct QueryParameters: Sendable {
     /// What each value is, for the tests' check of what PostgreSQL infers for it.
     public private(set) var kinds: [Kind] = []
 
-    /// A value's type, as far as the check against PostgreSQL's inferred types goes.
+    /// A value's type, as far as the check against PostgreSQL's types goes: a parameter's as
+    /// written, a result column's as read (`RowReader`).
     public enum Kind: String, Sendable {
         case text, integer, float, boolean, timestamp, json, textArray, integerArray
     }
@@ -118,8 +121,16 @@ public struct QueryParameters: Sendable {
 public protocol QueryRow: Sendable {
     /// The result's column names, in order (the tests check them against the statement's).
     static var columns: [String] { get }
+    /// Those of `columns` it does not read, on purpose: a `pg_notify()` or a lock called for its
+    /// effect, a row returned only to be counted (default: none; the tests check that every
+    /// other column is read).
+    static var unread: Set<String> { get }
     /// Decodes one row; nil leaves it out (a row without what makes it one, e.g. its id).
     init?(_ row: RowReader)
+}
+
+extension QueryRow {
+    public static var unread: Set<String> { [] }
 }
 
 /// The row type of a statement whose rows are not looked at.
@@ -146,10 +157,13 @@ public struct CountRow: QueryRow, Equatable {
 }
 
 /// One row of a result, read by column name: the one place where result text becomes Swift
-/// values (`t`/`f`, numbers, `text[]` literals).
+/// values (`t`/`f`, numbers, `text[]` literals). Each accessor reads its column as one kind of
+/// value (`QueryParameters.Kind`), which the tests check against the column's type (`trial`).
 public struct RowReader {
     let values: [String?]
     let columns: ColumnIndex
+    /// Where the tests note what is read (`trial`); nil otherwise.
+    var reads: ReadLog? = nil
 
     /// A result's column names and where each is.
     final class ColumnIndex: Sendable {
@@ -161,32 +175,61 @@ public struct RowReader {
         }
     }
 
+    /// The columns a trial decode read, and as what.
+    final class ReadLog: Sendable {
+        let kinds = Mutex<[String: Set<QueryParameters.Kind>]>([:])
+        func note(_ column: String, _ kind: QueryParameters.Kind) { kinds.withLock { _ = $0[column, default: []].insert(kind) } }
+    }
+
     /// The result's column names, in order.
     public var columnNames: [String] { columns.names }
 
     /// The text of `column`, nil for NULL. Reading a column the result does not have is a
     /// programming error (the row type and its statement disagree).
-    public func text(_ column: String) -> String? {
+    public func text(_ column: String) -> String? { value(column, as: .text) }
+
+    /// A `timestamptz` as PostgreSQL writes it.
+    public func instant(_ column: String) -> String? { value(column, as: .timestamp) }
+    /// A `json` or `jsonb` value's text.
+    public func json(_ column: String) -> String? { value(column, as: .json) }
+    public func int(_ column: String) -> Int? { value(column, as: .integer).flatMap { Int($0) } }
+    public func int64(_ column: String) -> Int64? { value(column, as: .integer).flatMap { Int64($0) } }
+    public func double(_ column: String) -> Double? { value(column, as: .float).flatMap { Double($0) } }
+    public func bool(_ column: String) -> Bool? { value(column, as: .boolean).map { $0 == "t" } }
+    public func textArray(_ column: String) -> [String]? { value(column, as: .textArray).map(PGRows.parseTextArray) }
+
+    /// The text of `column`, read as a `kind` value.
+    func value(_ column: String, as kind: QueryParameters.Kind) -> String? {
         guard let i = columns.positions[column] else {
             assertionFailure("no column '\(column)' in the result (\(columns.names.joined(separator: ", ")))")
             return nil
         }
-        return values[i]
+        return value(at: i, as: kind)
     }
 
-    /// The text of the column at `index`.
-    func text(at index: Int) -> String? { values[index] }
-
-    public func int(_ column: String) -> Int? { text(column).flatMap { Int($0) } }
-    public func int64(_ column: String) -> Int64? { text(column).flatMap { Int64($0) } }
-    public func double(_ column: String) -> Double? { text(column).flatMap { Double($0) } }
-    public func bool(_ column: String) -> Bool? { text(column).map { $0 == "t" } }
-    public func textArray(_ column: String) -> [String]? { text(column).map(PGRows.parseTextArray) }
+    /// The text of the column at `index`, read as a `kind` value.
+    func value(at index: Int, as kind: QueryParameters.Kind) -> String? {
+        reads?.note(columns.names[index], kind)
+        return values[index]
+    }
 
     /// Each row of `result` as `Row` (rows it leaves out are skipped).
     static func decode<Row: QueryRow>(_ result: PGRows, as: Row.Type) -> [Row] {
         let index = ColumnIndex(result.columns)
         return result.rows.compactMap { Row(RowReader(values: $0, columns: index)) }
+    }
+
+    /// One row of `columns` holding `values`, decoded as `Row`, and what the decoding read of
+    /// which column, as which kind: how the tests check a row type against its statement's
+    /// result (`QueryChecks`).
+    public static func trial<Row: QueryRow>(
+        _ type: Row.Type, columns: [String], values: [String?]
+    ) -> (
+        row: Row?, reads: [String: Set<QueryParameters.Kind>]
+    ) {
+        let log = ReadLog()
+        let row = Row(RowReader(values: values, columns: ColumnIndex(columns), reads: log))
+        return (row, log.kinds.withLock { $0 })
     }
 }
 

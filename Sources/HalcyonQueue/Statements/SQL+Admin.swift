@@ -164,7 +164,7 @@ extension SQL {
             var failure: (code: String, count: Int, latestMessage: String, lastSeen: String)
 
             init?(_ row: RowReader) {
-                failure = (row.text("code") ?? "?", row.int("count") ?? 0, row.text("latest_message") ?? "", row.text("last_seen") ?? "")
+                failure = (row.text("code") ?? "?", row.int("count") ?? 0, row.text("latest_message") ?? "", row.instant("last_seen") ?? "")
             }
         }
     }
@@ -222,7 +222,7 @@ extension SQL {
         static let name = "latestPrune"
 
         struct Row: QueryRow {
-            static let columns = ["at", "pruned_by", "succeeded", "failed", "cancelled", "seconds", "age"]
+            static let columns = ["pruned_by", "succeeded", "failed", "cancelled", "age"]
             var prune: QueueStatus.PruneState
 
             init?(_ row: RowReader) {
@@ -254,7 +254,7 @@ extension SQL {
         static let name = "latestSweep"
 
         struct Row: QueryRow {
-            static let columns = ["at", "swept_by", "store_root", "kept_files", "kept_bytes", "size_limit", "freed_bytes", "age"]
+            static let columns = ["swept_by", "store_root", "kept_files", "kept_bytes", "size_limit", "age"]
             var store: QueueStatus.StoreState
 
             init?(_ row: RowReader) {

@@ -28,22 +28,18 @@ extension SQL {
             p.add(limited)
         }
 
+        /// A claimed job (`Job.init(row:)`): its job columns, then the claim's own.
         struct Row: QueryRow {
-            static let columns = [
-                "id", "source", "fallback_sources", "processors", "cache_key", "options", "priority", "attempt", "max_attempts", "queue",
-                "fair_key", "queue_wait", "claimed_at", "isolated_keys",
-            ]
-            var job: JobRow
-            var queueWait: Double?
-            var claimedAt: String?
-            var isolatedKeys: Bool?
+            static let columns = Job.claimedColumns + ["queue_wait", "claimed_at", "isolated_keys"]
+            var job: Job
 
             init?(_ row: RowReader) {
-                guard let job = JobRow(row) else { return nil }
+                guard
+                    let job = JobRow(row).flatMap({
+                        Job(row: $0, queueWait: row.double("queue_wait"), claimedAt: row.text("claimed_at"), isolatedKeys: row.bool("isolated_keys"))
+                    })
+                else { return nil }
                 self.job = job
-                queueWait = row.double("queue_wait")
-                claimedAt = row.text("claimed_at")
-                isolatedKeys = row.bool("isolated_keys")
             }
         }
     }
@@ -106,6 +102,7 @@ extension SQL {
 
         struct Row: QueryRow {
             static let columns = ["id", "pg_notify"]
+            static let unread: Set = ["pg_notify"]
             var id: Int64
 
             init?(_ row: RowReader) {
@@ -136,7 +133,7 @@ extension SQL {
         }
 
         struct Row: QueryRow {
-            static let columns = ["state", "run_at"]
+            static let columns = ["state"]
             var state: JobState?
 
             init?(_ row: RowReader) { state = row.text("state").flatMap(JobState.init(rawValue:)) }
@@ -215,7 +212,7 @@ extension SQL {
 
     /// What `rescue` and `rescueOne` return of each row.
     struct RescuedRow: QueryRow {
-        static let columns = ["id", "state", "locked_by"]
+        static let columns = ["id", "state"]
         var id: Int64
         var state: JobState?
 

@@ -101,7 +101,7 @@ extension SQL {
             init?(_ row: RowReader) {
                 failure = QueueOverview.Failure(
                     code: row.text("code") ?? "?", count: row.int("count") ?? 0, latestMessage: row.text("latest_message") ?? "",
-                    lastSeen: row.text("last_seen") ?? "", latestJob: row.int64("latest_id"))
+                    lastSeen: row.instant("last_seen") ?? "", latestJob: row.int64("latest_id"))
                 readRows = row.int("read_rows")
             }
         }

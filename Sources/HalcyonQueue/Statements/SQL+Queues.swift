@@ -27,6 +27,8 @@ extension SQL {
 
         struct Row: QueryRow {
             static let columns = ["name", "pg_notify"]
+            /// A row when the queue was resumed.
+            static let unread = Set(columns)
             init?(_ row: RowReader) {}
         }
     }
@@ -174,22 +176,14 @@ extension SQL {
         init?(_ row: RowReader) {
             guard let name = row.text("name"), let processors = row.text("processors") else { return nil }
             var options: [String: JSONValue] = [:]
-            if case .object(let o)? = row.text("options").flatMap(JSONValue.parse) { options = o }
+            if case .object(let o)? = row.json("options").flatMap(JSONValue.parse) { options = o }
             preset = Preset(name: name, processors: processors, options: options)
         }
     }
 
     struct ListPresets: Query {
+        typealias Row = PresetRow
         static let name = "listPresets"
-
-        struct Row: QueryRow {
-            static let columns = ["name", "processors", "options", "created_at", "updated_at"]
-            var preset: Preset
-            init?(_ row: RowReader) {
-                guard let preset = PresetRow(row)?.preset else { return nil }
-                self.preset = preset
-            }
-        }
     }
 
     struct DeletePreset: Query {

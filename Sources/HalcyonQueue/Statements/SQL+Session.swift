@@ -6,6 +6,7 @@ extension SQL {
 
         struct Row: QueryRow {
             static let columns = ["pg_advisory_xact_lock"]
+            static let unread = Set(columns)
             init?(_ row: RowReader) { nil }
         }
     }

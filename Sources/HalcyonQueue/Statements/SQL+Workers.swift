@@ -108,6 +108,8 @@ extension SQL {
 
         struct Row: QueryRow {
             static let columns = ["holder"]
+            /// A row when the lease was taken.
+            static let unread = Set(columns)
             init?(_ row: RowReader) {}
         }
     }
@@ -119,6 +121,8 @@ extension SQL {
 
         struct Row: QueryRow {
             static let columns = ["name"]
+            /// A row when the lease was renewed.
+            static let unread = Set(columns)
             init?(_ row: RowReader) {}
         }
     }
