@@ -219,9 +219,15 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]),
         .testTarget(name: "HalcyonEmbeddedTests", dependencies: ["HalcyonEmbedded", "HalcyonQueue", "HalcyonRuntime", "HalcyonTestSupport"]),
+        // The bench's parts, and `halcyon bench` run end to end.
         .testTarget(
             name: "HalcyonBenchTests",
-            dependencies: ["HalcyonBench", "HalcyonDomain", "HalcyonImage", "HalcyonQueue", "HalcyonSamples", "HalcyonTestSupport"]),
+            dependencies: [
+                "HalcyonBench", "HalcyonDomain", "HalcyonImage", "HalcyonQueue", "HalcyonRuntime", "HalcyonSamples", "HalcyonHosts",
+                "HalcyonTestSupport",
+            ]),
+        .testTarget(
+            name: "HalcyonHostsTests", dependencies: ["HalcyonHosts", "HalcyonEmbedded", "HalcyonRuntime", "HalcyonTestSupport"]),
         .testTarget(
             name: "HalcyonDashboardTests",
             dependencies: [
@@ -229,6 +235,9 @@ let package = Package(
                 "HalcyonSamples", "HalcyonTestSupport",
                 .product(name: "Logging", package: "swift-log"),
             ]),
+        // The `halcyon` binary's commands and options (Sources/halcyon, HalcyonCLI), run as users run them.
+        .testTarget(name: "HalcyonCLITests", dependencies: ["HalcyonQueue", "HalcyonRuntime", "HalcyonTestSupport"]),
+        // The worker's parts, and real `halcyon work` processes claiming, processing and recording jobs.
         .testTarget(
             name: "HalcyonWorkerTests",
             dependencies: [
