@@ -151,11 +151,16 @@ let package = Package(
         // python3 script) that put the root namespace's services on their links: the bench's X
         // and the cross-host test. Not the worker's: `halcyon` does not link it.
         .target(name: "HalcyonHosts", dependencies: ["HalcyonEmbedded", "HalcyonRuntime"], resources: [.embedInCode("tcp_forward.py")]),
+        // The bench's yardsticks, shared with the tests: how far an output is from the best fill one
+        // could make (PSNR against ImageMagick's Lanczos on a full decode: Q, E, and the image
+        // tests), and a job table as hours of work leave it (S, the soak, and the query plans' tests).
+        .target(name: "HalcyonQualityReference", dependencies: ["HalcyonDomain", "HalcyonImage", "CMagickWand"]),
+        .target(name: "HalcyonBacklog", dependencies: ["HalcyonQueue"], resources: [.embedInCode("Queries")]),
         .target(
             name: "HalcyonBench",
             dependencies: [
                 "HalcyonCLI", "HalcyonDomain", "HalcyonRuntime", "HalcyonQueue", "HalcyonImage", "HalcyonStore", "HalcyonS3", "HalcyonEmbedded",
-                "HalcyonSamples", "HalcyonHosts",
+                "HalcyonSamples", "HalcyonHosts", "HalcyonQualityReference", "HalcyonBacklog",
                 "CMagickWand",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
@@ -201,7 +206,9 @@ let package = Package(
         .testTarget(name: "HalcyonDomainTests", dependencies: ["HalcyonDomain", "HalcyonRuntime"]),
         .testTarget(
             name: "HalcyonImageTests",
-            dependencies: ["HalcyonImage", "HalcyonDomain", "HalcyonRuntime", "HalcyonSamples", "HalcyonBench", "HalcyonTestSupport", "CMagickWand"]),
+            dependencies: [
+                "HalcyonImage", "HalcyonDomain", "HalcyonRuntime", "HalcyonSamples", "HalcyonQualityReference", "HalcyonTestSupport", "CMagickWand",
+            ]),
         .testTarget(
             name: "HalcyonStoreTests", dependencies: ["HalcyonStore", "HalcyonDomain", "HalcyonRuntime", "HalcyonS3", "HalcyonTestSupport"]),
         // SigV4 against AWS's published vectors (Tests/Fixtures/sigv4), the client against SeaweedFS.
@@ -215,13 +222,22 @@ let package = Package(
         .testTarget(
             name: "HalcyonQueueTests",
             dependencies: [
-                "HalcyonQueue", "HalcyonDomain", "HalcyonRuntime", "HalcyonTestSupport", "HalcyonBench",
+                "HalcyonQueue", "HalcyonDomain", "HalcyonRuntime", "HalcyonTestSupport", "HalcyonBacklog",
                 .product(name: "Logging", package: "swift-log"),
             ]),
         .testTarget(name: "HalcyonEmbeddedTests", dependencies: ["HalcyonEmbedded", "HalcyonQueue", "HalcyonRuntime", "HalcyonTestSupport"]),
+        // The bench's parts, and `halcyon bench` run end to end.
         .testTarget(
             name: "HalcyonBenchTests",
-            dependencies: ["HalcyonBench", "HalcyonDomain", "HalcyonImage", "HalcyonQueue", "HalcyonSamples", "HalcyonTestSupport"]),
+            dependencies: [
+                "HalcyonBench", "HalcyonDomain", "HalcyonQueue", "HalcyonRuntime", "HalcyonSamples", "HalcyonHosts", "HalcyonTestSupport",
+            ]),
+        .testTarget(
+            name: "HalcyonQualityReferenceTests",
+            dependencies: ["HalcyonQualityReference", "HalcyonDomain", "HalcyonImage", "HalcyonSamples", "HalcyonTestSupport"]),
+        .testTarget(name: "HalcyonBacklogTests", dependencies: ["HalcyonBacklog", "HalcyonQueue", "HalcyonTestSupport"]),
+        .testTarget(
+            name: "HalcyonHostsTests", dependencies: ["HalcyonHosts", "HalcyonEmbedded", "HalcyonRuntime", "HalcyonTestSupport"]),
         .testTarget(
             name: "HalcyonDashboardTests",
             dependencies: [
@@ -229,6 +245,9 @@ let package = Package(
                 "HalcyonSamples", "HalcyonTestSupport",
                 .product(name: "Logging", package: "swift-log"),
             ]),
+        // The `halcyon` binary's commands and options (Sources/halcyon, HalcyonCLI), run as users run them.
+        .testTarget(name: "HalcyonCLITests", dependencies: ["HalcyonQueue", "HalcyonRuntime", "HalcyonTestSupport"]),
+        // The worker's parts, and real `halcyon work` processes claiming, processing and recording jobs.
         .testTarget(
             name: "HalcyonWorkerTests",
             dependencies: [

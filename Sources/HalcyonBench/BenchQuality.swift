@@ -2,6 +2,7 @@ import Foundation
 import HalcyonCLI
 import HalcyonDomain
 import HalcyonImage
+import HalcyonQualityReference
 
 /// The bench's quality guard: for a sample of the corpus (the first two images of each kind),
 /// each tool's W1 output is compared with a reference made by full decode + ImageMagick's

@@ -1,4 +1,5 @@
 import Foundation
+import HalcyonBacklog
 import HalcyonCLI
 import HalcyonDomain
 import HalcyonEmbedded
@@ -69,7 +70,7 @@ extension Bench {
                 // ANALYZE would follow it; then the measured window.
                 let warm = max(200, Int(2000 * min(1, scale)))
                 _ = try await work { n, t in n >= warm || t >= .seconds(60) }
-                try await c.run(BenchSQL.AnalyzeJobs())
+                try await Backlog.analyzeJobs(c)
                 let window = Duration.seconds(max(2, 20 * min(1, scale)))
                 let measured = try await work { _, t in t >= window }
                 throughput = Double(measured.finished) / measured.elapsed.seconds

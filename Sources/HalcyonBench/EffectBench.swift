@@ -2,6 +2,7 @@ internal import CMagickWand
 import Foundation
 import HalcyonDomain
 import HalcyonImage
+import HalcyonQualityReference
 import HalcyonRuntime
 
 /// For `halcyon bench`'s E set: `blur` and `sharpen` as Halcyon runs them against ImageMagick's

@@ -1,7 +1,7 @@
 internal import CMagickWand
 import Foundation
-import HalcyonBench
 import HalcyonDomain
+import HalcyonQualityReference
 import HalcyonSamples
 import HalcyonTestSupport
 import Testing

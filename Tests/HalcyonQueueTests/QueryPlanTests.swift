@@ -1,5 +1,5 @@
 import Foundation
-import HalcyonBench
+import HalcyonBacklog
 import HalcyonDomain
 import HalcyonRuntime
 import HalcyonTestSupport

@@ -1,8 +1,8 @@
 import Foundation
 import HalcyonQueue
 
-/// Checks a module's query files against its `Query` types: the tests of the queue's files and of
-/// the bench's share them.
+/// Checks a module's query files against its `Query` types: the tests of the queue's files, the
+/// bench's and the backlog's share them.
 public enum QueryChecks {
     /// The type OIDs a parameter of each kind may be prepared as (text: text, varchar, name, unknown).
     public static let acceptedTypes: [QueryParameters.Kind: Set<UInt32>] = [
@@ -22,6 +22,22 @@ public enum QueryChecks {
             if Set(type(of: sample).statement.slots) != Set(sample.slots.keys) { problems.append("\(type(of: sample).name): slots without a value") }
         }
         return problems
+    }
+
+    /// What disagrees between a module's embedded query `files` and its Swift side: a file that
+    /// does not parse, a `.sql` file of `Sources/<module>/Queries` that is not embedded (or one
+    /// embedded that is not there), and `declarationProblems`.
+    public static func fileProblems(
+        _ samples: [any Query], library: QueryLibrary, files: [(name: String, bytes: [UInt8])], module: String
+    ) throws -> [String] {
+        // This file is Tests/HalcyonTestSupport/QueryChecks.swift.
+        let directory = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().appendingPathComponent("Sources/\(module)/Queries")
+        var problems: [String] = []
+        if try QueryLibrary.parse(files).count != library.statements.count { problems.append("the library is not its files' statements") }
+        let onDisk = Set(try FileManager.default.contentsOfDirectory(atPath: directory.path).filter { $0.hasSuffix(".sql") })
+        if onDisk != Set(files.map(\.name)) { problems.append("\(directory.path) holds \(onDisk.sorted()), embedded: \(files.map(\.name))") }
+        return problems + declarationProblems(samples, library: library)
     }
 
     /// Prepares each sample's statement on `connection` (`PQprepare`, `PQdescribePrepared`) and

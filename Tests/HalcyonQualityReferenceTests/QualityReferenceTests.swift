@@ -1,7 +1,7 @@
 import Foundation
-import HalcyonBench
 import HalcyonDomain
 import HalcyonImage
+import HalcyonQualityReference
 import HalcyonSamples
 import HalcyonTestSupport
 import Testing

@@ -60,31 +60,36 @@ package struct Backlog: Sendable {
     /// Writes the rows (a million queued take about a minute here) and analyzes the table.
     package func fill(_ c: PGConnection) async throws {
         precondition(!sources.isEmpty, "a backlog needs sources")
-        try await c.run(BenchSQL.AddQueues(queues: Self.queues))
-        try await c.run(BenchSQL.WriteHistory(sources: sources, keyPrefix: keyPrefix, rows: history))
-        try await c.run(BenchSQL.PruneHistory(keyPattern: keyPrefix + "history-%"))
-        try await c.run(BenchSQL.VacuumJobs())
+        try await c.run(BacklogSQL.AddQueues(queues: Self.queues))
+        try await c.run(BacklogSQL.WriteHistory(sources: sources, keyPrefix: keyPrefix, rows: history))
+        try await c.run(BacklogSQL.PruneHistory(keyPattern: keyPrefix + "history-%"))
+        try await c.run(BacklogSQL.VacuumJobs())
         try await enqueue(c, jobs: 0..<queued)
-        let backlog = BenchSQL.BacklogRows(keyPrefix: keyPrefix)
-        try await c.run(BenchSQL.ChurnClaimed(rows: backlog))
-        try await c.run(BenchSQL.ChurnRescued())
-        try await c.run(BenchSQL.ChurnRewritten(rows: backlog))
-        try await c.run(BenchSQL.ChurnHeld(rows: backlog))
-        try await c.run(BenchSQL.ChurnReleased())
-        try await c.run(BenchSQL.AnalyzeJobs())
-        try await c.run(BenchSQL.AnalyzeQueues())
+        let backlog = BacklogSQL.BacklogRows(keyPrefix: keyPrefix)
+        try await c.run(BacklogSQL.ChurnClaimed(rows: backlog))
+        try await c.run(BacklogSQL.ChurnRescued())
+        try await c.run(BacklogSQL.ChurnRewritten(rows: backlog))
+        try await c.run(BacklogSQL.ChurnHeld(rows: backlog))
+        try await c.run(BacklogSQL.ChurnReleased())
+        try await c.run(BacklogSQL.AnalyzeJobs())
+        try await c.run(BacklogSQL.AnalyzeQueues())
     }
 
     /// Enqueues the backlog's jobs numbered `jobs` (the fill writes `0..<queued`; more can be
     /// appended while workers work, as an application keeps enqueueing).
     package func enqueue(_ c: PGConnection, jobs: Range<Int>) async throws {
         guard !jobs.isEmpty else { return }
-        try await c.run(BenchSQL.EnqueueBacklog(backlog: self, jobs: jobs))
+        try await c.run(BacklogSQL.EnqueueBacklog(backlog: self, jobs: jobs))
+    }
+
+    /// `ANALYZE halcyon.jobs`, as autovacuum does after a period of work.
+    package static func analyzeJobs(_ c: PGConnection) async throws {
+        try await c.run(BacklogSQL.AnalyzeJobs())
     }
 
     /// Deletes every row the backlog wrote (and what became of them), then vacuums.
     package func remove(_ c: PGConnection) async throws {
-        try await c.run(BenchSQL.RemoveBacklog(keyPattern: keyPrefix + "%"))
-        try await c.run(BenchSQL.VacuumJobs())
+        try await c.run(BacklogSQL.RemoveBacklog(keyPattern: keyPrefix + "%"))
+        try await c.run(BacklogSQL.VacuumJobs())
     }
 }

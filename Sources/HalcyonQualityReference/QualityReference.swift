@@ -48,7 +48,7 @@ public enum QualityReference {
     }
 
     /// 16-bit RGB samples of the current frame.
-    static func samples(_ image: MagickImage) -> [UInt16] {
+    package static func samples(_ image: MagickImage) -> [UInt16] {
         var out = [UInt16](repeating: 0, count: image.width * image.height * 3)
         out.withUnsafeMutableBytes { _ = MagickExportImagePixels(image.wand, 0, 0, image.width, image.height, "RGB", ShortPixel, $0.baseAddress) }
         return out
