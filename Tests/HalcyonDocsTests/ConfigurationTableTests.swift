@@ -6,48 +6,39 @@ import Testing
 /// (docs/cli/work.md, checked against the binary) is where defaults come from. Every default the
 /// table states as a value — a duration, a size, a number, a pixel count — is the help's.
 struct ConfigurationTableTests {
-    /// `--lease` → `30s`, from the help's "(default: …)".
-    static func helpDefaults() throws -> [String: String] {
+    /// Each option of `halcyon work`'s help page (docs/cli/work.md) with its help text on one line,
+    /// in the page's order (an option named twice keeps both).
+    static func helpEntries() throws -> [(option: String, text: String)] {
         let page = try String(contentsOf: repositoryRoot.appendingPathComponent("docs/cli/work.md"), encoding: .utf8)
-        var defaults: [String: String] = [:]
-        var option: String?, text = ""
-        func finish() {
-            guard let option, let range = text.range(of: #"\(default: ([^)]*)\)"#, options: .regularExpression) else { return }
-            defaults[option] = String(text[range].dropFirst("(default: ".count).dropLast())
-        }
+        var entries: [(option: String, text: String)] = []
         for line in page.split(separator: "\n", omittingEmptySubsequences: false) {
             if line.hasPrefix("  --") {
-                finish()
-                option = line.dropFirst(2).split(separator: " ").first.map { String($0.split(separator: "/").first ?? $0) }
-                text = String(line)
-            } else {
-                text += " " + line.trimmingCharacters(in: .whitespaces)
+                let option = line.dropFirst(2).split(separator: " ").first.map { String($0.split(separator: "/").first ?? $0) } ?? ""
+                entries.append((option, String(line)))
+            } else if !entries.isEmpty {
+                entries[entries.count - 1].text += " " + line.trimmingCharacters(in: .whitespaces)
             }
         }
-        finish()
+        return entries
+    }
+
+    /// `--lease` → `30s`, from the help's "(default: …)".
+    static func helpDefaults() throws -> [String: String] {
+        var defaults: [String: String] = [:]
+        for (option, text) in try helpEntries() {
+            guard let range = text.range(of: #"\(default: ([^)]*)\)"#, options: .regularExpression) else { continue }
+            defaults[option] = String(text[range].dropFirst("(default: ".count).dropLast())
+        }
         return defaults
     }
 
     /// `--lease` → `1s–1d`: the range each option's help states (its first `A–B` whose ends are
     /// both values).
     static func helpRanges() throws -> [String: (String, String)] {
-        let page = try String(contentsOf: repositoryRoot.appendingPathComponent("docs/cli/work.md"), encoding: .utf8)
         var ranges: [String: (String, String)] = [:]
-        var option: String?, text = ""
-        func finish() {
-            guard let option, ranges[option] == nil, let range = Self.ranges(in: text).first else { return }
-            ranges[option] = range
+        for (option, text) in try helpEntries() where ranges[option] == nil {
+            if let range = Self.ranges(in: text).first { ranges[option] = range }
         }
-        for line in page.split(separator: "\n", omittingEmptySubsequences: false) {
-            if line.hasPrefix("  --") {
-                finish()
-                option = line.dropFirst(2).split(separator: " ").first.map { String($0.split(separator: "/").first ?? $0) }
-                text = String(line)
-            } else {
-                text += " " + line.trimmingCharacters(in: .whitespaces)
-            }
-        }
-        finish()
         return ranges
     }
 

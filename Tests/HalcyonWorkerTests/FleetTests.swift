@@ -90,8 +90,10 @@ struct FleetTests {
 
     /// Three workers of concurrency 3 on a queue with `max_running = 2`, each job held ~0.3 s by
     /// a slow origin: the queue's running count, sampled all along, never goes above 2 — and
-    /// reaches it, the workers taking turns (each polls every 100 ms: a worker whose own job
-    /// finished is woken at once and would otherwise take most freed slots).
+    /// reaches it, the workers taking turns. Each worker holds at most one of the queue's jobs
+    /// (`--queue origin=1`), so only the fleet's limit keeps three from running at once; left
+    /// to fill both slots alone, the first worker ready took all 24 jobs on a fresh-clone run
+    /// (a worker whose own job finished is woken at once; the others poll every 100 ms).
     @Test(.processes(3)) func aQueueCapHoldsAcrossWorkers() async throws {
         let db = try await TestDatabase.create()
         let store = try TestEnvironment.temporaryDirectory("fleet-cap")
@@ -103,7 +105,10 @@ struct FleetTests {
             SELECT $1 || '?j=' || g, 'resize(16x16) |> format(png)', 'origin' FROM generate_series(1, 24) g
             """, ["\(TestEnvironment.origin)/slowfile/0.3/fleet-\(db.name).jpg"])
         var workers: [HalcyonProcess] = []
-        for _ in 0..<3 { workers.append(try await worker(db, store: store, concurrency: 3, ["--log-level", "debug", "--poll-interval", "100ms"])) }
+        for _ in 0..<3 {
+            workers.append(
+                try await worker(db, store: store, concurrency: 3, ["--log-level", "debug", "--poll-interval", "100ms", "--queue", "origin=1"]))
+        }
         let c = try await db.connect()
         defer { Task { await c.close() } }
         var highest = 0, samples = 0, finished = 0
