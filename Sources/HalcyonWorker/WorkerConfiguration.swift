@@ -91,7 +91,7 @@ public struct WorkerConfiguration: Sendable {
     /// Default 1 min; not an option of `halcyon work`.
     public var usageInterval: Duration = .seconds(60)
     /// How often the queues with fleet-wide limits are read into the metrics (`Metrics.queues`):
-    /// `halcyon work` sets 15 s when it exports metrics. Nil (default): not read.
+    /// `halcyon work` sets `MetricsExporter.fileInterval` when it exports metrics. Nil (default): not read.
     public var queueMetricsInterval: Duration?
     /// The supervisor's pipe, when this worker runs as the child of `Supervisor`: the jobs
     /// entering and leaving processing are reported on it. Nil (default): unsupervised.
