@@ -375,7 +375,10 @@ package struct Bench: AsyncParsableCommand {
                     count: corpus.files.count, concurrency: concurrency, repeats: repeats))
         }
         for (results, unit) in [(results, "image"), (w2Results, "source"), (w3Results, "source")] {
-            if let line = results.first(where: { $0.tool == "halcyon" })?.stageLine(unit: unit) { print(line + "\n") }
+            guard let halcyon = results.first(where: { $0.tool == "halcyon" }) else { continue }
+            let floor = results.first { $0.tool == BenchFloor.tool }
+            let lines = [halcyon.databaseLine(unit: unit, floor: floor), halcyon.stageLine(unit: unit)].compactMap { $0 }
+            if !lines.isEmpty { print(lines.joined(separator: "\n") + "\n") }
         }
         let verdict = BenchQuality.verdict(results)
         if let verdict { print(verdict.line + "\n") }

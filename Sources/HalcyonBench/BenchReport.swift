@@ -95,6 +95,9 @@ struct BenchRun {
     var stages: [(name: String, ms: Double)] = []
     /// How the whole machine's cores spent the run (Halcyon's runs): busy with anything, idle, stolen.
     var machine: MachineShare? = nil
+    /// PostgreSQL's CPU seconds over the run (Halcyon's runs, when the bench can find the
+    /// server's processes: the embedded cluster, or a server on this machine it may read).
+    var databaseCPUSeconds: Double? = nil
 
     /// The share of the machine's cores the tool kept busy: CPU time over wall time × cores.
     var cpuUse: Double { cpuSeconds / (seconds * Double(ProcessInfo.processInfo.activeProcessorCount)) }
@@ -119,6 +122,25 @@ struct BenchResult {
     var rateMax: Double { runs.map(\.imagesPerSecond).max() ?? 0 }
     var cpuMs: Double { median(runs.map { $0.cpuSeconds * 1000 / Double($0.images) }) }
     var cpuUse: Double { median(runs.map(\.cpuUse)) }
+    /// Median PostgreSQL CPU milliseconds per item over the runs that measured it.
+    var databaseCPUMs: Double? {
+        let measured = runs.compactMap { r in r.databaseCPUSeconds.map { $0 * 1000 / Double(r.images) } }
+        return measured.isEmpty ? nil : median(measured)
+    }
+    /// Median over runs of the tool's and PostgreSQL's CPU milliseconds per item together.
+    var cpuMsWithDatabase: Double? {
+        let measured = runs.compactMap { r in r.databaseCPUSeconds.map { ($0 + r.cpuSeconds) * 1000 / Double(r.images) } }
+        return measured.isEmpty ? nil : median(measured)
+    }
+
+    /// `halcyon and PostgreSQL: 36.1 CPU ms per image (PostgreSQL's 3.1), 1.38× the decode
+    /// floor's 26.2`, or nil when PostgreSQL's CPU was not measured.
+    func databaseLine(unit: String, floor: BenchResult?) -> String? {
+        guard let total = cpuMsWithDatabase, let database = databaseCPUMs else { return nil }
+        var line = String(format: "%@ and PostgreSQL: %.1f CPU ms per %@ (PostgreSQL's backends %.1f)", tool, total, unit, database)
+        if let floor, floor.cpuMs > 0 { line += String(format: ", %.2f× the decode floor's %.1f", total / floor.cpuMs, floor.cpuMs) }
+        return line
+    }
 
     /// `halcyon CPU ms per image by stage: decode 11.2 · …; the other 9.1` (medians over
     /// runs), or nil without stage times.
@@ -189,6 +211,10 @@ struct BenchResult {
                     ]
                 }),
         ]
+        if let databaseCPUMs, let cpuMsWithDatabase {
+            o["database_cpu_ms_per_\(unit)"] = .number((databaseCPUMs * 10).rounded() / 10)
+            o["cpu_ms_per_\(unit)_with_database"] = .number((cpuMsWithDatabase * 10).rounded() / 10)
+        }
         if let p50, let p95 { o["ms_per_\(unit)_p50"] = .number(p50.rounded()); o["ms_per_\(unit)_p95"] = .number(p95.rounded()) }
         if let psnr { o["psnr_db"] = .number((psnr * 100).rounded() / 100) }
         let shares = runs.compactMap(\.machine)
@@ -359,10 +385,12 @@ struct StatementTiming {
     var milliseconds: [Double]
 
     static let claim = "claim 6"
+    static let unpreparedClaim = "claim 6, unprepared"
     static let serverClaim = "claim 6, server's settings"
     /// The order they are reported in.
     static let order = [
-        claim, serverClaim, "heartbeat", "complete (group commit)", "fail (retry)", "claim 250 (store hits)", "release 250", "rescue",
+        claim, unpreparedClaim, serverClaim, "heartbeat", "complete (group commit)", "fail (retry)", "claim 250 (store hits)", "release 250",
+        "rescue",
         "webhook take", "dashboard overview",
     ]
 

@@ -219,19 +219,22 @@ extension Bench {
     }
 
     /// Each hot statement's latency on the table as it is, through `JobQueue` (what a worker
-    /// calls), by a probe worker of its own: claims of 6 with siblings, each heartbeat once,
-    /// its first job failed (a retry) and the rest completed together; claims of 250 store
-    /// hits, released; claims with a lapsed lease, rescued; webhook takes; the dashboard's
-    /// overview; and the claim again with the server's own settings (JIT as configured).
+    /// calls, on a connection that prepares its statements as a worker's does), by a probe
+    /// worker of its own: claims of 6 with siblings, each heartbeat once, its first job failed
+    /// (a retry) and the rest completed together; claims of 250 store hits, released; claims
+    /// with a lapsed lease, rescued; webhook takes; the dashboard's overview; and the claim
+    /// again unprepared (parsed and planned each time), and with the server's own settings
+    /// (unprepared, JIT as configured).
     func timeStatements(conninfo: String, samples: Int = 200) async throws -> [StatementTiming] {
-        let c = try await PGConnection.connect(conninfo, label: "bench-probe")
+        let c = try await PGConnection.connect(conninfo, label: "bench-probe", preparing: true)
+        let unprepared = try await PGConnection.connect(conninfo, label: "bench-probe-unprepared")
         let server = try await PGConnection.connect(conninfo, label: "bench-probe-server", settings: .server)
         defer {
             Task {
-                await c.close(); await server.close()
+                await c.close(); await unprepared.close(); await server.close()
             }
         }
-        let queue = JobQueue(connection: c), serverQueue = JobQueue(connection: server)
+        let queue = JobQueue(connection: c), unpreparedQueue = JobQueue(connection: unprepared), serverQueue = JobQueue(connection: server)
         let me = "halcyon-bench-probe-\(getpid())"
         var ms: [String: [Double]] = [:]
         func timed<T>(_ name: String, _ body: () async throws -> T) async throws -> T {
@@ -255,9 +258,11 @@ extension Bench {
                 }
             }
         }
-        for _ in 0..<max(1, samples / 4) {
-            let jobs = try await timed(StatementTiming.serverClaim) { try await serverQueue.claim(workerID: me, limit: 6, lease: 30) }
-            _ = try await queue.release(jobs.map(\.claim), workerID: me)
+        for (name, other) in [(StatementTiming.unpreparedClaim, unpreparedQueue), (StatementTiming.serverClaim, serverQueue)] {
+            for _ in 0..<max(1, samples / 4) {
+                let jobs = try await timed(name) { try await other.claim(workerID: me, limit: 6, lease: 30) }
+                _ = try await queue.release(jobs.map(\.claim), workerID: me)
+            }
         }
         for _ in 0..<max(1, samples / 10) {
             let jobs = try await timed("claim 250 (store hits)") { try await queue.claim(workerID: me, limit: 250, lease: 30, siblings: false) }

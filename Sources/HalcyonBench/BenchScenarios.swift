@@ -51,9 +51,11 @@ extension Bench {
         let started = Date()
         let progress = ProgressReporter(conninfo: conninfo, label: "images", expected: corpus.files.count, since: started)
         let cpuBefore = MachineCPU.now()
+        let database = DatabaseCPU(conninfo: conninfo)
         let usage = try await drainWorker(conninfo: conninfo, store: store, corpus: corpus, scratch: scratch)
         let seconds = Date().timeIntervalSince(started)  // before the reporter's last tick
         let machine = MachineCPU.now().flatMap { cpuBefore?.shares(until: $0) }
+        let databaseSeconds = await database.spent()
         await progress.finish()
         let ok = try await c.row(BenchSQL.W1Outputs())?.ok ?? 0
         guard ok == corpus.files.count else { throw CommandFailure("only \(ok) of \(corpus.files.count) outputs are 320×320 JPEGs") }
@@ -70,7 +72,7 @@ extension Bench {
         let w1 = BenchRun(
             seconds: seconds, cpuSeconds: usage.cpuSeconds, peakRSS: usage.peakRSS, images: corpus.files.count, perImageMs: ms,
             psnr: quality.score { paths[URL(fileURLWithPath: corpus.files[$0].path).lastPathComponent] },
-            stages: try await Self.stageMeans(c, perSource: false), machine: machine)
+            stages: try await Self.stageMeans(c, perSource: false), machine: machine, databaseCPUSeconds: databaseSeconds)
 
         guard measureHits else {
             await c.close()
@@ -119,9 +121,11 @@ extension Bench {
         defer { try? FileManager.default.removeItem(at: store) }
         let started = Date()
         let cpuBefore = MachineCPU.now()
+        let database = DatabaseCPU(conninfo: conninfo)
         let usage = try await drainWorker(conninfo: conninfo, store: store, corpus: corpus, scratch: scratch)
         let seconds = Date().timeIntervalSince(started)
         let machine = MachineCPU.now().flatMap { cpuBefore?.shares(until: $0) }
+        let databaseSeconds = await database.spent()
         let ok =
             switch expected {
             case .w2: try await c.row(BenchSQL.W2Outputs(keyPattern: prefix + "%"))?.ok ?? 0
@@ -133,7 +137,7 @@ extension Bench {
         let ms = try await c.rows(BenchSQL.SourceCosts(keyPattern: prefix + "%")).map(\.ms)
         return BenchRun(
             seconds: seconds, cpuSeconds: usage.cpuSeconds, peakRSS: usage.peakRSS, images: corpus.files.count, perImageMs: ms,
-            stages: try await Self.stageMeans(c, perSource: true), machine: machine)
+            stages: try await Self.stageMeans(c, perSource: true), machine: machine, databaseCPUSeconds: databaseSeconds)
     }
 
     /// The stages whose CPU time a job records (`decode_cpu_ms` …).

@@ -14,8 +14,10 @@ struct ServiceCPU: Sendable {
             let path = String(target.dropFirst(5))
             inodes = Set(
                 lines("/proc/net/unix").compactMap { f in
-                    // Num RefCount Protocol Flags Type St Inode Path
-                    f.count >= 8 && f[7] == path ? f[6] : nil
+                    // Num RefCount Protocol Flags Type St Inode Path. A server's accepted
+                    // connections carry the path too: only the listening socket (flag
+                    // __SO_ACCEPTCON, 0x10000) is the server's.
+                    f.count >= 8 && f[7] == path && (Int(f[3], radix: 16) ?? 0) & 0x10000 != 0 ? f[6] : nil
                 })
         } else {
             guard let port = target.split(separator: ":").last.flatMap({ Int($0) }) else { return nil }
@@ -67,5 +69,27 @@ struct ServiceCPU: Sendable {
         ((try? String(contentsOfFile: path, encoding: .utf8)) ?? "").split(separator: "\n").dropFirst().map {
             $0.split(separator: " ").map(String.init)
         }
+    }
+}
+
+/// PostgreSQL's CPU over one of the bench's runs (W1, W2, W3): its server's processes, found
+/// where the bench's connection string says it listens — the backends serving the worker
+/// included, and those that exit during the run through their parent's reaped-children time.
+/// Nothing when the server is not on this machine or its processes cannot be read.
+struct DatabaseCPU {
+    private let service: ServiceCPU?
+    private let before: Double
+
+    init(conninfo: String) {
+        service = Bench.postgresTarget(conninfo).flatMap { ServiceCPU.listening(on: $0.target) }
+        before = service?.seconds ?? 0
+    }
+
+    /// CPU seconds since `init`, or nil when the server was not found. A backend whose client
+    /// has just gone is counted once its server has reaped it: give it a moment.
+    func spent() async -> Double? {
+        guard let service else { return nil }
+        try? await Task.sleep(for: .milliseconds(300))
+        return max(0, service.seconds - before)
     }
 }

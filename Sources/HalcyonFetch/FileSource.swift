@@ -84,7 +84,9 @@ public struct FileRoots: Sendable {
         guard Int(st.st_size) <= maxBytes else {
             throw HalcyonError(.tooLarge, "\(path) is \(st.st_size) bytes, over the \(maxBytes)-byte limit", source: source)
         }
-        var data = Data(count: Int(st.st_size))
+        // One byte more than the file has: the read that finds its end then needs no new buffer
+        // (growing a Data copies all of it).
+        var data = Data(count: Int(st.st_size) + 1)
         var total = 0
         while true {
             try cancel.check()

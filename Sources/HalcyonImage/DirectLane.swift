@@ -182,20 +182,9 @@ package final class PixelBuffer: @unchecked Sendable {
             }
             return target
         }
-        let c = channels, source = bytes, sourceStride = stride
-        let ok = Resampler.resample(
-            width: width, height: height, channels: c, targetWidth: scaled.width, targetHeight: scaled.height, window: win,
-            read: { (first: Int, count: Int, columns: Range<Int>, into: UnsafeMutablePointer<UInt8>) -> Bool in
-                let rowBytes = columns.count * c
-                for r in 0..<count {
-                    (into + r * rowBytes).update(from: source + (first + r) * sourceStride + columns.lowerBound * c, count: rowBytes)
-                }
-                return true
-            },
-            write: { (first: Int, count: Int, rows: UnsafePointer<UInt8>) -> Bool in
-                (target.bytes + first * target.stride).update(from: rows, count: count * target.stride)
-                return true
-            })
+        let ok = Resampler.resample8(
+            bytes, stride: stride, width: width, height: height, channels: channels, targetWidth: scaled.width, targetHeight: scaled.height,
+            window: win, into: target.bytes, targetStride: target.stride)
         guard ok else { throw HalcyonError(.processingFailed, "resize to \(scaled)") }
         return target
     }

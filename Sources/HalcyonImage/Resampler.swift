@@ -1,4 +1,6 @@
+internal import CImageCodecs
 import Foundation
+import Synchronization
 
 /// Separable Lanczos-3 resampling of 8- or 16-bit RGB(A) pixels, the resize behind `resize` and
 /// `downsample` (16-bit from ImageMagick's pixels, 8-bit in the direct lane, `DirectLane`).
@@ -67,6 +69,30 @@ enum Resampler {
             }
         }
 
+        /// The same as `init`, from a small cache of the latest tables: a batch of same-sized
+        /// images (a camera's photos, one chain) computes them once, not two sines a tap per image.
+        static func shared(source: Int, target: Int, window: Range<Int>) -> Weights {
+            let key = CacheKey(source: source, target: target, window: window)
+            if let hit = cache.withLock({ $0[key] }) { return hit }
+            let made = Weights(source: source, target: target, window: window)
+            guard made.weights.count <= cacheMaxWeights else { return made }
+            cache.withLock { tables in
+                if tables.count >= cacheCapacity { tables.removeAll(keepingCapacity: true) }
+                tables[key] = made
+            }
+            return made
+        }
+
+        struct CacheKey: Hashable {
+            var source: Int, target: Int, window: Range<Int>
+        }
+
+        /// Tables kept, at most, and the largest kept (64 KB of weights: a 1,024-pixel window
+        /// of a shrink by up to two and a half): the cache holds 2 MB at most.
+        static let cacheCapacity = 32
+        static let cacheMaxWeights = 16_384
+        private static let cache = Mutex<[CacheKey: Weights]>([:])
+
         /// The tables as raw pointers, for the inner loops.
         func withPointers<R>(_ body: (UnsafePointer<Int>, UnsafePointer<Int>, UnsafePointer<Float>, Int) -> R) -> R {
             start.withUnsafeBufferPointer { s in
@@ -106,8 +132,8 @@ enum Resampler {
     ) -> Bool {
         precondition(channels == 3 || channels == 4)
         let win = window ?? Window(x: 0, y: 0, width: targetWidth, height: targetHeight)
-        let horizontal = Weights(source: width, target: targetWidth, window: win.x..<(win.x + win.width))
-        let vertical = Weights(source: height, target: targetHeight, window: win.y..<(win.y + win.height))
+        let horizontal = Weights.shared(source: width, target: targetWidth, window: win.x..<(win.x + win.width))
+        let vertical = Weights.shared(source: height, target: targetHeight, window: win.y..<(win.y + win.height))
         let firstColumn = horizontal.start.min() ?? 0
         let endColumn = zip(horizontal.start, horizontal.count).map { $0 + $1 }.max() ?? 0
         let columns = firstColumn..<endColumn
@@ -179,6 +205,26 @@ enum Resampler {
                 }
             }
             return true
+        }
+    }
+
+    /// `resample` of 8-bit samples held in memory, `width`×`height` at `stride` bytes a row, into
+    /// `target` (the window's rows, `targetStride` bytes apart): the same weights and the same
+    /// arithmetic, in C (`hc_resample_u8`), where the row conversions and the column pass
+    /// vectorize — the direct lane's resize.
+    static func resample8(
+        _ source: UnsafePointer<UInt8>, stride: Int, width: Int, height: Int, channels: Int, targetWidth: Int, targetHeight: Int,
+        window: Window, into target: UnsafeMutablePointer<UInt8>, targetStride: Int
+    ) -> Bool {
+        precondition(channels == 3 || channels == 4)
+        let horizontal = Weights.shared(source: width, target: targetWidth, window: window.x..<(window.x + window.width))
+        let vertical = Weights.shared(source: height, target: targetHeight, window: window.y..<(window.y + window.height))
+        return horizontal.withPointers { hStart, hCount, hWeights, hStride in
+            vertical.withPointers { vStart, vCount, vWeights, vStride in
+                hc_resample_u8(
+                    source, stride, height, Int32(channels), hStart, hCount, hWeights, hStride, window.width, vStart, vCount, vWeights, vStride,
+                    window.height, target, targetStride) == 0
+            }
         }
     }
 

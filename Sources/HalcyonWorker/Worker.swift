@@ -114,12 +114,16 @@ public final class Worker: Service, Sendable, CustomStringConvertible {
         StartupClock.step(logger, "store checked")
         let stopping = { self.state.stopRequests > 0 }
         // Claims and outcomes on one connection; heartbeats and rescues on another, so that a
-        // slow outcome (a row lock, a busy server) never holds a lease renewal back.
+        // slow outcome (a row lock, a busy server) never holds a lease renewal back. Both send
+        // prepared statements unless a pooler in transaction mode is in between (poll-only).
+        let preparing = !configuration.pollOnly
         let connection = try await DatabaseRetry().run("connect", logger: logger, giveUpWhen: stopping) { [conninfo] in
-            try await PGConnection.connect(conninfo, label: "worker", statementTimeout: configuration.statementTimeout.seconds)
+            try await PGConnection.connect(
+                conninfo, label: "worker", statementTimeout: configuration.statementTimeout.seconds, preparing: preparing)
         }
         let maintenanceConnection = try await DatabaseRetry().run("connect", logger: logger, giveUpWhen: stopping) { [conninfo] in
-            try await PGConnection.connect(conninfo, label: "maintenance", statementTimeout: configuration.maintenanceStatementTimeout.seconds)
+            try await PGConnection.connect(
+                conninfo, label: "maintenance", statementTimeout: configuration.maintenanceStatementTimeout.seconds, preparing: preparing)
         }
         let queue = JobQueue(connection: connection), maintenance = JobQueue(connection: maintenanceConnection)
         StartupClock.step(logger, "connected")

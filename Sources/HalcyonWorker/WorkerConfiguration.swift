@@ -230,6 +230,14 @@ public struct WorkerConfiguration: Sendable {
     /// Jobs held at once: every processing slot busy plus every download slot busy.
     var maxInFlight: Int { concurrency + fetchConcurrency }
 
+    /// The free places (of `limit`, with `occupying` taken) a claim waits for: half of a hit
+    /// claim; for misses one while no more jobs are in hand than processing slots, else half
+    /// of the places beyond them (so claims fetch several jobs while the slots have work).
+    static func claimThreshold(hits: Bool, limit: Int, occupying: Int, concurrency: Int) -> Int {
+        if hits { return max(1, limit / 2) }
+        return occupying <= concurrency ? 1 : max(1, (limit - concurrency) / 2)
+    }
+
     /// Jobs claimed at once while nearly every recent job was a store hit (`hitClaimRatio`):
     /// hits take no slot and finish in well under a millisecond, so one round trip claims many.
     var maxInFlightForHits: Int { max(maxInFlight, hitClaimBatch) }

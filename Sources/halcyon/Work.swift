@@ -44,7 +44,7 @@ struct Work: AsyncParsableCommand {
     var lease = TimeSpanArgument(Settings.lease.defaultValue)
     @Option(help: ArgumentHelp(Settings.pollInterval.help))
     var pollInterval = TimeSpanArgument(Settings.pollInterval.defaultValue)
-    @Flag(help: "Never LISTEN; poll only (for PgBouncer transaction pooling; also HALCYON_POLL_ONLY=1).")
+    @Flag(help: "Never LISTEN, poll only, and send no prepared statements (for PgBouncer transaction pooling; also HALCYON_POLL_ONLY=1).")
     var pollOnly = false
     @Flag(help: "Exit when no job is runnable now and none is running (jobs scheduled for later stay).")
     var drain = false

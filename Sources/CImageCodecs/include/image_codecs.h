@@ -92,6 +92,17 @@ int hc_avif_encode(const uint8_t *pixels, int width, int height, size_t stride, 
 
 void hc_free(void *pointer);
 
+/// The direct lane's Lanczos resample of 8-bit RGB (3 channels) or RGBA (4, filtered
+/// premultiplied) pixels: rows then columns with the weights `Resampler` computed — for output
+/// column i, `h_count[i]` weights from `h_weights + i * h_stride` over source columns from
+/// `h_start[i]`; for output row j likewise with the `v_` tables over source rows. Writes
+/// `out_height` rows of `out_width` pixels at `target`. Returns 0, or -1 when memory could not
+/// be had or the tables describe nothing.
+int hc_resample_u8(const uint8_t *source, size_t source_stride, long source_height, int channels, const long *h_start,
+                   const long *h_count, const float *h_weights, long h_stride, long out_width, const long *v_start,
+                   const long *v_count, const float *v_weights, long v_stride, long out_height, uint8_t *target,
+                   size_t target_stride);
+
 /// Asked once a row by the long loops: nonzero stops them (the work is no longer wanted).
 typedef int (*hc_stop_fn)(void *context);
 

@@ -49,11 +49,15 @@ struct Claimer: Service, CustomStringConvertible {
             // Mostly store hits: large claims, and no siblings (a hit decodes nothing to share).
             let hits = state.recentHits >= WorkerConfiguration.hitClaimRatio
             let limit = hits ? configuration.maxInFlightForHits : configuration.maxInFlight
-            let free = limit - state.withHeld { $0.occupyingSlots }
-            // Hits finish by the hundred: claim again when half of a hit claim is done, not
-            // for every few freed slots (a claim statement costs about a millisecond of the
-            // database's time however few rows it takes).
-            let enough = hits ? max(1, limit / 2) : 1
+            let occupying = state.withHeld { $0.occupyingSlots }
+            let free = limit - occupying
+            // A claim statement costs about a millisecond of the database's time however few
+            // rows it takes, so claim several at a time where nothing waits for it. Hits finish
+            // by the hundred: claim again when half of a hit claim is done. Misses: at once while
+            // a processing slot has nothing after its job; with more in hand than that (jobs
+            // downloading or waiting for a slot), when half the fetch-ahead is free.
+            let enough = WorkerConfiguration.claimThreshold(
+                hits: hits, limit: limit, occupying: occupying, concurrency: configuration.concurrency)
             let queues = queueLimits()
             var claimed: [Job] = []
             // Named queues all at their own limit: nothing to claim until one frees a slot.
