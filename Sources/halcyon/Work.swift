@@ -150,7 +150,11 @@ struct Work: AsyncParsableCommand {
         let logger = logging.makeLogger()
         let channel = SupervisorChannel.fromEnvironment()
         StartupClock.step(logger, "options parsed")
-        let conninfo = try await checkDatabase(logger)
+        // An image process's first start follows its supervisor's check of the same database
+        // by a moment (the supervisor passes the connection string on): it needs only the
+        // string. After a restart, which may come much later, it checks again.
+        let restarts = ProcessInfo.processInfo.environment[Supervisor.restartsKey].flatMap { Int($0) } ?? 0
+        let conninfo = channel != nil && restarts == 0 ? try database.conninfo() : try await checkDatabase(logger)
         StartupClock.step(logger, "database checked")
         if supervise, channel == nil {
             return try await runSupervisor(conninfo: conninfo, logger: logger)
@@ -158,7 +162,7 @@ struct Work: AsyncParsableCommand {
         var configuration = try workerConfiguration()
         if let channel {
             configuration.supervisor = channel
-            configuration.restarts = ProcessInfo.processInfo.environment[Supervisor.restartsKey].flatMap { Int($0) } ?? 0
+            configuration.restarts = restarts
             // Reports to a supervisor that is gone fail with EPIPE, not a signal.
             signal(SIGPIPE, SIG_IGN)
         }

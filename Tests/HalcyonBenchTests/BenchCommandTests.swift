@@ -36,7 +36,9 @@ struct BenchCommandTests {
             let claim = try #require(run["statements"]?.arrayValue?.first { $0["name"]?.stringValue == "claim 6" })
             let p50 = claim["p50_ms"]?.numberValue ?? 0, p99 = claim["p99_ms"]?.numberValue ?? 0
             #expect(p50 > 0 && p50 <= p99 && (claim["samples"]?.numberValue ?? 0) > 0)
-            #expect(run["statements"]?.arrayValue?.count == 10, "\(run)")
+            // Prepared as a worker's, then the claim unprepared and with the server's settings.
+            #expect(run["statements"]?.arrayValue?.count == 11, "\(run)")
+            #expect(run["statements"]?.arrayValue?.contains { $0["name"]?.stringValue == "claim 6, unprepared" } == true)
         }
         // The bench leaves no backlog behind.
         #expect(try await db.query("SELECT count(*) AS n FROM halcyon.jobs WHERE cache_key LIKE 'halcyon-bench:backlog-%'").value(0, "n") == "0")
@@ -45,6 +47,13 @@ struct BenchCommandTests {
         #expect(halcyon["tool"]?.stringValue == "halcyon")
         #expect((halcyon["images_per_second_median"]?.numberValue ?? 0) > 0)
         #expect((halcyon["peak_rss_bytes"]?.numberValue ?? 0) > 1_000_000)
+        // PostgreSQL's CPU over the run, found by its socket (the bench may read its processes as root).
+        if getuid() == 0 {
+            let database = try #require(halcyon["database_cpu_ms_per_image"]?.numberValue, "\(halcyon)")
+            let together = try #require(halcyon["cpu_ms_per_image_with_database"]?.numberValue)
+            #expect(database > 0 && together > database)
+            #expect(bench.output.contains("halcyon and PostgreSQL:"))
+        }
         let p50 = try #require(halcyon["ms_per_image_p50"]?.numberValue), p95 = try #require(halcyon["ms_per_image_p95"]?.numberValue)
         #expect(p50 > 0 && p50 <= p95)
         // The quality guard's sample (one image of each kind here) against the full-decode reference.

@@ -92,6 +92,17 @@ struct QueryPlanTests {
             #expect((cost ?? .infinity) < Self.jitThreshold, "\(s.name): estimated at \(cost ?? -1)\n\(text)")
             #expect(!text.contains("Seq Scan on jobs") || Self.boundedByTheirLimit.contains(s.name), "\(s.name) scans the table:\n\(text)")
         }
+        // Workers prepare their statements, and PostgreSQL may settle on a statement's generic
+        // plan (planned once, parameters unknown): those hold to the same bounds.
+        for s in statements where !Self.unprepared.contains(s.name) {
+            let json = try await genericPlan(c, s.query, format: "(FORMAT JSON)")
+            let text = try await genericPlan(c, s.query, format: "")
+            let cost = Self.totalCost(ofJSONPlan: json)
+            report.append((s.name + ", generic").padding(toLength: 40, withPad: " ", startingAt: 0) + String(format: "%10.0f", cost ?? -1))
+            #expect(cost != nil, "\(s.name), generic: no cost in\n\(json)")
+            #expect((cost ?? .infinity) < Self.jitThreshold, "\(s.name), generic plan: estimated at \(cost ?? -1)\n\(text)")
+            #expect(!text.contains("Seq Scan on jobs"), "\(s.name), generic plan, scans the table:\n\(text)")
+        }
         print(
             "estimated costs on a churned table of \(try await c.execute("SELECT count(*) AS n FROM halcyon.jobs").value(0, "n") ?? "?") rows:\n"
                 + report.joined(separator: "\n"))
@@ -139,6 +150,11 @@ struct QueryPlanTests {
             #expect(cost < Self.jitThreshold, "\(s.name): estimated at \(cost)\n\(text)")
             #expect(!text.contains("Seq Scan on jobs"), "\(s.name) scans the table:\n\(text)")
             #expect(text.contains("jobs_fair_idx") && text.contains("fair_turns_order_idx"), "\(s.name) plan:\n\(text)")
+            // And the generic plan a worker's prepared claim may settle on.
+            let generic = try await genericPlan(c, s.query, format: "")
+            let genericCost = Self.totalCost(ofJSONPlan: try await genericPlan(c, s.query, format: "(FORMAT JSON)")) ?? .infinity
+            #expect(genericCost < Self.jitThreshold, "\(s.name), generic plan: estimated at \(genericCost)\n\(generic)")
+            #expect(!generic.contains("Seq Scan on jobs"), "\(s.name), generic plan, scans the table:\n\(generic)")
         }
         // Claims of 6, each in its own transaction as a worker sends them (the limited one after
         // locking its queue): milliseconds, printed.
@@ -191,6 +207,22 @@ struct QueryPlanTests {
         #expect(day.contains("usage_hour_idx") && !day.contains("Seq Scan on usage "), "usage report plan:\n\(day)")
         let queue = try await plan(c, SQL.UsageReport(since: since, byFairKey: false, hourly: true, queue: "q1"))
         #expect(!queue.contains("Seq Scan on usage "), "one queue's usage report plan:\n\(queue)")
+    }
+
+    /// Statements only the CLI and the dashboard send, never prepared.
+    static let unprepared: Set<String> = ["job states (wait)", "overview counts", "overview failures", "overview throughput", "overview queues"]
+
+    /// The generic plan of `query` (`EXPLAIN <format> EXECUTE` of it prepared, under
+    /// `plan_cache_mode = force_generic_plan`): what a prepared call runs once PostgreSQL settles
+    /// on planning it once.
+    private func genericPlan(_ c: PGConnection, _ query: any Query, format: String) async throws -> String {
+        try await c.executeScript("DEALLOCATE ALL; SET plan_cache_mode = force_generic_plan")
+        try await c.execute("PREPARE probe AS " + query.text)
+        let literals = query.parameters.values.map { $0.map { "'" + $0.replacingOccurrences(of: "'", with: "''") + "'" } ?? "NULL" }
+        let arguments = literals.isEmpty ? "" : "(" + literals.joined(separator: ", ") + ")"
+        let rows = try await c.execute("EXPLAIN \(format) EXECUTE probe\(arguments)").rows
+        try await c.executeScript("DEALLOCATE ALL; RESET plan_cache_mode")
+        return rows.compactMap { $0[0] }.joined(separator: "\n")
     }
 
     /// The text plan of `query` with its parameters bound (generic plans see them as unknowns, so
