@@ -3,7 +3,9 @@ import Foundation
 import Synchronization
 
 /// Separable Lanczos-3 resampling of 8- or 16-bit RGB(A) pixels, the resize behind `resize` and
-/// `downsample` (16-bit from ImageMagick's pixels, 8-bit in the direct lane, `DirectLane`).
+/// `downsample`: `resample` streams ImageMagick's 16-bit pixels; `resample8` runs the same loops
+/// in C (`hc_resample_u8`) on the direct lane's 8-bit pixels (`DirectLane`), sample for sample
+/// what `resample` gives them.
 ///
 /// ImageMagick 6's own `MagickResizeImage` costs 13–20 ms for the small reductions left after
 /// shrink-on-load (720×405 → 569×320 on this machine kind), more than the JPEG decode itself;

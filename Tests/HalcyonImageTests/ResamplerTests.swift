@@ -33,6 +33,51 @@ import Testing
         #expect(db > 40, "PSNR \(db) dB against ImageMagick's Lanczos for \(w)x\(h) → \(tw)x\(th)")
     }
 
+    /// The direct lane's C loops (`resample8`) against the Swift ones they copy (`resample` on
+    /// 8-bit samples): the same samples, for RGB and RGBA (with transparent pixels), shrinks,
+    /// enlargements and windows.
+    @Test(arguments: [
+        (720, 405, 569, 320, 3), (504, 378, 427, 320, 3), (1200, 800, 480, 320, 4), (97, 61, 300, 200, 4), (33, 17, 5, 3, 3),
+    ])
+    func theCLoopsGiveTheSwiftLoopsSamples(w: Int, h: Int, tw: Int, th: Int, channels: Int) {
+        var generator = SystemRandomNumberGenerator()
+        var source = (0..<(w * h * channels)).map { _ in UInt8.random(in: 0...255, using: &generator) }
+        if channels == 4 { for i in stride(from: 3, to: source.count, by: 4 * 7) { source[i] = 0 } }  // some transparent pixels
+        for window in [nil, Resampler.Window(x: tw / 4, y: th / 5, width: max(1, tw / 2), height: max(1, th / 2))] {
+            let win = window ?? Resampler.Window(x: 0, y: 0, width: tw, height: th)
+            var swift = [UInt8](repeating: 0, count: win.width * win.height * channels)
+            let stride = w * channels, rowBytes = win.width * channels
+            let swiftOK = source.withUnsafeBufferPointer { src in
+                swift.withUnsafeMutableBufferPointer { out in
+                    Resampler.resample(
+                        width: w, height: h, channels: channels, targetWidth: tw, targetHeight: th, window: win,
+                        read: { (first: Int, count: Int, columns: Range<Int>, into: UnsafeMutablePointer<UInt8>) -> Bool in
+                            for r in 0..<count {
+                                (into + r * columns.count * channels).update(
+                                    from: src.baseAddress! + (first + r) * stride + columns.lowerBound * channels, count: columns.count * channels)
+                            }
+                            return true
+                        },
+                        write: { (first: Int, count: Int, rows: UnsafePointer<UInt8>) -> Bool in
+                            (out.baseAddress! + first * rowBytes).update(from: rows, count: count * rowBytes)
+                            return true
+                        })
+                }
+            }
+            var c = [UInt8](repeating: 0, count: win.width * win.height * channels)
+            let cOK = source.withUnsafeBufferPointer { src in
+                c.withUnsafeMutableBufferPointer { out in
+                    Resampler.resample8(
+                        src.baseAddress!, stride: stride, width: w, height: h, channels: channels, targetWidth: tw, targetHeight: th,
+                        window: win, into: out.baseAddress!, targetStride: rowBytes)
+                }
+            }
+            #expect(swiftOK && cOK)
+            let differing = zip(swift, c).filter { $0 != $1 }.count
+            #expect(differing == 0, "\(differing) of \(c.count) samples differ for \(w)x\(h) → \(tw)x\(th) (\(channels) channels), window \(win)")
+        }
+    }
+
     @Test func aWindowIsExactlyThatPartOfTheWholeResult() throws {
         let photo = try SampleImages.photo(width: 400, height: 300, seed: 12, format: .png)
         let whole = try MagickImage.decode(photo, format: .png)

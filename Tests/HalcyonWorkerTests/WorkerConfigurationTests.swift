@@ -9,6 +9,19 @@ import Testing
 @Suite struct WorkerConfigurationTests {
     /// Containers sharing `--network host` all run their worker as pid 1 on the same host name:
     /// `<host>-<pid>` alone made them one worker in `locked_by` (each could finish the others' jobs).
+    /// Misses are claimed at once while the slots would run dry, else several at a time; hits
+    /// when half a hit claim is done.
+    @Test func claimsWaitForSeveralFreePlacesOnlyWhileTheSlotsHaveWork() {
+        // 3 slots and 8 downloads: 11 places.
+        #expect(WorkerConfiguration.claimThreshold(hits: false, limit: 11, occupying: 0, concurrency: 3) == 1)
+        #expect(WorkerConfiguration.claimThreshold(hits: false, limit: 11, occupying: 3, concurrency: 3) == 1)
+        #expect(WorkerConfiguration.claimThreshold(hits: false, limit: 11, occupying: 4, concurrency: 3) == 4)
+        #expect(WorkerConfiguration.claimThreshold(hits: false, limit: 11, occupying: 10, concurrency: 3) == 4)
+        // One download place: every freed place is claimed (the fleet's fairness tests run so).
+        #expect(WorkerConfiguration.claimThreshold(hits: false, limit: 3, occupying: 3, concurrency: 2) == 1)
+        #expect(WorkerConfiguration.claimThreshold(hits: true, limit: 250, occupying: 200, concurrency: 3) == 125)
+    }
+
     @Test func theDefaultWorkerIDIsUniquePerProcessStart() {
         let ids = Set((0..<50).map { _ in WorkerConfiguration.defaultWorkerID() })
         #expect(ids.count == 50)
