@@ -37,7 +37,7 @@ import Testing
     /// 8-bit samples): the same samples, for RGB and RGBA (with transparent pixels), shrinks,
     /// enlargements and windows.
     @Test(arguments: [
-        (720, 405, 569, 320, 3), (504, 378, 427, 320, 3), (1200, 800, 480, 320, 4), (97, 61, 300, 200, 4), (33, 17, 5, 3, 3),
+        (360, 203, 285, 160, 3), (252, 189, 213, 160, 3), (300, 200, 120, 80, 4), (97, 61, 150, 100, 4), (33, 17, 5, 3, 3),
     ])
     func theCLoopsGiveTheSwiftLoopsSamples(w: Int, h: Int, tw: Int, th: Int, channels: Int) {
         var generator = SystemRandomNumberGenerator()
