@@ -31,8 +31,9 @@ struct PreparedStatements {
 
     mutating func removeAll() { names.removeAll() }
 
-    /// What is prepared: queries the planner plans (not `BEGIN`, utility commands, `EXPLAIN`).
-    private static let prepared: Set<String> = ["select", "with", "insert", "update", "delete", "merge", "values", "table"]
+    /// What is prepared: the statements the settings go with, less a block's `BEGIN` and
+    /// `EXPLAIN` (which prepares nothing worth keeping).
+    private static let prepared = StatementSettings.planned.subtracting(["begin", "start", "explain"])
 
     /// `halcyon_<FNV-1a 64 of the UTF-8 text, hex>_<its length>`.
     static func name(of sql: String) -> String {

@@ -56,7 +56,7 @@ public struct StatementSettings: Sendable, Equatable {
         return planned.contains(word)
     }
 
-    private static let planned: Set<String> = [
+    static let planned: Set<String> = [
         "select", "with", "insert", "update", "delete", "merge", "values", "table", "explain", "begin", "start",
     ]
 
