@@ -118,7 +118,11 @@ package enum DirectLane {
         scoreWanted: Bool = false
     ) throws(HalcyonError) -> ProcessedImage {
         var clock = StageClock()
-        var image = base
+        // A JPEG-only output of transparent pixels is flattened onto white before the resize,
+        // not after: the same pixels (flattening and the premultiplied filter are both linear),
+        // and the resize then runs on opaque RGB, in fixed point. Not with placeholders, which
+        // describe the resized pixels' alpha.
+        var image = base.channels == 4 && request == nil && chain.formatStep?.formats == [.jpeg] ? base.flattenedOnWhite() : base
         var output = (format: source.format, quality: 85, progressive: false, compression: FormatProcessor.defaultCompression)
         for (n, processor) in chain.processors.enumerated() {
             try cancel?.check()
@@ -206,17 +210,10 @@ package final class PixelBuffer: @unchecked Sendable {
         return Data(bytes: out, count: length)
     }
 
-    /// RGB from RGBA: each pixel composited over white.
+    /// RGB from RGBA: each pixel composited over white (`hc_flatten_rgba_on_white`).
     func flattenedOnWhite() -> PixelBuffer {
         let rgb = PixelBuffer(width: width, height: height, channels: 3)
-        for i in 0..<(width * height) {
-            let p = bytes + i * 4, q = rgb.bytes + i * 3
-            let a = UInt32(p[3]), back = (255 - a) * 255
-            // c·a/255 + 255·(1 − a/255), rounded
-            q[0] = UInt8((UInt32(p[0]) * a + back + 127) / 255)
-            q[1] = UInt8((UInt32(p[1]) * a + back + 127) / 255)
-            q[2] = UInt8((UInt32(p[2]) * a + back + 127) / 255)
-        }
+        hc_flatten_rgba_on_white(bytes, rgb.bytes, width * height)
         return rgb
     }
 

@@ -103,9 +103,35 @@ extension DirectLaneTests {
             let a = try MagickImage.decode(d[0].data, format: .jpeg), b = try MagickImage.decode(m[0].data, format: .jpeg)
             let db = QualityReference.psnr(ResamplerTests.samples(a), ResamplerTests.samples(b))
             #expect(db > 40, "\(name): \(db) dB between the lanes")
-            // Same chroma sampling as ImageMagick writes: sizes within a few per cent.
-            #expect(abs(Double(d[0].data.count) / Double(m[0].data.count) - 1) < 0.06, "\(name): \(d[0].data.count) vs \(m[0].data.count) bytes")
+            print("direct lane \(name): \(db) dB between the lanes; bytes \(d[0].data.count) vs \(m[0].data.count)")
+            // Same chroma sampling as ImageMagick writes: sizes within a few per cent. A grey
+            // source's output is a three-component JPEG here (its chroma flat), one component
+            // from ImageMagick: 5–6 % more bytes for that alone.
+            let bound = name == "grey" ? 0.08 : 0.03
+            #expect(
+                abs(Double(d[0].data.count) / Double(m[0].data.count) - 1) < bound, "\(name): \(d[0].data.count) vs \(m[0].data.count) bytes")
         }
+    }
+
+    /// Flattening onto white (vectorized C) against its formula, for every colour and alpha.
+    @Test func flatteningGivesEveryColourAndAlphaItsRoundedComposite() {
+        let pixels = PixelBuffer(width: 256, height: 256, channels: 4)
+        for a in 0..<256 {
+            for c in 0..<256 {
+                let p = pixels.bytes + (a * 256 + c) * 4
+                (p[0], p[1], p[2], p[3]) = (UInt8(c), UInt8(255 - c), UInt8(c / 2), UInt8(a))
+            }
+        }
+        let rgb = pixels.flattenedOnWhite()
+        var wrong = 0
+        for i in 0..<(256 * 256) {
+            let a = Double(pixels.bytes[i * 4 + 3]) / 255
+            for k in 0..<3 {
+                let exact = Double(pixels.bytes[i * 4 + k]) * a + 255 * (1 - a)
+                if abs(Double(rgb.bytes[i * 3 + k]) - exact) > 0.5 + 1e-9 { wrong += 1 }
+            }
+        }
+        #expect(rgb.channels == 3 && wrong == 0, "\(wrong) samples not the rounded composite")
     }
 
     @Test func otherOutputsAreEncodedByImageMagickFromTheSharedDecode() throws {
