@@ -210,6 +210,20 @@ package final class PixelBuffer: @unchecked Sendable {
         return Data(bytes: out, count: length)
     }
 
+    /// A WebP of these pixels (alpha kept), as ImageMagick's writer makes it: libwebp directly
+    /// (`hc_webp_encode`), with no 16-bit ImageMagick image in between.
+    func encodeWebP(quality: Int) throws(HalcyonError) -> Data {
+        var out: UnsafeMutablePointer<UInt8>?
+        var length = 0
+        let message = withUnsafeTemporaryAllocation(of: CChar.self, capacity: Int(HC_ERROR_LENGTH)) { error -> String? in
+            hc_webp_encode(bytes, Int32(width), Int32(height), stride, Int32(channels), Int32(quality), &out, &length, error.baseAddress) == 0
+                ? nil : String(cString: error.baseAddress!)
+        }
+        guard message == nil, let out else { throw HalcyonError(.processingFailed, "encode webp: \(message ?? "no output")") }
+        defer { hc_free(out) }
+        return Data(bytes: out, count: length)
+    }
+
     /// RGB from RGBA: each pixel composited over white (`hc_flatten_rgba_on_white`).
     func flattenedOnWhite() -> PixelBuffer {
         let rgb = PixelBuffer(width: width, height: height, channels: 3)

@@ -215,7 +215,8 @@ enum Resampler {
         /// `resample`'s float loops, sample for sample (`hc_resample_u8`).
         case float
         /// 16-bit fixed-point weights and 8-bit rows between the passes, on AVX2
-        /// (`hc_resample_rgb8_fixed`): within a level or two of `float`, several times faster.
+        /// (`hc_resample_rgb8_fixed`): within a few levels of `float` (above 50 dB PSNR against it on
+        /// photographs), about 2.4 times faster.
         case fixedPoint
     }
 

@@ -113,6 +113,22 @@ extension DirectLaneTests {
         }
     }
 
+    /// The lane's WebP writer (libwebp directly) against ImageMagick's for the same 8-bit pixels:
+    /// the same bytes, for RGB and RGBA, lossy qualities and lossless at 100.
+    @Test(arguments: [(false, 80), (false, 30), (true, 80), (true, 100), (false, 100)])
+    func webPIsByteForByteImageMagicksWebP(alpha: Bool, quality: Int) throws {
+        let png = try SampleImages.photo(width: 301, height: 200, seed: 8, format: .png, alpha: alpha)
+        let source = try #require(DirectLane.source(png, format: .png))
+        let pixels = try #require(DirectLane.decode(png, source, hint: nil))
+        #expect(pixels.channels == (alpha ? 4 : 3))
+        let direct = try pixels.encodeWebP(quality: quality)
+        let image = try pixels.magickImage(format: .webp)
+        image.outputQuality = quality
+        let magick = try image.encode()
+        #expect(direct.count > 100 && direct.prefix(4) == Data("RIFF".utf8))
+        #expect(direct == magick, "\(direct.count) bytes against ImageMagick's \(magick.count)")
+    }
+
     /// Flattening onto white (vectorized C) against its formula, for every colour and alpha.
     @Test func flatteningGivesEveryColourAndAlphaItsRoundedComposite() {
         let pixels = PixelBuffer(width: 256, height: 256, channels: 4)

@@ -90,6 +90,13 @@ int hc_png_encode(const uint8_t *pixels, int width, int height, int channels, in
 int hc_avif_encode(const uint8_t *pixels, int width, int height, size_t stride, int channels, int quality,
                    int full_chroma, int threads, uint8_t **out, size_t *out_size, char error[HC_ERROR_LENGTH]);
 
+/// Encodes 8-bit RGB (`channels` 3) or RGBA (4, straight alpha) rows of `stride` bytes as a
+/// WebP with libwebp: `quality` 0–100 (lossless at 100), everything else libwebp's defaults, as
+/// ImageMagick 6's writer does — the same bytes. On success returns 0 and `*out`/`*out_size`
+/// hold a buffer to release with `hc_free`; -1 with a message otherwise.
+int hc_webp_encode(const uint8_t *pixels, int width, int height, size_t stride, int channels, int quality, uint8_t **out,
+                   size_t *out_size, char error[HC_ERROR_LENGTH]);
+
 void hc_free(void *pointer);
 
 /// The direct lane's Lanczos resample of 8-bit RGB (3 channels) or RGBA (4, filtered
@@ -106,8 +113,8 @@ int hc_resample_u8(const uint8_t *source, size_t source_stride, long source_heig
 /// `hc_resample_u8` of opaque 8-bit RGB (3 channels) in 16-bit fixed point, from the same float
 /// tables: weights rounded to multiples of 2^-shift that sum to exactly 1, 8-bit rows between the
 /// passes (clamped, as Pillow keeps them; columns first when that costs less), the multiply-adds on AVX2 when the CPU has it and
-/// `simd` is nonzero, else portable loops that give the same samples. Within a level or two of
-/// the float path's samples, several times faster. Returns 0, or -1 when memory could not be had
+/// `simd` is nonzero, else portable loops that give the same samples. Within a few levels of the
+/// float path's samples (above 50 dB PSNR on photographs), about 2.4 times faster. Returns 0, or -1 when memory could not be had
 /// or the tables describe nothing a 16-bit weight can hold.
 int hc_resample_rgb8_fixed(const uint8_t *source, size_t source_stride, long source_height, const long *h_start,
                            const long *h_count, const float *h_weights, long h_stride, long out_width, const long *v_start,

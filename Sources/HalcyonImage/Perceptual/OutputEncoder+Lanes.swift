@@ -30,8 +30,8 @@ extension OutputEncoder {
             })
     }
 
-    /// The direct lane: 8-bit pixels after a resize, JPEG through libjpeg-turbo, anything else
-    /// through an ImageMagick image made from the same pixels (once).
+    /// The direct lane: 8-bit pixels after a resize, JPEG through libjpeg-turbo, WebP through
+    /// libwebp, anything else through an ImageMagick image made from the same pixels (once).
     static func direct(
         _ pixels: PixelBuffer, chain: ProcessorChain, format: ImageFormat, quality: Int, progressive: Bool, compression: Int,
         sampling: (h: Int, v: Int)?, scoreWanted: Bool
@@ -46,6 +46,7 @@ extension OutputEncoder {
                     let chroma = encoding.fullChroma ? (1, 1) : sampling ?? (quality >= 90 ? (1, 1) : (2, 2))
                     return try pixels.encodeJPEG(quality: quality, progressive: progressive, sampling: chroma)
                 }
+                if format == .webp { return try pixels.encodeWebP(quality: quality) }
                 let image: MagickImage
                 if let made = magick[format] {
                     image = made
