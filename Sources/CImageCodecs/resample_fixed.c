@@ -2,9 +2,9 @@
 // `Resampler` computes (hc_resample_u8 takes them as floats), rounded to integers that sum to
 // exactly 2^shift, multiplied in pairs with AVX2's multiply-add of 16-bit lanes into 32-bit sums;
 // the rows between the two passes are 8-bit, clamped, as Pillow keeps them, and the pass down
-// goes first when that costs less (shrinking). The portable loops
-// below compute the same integers in the same way (integer sums do not depend on their order),
-// so both give the same samples; the AVX2 ones are chosen at run time when the CPU has it.
+// goes first when that costs less (shrinking). The portable loops below compute the same
+// integers in the same way (integer sums do not depend on their order), so both give the same
+// samples; the AVX2 ones are chosen at run time when the CPU has it.
 //
 // Bounds: a weight fits in 16 bits and a sum in 32 — `fixed_shift` picks the largest shift for
 // which every weight, and 255 times every output's sum of |weights|, stay inside them.

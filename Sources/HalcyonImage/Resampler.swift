@@ -236,11 +236,15 @@ enum Resampler {
         let vertical = Weights.shared(source: height, target: targetHeight, window: window.y..<(window.y + window.height))
         return horizontal.withPointers { hStart, hCount, hWeights, hStride in
             vertical.withPointers { vStart, vCount, vWeights, vStride in
-                if channels == 3 && arithmetic == .fixedPoint {
-                    return hc_resample_rgb8_fixed(
+                if channels == 3 && arithmetic == .fixedPoint,
+                    hc_resample_rgb8_fixed(
                         source, stride, height, hStart, hCount, hWeights, hStride, window.width, vStart, vCount, vWeights, vStride,
                         window.height, target, targetStride, simd ? 1 : 0) == 0
+                {
+                    return true
                 }
+                // Else the float loops: tables no 16-bit weight can hold (an output reading more
+                // than 32,767 source pixels), or no memory.
                 return hc_resample_u8(
                     source, stride, height, Int32(channels), hStart, hCount, hWeights, hStride, window.width, vStart, vCount, vWeights, vStride,
                     window.height, target, targetStride) == 0

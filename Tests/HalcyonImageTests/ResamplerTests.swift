@@ -82,6 +82,16 @@ import Testing
         }
     }
 
+    /// A shrink whose outputs each read more source pixels than a 16-bit weight table can hold
+    /// (40,000 columns into one) falls back to the float loops: the same samples as they give.
+    @Test func aShrinkTooWideForFixedPointTakesTheFloatLoops() throws {
+        var generator = SystemRandomNumberGenerator()
+        let noise = (0..<(40_000 * 2 * 3)).map { _ in UInt8.random(in: 0...255, using: &generator) }
+        let fixed = try #require(Self.resampled8(noise, 40_000, 2, to: 1, 2))
+        let float = try #require(Self.resampled8(noise, 40_000, 2, to: 1, 2, arithmetic: .float))
+        #expect(fixed == float)
+    }
+
     /// The direct lane's C loops (`resample8`) against the Swift ones they copy (`resample` on
     /// 8-bit samples): the same samples, for RGB and RGBA (with transparent pixels), shrinks,
     /// enlargements and windows.
