@@ -213,6 +213,10 @@ package final class PixelBuffer: @unchecked Sendable {
     /// A WebP of these pixels (alpha kept), as ImageMagick's writer makes it: libwebp directly
     /// (`hc_webp_encode`), with no 16-bit ImageMagick image in between.
     func encodeWebP(quality: Int) throws(HalcyonError) -> Data {
+        // ImageMagick's writer refuses these sizes as a limit exceeded (`image.too_large`): so here.
+        guard width <= Self.webPMaxSide, height <= Self.webPMaxSide else {
+            throw HalcyonError(.imageTooLarge, "encode webp: \(width)x\(height) is beyond WebP's \(Self.webPMaxSide) pixels a side")
+        }
         var out: UnsafeMutablePointer<UInt8>?
         var length = 0
         let message = withUnsafeTemporaryAllocation(of: CChar.self, capacity: Int(HC_ERROR_LENGTH)) { error -> String? in
@@ -223,6 +227,9 @@ package final class PixelBuffer: @unchecked Sendable {
         defer { hc_free(out) }
         return Data(bytes: out, count: length)
     }
+
+    /// The widest and tallest WebP (libwebp's `WEBP_MAX_DIMENSION`).
+    static let webPMaxSide = 16383
 
     /// RGB from RGBA: each pixel composited over white (`hc_flatten_rgba_on_white`).
     func flattenedOnWhite() -> PixelBuffer {

@@ -129,6 +129,20 @@ extension DirectLaneTests {
         #expect(direct == magick, "\(direct.count) bytes against ImageMagick's \(magick.count)")
     }
 
+    /// Wider than WebP allows: the same code from the lane's writer as from ImageMagick's.
+    @Test func aWebPTooWideFailsAsImageMagicksDoes() throws {
+        let wide = PixelBuffer(width: 16384, height: 2, channels: 3)
+        wide.bytes.update(repeating: 90, count: 16384 * 2 * 3)
+        let direct = Result { () throws(HalcyonError) in try wide.encodeWebP(quality: 80) }
+        let image = try wide.magickImage(format: .webp)
+        let magick = Result { () throws(HalcyonError) in try image.encode() }
+        guard case .failure(let d) = direct, case .failure(let m) = magick else {
+            Issue.record("a 16384-pixel-wide WebP was written")
+            return
+        }
+        #expect(d.code == .imageTooLarge && m.code == .imageTooLarge, "direct \(d), ImageMagick \(m)")
+    }
+
     /// Flattening onto white (vectorized C) against its formula, for every colour and alpha.
     @Test func flatteningGivesEveryColourAndAlphaItsRoundedComposite() {
         let pixels = PixelBuffer(width: 256, height: 256, channels: 4)

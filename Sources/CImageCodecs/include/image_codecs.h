@@ -112,10 +112,11 @@ int hc_resample_u8(const uint8_t *source, size_t source_stride, long source_heig
 
 /// `hc_resample_u8` of opaque 8-bit RGB (3 channels) in 16-bit fixed point, from the same float
 /// tables: weights rounded to multiples of 2^-shift that sum to exactly 1, 8-bit rows between the
-/// passes (clamped, as Pillow keeps them; columns first when that costs less), the multiply-adds on AVX2 when the CPU has it and
-/// `simd` is nonzero, else portable loops that give the same samples. Within a few levels of the
-/// float path's samples (above 50 dB PSNR on photographs), about 2.4 times faster. Returns 0, or -1 when memory could not be had
-/// or the tables describe nothing a 16-bit weight can hold.
+/// passes (clamped, as Pillow keeps them; columns first when that costs less), the multiply-adds
+/// on AVX2 when the CPU has it and `simd` is nonzero, else portable loops that give the same
+/// samples. Within a few levels of the float path's samples (above 50 dB PSNR on photographs),
+/// about 2.4 times faster. Returns 0, or -1 when memory could not be had or the tables describe
+/// nothing a 16-bit weight can hold.
 int hc_resample_rgb8_fixed(const uint8_t *source, size_t source_stride, long source_height, const long *h_start,
                            const long *h_count, const float *h_weights, long h_stride, long out_width, const long *v_start,
                            const long *v_count, const float *v_weights, long v_stride, long out_height, uint8_t *target,
