@@ -378,7 +378,7 @@ package struct Bench: AsyncParsableCommand {
             guard let halcyon = results.first(where: { $0.tool == "halcyon" }) else { continue }
             let floor = results.first { $0.tool == BenchFloor.tool }
             let lines = [halcyon.databaseLine(unit: unit, floor: floor), halcyon.stageLine(unit: unit)].compactMap { $0 }
-            if !lines.isEmpty { print(lines.joined(separator: "\n") + "\n") }
+            print(lines.joined(separator: "\n") + "\n")
         }
         let verdict = BenchQuality.verdict(results)
         if let verdict { print(verdict.line + "\n") }

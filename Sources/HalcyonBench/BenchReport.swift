@@ -134,9 +134,12 @@ struct BenchResult {
     }
 
     /// `halcyon and PostgreSQL: 36.1 CPU ms per image (PostgreSQL's 3.1), 1.38× the decode
-    /// floor's 26.2`, or nil when PostgreSQL's CPU was not measured.
-    func databaseLine(unit: String, floor: BenchResult?) -> String? {
-        guard let total = cpuMsWithDatabase, let database = databaseCPUMs else { return nil }
+    /// floor's 26.2`, or a line saying PostgreSQL's CPU was not measured, and why it may not be.
+    func databaseLine(unit: String, floor: BenchResult?) -> String {
+        guard let total = cpuMsWithDatabase, let database = databaseCPUMs else {
+            return "PostgreSQL's CPU: not measured (no process of this machine was found listening where the "
+                + "connection string points: a server on another machine, or its processes unreadable without root)"
+        }
         var line = String(format: "%@ and PostgreSQL: %.1f CPU ms per %@ (PostgreSQL's backends %.1f)", tool, total, unit, database)
         if let floor, floor.cpuMs > 0 { line += String(format: ", %.2f× the decode floor's %.1f", total / floor.cpuMs, floor.cpuMs) }
         return line

@@ -1,4 +1,5 @@
 import Foundation
+import HalcyonRuntime
 
 /// The whole machine's CPU time by kind (`/proc/stat`'s first line), to tell a tool's own CPU
 /// use from what else ran meanwhile: PostgreSQL, the kernel's I/O, the bench, the hypervisor.
@@ -6,7 +7,7 @@ struct MachineCPU {
     var busy: Double, idle: Double, steal: Double
 
     static func now() -> MachineCPU? {
-        guard let text = try? String(contentsOfFile: "/proc/stat", encoding: .utf8),
+        guard let text = KernelFile.text("/proc/stat"),
             let line = text.split(separator: "\n").first, line.hasPrefix("cpu ")
         else { return nil }
         let v = line.split(separator: " ").dropFirst().compactMap { Double($0) }

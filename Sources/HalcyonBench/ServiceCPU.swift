@@ -57,7 +57,7 @@ struct ServiceCPU: Sendable {
 
     /// utime + stime (and with `children`, cutime + cstime) of `/proc/PID/stat`, in seconds.
     static func stat(_ pid: pid_t, children: Bool) -> Double? {
-        guard let text = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8), let close = text.lastIndex(of: ")") else { return nil }
+        guard let text = KernelFile.text("/proc/\(pid)/stat"), let close = text.lastIndex(of: ")") else { return nil }
         // After "pid (comm)": state is field 3; utime, stime, cutime, cstime are fields 14–17.
         let f = text[text.index(after: close)...].split(separator: " ")
         guard f.count > 14 else { return nil }
@@ -66,7 +66,7 @@ struct ServiceCPU: Sendable {
     }
 
     private static func lines(_ path: String) -> [[String]] {
-        ((try? String(contentsOfFile: path, encoding: .utf8)) ?? "").split(separator: "\n").dropFirst().map {
+        (KernelFile.text(path) ?? "").split(separator: "\n").dropFirst().map {
             $0.split(separator: " ").map(String.init)
         }
     }

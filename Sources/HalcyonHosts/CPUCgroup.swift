@@ -66,7 +66,7 @@ public final class CPUCgroup: Sendable {
     static func v2Root(_ mounts: [Mount]) -> String? { mounts.first(where: \.v2)?.path }
 
     /// This machine's mount table.
-    static var mountTable: String? { try? String(contentsOfFile: "/proc/self/mounts", encoding: .utf8) }
+    static var mountTable: String? { KernelFile.text("/proc/self/mounts") }
 
     // MARK: - Making and removing
 
@@ -109,12 +109,12 @@ public final class CPUCgroup: Sendable {
         if let root = v2Root(mounts) {
             let dir = "\(root)/\(name)"
             do {
-                let controllers = ((try? String(contentsOfFile: "\(root)/cgroup.controllers", encoding: .utf8)) ?? "")
+                let controllers = (KernelFile.text("\(root)/cgroup.controllers") ?? "")
                     .trimmingCharacters(in: .whitespacesAndNewlines)
                 guard controllers.split(separator: " ").contains("cpu") else {
                     throw failure("the cpu controller is not available there (cgroup.controllers: '\(controllers)')")
                 }
-                let enabled = (try? String(contentsOfFile: "\(root)/cgroup.subtree_control", encoding: .utf8)) ?? ""
+                let enabled = KernelFile.text("\(root)/cgroup.subtree_control") ?? ""
                 if !enabled.split(whereSeparator: \.isWhitespace).contains("cpu") {
                     try write("+cpu", to: "\(root)/cgroup.subtree_control")
                 }
@@ -168,7 +168,7 @@ public final class CPUCgroup: Sendable {
 
     /// The processes in the group.
     public func pids() -> [pid_t] {
-        ((try? String(contentsOfFile: "\(directory)/cgroup.procs", encoding: .utf8)) ?? "").split(separator: "\n").compactMap { pid_t($0) }
+        (KernelFile.text("\(directory)/cgroup.procs") ?? "").split(separator: "\n").compactMap { pid_t($0) }
     }
 
     /// The quota as the kernel holds it, in cores (nil when unreadable).
@@ -179,7 +179,7 @@ public final class CPUCgroup: Sendable {
             else { return nil }
             return q / p
         case .v2:
-            let f = ((try? String(contentsOfFile: "\(directory)/cpu.max", encoding: .utf8)) ?? "").split(whereSeparator: \.isWhitespace)
+            let f = (KernelFile.text("\(directory)/cpu.max") ?? "").split(whereSeparator: \.isWhitespace)
             guard f.count == 2, let q = Double(f[0]), let p = Double(f[1]), p > 0 else { return nil }
             return q / p
         }
@@ -216,7 +216,7 @@ public final class CPUCgroup: Sendable {
 
     private func stat() -> [String: Double] {
         var out: [String: Double] = [:]
-        for line in ((try? String(contentsOfFile: "\(directory)/cpu.stat", encoding: .utf8)) ?? "").split(separator: "\n") {
+        for line in (KernelFile.text("\(directory)/cpu.stat") ?? "").split(separator: "\n") {
             let f = line.split(separator: " ")
             if f.count == 2, let v = Double(f[1]) { out[String(f[0])] = v }
         }
@@ -251,7 +251,7 @@ public final class CPUCgroup: Sendable {
             guard errno == EBUSY else { return }
             // Still populated: a process not yet reaped, or one left behind.
             if attempt >= 5 {
-                for line in ((try? String(contentsOfFile: "\(dir)/cgroup.procs", encoding: .utf8)) ?? "").split(separator: "\n") {
+                for line in (KernelFile.text("\(dir)/cgroup.procs") ?? "").split(separator: "\n") {
                     if let pid = pid_t(line) { kill(pid, SIGKILL) }
                 }
             }
@@ -273,7 +273,7 @@ public final class CPUCgroup: Sendable {
     }
 
     static func number(_ path: String) -> Double? {
-        (try? String(contentsOfFile: path, encoding: .utf8)).flatMap { Double($0.trimmingCharacters(in: .whitespacesAndNewlines)) }
+        KernelFile.text(path).flatMap { Double($0.trimmingCharacters(in: .whitespacesAndNewlines)) }
     }
 
     static func makeDirectory(_ path: String) throws {

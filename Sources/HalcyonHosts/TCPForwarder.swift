@@ -70,7 +70,7 @@ public final class TCPForwarder: Sendable {
     /// The CPU seconds (user + system) the forwarders have used so far (`/proc/PID/stat`); nil
     /// when unreadable.
     public var cpuSeconds: Double? {
-        guard let text = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+        guard let text = KernelFile.text("/proc/\(pid)/stat"),
             let close = text.lastIndex(of: ")")
         else { return nil }
         // After "pid (comm)": state is field 3; utime and stime are fields 14 and 15.

@@ -18,14 +18,14 @@ public enum ProcessMemory {
     public static func children(of pid: pid_t) -> [pid_t] {
         let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")) ?? []
         return tasks.flatMap { task in
-            ((try? String(contentsOfFile: "/proc/\(pid)/task/\(task)/children", encoding: .utf8)) ?? "").split(separator: " ").compactMap {
+            (KernelFile.text("/proc/\(pid)/task/\(task)/children") ?? "").split(separator: " ").compactMap {
                 pid_t($0)
             }
         }.sorted()
     }
 
     private static func statusBytes(_ field: String, of pid: pid_t) -> Int? {
-        guard let text = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
+        guard let text = KernelFile.text("/proc/\(pid)/status"),
             let line = text.split(separator: "\n").first(where: { $0.hasPrefix(field) }),
             let kb = Int(line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "")
         else { return nil }

@@ -7,8 +7,8 @@ import Logging
 public enum StartupClock {
     /// Milliseconds since this process was started, from `/proc/self/stat`'s start time.
     public static var sinceStartMilliseconds: Int? {
-        guard let stat = try? String(contentsOfFile: "/proc/self/stat", encoding: .utf8),
-            let uptime = try? String(contentsOfFile: "/proc/uptime", encoding: .utf8),
+        guard let stat = KernelFile.text("/proc/self/stat"),
+            let uptime = KernelFile.text("/proc/uptime"),
             let now = Double(uptime.split(separator: " ").first ?? "")
         else { return nil }
         // Fields after the command name (which may hold spaces, so split after its ')'):

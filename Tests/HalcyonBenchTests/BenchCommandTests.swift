@@ -139,7 +139,7 @@ struct BenchCommandTests {
         #expect(json["H"] == nil && json["L"] == nil)
         #expect(try await db.query("SELECT count(*) AS n FROM halcyon.jobs").value(0, "n") == "0")
         let pid = bench.pid
-        let namespaces = try String(contentsOfFile: "/proc/net/dev", encoding: .utf8)
+        let namespaces = try #require(KernelFile.text("/proc/net/dev"))
         #expect(!namespaces.contains("hc\(pid)a"), "the bench's veth pairs are removed")
     }
 
@@ -174,7 +174,7 @@ struct BenchCommandTests {
             let left = ((try? FileManager.default.contentsOfDirectory(atPath: root)) ?? []).filter { $0.hasPrefix("hc-\(pid)-") }
             #expect(left.isEmpty, "the bench's cgroups are removed: \(root) \(left)")
         }
-        #expect(!(try String(contentsOfFile: "/proc/net/dev", encoding: .utf8)).contains("hc\(pid)a"), "the bench's veth pairs are removed")
+        #expect(!(KernelFile.text("/proc/net/dev") ?? "hc\(pid)a").contains("hc\(pid)a"), "the bench's veth pairs are removed")
     }
 
     /// A `--host-cpus` no host could have is refused before anything runs, saying what is allowed.

@@ -83,9 +83,9 @@ struct ChildProcess: Sendable {
         let tasks = "/proc/\(pid)/task"
         guard let threads = try? FileManager.default.contentsOfDirectory(atPath: tasks) else { return false }
         for thread in threads {
-            guard let children = try? String(contentsOfFile: "\(tasks)/\(thread)/children", encoding: .utf8) else { continue }
+            guard let children = KernelFile.text("\(tasks)/\(thread)/children") else { continue }
             for child in children.split(separator: " ") {
-                let name = (try? String(contentsOfFile: "/proc/\(child)/comm", encoding: .utf8)) ?? ""
+                let name = KernelFile.text("/proc/\(child)/comm") ?? ""
                 if name.hasPrefix("swift-backtrace") { return true }
             }
         }
