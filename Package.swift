@@ -202,7 +202,8 @@ let package = Package(
             dependencies: ["HalcyonDomain", "HalcyonRuntime", "HalcyonQueue", "HalcyonFetch", "HalcyonEmbedded", "HalcyonHosts"],
             path: "Tests/HalcyonTestSupport"),
 
-        .testTarget(name: "HalcyonRuntimeTests", dependencies: ["HalcyonRuntime", .product(name: "Logging", package: "swift-log")]),
+        .testTarget(
+            name: "HalcyonRuntimeTests", dependencies: ["HalcyonRuntime", "HalcyonTestSupport", .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "HalcyonDomainTests", dependencies: ["HalcyonDomain", "HalcyonRuntime"]),
         .testTarget(
             name: "HalcyonImageTests",

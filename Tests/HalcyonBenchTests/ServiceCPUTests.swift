@@ -10,16 +10,11 @@ struct ServiceCPUTests {
     @Test func aUnixListenerAmongThousandsOfSocketsIsFound() throws {
         let directory = try TestEnvironment.temporaryDirectory("service-cpu")
         let path = directory.appendingPathComponent(".s.PGSQL.5432").path
-        var fds: [Int32] = []
-        defer { for fd in fds { close(fd) } }
-        for _ in 0..<3000 {
-            var pair: [Int32] = [0, 0]
-            try #require(socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0, &pair) == 0)
-            fds += pair
-        }
+        let sockets = try HeldSockets(pairs: 3000)
+        defer { sockets.close() }
         let listener = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
         try #require(listener >= 0)
-        fds.append(listener)
+        defer { close(listener) }
         var address = sockaddr_un()
         address.sun_family = sa_family_t(AF_UNIX)
         withUnsafeMutableBytes(of: &address.sun_path) { raw in

@@ -1,0 +1,31 @@
+import Foundation
+
+/// Unix socket pairs held open for a test, to make this process's socket tables (and the
+/// machine's `/proc/net/unix`) long, as a busy machine's are. Closed by `close()`.
+public struct HeldSockets: Sendable {
+    public let descriptors: [Int32]
+
+    /// Opens `pairs` socket pairs (twice as many sockets).
+    public init(pairs: Int) throws {
+        var fds: [Int32] = []
+        for _ in 0..<pairs {
+            var pair: [Int32] = [0, 0]
+            guard socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0, &pair) == 0 else {
+                for fd in fds { Glibc.close(fd) }
+                throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO)
+            }
+            fds += pair
+        }
+        descriptors = fds
+    }
+
+    /// The sockets' inode numbers, as `/proc/net/unix` lists them.
+    public func inodes() throws -> Set<String> {
+        Set(
+            try descriptors.map { fd in
+                String(try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/\(fd)").dropFirst("socket:[".count).dropLast())
+            })
+    }
+
+    public func close() { for fd in descriptors { Glibc.close(fd) } }
+}
