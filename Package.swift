@@ -254,7 +254,7 @@ let package = Package(
             dependencies: [
                 "HalcyonWorker", "HalcyonQueue", "HalcyonDomain", "HalcyonRuntime", "HalcyonImage", "HalcyonStore", "HalcyonS3", "HalcyonEmbedded",
                 "HalcyonSamples", "HalcyonHosts",
-                "HalcyonTestSupport", .product(name: "Prometheus", package: "swift-prometheus"),
+                "HalcyonTestSupport", .product(name: "Prometheus", package: "swift-prometheus"), .product(name: "Logging", package: "swift-log"),
             ]),
         .testTarget(name: "HalcyonFuzzTests", dependencies: ["HalcyonFuzz"]),
         // The documentation's runnable examples, the CLI reference's freshness and the install.

@@ -9,6 +9,7 @@ import HalcyonWorker
 
 struct Retry: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "retry",
         abstract: "Requeue failed or cancelled jobs with a fresh attempt budget: by id, or every job matching filters.",
         discussion: """
             By id: halcyon retry 12 13. By filter: halcyon retry --code fetch.http_status --since 1h \
@@ -35,6 +36,7 @@ struct Retry: AsyncParsableCommand {
 
 struct Cancel: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "cancel",
         abstract: "Cancel queued or running jobs: by id, or every job matching filters.",
         discussion: """
             A running job's worker notices at its next lease renewal (lease/3) and abandons it. \
@@ -118,6 +120,7 @@ func report(_ verb: String, _ done: [Int64], of ids: [Int64], in database: Strin
 
 struct Prune: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "prune",
         abstract: "Delete finished jobs older than a duration.",
         discussion: """
             Only rows are deleted, a batch of 1,000 at a time; stored objects stay until the \
@@ -151,6 +154,7 @@ struct Prune: AsyncParsableCommand {
 
 struct Embedded: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "embedded",
         abstract: "Manage the embedded PostgreSQL cluster under $HALCYON_HOME.",
         discussion: "start: initialise/start it; stop: stop it; url: print its connection string.")
     @Argument(help: "start, stop or url.")

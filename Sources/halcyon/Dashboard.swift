@@ -10,6 +10,7 @@ import ServiceLifecycle
 
 struct Dashboard: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "dashboard",
         abstract: "Serve the operators' web dashboard: the queue, the failures and the images themselves.",
         discussion: """
             Pages: / (overview), /jobs (filterable list, bulk retry/cancel), /jobs/ID (one job), \

@@ -13,6 +13,7 @@ import Synchronization
 /// `halcyon deliver`: webhook deliveries alone, no job claimed.
 struct Deliver: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "deliver",
         abstract: "Deliver the webhooks that are due (any job's), claiming no job.",
         discussion: """
             Every worker delivers webhooks already; this command is for a delivery that is still \

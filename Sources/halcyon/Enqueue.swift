@@ -9,6 +9,7 @@ import HalcyonRuntime
 
 struct Enqueue: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "enqueue",
         abstract: "Enqueue one job, or many from JSON lines; prints the new ids.",
         discussion: """
             One job:   halcyon enqueue https://example.com/a.jpg --processors 'resize(320x320, mode=fill) |> format(webp)'

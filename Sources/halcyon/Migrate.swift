@@ -4,6 +4,7 @@ import HalcyonQueue
 
 struct Migrate: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "migrate",
         abstract: "Apply pending migrations (idempotent; safe to run from several processes at once).",
         discussion: """
             Reads the migration files NNNN_*.sql — from migrations/ found beside the binary, or \

@@ -5,6 +5,7 @@ import HalcyonQueue
 
 struct Pause: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "pause",
         abstract: "Pause a queue: no worker claims its jobs until it is resumed; running jobs finish.",
         discussion: "A queue exists once a job has been enqueued to it; `halcyon status` lists them.")
     @OptionGroup var target: QueueTarget
@@ -13,7 +14,7 @@ struct Pause: AsyncParsableCommand {
 }
 
 struct Resume: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Resume a paused queue; listening workers are woken at once.")
+    static let configuration = CommandConfiguration(commandName: "resume", abstract: "Resume a paused queue; listening workers are woken at once.")
     @OptionGroup var target: QueueTarget
 
     func run() async throws { try await target.apply("resumed") { try await $0.resume(queue: $1) } }
@@ -21,6 +22,7 @@ struct Resume: AsyncParsableCommand {
 
 struct Limit: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "limit",
         abstract: "Show or change a queue's fleet-wide limits, which every worker's claims obey.",
         discussion: """
             With no option, prints the queue's limits. Each option given sets that limit (`none` \

@@ -7,7 +7,8 @@ import HalcyonRuntime
 import HalcyonStore
 
 struct Show: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Show one job: its inputs, state, result and every attempt's error.")
+    static let configuration = CommandConfiguration(
+        commandName: "show", abstract: "Show one job: its inputs, state, result and every attempt's error.")
 
     @OptionGroup var database: DatabaseOptions
     @OptionGroup var storeOptions: StoreOptions

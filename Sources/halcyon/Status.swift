@@ -7,6 +7,7 @@ import HalcyonRuntime
 
 struct Status: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "status",
         abstract: "Counts by state and by queue (and which are paused), queue age, throughput, recent failures, retention and workers.")
 
     @OptionGroup var database: DatabaseOptions

@@ -23,6 +23,7 @@ struct StoreSizeLimitOption: ParsableArguments {
 
 struct Sweep: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "sweep",
         abstract: "Delete expired store files and keys; trim the store to a size limit.",
         discussion: """
             Deletes objects and kept originals whose expiry has passed, keys that expired or \
@@ -79,6 +80,7 @@ struct Sweep: AsyncParsableCommand {
 
 struct Verify: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "verify",
         abstract: "Re-hash every stored object; report (and with --repair remove) any whose bytes no longer match their name.",
         discussion: """
             Objects are named by the SHA-256 of their bytes, so a mismatch means the object was \

@@ -8,6 +8,7 @@ import HalcyonQueue
 
 struct Validate: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "validate",
         abstract: "Check a processor chain: print its canonical identifier (exit 0) or the error (exit 1).",
         discussion: """
             The chain is judged as a worker judges it before any download: its grammar, every \

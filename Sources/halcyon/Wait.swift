@@ -9,6 +9,7 @@ import Logging
 
 struct Wait: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "wait",
         abstract: "Wait until jobs are finished; exit 0 if all succeeded, 1 if any failed or was cancelled, 2 on timeout.",
         discussion: """
             Listens on halcyon_job_finished and reads the jobs' states once listening, then again \

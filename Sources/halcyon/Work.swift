@@ -15,6 +15,7 @@ import ServiceLifecycle
 
 struct Work: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "work",
         abstract: "Run a worker: claim jobs, fetch, process, store, record.",
         discussion: """
             SIGTERM/SIGINT: stop claiming, let in-flight jobs finish within --grace, release the \

@@ -103,10 +103,8 @@ public struct QueryLibrary: Sendable {
             for _ in 0..<8 {
                 let included = slots(in: text).filter { fragments[$0] != nil }
                 guard !included.isEmpty else { break }
-                for name in included {
-                    text = text.replacingOccurrences(of: "/*\(name)*/", with: fragments[name]?.text ?? "")
-                    used.insert(name)
-                }
+                text = including(fragments, in: text)
+                used.formUnion(included)
             }
             let left = slots(in: text)
             if let cycle = left.first(where: { fragments[$0] != nil }) {
@@ -138,7 +136,10 @@ public struct QueryLibrary: Sendable {
             last.removeLast()
             out.append(Piece(name: c.name, kind: c.kind, text: (body + [last]).joined(separator: "\n"), file: file, line: c.line))
         }
-        for (index, line) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+        // Lines split and trimmed on UTF-8 bytes (ASCII whitespace): the files are parsed at
+        // every process's start, and Character-wise scanning cost milliseconds there.
+        for (index, bytes) in text.utf8.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false).enumerated() {
+            let line = Substring(bytes)
             let trimmed = line.trimmingWhitespace
             let comment = trimmed.isEmpty || trimmed.hasPrefix("--")
             if trimmed.hasPrefix(statementHeader) || trimmed.hasPrefix(fragmentHeader) {
@@ -182,24 +183,59 @@ public struct QueryLibrary: Sendable {
 
     /// The names in the `/*NAME*/` of `text`, in order (other comments are left out).
     static func slots(in text: String) -> [String] {
-        var names: [String] = []
-        var rest = text[...]
-        while let open = rest.range(of: "/*") {
-            guard let close = rest[open.upperBound...].range(of: "*/") else { break }
-            let name = rest[open.upperBound..<close.lowerBound]
-            if isName(name) { names.append(String(name)) }
-            rest = rest[close.upperBound...]
+        comments(in: text).compactMap { isName($0.name) ? String($0.name) : nil }
+    }
+
+    /// Every `/*…*/` of `text`: its whole range and what stands between the markers.
+    private static func comments(in text: String) -> [(range: Range<String.Index>, name: Substring)] {
+        let utf8 = text.utf8
+        var found: [(Range<String.Index>, Substring)] = []
+        var i = utf8.startIndex
+        func marker(_ first: UInt8, _ second: UInt8, from start: String.Index) -> String.Index? {
+            var j = start
+            while j < utf8.endIndex {
+                let next = utf8.index(after: j)
+                if utf8[j] == first, next < utf8.endIndex, utf8[next] == second { return j }
+                j = next
+            }
+            return nil
         }
-        return names
+        while let open = marker(UInt8(ascii: "/"), UInt8(ascii: "*"), from: i) {
+            let inside = utf8.index(open, offsetBy: 2)
+            guard let close = marker(UInt8(ascii: "*"), UInt8(ascii: "/"), from: inside) else { break }
+            i = utf8.index(close, offsetBy: 2)
+            found.append((open..<i, Substring(utf8[inside..<close])))
+        }
+        return found
+    }
+
+    /// `text` with each `/*NAME*/` whose name `fragments` has replaced by that fragment's text.
+    private static func including(_ fragments: [String: Piece], in text: String) -> String {
+        var out = ""
+        var last = text.startIndex
+        for (range, name) in comments(in: text) {
+            guard let fragment = fragments[String(name)] else { continue }
+            out += text[last..<range.lowerBound]
+            out += fragment.text
+            last = range.upperBound
+        }
+        return last == text.startIndex ? text : out + text[last...]
     }
 }
 
 extension Substring {
-    fileprivate var trimmingWhitespace: Substring { drop(while: \.isWhitespace).trimmingWhitespaceAtEnd }
+    /// Without the ASCII whitespace (space, tab, CR, VT, FF) at both ends.
+    fileprivate var trimmingWhitespace: Substring {
+        let start = utf8.firstIndex { !$0.isASCIIWhitespace } ?? utf8.endIndex
+        return Substring(utf8[start...]).trimmingWhitespaceAtEnd
+    }
 
     fileprivate var trimmingWhitespaceAtEnd: Substring {
-        var s = self
-        while s.last?.isWhitespace == true { s.removeLast() }
-        return s
+        guard let last = utf8.lastIndex(where: { !$0.isASCIIWhitespace }) else { return self[endIndex...] }
+        return Substring(utf8[...last])
     }
+}
+
+extension UInt8 {
+    fileprivate var isASCIIWhitespace: Bool { self == 0x20 || (0x09...0x0D).contains(self) }
 }

@@ -158,8 +158,12 @@ public final class Supervisor: Sendable {
             let started = ContinuousClock.now
             let tracker = ProcessingTracker()
             let readerDone = CancellationFlag()
-            tracker.follow(child.reports) { readerDone.cancel() }
-            let (exit, cause) = await watch(child, tracker)
+            let pipeEnded = WakeSignal()
+            tracker.follow(child.reports) {
+                readerDone.cancel()
+                pipeEnded.wake()
+            }
+            let (exit, cause) = await watch(child, tracker, pipeEnded: (pipeEnded, readerDone))
             // The pipe's last lines are read before the jobs in processing are judged.
             _ = await readerDone.sleep(seconds: 2)
             state.withLock { $0.child = nil }
@@ -229,10 +233,16 @@ public final class Supervisor: Sendable {
     }
 
     /// Waits for the child to end, ending it at once when it goes over the memory ceiling or a
-    /// job has been stuck in processing past the deadline and its grace.
-    private func watch(_ child: ChildProcess, _ tracker: ProcessingTracker) async -> (ChildProcess.Exit, Cause?) {
+    /// job has been stuck in processing past the deadline and its grace. Looks every
+    /// `watchInterval`, and every millisecond for a moment once the child's report pipe has
+    /// ended (its exit closes it just before it can be reaped), so a drained worker's exit is
+    /// seen at once, not up to an interval later.
+    private func watch(
+        _ child: ChildProcess, _ tracker: ProcessingTracker, pipeEnded: (signal: WakeSignal, flag: CancellationFlag)
+    ) async -> (ChildProcess.Exit, Cause?) {
         var cause: Cause?
         var backtraceSince: ContinuousClock.Instant?
+        var quickLooks = 0, pipeSeenEnded = false
         while true {
             if let exit = child.exit(block: false) { return (exit, cause) }
             if cause == nil {
@@ -257,7 +267,16 @@ public final class Supervisor: Sendable {
                     kill(child.pid, SIGKILL)
                 }
             }
-            try? await Task.sleep(for: configuration.watchInterval)
+            if quickLooks > 0 {
+                quickLooks -= 1
+                try? await Task.sleep(for: .milliseconds(1))
+            } else {
+                await pipeEnded.signal.wait(timeout: configuration.watchInterval)
+                if pipeEnded.flag.isCancelled, !pipeSeenEnded {
+                    pipeSeenEnded = true
+                    quickLooks = 100
+                }
+            }
         }
     }
 
