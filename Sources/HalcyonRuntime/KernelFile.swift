@@ -17,17 +17,19 @@ public enum KernelFile {
         guard fd >= 0 else { return nil }
         defer { close(fd) }
         var bytes: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 64 << 10)
-        while true {
-            let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-            if n == 0 { break }
-            if n < 0 {
-                if errno == EINTR { continue }
-                return nil
+        // Into a buffer on the stack: the supervisor reads its child's status at every look.
+        let complete = withUnsafeTemporaryAllocation(byteCount: 16 << 10, alignment: 16) { chunk -> Bool in
+            while true {
+                let n = read(fd, chunk.baseAddress, chunk.count)
+                if n == 0 { return true }
+                if n < 0 {
+                    if errno == EINTR { continue }
+                    return false
+                }
+                guard bytes.count + n <= limit else { return false }
+                bytes.append(contentsOf: UnsafeRawBufferPointer(rebasing: chunk[0..<n]))
             }
-            guard bytes.count + n <= limit else { return nil }
-            bytes.append(contentsOf: chunk[0..<n])
         }
-        return String(validating: bytes, as: UTF8.self)
+        return complete ? String(validating: bytes, as: UTF8.self) : nil
     }
 }
