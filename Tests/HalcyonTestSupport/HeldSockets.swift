@@ -1,7 +1,8 @@
 import Foundation
 
 /// Unix socket pairs held open for a test, to make this process's socket tables (and the
-/// machine's `/proc/net/unix`) long, as a busy machine's are. Closed by `close()`.
+/// machine's `/proc/net/unix`) long, as a busy machine's are. Close-on-exec, so that processes
+/// other tests start meanwhile do not inherit them. Closed by `close()`.
 public struct HeldSockets: Sendable {
     public let descriptors: [Int32]
 
@@ -10,7 +11,7 @@ public struct HeldSockets: Sendable {
         var fds: [Int32] = []
         for _ in 0..<pairs {
             var pair: [Int32] = [0, 0]
-            guard socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0, &pair) == 0 else {
+            guard socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue | SOCK_CLOEXEC.rawValue), 0, &pair) == 0 else {
                 for fd in fds { Glibc.close(fd) }
                 throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO)
             }
