@@ -5,13 +5,13 @@ import Testing
 @testable import HalcyonBench
 
 /// The bench finds a shared service's process by its listening socket — on a machine with
-/// a thousand other sockets as well (a second test suite, many connections), which make
+/// hundreds of other sockets as well (a second test suite, many connections), which make
 /// `/proc/net/unix` many pages long.
 struct ServiceCPUTests {
     @Test func aUnixListenerAmongManySocketsIsFound() throws {
         let directory = try TestEnvironment.temporaryDirectory("service-cpu")
         let path = directory.appendingPathComponent(".s.PGSQL.5432").path
-        let sockets = try HeldSockets(pairs: 500)
+        let sockets = try HeldSockets(pairs: 200)
         defer { sockets.close() }
         let listener = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue | SOCK_CLOEXEC.rawValue), 0)
         try #require(listener >= 0)

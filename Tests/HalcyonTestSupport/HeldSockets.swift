@@ -8,6 +8,13 @@ public struct HeldSockets: Sendable {
 
     /// Opens `pairs` socket pairs (twice as many sockets).
     public init(pairs: Int) throws {
+        // Room for them beside what the test process holds: the soft descriptor limit raised
+        // toward the hard one when it is lower (1,024 is a common default).
+        var limit = rlimit()
+        if getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0, limit.rlim_cur < rlim_t(2 * pairs + 4096) {
+            limit.rlim_cur = min(limit.rlim_max, rlim_t(2 * pairs + 4096))
+            _ = setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
+        }
         var fds: [Int32] = []
         for _ in 0..<pairs {
             var pair: [Int32] = [0, 0]
