@@ -114,7 +114,7 @@ let package = Package(
             name: "HalcyonWorker",
             dependencies: [
                 "HalcyonDomain", "HalcyonRuntime", "HalcyonQueue", "HalcyonFetch", "HalcyonImage", "HalcyonStore", "HalcyonStoreMaintenance",
-                "HalcyonHTTP", "HalcyonS3", "CMalloc",
+                "HalcyonHTTP", "HalcyonS3",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
@@ -173,8 +173,11 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]),
-        .executableTarget(
-            name: "halcyon",
+        // Every command of the `halcyon` binary, one file per command (Sources/HalcyonCommands);
+        // `halcyon` is its entry point alone, so the suite's fault-injecting build runs the same
+        // commands with one hook added.
+        .target(
+            name: "HalcyonCommands",
             dependencies: [
                 "HalcyonDomain", "HalcyonRuntime", "HalcyonQueue", "HalcyonFetch", "HalcyonImage", "HalcyonStore", "HalcyonStoreMaintenance",
                 "HalcyonWorker",
@@ -185,6 +188,7 @@ let package = Package(
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "Logging", package: "swift-log"),
             ]),
+        .executableTarget(name: "halcyon", dependencies: ["HalcyonCommands"]),
 
         .executableTarget(
             name: "halcyon-bench", dependencies: ["HalcyonBench", .product(name: "ArgumentParser", package: "swift-argument-parser")]),
@@ -195,6 +199,11 @@ let package = Package(
         // executable per target; never linked into `halcyon`. Built as usual, each executable runs the
         // files named on its command line once; scripts/fuzz builds one with -sanitize=fuzzer.
         .target(name: "HalcyonFuzz", dependencies: ["HalcyonDomain", "HalcyonRuntime", "HalcyonImage", "HalcyonFetch"]),
+
+        // `halcyon` with the suite's fault injection (HALCYON_TEST_FAULT: a crash, an abort, a hang
+        // or a runaway allocation in image work), for the tests of the supervisor and of shutdown.
+        // Built with the tests, or by `swift build --product halcyon-faults`; never installed.
+        .executableTarget(name: "halcyon-faults", dependencies: ["HalcyonCommands", "HalcyonWorker"], path: "Tests/halcyon-faults"),
 
         // Helpers for the integration tests: throwaway databases, the origin, worker processes.
         .target(
@@ -246,15 +255,17 @@ let package = Package(
                 "HalcyonSamples", "HalcyonTestSupport",
                 .product(name: "Logging", package: "swift-log"),
             ]),
-        // The `halcyon` binary's commands and options (Sources/halcyon, HalcyonCLI), run as users run them.
+        // The `halcyon` binary's commands and options (Sources/HalcyonCommands, HalcyonCLI), run as users run them.
         .testTarget(name: "HalcyonCLITests", dependencies: ["HalcyonQueue", "HalcyonRuntime", "HalcyonTestSupport"]),
         // The worker's parts, and real `halcyon work` processes claiming, processing and recording jobs.
         .testTarget(
             name: "HalcyonWorkerTests",
             dependencies: [
-                "HalcyonWorker", "HalcyonQueue", "HalcyonDomain", "HalcyonRuntime", "HalcyonImage", "HalcyonStore", "HalcyonS3", "HalcyonEmbedded",
-                "HalcyonSamples", "HalcyonHosts",
+                "HalcyonWorker", "HalcyonCommands", "HalcyonQueue", "HalcyonDomain", "HalcyonRuntime", "HalcyonImage", "HalcyonStore", "HalcyonS3",
+                "HalcyonEmbedded", "HalcyonSamples", "HalcyonHosts", "HalcyonCLI",
                 "HalcyonTestSupport", .product(name: "Prometheus", package: "swift-prometheus"), .product(name: "Logging", package: "swift-log"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]),
         .testTarget(name: "HalcyonFuzzTests", dependencies: ["HalcyonFuzz"]),
         // The documentation's runnable examples, the CLI reference's freshness and the install.

@@ -27,10 +27,9 @@ package struct StoreOptions: ParsableArguments {
                 "Default: HALCYON_S3_PATH_STYLE (1 or 0), else path-style for an endpoint given by address or localhost, host names otherwise."))
     package var s3PathStyle: Bool?
 
-    /// The store's location; a `scheme://` other than `s3://`, a bad bucket name or a bad S3
+    /// The store's location (`environment`'s variables where no option says); a `scheme://` other than `s3://`, a bad bucket name or a bad S3
     /// variable is a `ValidationError` naming it.
-    package func location() throws -> StoreLocation {
-        let environment = ProcessInfo.processInfo.environment
+    package func location(environment: [String: String] = ProcessInfo.processInfo.environment) throws -> StoreLocation {
         let text = store ?? environment["HALCYON_STORE"].flatMap { $0.isEmpty ? nil : $0 }
         guard let text else { return .directory(EmbeddedCluster.defaultHome().appendingPathComponent("store")) }
         do {

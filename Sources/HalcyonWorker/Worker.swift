@@ -7,6 +7,10 @@ import HalcyonStore
 import Logging
 import ServiceLifecycle
 
+/// A call made on the processing thread as a chain's image work starts, with the job's sources
+/// (`Worker.init(…chainStarted:)`). Blocking is allowed: it runs where the image work runs.
+public typealias ChainStartedHook = @Sendable (_ sources: [String]) -> Void
+
 /// A worker: connects, registers in `halcyon.workers`, and runs its duties as services of one
 /// `ServiceGroup` — the `Claimer` (claim, run, record, and at shutdown finish or release),
 /// the `LeaseKeeper` (lease renewal, worker heartbeat), the `Rescuer` (expired leases), the
@@ -28,12 +32,18 @@ public final class Worker: Service, Sendable, CustomStringConvertible {
     private let conninfo: String
     private let logger: Logger
     private let state: WorkerState
+    private let chainStarted: ChainStartedHook?
 
     /// How long the worker's last writes (its totals, "stopped") may take at exit.
     static let finalBookkeeping: Duration = .seconds(3)
 
-    public init(configuration: WorkerConfiguration, conninfo: String, logger: Logger, metrics: Metrics? = nil) {
+    /// `chainStarted`: called on the processing thread as each chain's image work starts, with
+    /// the job's sources (`JobRunner.chainStarted`); nil (the default) in production.
+    public init(
+        configuration: WorkerConfiguration, conninfo: String, logger: Logger, metrics: Metrics? = nil, chainStarted: ChainStartedHook? = nil
+    ) {
         self.configuration = configuration
+        self.chainStarted = chainStarted
         self.conninfo = conninfo
         let metrics =
             metrics
@@ -183,7 +193,7 @@ public final class Worker: Service, Sendable, CustomStringConvertible {
         let recorder = OutcomeRecorder(configuration: configuration, queue: queue, state: state, metrics: metrics, logger: logger)
         let claimer = Claimer(
             configuration: configuration, queue: queue,
-            runner: JobRunner(configuration: configuration, store: store, metrics: metrics, chainStarted: TestFault.hook),
+            runner: JobRunner(configuration: configuration, store: store, metrics: metrics, chainStarted: chainStarted),
             recorder: recorder, state: state, metrics: metrics, logger: logger)
         // Stopped or drained: the claimer returns, and the group shuts the rest down.
         services.append(.init(service: claimer, successTerminationBehavior: .gracefullyShutdownGroup))

@@ -10,8 +10,9 @@ import Testing
 /// Crash containment: `halcyon work` supervises a child that does the image work. A death of
 /// the child costs the jobs it had in processing one attempt (`worker.crashed`), releases the
 /// others without charge, and a new child goes on at once — not after a lease. Real faults are
-/// injected with `HALCYON_TEST_FAULT` (a store through a bad pointer, a runaway allocation, a
-/// call that never returns) and a real SIGKILL, as the OOM killer sends it.
+/// injected with `HALCYON_TEST_FAULT` through the suite's `halcyon-faults` build (a store
+/// through a bad pointer, a runaway allocation, a call that never returns) and a real SIGKILL,
+/// as the OOM killer sends it. The `halcyon` users run has no fault injection at all.
 // Their workers keep both cores busy for seconds: each test takes two process slots.
 @Suite(.enabled(if: TestEnvironment.available, "needs scripts/test (PostgreSQL, origin, binary)"), .processes(2))
 struct CrashContainmentTests {
@@ -64,7 +65,8 @@ struct CrashContainmentTests {
             [
                 "work", "--no-progress", "--store", try TestEnvironment.temporaryDirectory("store").path,
                 "--allow-network", "127.0.0.1/32", "--fetch-retries", "0", "--lease", "60s",
-            ] + extra, conninfo: db.conninfo, environment: environment.merging(fault.map { ["HALCYON_TEST_FAULT": $0] } ?? [:]) { $1 })
+            ] + extra, conninfo: db.conninfo, environment: environment.merging(fault.map { ["HALCYON_TEST_FAULT": $0] } ?? [:]) { $1 },
+            executable: TestEnvironment.faultsBinary)
         try await w.ready()
         return w
     }
@@ -72,6 +74,28 @@ struct CrashContainmentTests {
     /// SIGKILL to the child while it processes slow jobs among many quick ones, with two slots:
     /// the drain goes on within seconds (the lease is 60 s), only the jobs in processing at that
     /// moment are charged, every job ends, the worker exits 0.
+    /// `halcyon` itself cannot be made to crash by the variable: the job its marker names runs
+    /// and succeeds, and the binary does not even hold the variable's name; the fault-injecting
+    /// build does (so the check could fail).
+    @Test func theShippedBinaryHasNoFaultInjection() async throws {
+        for (binary, expected) in [(TestEnvironment.binary, false), (TestEnvironment.faultsBinary, true)] {
+            let bytes = try Data(contentsOf: URL(fileURLWithPath: binary), options: .mappedIfSafe)
+            #expect(bytes.range(of: Data("HALCYON_TEST_FAULT".utf8)) != nil == expected, "\(binary)")
+        }
+        let db = try await TestDatabase.create()
+        let id = try await Self.enqueue(
+            db, try Origin.publish("crash-shipped.png", try SampleImages.photo(width: 120, height: 80, seed: 9, format: .png)) + "?segv-marker",
+            "resize(30x30) |> format(png)")
+        let w = try HalcyonProcess(
+            [
+                "work", "--drain", "--no-progress", "--store", try TestEnvironment.temporaryDirectory("store").path,
+                "--allow-network", "127.0.0.1/32",
+            ], conninfo: db.conninfo, environment: ["HALCYON_TEST_FAULT": "segv:segv-marker"])
+        #expect(await w.wait(timeout: 120) == 0, "\(w.output.suffix(2000))")
+        let row = try #require(try await Self.rows(db, [id])[id])
+        #expect(row.state == "succeeded" && row.attempt == 1 && row.crashes == 0, "\(row)")
+    }
+
     @Test func aKilledImageProcessCostsOnlyTheJobsInProcessing() async throws {
         let db = try await TestDatabase.create()
         let big = try Origin.publish("crash-kill-big.jpg", try SampleImages.photo(width: 2000, height: 2000, seed: 9))

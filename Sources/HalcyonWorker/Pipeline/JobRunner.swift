@@ -27,9 +27,9 @@ struct JobRunner: Sendable {
     /// The supervisor told which jobs are in processing, when the worker has one.
     let supervisor: SupervisorChannel?
     /// Called on the processing thread as each chain of a group starts, with the group's
-    /// sources: the one place a fault can be injected into image work (`TestFault.hook`, the
-    /// suite's; nil in production).
-    let chainStarted: (@Sendable (_ sources: [String]) -> Void)?
+    /// sources: the one place a fault can be injected into image work (the suite's
+    /// `halcyon-faults` build sets it; nil in `halcyon`).
+    let chainStarted: ChainStartedHook?
     /// The jobs in processing and holding bytes here, as the supervisor is told: at a stop, a
     /// job stuck in one call past its deadline is charged, not released.
     let processing = ProcessingTracker()
@@ -42,7 +42,7 @@ struct JobRunner: Sendable {
 
     init(
         configuration: WorkerConfiguration, store: any ResultStore, metrics: Metrics,
-        chainStarted: (@Sendable (_ sources: [String]) -> Void)? = nil
+        chainStarted: ChainStartedHook? = nil
     ) {
         self.metrics = metrics
         self.chainStarted = chainStarted

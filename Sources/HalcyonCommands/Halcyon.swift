@@ -2,11 +2,16 @@ import ArgumentParser
 import Foundation
 import HalcyonCLI
 import HalcyonRuntime
+import HalcyonWorker
 import Logging
 
-@main
-struct Halcyon: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(
+/// The `halcyon` command line: every command users run. `Sources/halcyon/main.swift` runs it,
+/// and so does the suite's fault-injecting build (`Tests/halcyon-faults`), which passes the hook
+/// `main(chainStarted:)` takes.
+public struct Halcyon: AsyncParsableCommand {
+    public init() {}
+
+    public static let configuration = CommandConfiguration(
         commandName: "halcyon",
         abstract: "A batch image pipeline worker fed by a PostgreSQL job queue.",
         discussion: """
@@ -27,9 +32,18 @@ struct Halcyon: AsyncParsableCommand {
         ]
     )
 
+    /// Runs the command line this process was given.
+    public static func main() async { await main(chainStarted: nil) }
+
+    /// `main()`, with `chainStarted` called by `halcyon work` as each chain's image work starts,
+    /// with the job's sources (`JobRunner.chainStarted`): nil in the `halcyon` binary.
+    public static func main(chainStarted: ChainStartedHook?) async {
+        await Work.$chainStarted.withValue(chainStarted) { await parseAndRun() }
+    }
+
     /// `halcyon bench` and `halcyon demo` are programs of their own (`Tools`): handed over before
     /// any parsing, so that their options and `--help` are theirs.
-    static func main() async {
+    private static func parseAndRun() async {
         let arguments = Array(CommandLine.arguments.dropFirst())
         if let name = arguments.first, Tools.names.contains(name) { Tools.exec(name, Array(arguments.dropFirst())) }
         // ArgumentParser's `main`, but an error is printed without the secrets this process was

@@ -1,14 +1,15 @@
-import CMalloc
 import Foundation
+import HalcyonWorker
 
 /// A fault the test suite injects into image work, to prove the supervisor contains it:
 /// `HALCYON_TEST_FAULT=KIND:MARKER[;KIND:MARKER…]` makes a job whose source contains MARKER, once in
 /// processing, do KIND — `segv` (a store through an invalid pointer: a real SIGSEGV on the
 /// processing thread), `abort`, `hang` (sleep for an hour in one call, as a C library stuck in a
 /// loop would), `hangfirst` (hang in the first image process only: after a restart the job runs
-/// normally) or `allocate` (touch 1 GiB, a runaway allocation). It reaches image work through one
-/// hook, `JobRunner.chainStarted`, which `Worker` fills with `hook`: nil when the variable is
-/// unset — always, outside the tests — so production runs no fault code at all.
+/// normally) or `allocate` (make 1 GiB resident, a runaway allocation).
+///
+/// Only this executable (`halcyon-faults`) has it: it reaches image work through the hook
+/// `halcyon work` passes to `JobRunner.chainStarted`, which `halcyon` leaves nil.
 enum TestFault: Sendable {
     case segv, abort, hang, hangFirst, allocate
 
@@ -32,11 +33,11 @@ enum TestFault: Sendable {
     }()
 
     /// `strike`, when faults are configured; nil otherwise.
-    static var hook: (@Sendable (_ sources: [String]) -> Void)? { configured.isEmpty ? nil : { @Sendable sources in strike(sources: sources) } }
+    static var hook: ChainStartedHook? { configured.isEmpty ? nil : { @Sendable sources in strike(sources: sources) } }
 
     /// Strikes when one of `sources` carries the marker. Blocking: call on a processing thread.
     static func strike(sources: [String]) {
-        guard !configured.isEmpty, let (fault, _) = configured.first(where: { f in sources.contains { $0.contains(f.marker) } }) else { return }
+        guard let (fault, _) = configured.first(where: { f in sources.contains { $0.contains(f.marker) } }) else { return }
         switch fault {
         case .segv:
             // Through a pointer the optimiser cannot see is invalid (getpid() is never 0).
@@ -48,9 +49,9 @@ enum TestFault: Sendable {
         case .hangFirst:
             if (ProcessInfo.processInfo.environment[Supervisor.restartsKey] ?? "0") == "0" { sleep(3600) }
         case .allocate:
-            // Through the C shim: a malloc and memset in Swift are removed by the optimiser
-            // in a release build, which then only hangs.
-            _ = hc_test_touch_allocation(1 << 30)
+            // Mapped and populated by the kernel (MAP_POPULATE): resident at once, and nothing an
+            // optimiser could remove, as it may a malloc and memset. Never unmapped.
+            _ = mmap(nil, 1 << 30, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0)
             sleep(3600)
         }
     }

@@ -119,6 +119,9 @@ struct Work: AsyncParsableCommand {
     @Option(help: ArgumentHelp(Settings.retainUsage.help))
     var retainUsage = TimeSpanArgument(Settings.retainUsage.defaultValue)
 
+    /// Called as each chain's image work starts (`Halcyon.main(chainStarted:)`): nil in `halcyon`.
+    @TaskLocal static var chainStarted: ChainStartedHook?
+
     private typealias Settings = WorkerConfiguration.Settings
     private typealias Fetch = FetchConfiguration.Settings
 
@@ -171,9 +174,8 @@ struct Work: AsyncParsableCommand {
         // Every metric goes to one Prometheus registry, published by the exporter.
         let registry = PrometheusCollectorRegistry()
         MetricsSystem.bootstrap(Metrics.prometheusFactory(registry: registry))
-        let worker = Worker(configuration: configuration, conninfo: conninfo, logger: logger)
-        let exporter = try MetricsExporter(
-            registry: registry, port: metricsPort, address: metricsAddress, file: metricsFile, logger: logger, unhealthy: { worker.unhealthy })
+        let worker = Worker(configuration: configuration, conninfo: conninfo, logger: logger, chainStarted: Self.chainStarted)
+        let group = try serviceGroup(worker, registry: registry, logger: logger)
         // Over a file-size limit (RLIMIT_FSIZE) a write should fail with EFBIG — a job's
         // store.write_failed — not kill the worker with SIGXFSZ.
         signal(SIGXFSZ, SIG_IGN)
@@ -216,18 +218,24 @@ struct Work: AsyncParsableCommand {
         }
         defer { orphanWatch?.cancel() }
         let progressLine = drain && progress ? ProgressReporter(conninfo: conninfo) : nil
-        // The exporter first, so it is shut down last: its final write has the worker's totals.
-        // The worker starts once the metrics endpoint listens: a port in use ends the command
-        // before a job is claimed.
-        try await ServiceGroup(
+        try await group.run()
+        await progressLine?.finish()
+    }
+
+    /// `worker` and the metrics exporter these options ask for (`registry` published), as one
+    /// group: what the image process runs, and what the suite runs in-process. The exporter
+    /// first, so it is shut down last: its final write has the worker's totals. The worker starts
+    /// once the metrics endpoint listens: a port in use ends the command before a job is claimed.
+    func serviceGroup(_ worker: Worker, registry: PrometheusCollectorRegistry, logger: Logger) throws -> ServiceGroup {
+        let exporter = try MetricsExporter(
+            registry: registry, port: metricsPort, address: metricsAddress, file: metricsFile, logger: logger, unhealthy: { worker.unhealthy })
+        return ServiceGroup(
             configuration: .init(
                 services: [
                     .init(service: exporter),
                     .init(
                         service: StartingAfter(worker) { _ = try await exporter.listening() }, successTerminationBehavior: .gracefullyShutdownGroup),
-                ], logger: logger)
-        ).run()
-        await progressLine?.finish()
+                ], logger: logger))
     }
 
     /// `halcyon work` as the supervisor of a child that does the work (the same command line,
@@ -251,14 +259,16 @@ struct Work: AsyncParsableCommand {
         if status != 0 { throw ExitCode(status) }
     }
 
-    /// The worker's configuration from the options and the environment (not yet checked).
-    private func workerConfiguration() throws -> WorkerConfiguration {
-        var configuration = WorkerConfiguration(store: try storeOptions.location(), workerID: workerID, concurrency: concurrency)
+    /// The worker's configuration from the options and `environment`'s variables (not yet
+    /// checked). The suite's in-process workers are configured here too, from the same options.
+    func workerConfiguration(environment: [String: String] = ProcessInfo.processInfo.environment) throws -> WorkerConfiguration {
+        var configuration = WorkerConfiguration(
+            store: try storeOptions.location(environment: environment), workerID: workerID, concurrency: concurrency)
         configuration.fetchConcurrency = fetchConcurrency
         configuration.hitClaimBatch = hitClaimBatch
         configuration.lease = lease.duration
         configuration.pollInterval = pollInterval.duration
-        configuration.pollOnly = pollOnly || PollOnlyEnvironment.isSet
+        configuration.pollOnly = pollOnly || PollOnlyEnvironment.isSet(in: environment)
         configuration.drain = drain
         // Exported metrics include the fleet's queue limits, read as often as the file is written.
         configuration.queueMetricsInterval = metricsPort != nil || metricsFile != nil ? MetricsExporter.fileInterval : nil
@@ -272,14 +282,14 @@ struct Work: AsyncParsableCommand {
         configuration.sweepInterval = sweepInterval.duration
         configuration.storeSizeLimit = sizeLimit.bytes
         configuration.queues = try queueSlots()
-        configuration.webhooks = webhooks.configuration()
+        configuration.webhooks = webhooks.configuration(environment)
         configuration.retainSucceeded = retainSucceeded?.duration
         configuration.retainFailed = retainFailed?.duration
         configuration.retainUsage = retainUsage.duration
         var fetch = configuration.fetch
-        let environmentRoots = (ProcessInfo.processInfo.environment["HALCYON_FILE_ROOTS"] ?? "").split(separator: ",").map(String.init)
+        let environmentRoots = (environment["HALCYON_FILE_ROOTS"] ?? "").split(separator: ",").map(String.init)
         fetch.fileRoots = (fileRoots + environmentRoots).filter { !$0.isEmpty }
-        fetch.addressPolicy = network.policy
+        fetch.addressPolicy = network.policy(environment)
         fetch.retry = DelayRetryStrategy(RetryOptions(max: fetchRetries, interval: fetchRetryInterval.seconds, backoff: fetchRetryBackoff))
         fetch.maxRetryWait = maxRetryWait.duration
         fetch.connectTimeout = connectTimeout.duration
@@ -289,7 +299,7 @@ struct Work: AsyncParsableCommand {
         fetch.perHostConcurrency = perHostConcurrency
         fetch.originalsTTL = originalsTTL.duration
         // s3:// sources: the AWS variables, read once here (HALCYON_S3_SOURCE_BUCKETS limits the buckets).
-        try fetch.readS3Environment(ProcessInfo.processInfo.environment)
+        try fetch.readS3Environment(environment)
         configuration.fetch = fetch
         return configuration
     }

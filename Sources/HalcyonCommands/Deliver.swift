@@ -68,7 +68,7 @@ struct Deliver: AsyncParsableCommand {
         let (connection, conninfo) = try await database.connect()
         await connection.close()
         var fetch = FetchConfiguration()
-        fetch.addressPolicy = network.policy
+        fetch.addressPolicy = network.policy()
         let settings = WebhookDeliverer.Settings(
             webhooks: webhooks.configuration(), fetch: fetch, drain: drain, grace: grace.duration, pollInterval: pollInterval.duration,
             statementTimeout: statementTimeout.duration)

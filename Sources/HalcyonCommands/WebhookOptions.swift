@@ -32,17 +32,17 @@ struct WebhookOptions: ParsableArguments, CustomStringConvertible, CustomDebugSt
         }
     }
 
-    /// `--webhook-secret`, else HALCYON_WEBHOOK_SECRET's space-separated secrets.
-    var allSecrets: [String] {
+    /// `--webhook-secret`, else HALCYON_WEBHOOK_SECRET's space-separated secrets (of `environment`).
+    func allSecrets(_ environment: [String: String]) -> [String] {
         if !secrets.isEmpty { return secrets }
-        let env = ProcessInfo.processInfo.environment["HALCYON_WEBHOOK_SECRET"] ?? ""
+        let env = environment["HALCYON_WEBHOOK_SECRET"] ?? ""
         return env.split(whereSeparator: { $0 == " " || $0 == "\n" || $0 == "\t" }).map(String.init)
     }
 
-    /// The configuration these options describe.
-    func configuration() -> WebhookConfiguration {
+    /// The configuration these options describe, with `environment`'s variables.
+    func configuration(_ environment: [String: String] = ProcessInfo.processInfo.environment) -> WebhookConfiguration {
         var webhooks = WebhookConfiguration()
-        webhooks.secrets = allSecrets
+        webhooks.secrets = allSecrets(environment)
         webhooks.timeout = webhookTimeout.duration
         webhooks.maxAttempts = webhookAttempts
         return webhooks
@@ -59,15 +59,17 @@ struct AllowNetworkOptions: ParsableArguments {
     var allowNetworks: [String] = []
 
     func validate() throws {
-        for cidr in all where CIDR(cidr) == nil { throw ValidationError("--allow-network '\(cidr)' is not an address or CIDR") }
+        for cidr in all() where CIDR(cidr) == nil { throw ValidationError("--allow-network '\(cidr)' is not an address or CIDR") }
     }
 
-    /// The option's and HALCYON_ALLOW_NETWORKS's networks.
-    var all: [String] {
-        let env = (ProcessInfo.processInfo.environment["HALCYON_ALLOW_NETWORKS"] ?? "").split(separator: ",")
+    /// The option's and HALCYON_ALLOW_NETWORKS's networks (of `environment`).
+    func all(_ environment: [String: String] = ProcessInfo.processInfo.environment) -> [String] {
+        let env = (environment["HALCYON_ALLOW_NETWORKS"] ?? "").split(separator: ",")
         return (allowNetworks + env.map { $0.trimmingCharacters(in: .whitespaces) }).filter { !$0.isEmpty }
     }
 
     /// The address policy these networks make.
-    var policy: AddressPolicy { AddressPolicy(allowed: all.compactMap(CIDR.init)) }
+    func policy(_ environment: [String: String] = ProcessInfo.processInfo.environment) -> AddressPolicy {
+        AddressPolicy(allowed: all(environment).compactMap(CIDR.init))
+    }
 }

@@ -1,0 +1,3 @@
+import HalcyonCommands
+
+await Halcyon.main()
