@@ -70,8 +70,30 @@ public struct ProcessTurns: SuiteTrait, TestTrait, TestScoping {
         let scope = UUID().uuidString
         try await Self.$held.withValue(n) {
             defer { HalcyonProcess.endAll(startedIn: scope) }
-            try await HalcyonProcess.$owner.withValue(scope) { try await function() }
+            do {
+                try await HalcyonProcess.$owner.withValue(scope) { try await function() }
+            } catch {
+                await Self.runEndings(of: scope)
+                throw error
+            }
+            await Self.runEndings(of: scope)
         }
+    }
+
+    /// What must end with the test case now running (an in-process worker still running), by
+    /// the scope that registered it.
+    private static let endings = Mutex<[String: [@Sendable () async -> Void]]>([:])
+
+    /// Runs `body` when the test case now running ends, whatever its outcome (before the
+    /// processes it started are killed). Outside a `.processes` test it is never run.
+    public static func atEnd(_ body: @escaping @Sendable () async -> Void) {
+        guard let scope = HalcyonProcess.owner else { return }
+        endings.withLock { $0[scope, default: []].append(body) }
+    }
+
+    private static func runEndings(of scope: String) async {
+        let bodies = endings.withLock { $0.removeValue(forKey: scope) ?? [] }
+        for body in bodies { await body() }
     }
 }
 
@@ -105,6 +127,11 @@ extension ProcessTurns {
 }
 
 extension Trait where Self == ProcessTurns {
+    /// The test (or each test of the suite) runs a worker in the test process (`TestWorker`): it
+    /// waits for a slot of the same pool the process-starting tests take turns on.
+    public static var workers: Self { ProcessTurns(weight: 1) }
+    /// The test runs `count` workers at once in the test process: it takes that many slots.
+    public static func workers(_ count: Int) -> Self { ProcessTurns(weight: max(1, count)) }
     /// The test (or each test of the suite) starts processes: it waits for a slot first.
     public static var processes: Self { ProcessTurns(weight: 1) }
     /// The test runs `workers` processes (or process trees) at once: it takes that many slots.

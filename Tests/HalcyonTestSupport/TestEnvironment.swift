@@ -41,6 +41,11 @@ public enum TestEnvironment {
 
     public static var originRoot: URL { URL(fileURLWithPath: env["HALCYON_TEST_ORIGIN_ROOT"] ?? "/tmp") }
     public static var binary: String { env["HALCYON_BIN"] ?? "halcyon" }
+    /// `halcyon-faults` (`Tests/halcyon-faults`: `halcyon` with `HALCYON_TEST_FAULT`), beside
+    /// `binary` unless `HALCYON_FAULTS_BIN` names it.
+    public static var faultsBinary: String {
+        env["HALCYON_FAULTS_BIN"] ?? URL(fileURLWithPath: binary).deletingLastPathComponent().appendingPathComponent("halcyon-faults").path
+    }
     /// `HALCYON_MIGRATIONS`, default the repository's `migrations/`.
     public static var migrationsDirectory: URL {
         env["HALCYON_MIGRATIONS"].map { URL(fileURLWithPath: $0) }
@@ -84,18 +89,35 @@ public struct TestDatabase: Sendable {
     public let name: String
     public let conninfo: String
 
+    /// A fresh database; `migrated`: with every migration applied. A migrated one is a copy of a
+    /// template this test process migrated once (`CREATE DATABASE … TEMPLATE`, a file copy of a
+    /// few milliseconds, where running the migrations takes a second or two of the server's CPU).
     public static func create(migrated: Bool = true) async throws -> TestDatabase {
+        let template = migrated ? try await migratedTemplate.value : nil
+        return try await create(template: template)
+    }
+
+    private static func create(template: String?) async throws -> TestDatabase {
         let name = "t_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").prefix(16).lowercased()
         let admin = try await PGConnection.connect(TestEnvironment.adminConninfo)
-        try await admin.execute("CREATE DATABASE \(name)")
-        await admin.close()
-        let db = TestDatabase(name: name, conninfo: TestEnvironment.adminConninfo + " dbname=\(name)")
-        if migrated {
-            let c = try await db.connect()
+        defer { Task { await admin.close() } }
+        try await admin.execute("CREATE DATABASE \(name)" + (template.map { " TEMPLATE \($0)" } ?? ""))
+        return TestDatabase(name: name, conninfo: TestEnvironment.adminConninfo + " dbname=\(name)")
+    }
+
+    /// The migrated template's name: made at first use, migrated, then left without a connection
+    /// (a template cannot be copied while someone is connected to it).
+    private static let migratedTemplate = Task<String, any Error> {
+        let db = try await create(template: nil)
+        let c = try await db.connect()
+        do {
             try await Migrator.migrate(c, migrations: Migrator.load(from: TestEnvironment.migrationsDirectory))
+        } catch {
             await c.close()
+            throw error
         }
-        return db
+        await c.close()
+        return db.name
     }
 
     public func connect(statementTimeout: Double? = nil) async throws -> PGConnection {

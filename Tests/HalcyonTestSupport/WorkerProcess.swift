@@ -18,7 +18,7 @@ public final class HalcyonProcess: Sendable {
     private let startedIn: String?
 
     /// The test case run whose scope this is (a token `ProcessTurns` makes for each).
-    @TaskLocal static var owner: String?
+    @TaskLocal public static var owner: String?
     /// Processes started and not yet reaped, by test.
     private static let live = Mutex<[pid_t: (test: String, process: WeakProcess)]>([:])
 

@@ -6,8 +6,9 @@ import HalcyonStore
 import HalcyonTestSupport
 import Testing
 
-/// The application's side of issue #16 end to end: real `halcyon work` and CLI processes, the
-/// real PostgreSQL, the test origin as image source and webhook receiver.
+/// The application's side end to end: workers (in this process, and a `halcyon work` process
+/// where one must die), CLI processes, the real PostgreSQL, the test origin as image source and
+/// webhook receiver.
 @Suite(.enabled(if: TestEnvironment.available, "needs scripts/test (PostgreSQL, origin, binary)"), .processes)
 struct ApplicationWorkerTests {
     let helper = WorkerTests()
@@ -39,7 +40,6 @@ struct ApplicationWorkerTests {
             ["\(TestEnvironment.origin)/files/\(png)?webhook=\(db.name)"]
         ).value(0, "id").flatMap { Int64($0) }!
         let worker = try await helper.worker(db, store: store, ["--webhook-secret", secret, "--poll-interval", "200ms"])
-        defer { worker.signal(SIGKILL) }
         let settled = try await waitUntil(60) {
             try await db.query("SELECT count(*) AS n FROM halcyon.jobs WHERE callback_status IN ('delivered', 'failed')").value(0, "n") == "2"
         }
@@ -113,7 +113,6 @@ struct ApplicationWorkerTests {
         )
         let worker = try await helper.worker(
             db, store: store, ["--allow-network", "127.0.0.2/32", "--webhook-secret", secret, "--webhook-timeout", "10m", "--poll-interval", "200ms"])
-        defer { worker.signal(SIGKILL) }
         let delivered = try await waitUntil(120) {
             try await db.query("SELECT count(*) AS n FROM halcyon.jobs WHERE callback_status = 'delivered'").value(0, "n") == "2"
         }
@@ -174,7 +173,6 @@ struct ApplicationWorkerTests {
                 ["\(TestEnvironment.origin)/files/\(png)?drain-webhook=\(db.name)"]
             ).value(0, "id"))
         let worker = try await helper.worker(db, store: store, ["--drain", "--no-progress", "--webhook-secret", secret, "--poll-interval", "200ms"])
-        defer { worker.signal(SIGKILL) }
         #expect(await worker.wait(timeout: 120) == 0, "\(worker.output.suffix(3000))")
         let sql = "SELECT state::text, callback_status, callback_attempts, callback_error FROM halcyon.jobs WHERE id = $1::bigint"
         let r = try await db.query(sql, [retried])
@@ -269,7 +267,7 @@ struct ApplicationWorkerTests {
                 ["\(TestEnvironment.origin)/files/\(png)?webhook-kill=\(db.name)", receiver.url]
             ).value(0, "id"))
         let arguments = ["--webhook-secret", "s", "--webhook-timeout", "10s", "--poll-interval", "200ms"]
-        let first = try await helper.worker(db, store: store, arguments)
+        let first = try await helper.workerProcess(db, store: store, arguments)
         defer { first.signal(SIGKILL) }
         #expect(try await waitUntil(90) { receiver.requests().count == 1 }, "no delivery reached the receiver: \(first.output.suffix(1500))")
         first.signal(SIGKILL)
@@ -293,7 +291,6 @@ struct ApplicationWorkerTests {
 
         #expect(FileManager.default.createFile(atPath: directory.appendingPathComponent("answer").path, contents: Data()))
         let second = try await helper.worker(db, store: store, arguments)
-        defer { second.signal(SIGKILL) }
         let delivered = try await waitUntil(120) {
             try await db.query("SELECT count(*) AS n FROM halcyon.jobs WHERE callback_status = 'delivered'").value(0, "n") == "3"
         }
@@ -316,7 +313,6 @@ struct ApplicationWorkerTests {
         let (png, _) = try WorkerTests.published()
         let source = "\(TestEnvironment.origin)/files/\(png)?cli=\(db.name)"
         let worker = try await helper.worker(db, store: store, ["--poll-interval", "200ms"])
-        defer { worker.signal(SIGKILL) }
 
         let ok = try await run(db, ["enqueue", source, "--processors", "format(png)", "--wait", "--timeout", "60s"])
         #expect(ok.status == 0, "\(ok.output)")
@@ -391,7 +387,6 @@ struct ApplicationWorkerTests {
         if try await db.query("SELECT count(*) AS n FROM halcyon.row_prunes").value(0, "n") == "0" {
             let sweeper = try await helper.worker(
                 db, store: store, ["--queue", "none", "--sweep-interval", "1s", "--retain-succeeded", "1h", "--retain-failed", "1h"])
-            defer { sweeper.signal(SIGKILL) }
             #expect(try await waitUntil(120) { try await db.query("SELECT count(*) AS n FROM halcyon.row_prunes").value(0, "n") != "0" })
         }
         let old = try await db.query("SELECT state::text, count(*) AS n FROM halcyon.jobs WHERE source LIKE '%old.jpg' GROUP BY 1 ORDER BY 1")

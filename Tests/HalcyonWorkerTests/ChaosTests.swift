@@ -9,14 +9,23 @@ import HalcyonTestSupport
 import Testing
 
 /// Faults while real workers drain real jobs: SIGKILLed workers, a second SIGTERM, a store
-/// that refuses writes, two hosts on one store. Afterwards nothing is lost, stuck or corrupt.
+/// that refuses writes, two hosts on one store — `halcyon work` processes where a worker must
+/// die or be signalled, workers in this process otherwise. Afterwards nothing is lost, stuck or
+/// corrupt.
 /// HALCYON_CHAOS_JOBS / HALCYON_CHAOS_KILLS make the kill run longer (CI: 400 jobs, 3 kills).
 @Suite(.enabled(if: TestEnvironment.available, "needs scripts/test (PostgreSQL, origin, binary)"), .processes)
 struct ChaosTests {
     /// Small, so the debug build's resampler (unoptimised Swift) keeps up with the kills.
     static let photo: Data = try! SampleImages.photo(width: 320, height: 240, seed: 7)
 
-    /// A worker on `db`, once it is ready.
+    /// A worker on `db` in this process, once it is ready.
+    func inProcessWorker(_ db: TestDatabase, store: URL, _ extra: [String] = []) async throws -> TestWorker {
+        let w = try TestWorker(WorkerTests.workArguments(store: store) + extra, conninfo: db.conninfo)
+        try await w.ready()
+        return w
+    }
+
+    /// A `halcyon work` process on `db`, once it is ready: one to kill or to signal.
     func worker(_ db: TestDatabase, store: URL, _ extra: [String] = [], home: URL? = nil) async throws -> HalcyonProcess {
         let w = try HalcyonProcess(
             ["work", "--store", store.path, "--log-level", "info", "--allow-network", "127.0.0.1/32"] + extra,
@@ -224,7 +233,7 @@ struct ChaosTests {
         let holder = try await db.connect()
         try await holder.execute("BEGIN")
         try await holder.execute("SELECT id FROM halcyon.jobs ORDER BY id LIMIT 2 FOR UPDATE")
-        let w = try await worker(db, store: store, ["--poll-interval", "200ms"])
+        let w = try await inProcessWorker(db, store: store, ["--poll-interval", "200ms"])
         // However slowly a busy machine drains them, the 28 unlocked jobs finish while the lock is held.
         let drained = try await waitForProgress(stall: 60) {
             try await count(db, "state = 'succeeded'")
@@ -255,7 +264,7 @@ struct ChaosTests {
         let n = Int(ProcessInfo.processInfo.environment["HALCYON_CHAOS_RECLAIMS"] ?? "") ?? 80
         // Each job's first three requests answer 503; no retry inside the fetch, no backoff.
         try await enqueue(db, n, source: { "\(TestEnvironment.origin)/fail/3/503/\(db.name)-\($0)/chaos.jpg" }, chain: "")
-        let w = try await worker(
+        let w = try await inProcessWorker(
             db, store: store,
             [
                 "--drain", "--retry-base", "0s", "--fetch-retries", "0", "--lease", "5s",
@@ -341,7 +350,7 @@ struct ChaosTests {
         #expect(temps.isEmpty, "temp files left by refused writes: \(temps)")
         // The same jobs succeed once the store takes writes again.
         try await db.query("UPDATE halcyon.jobs SET run_at = now(), state = 'queued', finished_at = NULL WHERE state IN ('queued', 'failed')")
-        let healthy = try await worker(db, store: store, ["--drain"])
+        let healthy = try await inProcessWorker(db, store: store, ["--drain"])
         #expect(await healthy.wait(timeout: 180) == 0, "\(healthy.output.suffix(1500))")
         #expect(try await count(db, "state = 'succeeded'") == 6)
         try await expectStoreIntact(db, store: store)

@@ -7,7 +7,7 @@ import Testing
 
 /// The database says no, or is slow for some rows: only those jobs are affected, the worker
 /// neither retries a refusal forever nor lets one locked row hold back every lease.
-@Suite(.enabled(if: TestEnvironment.available, "needs scripts/test (PostgreSQL, origin, binary)"), .processes)
+@Suite(.enabled(if: TestEnvironment.available, "needs scripts/test (PostgreSQL, origin, binary)"), .workers)
 struct DatabaseFaultTests {
     func count(_ db: TestDatabase, _ whereClause: String) async throws -> Int {
         Int(try await db.query("SELECT count(*) AS n FROM halcyon.jobs WHERE \(whereClause)").value(0, "n") ?? "") ?? -1
@@ -40,7 +40,7 @@ struct DatabaseFaultTests {
         _ = try await db.query("SELECT halcyon.enqueue($1, processors => 'format(png)', cache_key => 'refused-success', max_attempts => 2)", [url])
         _ = try await db.query(
             "SELECT halcyon.enqueue($1, cache_key => 'refused-failure', max_attempts => 2)", ["\(TestEnvironment.origin)/status/404?dbfault"])
-        let w = try HalcyonProcess(
+        let w = try TestWorker(
             [
                 "work", "--store", try TestEnvironment.temporaryDirectory("store").path, "--allow-network", "127.0.0.1/32",
                 "--lease", "2s", "--retry-base", "0s", "--hit-claim-batch", "100", "--log-level", "info",
@@ -78,7 +78,7 @@ struct DatabaseFaultTests {
             """)
         _ = try await db.query("SELECT halcyon.enqueue($1, processors => 'format(png)', cache_key => 'refused-once')", [url])
         _ = try await db.query("SELECT halcyon.enqueue($1, processors => 'format(png)', cache_key => 'fine')", [url])
-        let w = try HalcyonProcess(
+        let w = try TestWorker(
             [
                 "work", "--drain", "--store", try TestEnvironment.temporaryDirectory("store").path, "--allow-network", "127.0.0.1/32",
                 "--lease", "2s", "--log-level", "info",
@@ -107,7 +107,7 @@ struct DatabaseFaultTests {
         let store = try TestEnvironment.temporaryDirectory("store")
         // A 6 s lease (renewed every 2 s): room for a loaded machine, the whole suite on 2 cores.
         let args = ["work", "--store", store.path, "--allow-network", "127.0.0.1/32", "--lease", "6s", "--log-level", "info"]
-        let holder = try HalcyonProcess(args + ["--concurrency", "2", "--fetch-concurrency", "4", "--log-level", "debug"], conninfo: db.conninfo)
+        let holder = try TestWorker(args + ["--concurrency", "2", "--fetch-concurrency", "4", "--log-level", "debug"], conninfo: db.conninfo)
         // One session polls and locks in the same step: a row seen running by one statement
         // and looked for by the next was gone twice under the full suite (finished, or its
         // lease rescued on an overloaded machine) — CI saw "no running row left to lock".
@@ -143,7 +143,7 @@ struct DatabaseFaultTests {
         }
         let lockedID = try #require(locked)
         // A second worker, the would-be rescuer (nothing is left for it to claim).
-        let peer = try HalcyonProcess(args, conninfo: db.conninfo)
+        let peer = try TestWorker(args, conninfo: db.conninfo)
         try await Task.sleep(for: .seconds(10))  // longer than a lease, shorter than the downloads
         try await operatorSession.execute("COMMIT")
         await operatorSession.close()

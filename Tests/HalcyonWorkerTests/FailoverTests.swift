@@ -27,7 +27,7 @@ struct FailoverTests {
         await c.close()
         let store = try TestEnvironment.temporaryDirectory("store")
         let workers = try (0..<2).map { _ in
-            try HalcyonProcess(
+            try TestWorker(
                 ["work", "--store", store.path, "--allow-network", "127.0.0.1/32", "--log-level", "info", "--concurrency", "2"],
                 conninfo: conninfo)
         }

@@ -4,7 +4,7 @@ import HalcyonTestSupport
 import Testing
 
 /// The fetch stage as a worker runs it: retries, per-job retry options, coalescing, the guard.
-@Suite(.enabled(if: TestEnvironment.available, "needs scripts/test (PostgreSQL, origin, binary)"), .processes)
+@Suite(.enabled(if: TestEnvironment.available, "needs scripts/test (PostgreSQL, origin, binary)"), .workers)
 struct FetchStageTests {
     let helper = WorkerTests()
 

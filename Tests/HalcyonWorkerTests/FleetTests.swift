@@ -7,13 +7,13 @@ import Testing
 /// Fair keys and fleet-wide queue limits with real workers: a tenant's few jobs are not held up
 /// by another's backlog, and a queue's `max_running` holds across workers. (The claim's own
 /// cases, limits per key and per second among them: `FairShareTests`.)
-@Suite(.enabled(if: TestEnvironment.available, "needs scripts/test (PostgreSQL, origin, binary)"), .processes)
+@Suite(.enabled(if: TestEnvironment.available, "needs scripts/test (PostgreSQL, origin, binary)"), .workers)
 struct FleetTests {
     /// Tiny, so a debug worker goes through hundreds of them quickly.
     static let tiny: Data = try! SampleImages.photo(width: 32, height: 24, seed: 11)
 
-    func worker(_ db: TestDatabase, store: URL, concurrency: Int, _ extra: [String] = []) async throws -> HalcyonProcess {
-        let w = try HalcyonProcess(
+    func worker(_ db: TestDatabase, store: URL, concurrency: Int, _ extra: [String] = []) async throws -> TestWorker {
+        let w = try TestWorker(
             ["work", "--store", store.path, "--log-level", "info", "--allow-network", "127.0.0.1/32", "--concurrency", "\(concurrency)"] + extra,
             conninfo: db.conninfo)
         try await w.ready()
@@ -102,7 +102,7 @@ struct FleetTests {
             INSERT INTO halcyon.jobs (source, processors, queue)
             SELECT $1 || '?j=' || g, 'resize(16x16) |> format(png)', 'origin' FROM generate_series(1, 24) g
             """, ["\(TestEnvironment.origin)/slowfile/0.3/fleet-\(db.name).jpg"])
-        var workers: [HalcyonProcess] = []
+        var workers: [TestWorker] = []
         for _ in 0..<3 {
             workers.append(
                 try await worker(db, store: store, concurrency: 3, ["--log-level", "debug", "--poll-interval", "100ms", "--queue", "origin=1"]))

@@ -8,16 +8,15 @@ import HalcyonStore
 import HalcyonTestSupport
 import Testing
 
-/// What a front-end needs on the row (#18), end to end through a `halcyon work` process: the
-/// source's facts, placeholders, and results that keep them when served from the store.
+/// What a front-end needs on the row, end to end through a worker: the source's facts,
+/// placeholders, and results that keep them when served from the store.
 @Suite(.enabled(if: TestEnvironment.available, "needs scripts/test (PostgreSQL, origin, binary)"), .processes)
 struct FrontEndTests {
     static let camera: Data = SampleEXIF().inserted(into: try! SampleImages.photo(width: 640, height: 480, seed: 4))
 
     /// A draining worker on `db`, once it is ready.
-    func worker(_ db: TestDatabase, store: URL, _ extra: [String] = []) async throws -> HalcyonProcess {
-        let w = try HalcyonProcess(
-            ["work", "--store", store.path, "--log-level", "info", "--allow-network", "127.0.0.1/32", "--drain"] + extra, conninfo: db.conninfo)
+    func worker(_ db: TestDatabase, store: URL, _ extra: [String] = []) async throws -> TestWorker {
+        let w = try TestWorker(WorkerTests.workArguments(store: store) + ["--drain"] + extra, conninfo: db.conninfo)
         try await w.ready()
         return w
     }

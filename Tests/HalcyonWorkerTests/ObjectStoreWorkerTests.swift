@@ -10,7 +10,7 @@ import HalcyonStore
 import HalcyonTestSupport
 import Testing
 
-/// `halcyon work --store s3://…` against a real S3 server (SeaweedFS, started by
+/// Workers with `--store s3://…` against a real S3 server (SeaweedFS, started by
 /// `scripts/test`): results land in the bucket, a second job for the same key is a hit without a
 /// download, `show` names the object and a link that fetches it, `sweep` and `verify` work on
 /// the bucket. No directory is shared with the worker.
@@ -21,6 +21,13 @@ struct ObjectStoreWorkerTests {
     struct Run {
         var exitCode: Int32?
         var output: String
+    }
+
+    /// A worker in this process with `arguments` and the S3 server's credentials, run to its end.
+    func work(_ db: TestDatabase, _ arguments: [String], environment: [String: String] = TestEnvironment.s3Environment) async throws -> Run {
+        let w = try TestWorker(arguments, conninfo: db.conninfo, environment: environment)
+        let status = await w.wait(timeout: 180)
+        return Run(exitCode: status, output: w.output)
     }
 
     func run(_ db: TestDatabase?, _ arguments: [String]) async throws -> Run {
@@ -36,11 +43,11 @@ struct ObjectStoreWorkerTests {
         let path = "/files/photo.jpg?t=\(db.name)"
         let ids = try await helper.enqueue(db, [helper.job(TestEnvironment.origin + path, "resize(100x100, mode=fill) |> format(jpeg, quality=70)")])
         let work = ["work", "--drain", "--store", store, "--allow-network", "127.0.0.1/32", "--log-level", "info"]
-        let first = try await run(db, work)
+        let first = try await self.work(db, work)
         #expect(first.exitCode == 0, "\(first.output.suffix(2000))")
         #expect(first.output.contains("store=\(store)/"), "the start line names the bucket: \(first.output.prefix(1500))")
         _ = try await helper.enqueue(db, [helper.job(TestEnvironment.origin + path, "RESIZE(100x100, mode=fill) >> format(jpeg, quality=70.0)")])
-        let second = try await run(db, work)
+        let second = try await self.work(db, work)
         #expect(second.exitCode == 0, "\(second.output.suffix(2000))")
         let r = try await db.query(
             "SELECT state::text, cache_hit, result_path, result_digest, result_width, result_quality FROM halcyon.jobs ORDER BY id")
@@ -88,11 +95,9 @@ struct ObjectStoreWorkerTests {
         _ = try await helper.enqueue(db, [helper.job("\(TestEnvironment.origin)/files/photo.jpg?t=\(db.name)", "resize(50x50) |> format(png)")])
         var environment = TestEnvironment.s3Environment
         environment["AWS_SECRET_ACCESS_KEY"] = String(TestEnvironment.s3SecretKey.reversed())
-        let p = try HalcyonProcess(
-            ["work", "--drain", "--store", TestEnvironment.s3StoreURL(), "--allow-network", "127.0.0.1/32"], conninfo: db.conninfo,
-            environment: environment)
-        let status = await p.wait(timeout: 120)
-        #expect(status != nil && status != 0, "\(p.output.suffix(2000))")
+        let p = try await work(
+            db, ["work", "--drain", "--store", TestEnvironment.s3StoreURL(), "--allow-network", "127.0.0.1/32"], environment: environment)
+        #expect(p.exitCode != nil && p.exitCode != 0, "\(p.output.suffix(2000))")
         #expect(p.output.contains("refuses this worker's credentials") && p.output.contains("AWS_SECRET_ACCESS_KEY"), "\(p.output.suffix(2000))")
         #expect(!p.output.contains("worker started"), "\(p.output.suffix(2000))")
         let row = try await db.query("SELECT state::text AS s, attempt FROM halcyon.jobs")
@@ -124,7 +129,7 @@ struct ObjectStoreWorkerTests {
             }
         }
         try await enqueue(0..<3)
-        let w = try HalcyonProcess(
+        let w = try TestWorker(
             [
                 "work", "--store", TestEnvironment.s3StoreURL(), "--allow-network", "127.0.0.1/32", "--metrics-port", "0", "--log-level", "info",
                 "--fetch-retries", "0",

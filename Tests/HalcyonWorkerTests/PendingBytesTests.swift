@@ -29,7 +29,7 @@ struct PendingBytesTests {
         // Phase 1: one miss, then 40 store hits, which put the worker in store-hit mode (claims of
         // up to 250). Each hit has a source of its own: jobs of one source would be claimed and
         // run together as siblings of one decode, which are not store hits.
-        let w = try HalcyonProcess(
+        let w = try TestWorker(
             [
                 "work", "--store", try TestEnvironment.temporaryDirectory("store").path, "--allow-network", "127.0.0.1/32",
                 "--concurrency", "1", "--fetch-concurrency", "4", "--max-pending-bytes", "1MiB", "--log-level", "info",
@@ -163,7 +163,7 @@ struct PendingBytesTests {
             }.count
         }
         #expect(readCount() == 0)
-        let w = try HalcyonProcess(
+        let w = try TestWorker(
             [
                 "work", "--store", try TestEnvironment.temporaryDirectory("store").path, "--file-root", root.path,
                 "--concurrency", "1", "--fetch-concurrency", "8", "--log-level", "info",

@@ -47,7 +47,7 @@ struct PoolerTests {
         // Two workers drain them; `wait` polls meanwhile.
         let store = try TestEnvironment.temporaryDirectory("pooled-store")
         let workers = try (1...2).map { i in
-            try HalcyonProcess(
+            try TestWorker(
                 // No sweeps of their own (the first comes 5–30 s after start): the one counted below
                 // is the command's.
                 [
@@ -90,7 +90,7 @@ struct PoolerTests {
         #expect(
             try await waitUntil(60) { try await db.query("SELECT count(*) AS n FROM halcyon.jobs").value(0, "n") == String(ids.count + 1) },
             "\(waiter.output)")
-        let late = try HalcyonProcess(
+        let late = try TestWorker(
             [
                 "work", "--drain", "--store", store.path, "--file-root", dir.path, "--worker-id", "pooled-3", "--sweep-interval", "0s",
                 "--log-level", "info",

@@ -16,7 +16,7 @@ struct PresetTests {
     }
 
     func drain(_ db: TestDatabase, _ store: URL) async throws {
-        let w = try HalcyonProcess(
+        let w = try TestWorker(
             ["work", "--store", store.path, "--log-level", "info", "--allow-network", "127.0.0.1/32", "--drain"], conninfo: db.conninfo)
         #expect(await w.wait(timeout: 180) == 0, "\(w.output.suffix(3000))")
     }

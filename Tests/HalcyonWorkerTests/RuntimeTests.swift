@@ -10,7 +10,7 @@ import Testing
 struct RuntimeTests {
     let helper = WorkerTests()
 
-    func startIdleWorker(_ db: TestDatabase, _ extra: [String]) async throws -> HalcyonProcess {
+    func startIdleWorker(_ db: TestDatabase, _ extra: [String]) async throws -> TestWorker {
         let store = try TestEnvironment.temporaryDirectory("store")
         let w = try await helper.worker(db, store: store, extra)
         #expect(

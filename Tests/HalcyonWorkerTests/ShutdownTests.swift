@@ -8,7 +8,9 @@ import HalcyonTestSupport
 import Testing
 
 /// A worker told to stop stops: after the grace period nothing new starts, waits end, and a
-/// second signal is not held up by a database that stopped answering.
+/// second signal is not held up by a database that stopped answering. Stop requests are made
+/// to workers in this process; where the process's own exit deadline is at stake (a call stuck
+/// for good, a store or a database that stopped answering), to `halcyon work` processes.
 @Suite(.enabled(if: TestEnvironment.available, "needs scripts/test (PostgreSQL, origin, binary)"), .processes)
 struct ShutdownTests {
     func count(_ db: TestDatabase, _ whereClause: String) async throws -> Int {
@@ -30,7 +32,7 @@ struct ShutdownTests {
                 ["\(TestEnvironment.origin)/files/shutdown-1080p.jpg?t=\(db.name)&i=\(i)"])
         }
         let metrics = try TestEnvironment.temporaryDirectory("metrics").appendingPathComponent("worker.prom")
-        let w = try HalcyonProcess(
+        let w = try TestWorker(
             [
                 "work", "--store", try TestEnvironment.temporaryDirectory("store").path, "--allow-network", "127.0.0.1/32",
                 "--concurrency", "2", "--grace", "2s", "--metrics-file", metrics.path, "--log-level", "info",
@@ -83,7 +85,7 @@ struct ShutdownTests {
             [
                 "work", "--store", try TestEnvironment.temporaryDirectory("store").path, "--allow-network", "127.0.0.1/32",
                 "--concurrency", "2", "--grace", "2s", "--max-job-time", "5s", "--log-level", "info",
-            ], conninfo: db.conninfo, environment: ["HALCYON_TEST_FAULT": "hang:shutdown-stuck"])
+            ], conninfo: db.conninfo, environment: ["HALCYON_TEST_FAULT": "hang:shutdown-stuck"], executable: TestEnvironment.faultsBinary)
         try await w.ready()
         #expect(try await waitUntil(60) { try await count(db, "id = \(stuck) AND state = 'running'") == 1 })
         try await Task.sleep(for: .milliseconds(8500))
@@ -166,7 +168,7 @@ struct ShutdownTests {
             SELECT halcyon.enqueue($1, options => '{"retry": {"max": 20, "interval": "1h", "backoff": "fixed"}}') AS id
             """, ["\(TestEnvironment.origin)/status/503?shutdown-\(db.name)"]
         ).value(0, "id")!
-        let w = try HalcyonProcess(
+        let w = try TestWorker(
             [
                 "work", "--store", try TestEnvironment.temporaryDirectory("store").path, "--allow-network", "127.0.0.1/32",
                 "--lease", "3s", "--max-retry-wait", "2h", "--grace", "60s", "--log-level", "info",

@@ -93,7 +93,7 @@ struct UsageWorkerTests {
             "('\(TestEnvironment.origin)/fail/1/503/usage-\(db.name)/\(name)', '\(Self.chain)', 'a', '{\"retry\": {\"max\": 0}}', 5)")
         try await db.query(
             "INSERT INTO halcyon.jobs (source, processors, fair_key, options, max_attempts) VALUES \(values.joined(separator: ", "))")
-        let w = try HalcyonProcess(
+        let w = try TestWorker(
             ["work", "--store", store.path, "--allow-network", "127.0.0.1/32", "--concurrency", "2", "--retry-base", "100ms"],
             conninfo: db.conninfo)
         try await w.ready()

@@ -93,7 +93,6 @@ struct WebhookDeliveryTests {
                 ["\(TestEnvironment.origin)/files/\(png)?breaker=\(db.name)&n=\(i)", receiver])
         }
         let worker = try await helper.worker(db, store: store, ["--webhook-secret", secret, "--poll-interval", "200ms"])
-        defer { worker.signal(SIGKILL) }
         let finished = try await waitUntil(60) {
             try await db.query("SELECT count(*) AS n FROM halcyon.jobs WHERE state = 'succeeded'").value(0, "n") == "10"
         }

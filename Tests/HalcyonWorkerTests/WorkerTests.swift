@@ -8,8 +8,9 @@ import HalcyonStore
 import HalcyonTestSupport
 import Testing
 
-/// End-to-end: real `halcyon work` processes against a real database and origin.
-@Suite(.enabled(if: TestEnvironment.available, "needs scripts/test (PostgreSQL, origin, binary)"), .processes)
+/// End-to-end: workers against a real database, origin and store — in this process, and as real
+/// `halcyon work` processes where a worker must die or freeze.
+@Suite(.enabled(if: TestEnvironment.available, "needs scripts/test (PostgreSQL, origin, binary)"), .workers)
 struct WorkerTests {
     static let tinyPNG: Data = try! SampleImages.solid(width: 8, height: 8, red: 200, green: 100, blue: 50)
     static let photo: Data = try! SampleImages.photo(width: 800, height: 600, seed: 42)
@@ -20,14 +21,24 @@ struct WorkerTests {
         return ("tiny.png", "photo.jpg")
     }
 
-    /// A worker on `db`, once it is ready (unless `ready` is false: a worker expected to fail).
-    func worker(_ db: TestDatabase, store: URL, _ extra: [String] = [], ready: Bool = true) async throws -> HalcyonProcess {
-        // The origin is on loopback, which the SSRF guard refuses unless allowed.
-        let w = try HalcyonProcess(
-            ["work", "--store", store.path, "--log-level", "info", "--allow-network", "127.0.0.1/32"] + extra,
-            conninfo: db.conninfo)
+    /// A worker on `db` in this process, once it is ready (unless `ready` is false).
+    func worker(_ db: TestDatabase, store: URL, _ extra: [String] = [], ready: Bool = true) async throws -> TestWorker {
+        let w = try TestWorker(Self.workArguments(store: store) + extra, conninfo: db.conninfo)
         if ready { try await w.ready() }
         return w
+    }
+
+    /// A `halcyon work` process on `db`, once it is ready: for a worker that must die or freeze.
+    func workerProcess(_ db: TestDatabase, store: URL, _ extra: [String] = [], ready: Bool = true) async throws -> HalcyonProcess {
+        let w = try HalcyonProcess(Self.workArguments(store: store) + extra, conninfo: db.conninfo)
+        if ready { try await w.ready() }
+        return w
+    }
+
+    /// `halcyon work` on `store`, logging at info; the origin is on loopback, which the SSRF guard
+    /// refuses unless allowed.
+    static func workArguments(store: URL) -> [String] {
+        ["work", "--store", store.path, "--log-level", "info", "--allow-network", "127.0.0.1/32"]
     }
 
     func enqueue(_ db: TestDatabase, _ jobs: [JobQueue.NewJob]) async throws -> [Int64] {
@@ -48,7 +59,7 @@ struct WorkerTests {
         Int(try await db.query("SELECT count(*) AS n FROM halcyon.jobs WHERE \(whereClause)").value(0, "n") ?? "") ?? -1
     }
 
-    @Test(.processes(4)) func fourWorkerProcessesDrain2000JobsEachExactlyOnce() async throws {
+    @Test(.workers(4)) func fourWorkersDrain2000JobsEachExactlyOnce() async throws {
         _ = try Self.published()
         let db = try await TestDatabase.create()
         let store = try TestEnvironment.temporaryDirectory("store")
@@ -57,7 +68,7 @@ struct WorkerTests {
         let n = 2000
         _ = try await enqueue(db, (0..<n).map { job("\(TestEnvironment.origin)/files/tiny.png?t=\(tag)&j=\($0)") })
         let started = Date()
-        var workers: [HalcyonProcess] = []
+        var workers: [TestWorker] = []
         for _ in 0..<4 {
             workers.append(try await worker(db, store: store, ["--drain", "--concurrency", "2", "--log-level", "warning"], ready: false))
         }
@@ -67,7 +78,7 @@ struct WorkerTests {
         }
         let elapsed = Date().timeIntervalSince(started)
         print(
-            "drain: \(n) trivial jobs with 4 worker processes in \(String(format: "%.2f", elapsed)) s = \(String(format: "%.0f", Double(n) / elapsed)) jobs/s"
+            "drain: \(n) trivial jobs with 4 workers in \(String(format: "%.2f", elapsed)) s = \(String(format: "%.0f", Double(n) / elapsed)) jobs/s"
         )
         let odd = try await db.query(
             "SELECT id, state::text, attempt, errors::text FROM halcyon.jobs WHERE state <> 'succeeded' OR attempt <> 1 LIMIT 5"
@@ -81,8 +92,9 @@ struct WorkerTests {
     }
 
     /// The allocator's mmap threshold: 4 MiB by default, glibc's own with 0, and an operator's
-    /// GLIBC_TUNABLES setting is left alone; the start line says which.
-    @Test func theWorkerSetsItsMmapThreshold() async throws {
+    /// GLIBC_TUNABLES setting is left alone; the start line says which. (Processes: the
+    /// threshold and the tunables are the process's own.)
+    @Test(.processes) func theWorkerSetsItsMmapThreshold() async throws {
         let db = try await TestDatabase.create()
         let store = try TestEnvironment.temporaryDirectory("mmap-store")
         for (extra, environment, expected) in [
@@ -241,13 +253,13 @@ struct WorkerTests {
         #expect(entry["sources"]?.arrayValue?.compactMap { $0["code"]?.stringValue } == ["fetch.http_status", "fetch.not_image"])
     }
 
-    @Test func aKilledWorkersJobsAreRescuedAfterTheLease() async throws {
+    @Test(.processes) func aKilledWorkersJobsAreRescuedAfterTheLease() async throws {
         _ = try Self.published()
         let db = try await TestDatabase.create()
         let store = try TestEnvironment.temporaryDirectory("store")
         let n = 6
         _ = try await enqueue(db, (0..<n).map { job("\(TestEnvironment.origin)/slowonce/120/\(db.name)-\($0)/tiny.png") })
-        let victim = try await worker(db, store: store, ["--lease", "2s", "--concurrency", "2"])
+        let victim = try await workerProcess(db, store: store, ["--lease", "2s", "--concurrency", "2"])
         var seen: [String] = []
         let spawned = Date()
         #expect(
@@ -278,7 +290,7 @@ struct WorkerTests {
     /// is rescued by another worker, which claims the job again. When the stalled worker wakes
     /// with its download done, its outcome must not be recorded: the row's outcome is the second
     /// worker's, recorded no sooner than its own 12 s download allows.
-    @Test func aStalledWorkersLateOutcomeIsRefusedAfterItsJobWasHandedOn() async throws {
+    @Test(.processes) func aStalledWorkersLateOutcomeIsRefusedAfterItsJobWasHandedOn() async throws {
         _ = try Self.published()
         let db = try await TestDatabase.create()
         let store = try TestEnvironment.temporaryDirectory("store")
@@ -286,7 +298,7 @@ struct WorkerTests {
         let id = String(ids[0])
         // No download retries: the freeze can outlast curl's low-speed window, and a retry after
         // the worker wakes would be a third request for the source.
-        let stalled = try await worker(db, store: store, ["--lease", "2s", "--concurrency", "1", "--fetch-retries", "0"])
+        let stalled = try await workerProcess(db, store: store, ["--lease", "2s", "--concurrency", "1", "--fetch-retries", "0"])
         defer { stalled.signal(SIGKILL) }
         let row = "SELECT state::text, attempt, locked_by, started_at::text AS started FROM halcyon.jobs WHERE id = $1::bigint"
         #expect(try await waitUntil(60) { try await db.query(row, [id]).value(0, "state") == "running" }, "\(stalled.output.suffix(1500))")
@@ -301,7 +313,6 @@ struct WorkerTests {
             frozenWhile.value(0, "state") == "running" && frozenWhile.value(0, "attempt") == "1",
             "the job was no longer in its first attempt when its worker was frozen: \(frozenWhile.dictionaries)")
         let peer = try await worker(db, store: store, ["--lease", "30s", "--concurrency", "1"])
-        defer { peer.signal(SIGKILL) }
         // Rescued (attempt 1 ended by worker.lease_expired) and claimed again by the peer.
         let handedOn = try await waitUntil(60) {
             let r = try await db.query(row, [id])
@@ -380,7 +391,7 @@ struct WorkerTests {
         #expect(try await count(db, "state = 'succeeded' AND attempt = 1") == 3)
     }
 
-    @Test func cancellingARunningJobAbandonsIt() async throws {
+    @Test(.processes) func cancellingARunningJobAbandonsIt() async throws {
         _ = try Self.published()
         let db = try await TestDatabase.create()
         let store = try TestEnvironment.temporaryDirectory("store")
