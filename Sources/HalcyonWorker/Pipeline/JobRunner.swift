@@ -6,10 +6,13 @@ import HalcyonQueue
 import HalcyonRuntime
 import HalcyonStore
 
-/// Runs jobs' pipelines — validate, fetch (source, then fallbacks), process, store — and
-/// returns what to record. Jobs of one claimed batch that share a source run as a group: one
-/// download, one decode, each chain on a clone. It never touches the database; `Worker`
-/// records the outcomes.
+/// Runs planned jobs' pipelines — store lookup, fetch (source, then fallbacks), process,
+/// store — and returns what to record. The jobs come judged (`JobPlan`, made right after the
+/// claim): one whose plan failed fails before any lookup or download. A claim's lookups are
+/// made together first (`lookUp`), and a hit completes without touching the network. Jobs of
+/// one claimed batch that share a source run as a group: one download, one decode, each chain
+/// on a clone of the decoded image (the last on the image itself). It never touches the
+/// database: the `Claimer` hands the outcomes to the `OutcomeRecorder`, which records them.
 struct JobRunner: Sendable {
     let fetcher: Fetcher
     let store: any ResultStore
