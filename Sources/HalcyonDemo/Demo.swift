@@ -144,7 +144,8 @@ package struct Demo: AsyncParsableCommand {
         var again: [String] = []
         if let url = database.databaseURL { again += ["--database-url", "'\(url)'"] }
         if let store = storeOptions.store { again += ["--store", "'\(store)'"] }
-        print("\ndashboard: \(([me, "dashboard"] + again).joined(separator: " "))   then open http://127.0.0.1:8080/ (Ctrl-C stops it)")
+        let page = "http://\(HTTPServerSettings.defaultAddress):\(HTTPServerSettings.dashboardPort)/"
+        print("\ndashboard: \(([me, "dashboard"] + again).joined(separator: " "))   then open \(page) (Ctrl-C stops it)")
     }
 
     /// Sample images, generated once (deterministic) and reused.
