@@ -73,7 +73,7 @@ let package = Package(
         .target(
             name: "HalcyonHTTP",
             dependencies: [
-                "HalcyonDomain",
+                "HalcyonDomain", "HalcyonRuntime",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),

@@ -466,14 +466,12 @@ public struct S3Client: Sendable {
 
     /// Full jitter: random up to base × 2^(attempt−1), capped; at least `Retry-After` when given (capped too).
     func backoff(attempt: Int, retryAfter: Double?) -> Double {
-        let base = Self.seconds(configuration.retryBaseDelay)
-        let cap = Self.seconds(configuration.maxRetryDelay)
+        let base = configuration.retryBaseDelay.seconds
+        let cap = configuration.maxRetryDelay.seconds
         let ceiling = min(cap, base * pow(2, Double(min(attempt - 1, 30))))
         let jittered = ceiling > 0 ? Double.random(in: 0...ceiling) : 0
         return min(cap, max(jittered, retryAfter ?? 0))
     }
-
-    static func seconds(_ d: Duration) -> Double { Double(d.components.seconds) + Double(d.components.attoseconds) / 1e18 }
 
     static func info(_ response: S3Response) -> S3ObjectInfo {
         var metadata: [String: String] = [:]

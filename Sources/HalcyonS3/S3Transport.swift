@@ -177,8 +177,7 @@ final class S3Transport: Sendable {
     }
 
     static func milliseconds(_ d: Duration) -> Int {
-        let ms = d.components.seconds * 1000 + d.components.attoseconds / 1_000_000_000_000_000
-        return Int(min(max(ms, 1), Int64(Int32.max)))
+        Int(min(max(d.nanoseconds / 1_000_000, 1), Int64(Int32.max)))
     }
 }
 
