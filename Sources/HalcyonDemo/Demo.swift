@@ -9,6 +9,7 @@ import HalcyonImage
 import HalcyonQueue
 import HalcyonRuntime
 import HalcyonSamples
+import HalcyonStore
 import HalcyonWorker
 import Hummingbird
 import Logging
@@ -131,7 +132,7 @@ package struct Demo: AsyncParsableCommand {
         let status = try await QueueStatus.load(check)
         await check.close()
         print("\n" + QueueStatusText.render(status))
-        print("outputs:   \(try storeOptions.location())/objects")
+        print("outputs:   \(try storeOptions.location())/\(StoreLayout.Area.objects.directory)")
         // The halcyon beside this program, so the hint can be pasted as it is (scripts/demo runs
         // .build/release/halcyon demo).
         let me = Sibling.halcyon

@@ -4,7 +4,7 @@ import HalcyonRuntime
 
 extension DiskStore: ResultStore {
     public func checkAccess() throws(HalcyonError) {
-        let tmp = root.appendingPathComponent("tmp")
+        let tmp = tmpDirectory
         do {
             try FileManager.default.createDirectory(at: tmp, withIntermediateDirectories: true)
         } catch {

@@ -93,7 +93,7 @@ public struct DiskStore: Sendable {
         rootPath.hasSuffix("/") ? rootPath + path : rootPath + "/" + path
     }
 
-    var tmpDirectory: URL { root.appendingPathComponent("tmp") }
+    var tmpDirectory: URL { root.appendingPathComponent(StoreLayout.tmpDirectory) }
 
     // MARK: Objects
 
@@ -180,9 +180,9 @@ public struct DiskStore: Sendable {
             // Also puts back an atime the read moved where O_NOATIME was not allowed.
             let newTimes = extended.map { FileTimes(accessed: $0.accessed, expires: $0.expires) } ?? keyTimes
             newTimes.write(to: fd)
-            let digest = String(record.object.split(separator: "/").last?.split(separator: ".").first ?? "")
             return CachedResult(
-                object: StoredObject(digest: digest, path: record.object, bytes: record.bytes, existed: true),
+                object: StoredObject(
+                    digest: StoreLayout.digest(ofObjectPath: record.object), path: record.object, bytes: record.bytes, existed: true),
                 info: record.info, expires: newTimes.expires)
         }
         return found ?? nil
@@ -263,7 +263,7 @@ struct KeyRecord: Equatable {
             default: continue
             }
         }
-        guard version == "1", let object, object.hasPrefix("objects/"), !object.contains(".."),
+        guard version == "1", let object, StoreLayout.isObjectPath(object),
             let bytes = bytesField.flatMap({ Int($0) }),
             let image = image?.split(separator: " "), image.count == 2,
             let size = Optional(image[1].split(separator: "x")), size.count == 2,

@@ -14,8 +14,7 @@ public struct OriginalsStore: OriginalsCache {
     }
 
     func path(for url: String) -> URL {
-        let digest = Digest.sha256Hex(url)
-        return root.appendingPathComponent("originals/\(digest.prefix(2))/\(digest)")
+        root.appendingPathComponent(StoreLayout.originalPath(for: url))
     }
 
     public func original(for url: String) -> CachedOriginal? {
@@ -28,7 +27,9 @@ public struct OriginalsStore: OriginalsCache {
     }
 
     public func save(_ original: CachedOriginal, for url: String) throws {
-        try AtomicFile.write(OriginalBlob.encode(original, url: url), to: path(for: url), tmpDirectory: root.appendingPathComponent("tmp")) { fd in
+        try AtomicFile.write(
+            OriginalBlob.encode(original, url: url), to: path(for: url), tmpDirectory: root.appendingPathComponent(StoreLayout.tmpDirectory)
+        ) { fd in
             FileTimes(accessed: Date(), expires: original.expires).write(to: fd)
         }
     }

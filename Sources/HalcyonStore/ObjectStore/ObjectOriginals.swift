@@ -15,8 +15,7 @@ public struct ObjectOriginals: OriginalsCache {
     }
 
     static func key(for url: String) -> String {
-        let digest = Digest.sha256Hex(url)
-        return "originals/\(digest.prefix(2))/\(digest)"
+        StoreLayout.originalPath(for: url)
     }
 
     public func original(for url: String) -> CachedOriginal? {

@@ -42,7 +42,7 @@ public struct ObjectStore: ResultStore {
     // MARK: Times as metadata
 
     static func metadata(expires: Date, accessed: Date) -> [String: String] {
-        [expiresField: String(Int64(expires.timeIntervalSince1970.rounded(.down))), accessedField: String(Int64(accessed.timeIntervalSince1970))]
+        [expiresField: String(seconds(expires)), accessedField: String(seconds(accessed))]
     }
 
     /// The expiry and last access an entry's metadata records; nil when it has none (not written
@@ -155,9 +155,9 @@ public struct ObjectStore: ResultStore {
             case nil: break
             }
         }
-        let digest = String(record.object.split(separator: "/").last?.split(separator: ".").first ?? "")
         return CachedResult(
-            object: StoredObject(digest: digest, path: record.object, bytes: record.bytes, existed: true), info: record.info, expires: expires)
+            object: StoredObject(digest: StoreLayout.digest(ofObjectPath: record.object), path: record.object, bytes: record.bytes, existed: true),
+            info: record.info, expires: expires)
     }
 
     /// Lookups in flight at once for a batch (a claim of hits): each is a round trip.

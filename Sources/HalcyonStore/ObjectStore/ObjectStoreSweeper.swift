@@ -84,7 +84,7 @@ struct ObjectStoreSweeper {
     }
 
     /// Whole Unix seconds of a listing's or a HEAD's date (none: the oldest there is).
-    static func seconds(_ date: Date?) -> Int64 { Int64(((date ?? .distantPast).timeIntervalSince1970).rounded(.down)) }
+    static func seconds(_ date: Date?) -> Int64 { ObjectStore.seconds(date ?? .distantPast) }
 
     static func hour(_ seconds: Int64) -> Int64 { seconds >= 0 ? seconds / 3600 : (seconds - 3599) / 3600 }
 
@@ -98,7 +98,7 @@ struct ObjectStoreSweeper {
         var resultHours: [Int64: Int64] = [:], originalHours: [Int64: Int64] = [:]
         var resultBytes: Int64 = 0, originalBytes: Int64 = 0
         var alive = 0
-        for (prefix, original) in [("objects/", false), ("originals/", true)] {
+        for (prefix, original) in [(StoreLayout.Area.objects.prefix, false), (StoreLayout.Area.originals.prefix, true)] {
             listing(prefix, &failure, stop: stop) { entry in
                 let bytes = Int64(entry.size)
                 let info = try? client.head(entry.key)
@@ -127,13 +127,13 @@ struct ObjectStoreSweeper {
         var results = TrimPlan()
         if let limit = sizeLimit, total > limit, !stop() {
             let need = total - limit / 2
-            let originals = plan("originals/", need: min(need, originalBytes), byHour: originalHours, &failure, stop: stop)
-            results = plan("objects/", need: need - originalBytes, byHour: resultHours, &failure, stop: stop)
-            if !originals.isEmpty { trim("originals/", originals, &report, &total, &failure, stop: stop) }
+            let originals = plan(StoreLayout.Area.originals.prefix, need: min(need, originalBytes), byHour: originalHours, &failure, stop: stop)
+            results = plan(StoreLayout.Area.objects.prefix, need: need - originalBytes, byHour: resultHours, &failure, stop: stop)
+            if !originals.isEmpty { trim(StoreLayout.Area.originals.prefix, originals, &report, &total, &failure, stop: stop) }
         }
 
         var unreadableKeys = 0
-        let keysChecked = listing("keys/", &failure, stop: stop) { entry in
+        let keysChecked = listing(StoreLayout.Area.keys.prefix, &failure, stop: stop) { entry in
             switch check(key: entry.key, now: now, trimming: results) {
             case .alive: report.keptKeys += 1
             case .dead where (try? client.delete(entry.key)) != nil: report.removedKeys += 1
@@ -145,7 +145,7 @@ struct ObjectStoreSweeper {
         }
         if !results.isEmpty {
             if keysChecked && unreadableKeys == 0 {
-                trim("objects/", results, &report, &total, &failure, stop: stop)
+                trim(StoreLayout.Area.objects.prefix, results, &report, &total, &failure, stop: stop)
             } else if !stop() {
                 failure =
                     failure ?? "\(unreadableKeys) keys could not be read or deleted: results over the size limit are left for the next sweep"
@@ -234,7 +234,7 @@ struct ObjectStoreSweeper {
         var report = VerifyReport()
         var failure: String?
         var damaged: [String] = []
-        listing("objects/", &failure, stop: { false }) { entry in
+        listing(StoreLayout.Area.objects.prefix, &failure, stop: { false }) { entry in
             let read: S3Object?
             do {
                 read = try client.get(entry.key, maxBytes: ObjectOriginals.maxBytes)
@@ -249,14 +249,14 @@ struct ObjectStoreSweeper {
             }
             report.checkedObjects += 1
             report.checkedBytes += Int64(object.data.count)
-            guard Digest.sha256Hex(object.data) != Self.digest(named: entry.key) else { return }
+            guard Digest.sha256Hex(object.data) != StoreLayout.digest(ofObjectPath: entry.key) else { return }
             report.corrupt.append(entry.key)
             damaged.append(entry.key)
         }
         if repair, !damaged.isEmpty {
             let names = Set(damaged)
             var unreadable = 0
-            let listed = listing("keys/", &failure, stop: { false }) { entry in
+            let listed = listing(StoreLayout.Area.keys.prefix, &failure, stop: { false }) { entry in
                 let found: S3Object?
                 do throws(HalcyonError) {
                     found = try client.get(entry.key, maxBytes: ObjectStore.maxKeyRecordBytes)
@@ -275,7 +275,7 @@ struct ObjectStoreSweeper {
                 for key in damaged {
                     // Still the wrong bytes (not deleted and written whole again meanwhile).
                     guard let object = try? client.get(key, maxBytes: ObjectOriginals.maxBytes),
-                        Digest.sha256Hex(object.data) != Self.digest(named: key)
+                        Digest.sha256Hex(object.data) != StoreLayout.digest(ofObjectPath: key)
                     else { continue }
                     if (try? client.delete(key)) != nil { report.removedObjects += 1 }
                 }
@@ -288,11 +288,5 @@ struct ObjectStoreSweeper {
         report.failure = failure
         report.seconds = (ContinuousClock.now - started).seconds
         return report
-    }
-
-    /// The digest an object's name says it has: `objects/ab/cd/<digest>.<ext>`.
-    static func digest(named key: String) -> String {
-        let name = key.split(separator: "/").last.map(String.init) ?? ""
-        return String(name.prefix { $0 != "." })
     }
 }
