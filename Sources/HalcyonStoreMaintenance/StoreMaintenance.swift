@@ -42,7 +42,7 @@ public struct StoreMaintenance: Sendable {
                     .init(
                         sweptBy: sweptBy, storeRoot: store.location, keptFiles: Int64(report.keptFiles),
                         keptBytes: report.keptBytes, sizeLimit: report.sizeLimit, removedFiles: Int64(report.removedFiles),
-                        removedKeys: Int64(report.removedKeys), freedBytes: report.freedBytes, seconds: report.seconds))
+                        removedKeys: Int64(report.removedKeys), freedBytes: report.freedBytes, took: .seconds(report.seconds)))
                 return report
             }
             guard waitForLock, !stop.isCancelled else { return nil }

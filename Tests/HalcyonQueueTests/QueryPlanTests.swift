@@ -162,7 +162,7 @@ struct QueryPlanTests {
         var times: [Double] = []
         for _ in 0..<60 {
             let start = ContinuousClock.now
-            #expect(try await q.claim(workerID: "w", limit: 6, lease: 30, queues: [("default", nil)]).count == 6)
+            #expect(try await q.claim(workerID: "w", limit: 6, lease: .seconds(30), queues: [("default", nil)]).count == 6)
             let d = ContinuousClock.now - start
             times.append(d.seconds * 1000)
         }

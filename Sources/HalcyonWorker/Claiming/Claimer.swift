@@ -68,7 +68,7 @@ struct Claimer: Service, CustomStringConvertible {
                         wait: { await state.wake.wait(timeout: $0) }
                     ) {
                         try await queue.claim(
-                            workerID: configuration.workerID, limit: free, lease: configuration.lease.seconds, queues: queues, siblings: !hits)
+                            workerID: configuration.workerID, limit: free, lease: configuration.lease, queues: queues, siblings: !hits)
                     }
                 } catch {
                     return  // stopping
@@ -236,7 +236,7 @@ struct Claimer: Service, CustomStringConvertible {
         var failed = 0
         for claim in claims {
             let outcome = try? await recorder.recordOrGiveUp("fail a stuck job", logger) {
-                try await queue.fail(claim, workerID: configuration.workerID, error: error, retryDelay: 0)
+                try await queue.fail(claim, workerID: configuration.workerID, error: error, retryDelay: .zero)
             }
             if outcome.flatMap({ $0 }) == .failed { failed += 1 }
         }

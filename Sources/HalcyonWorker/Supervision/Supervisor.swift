@@ -301,7 +301,7 @@ public final class Supervisor: Sendable {
             let claims = Dictionary(held.map { ($0.claim.id, $0.claim) }) { a, _ in a }
             for (id, error) in charges.charged {
                 // Retried at once: the process that died may have been brought down by another job.
-                if let claim = claims[id] { _ = try await queue.fail(claim, workerID: workerID, error: error, retryDelay: 0) }
+                if let claim = claims[id] { _ = try await queue.fail(claim, workerID: workerID, error: error, retryDelay: .zero) }
             }
             let released = try await queue.release(charges.released.compactMap { claims[$0] }, workerID: workerID)
             if case .stopOverrun = cause {} else { try await queue.recordRestart(workerID: workerID, reason: cause.description) }
