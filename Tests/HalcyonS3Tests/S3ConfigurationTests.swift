@@ -145,6 +145,30 @@ import Testing
         #expect(client.backoff(attempt: 1, retryAfter: 0.5) >= 0.5)
         #expect(client.backoff(attempt: 1, retryAfter: 60) == 1.0)
     }
+
+    /// The retries' waits before there was one back-off, pinned: random in 0…ceiling, the ceiling
+    /// `retryBaseDelay` (100 ms) doubling to `maxRetryDelay` (5 s); a Retry-After lengthens a wait
+    /// up to that cap.
+    @Test func backoffCeilingsAndRetryAfter() throws {
+        let client = try S3Client(configuration: S3Configuration(bucket: "bucket"))
+        let ceilings = [0.1, 0.2, 0.4, 0.8, 1.6, 3.2, 5, 5, 5, 5]
+        for (attempt, ceiling) in zip(1..., ceilings) {
+            let waits = (0..<300).map { _ in client.backoff(attempt: attempt, retryAfter: nil) }
+            #expect(waits.allSatisfy { (0...ceiling + 1e-9).contains($0) }, "attempt \(attempt)")
+            #expect(waits.max()! > ceiling * 0.9, "attempt \(attempt): the draws reach near the ceiling")
+            #expect(waits.min()! < ceiling * 0.1, "attempt \(attempt): and near zero")
+        }
+        #expect(abs(client.backoff(attempt: 1, retryAfter: 0.5) - 0.5) < 1e-9, "longer than any draw")
+        #expect(abs(client.backoff(attempt: 1, retryAfter: 3) - 3) < 1e-9)
+        #expect(abs(client.backoff(attempt: 1, retryAfter: 60) - 5) < 1e-9, "capped")
+        #expect(abs(client.backoff(attempt: 1, retryAfter: .infinity) - 5) < 1e-9, "capped")
+        for after in [0, -1, Double.nan] {
+            #expect((0...0.1 + 1e-9).contains(client.backoff(attempt: 1, retryAfter: after)), "\(after) is no Retry-After")
+        }
+        var zero = S3Configuration(bucket: "bucket")
+        zero.retryBaseDelay = .zero
+        #expect(try S3Client(configuration: zero).backoff(attempt: 3, retryAfter: nil) == 0)
+    }
 }
 
 @Suite struct MiniXMLTests {

@@ -102,10 +102,14 @@ struct Claimer: Service, CustomStringConvertible {
         }
     }
 
+    /// The waits between asking a store that refuses this worker again: 1 s, doubling, at most
+    /// 30 s, jittered.
+    static let storeRefusalBackoff = Backoff(base: .seconds(1), maximum: .seconds(30))
+
     /// While the store refuses this worker's credentials: no claims; the store is asked again
-    /// with backoff (1 s, doubling, at most 30 s) until it accepts them or the worker stops.
+    /// with backoff (`storeRefusalBackoff`) until it accepts them or the worker stops.
     private func waitForTheStore() async {
-        let backoff = Backoff(base: .seconds(1), maximum: .seconds(30))
+        let backoff = Self.storeRefusalBackoff
         var attempt = 0
         while state.storeRefusal != nil, state.stopRequests == 0 {
             attempt += 1
