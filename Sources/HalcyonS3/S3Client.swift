@@ -460,17 +460,14 @@ public struct S3Client: Sendable {
                 final.message += attempt > 1 ? " (after \(attempt) tries)" : ""
                 throw final
             }
-            Thread.sleep(forTimeInterval: backoff(attempt: attempt, retryAfter: retryAfter))
+            Thread.sleep(forTimeInterval: backoff(attempt: attempt, retryAfter: retryAfter).seconds)
         }
     }
 
-    /// Full jitter: random up to base × 2^(attempt−1), capped; at least `Retry-After` when given (capped too).
-    func backoff(attempt: Int, retryAfter: Double?) -> Double {
-        let base = configuration.retryBaseDelay.seconds
-        let cap = configuration.maxRetryDelay.seconds
-        let ceiling = min(cap, base * pow(2, Double(min(attempt - 1, 30))))
-        let jittered = ceiling > 0 ? Double.random(in: 0...ceiling) : 0
-        return min(cap, max(jittered, retryAfter ?? 0))
+    /// The wait after failed try `attempt`: `configuration.retryBackoff`'s (full jitter), at least
+    /// the server's `Retry-After` (in seconds) when it sent one, capped too.
+    func backoff(attempt: Int, retryAfter: Double?, random: Double = Double.random(in: 0...1)) -> Duration {
+        configuration.retryBackoff.delay(afterAttempt: attempt, random: random, retryAfter: Backoff.retryAfter(seconds: retryAfter))
     }
 
     static func info(_ response: S3Response) -> S3ObjectInfo {

@@ -65,7 +65,7 @@ public final class Worker: Service, Sendable, CustomStringConvertible {
     public var unhealthy: String? { state.storeRefusal.map { "the store refuses this worker's credentials: \($0)" } }
 
     /// The waits between the store's checks at start: 500 ms, doubling, at most 5 s, jittered.
-    static let storeCheckBackoff = Backoff(base: .milliseconds(500), maximum: .seconds(5))
+    static let storeCheckBackoff = Backoff(base: .milliseconds(500), maximum: .seconds(5), jitter: WorkerConfiguration.retryJitter)
 
     /// At start: a store that refuses our credentials (or a directory we cannot write) stops the
     /// worker before it claims anything — every job would otherwise be downloaded, processed and

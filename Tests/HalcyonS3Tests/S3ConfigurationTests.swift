@@ -140,10 +140,10 @@ import Testing
         let client = try S3Client(configuration: config)
         for attempt in 1...12 {
             let ceiling = min(1.0, 0.1 * pow(2, Double(attempt - 1)))
-            for _ in 0..<50 { #expect((0...ceiling).contains(client.backoff(attempt: attempt, retryAfter: nil))) }
+            for _ in 0..<50 { #expect((0...ceiling).contains(client.backoff(attempt: attempt, retryAfter: nil).seconds)) }
         }
-        #expect(client.backoff(attempt: 1, retryAfter: 0.5) >= 0.5)
-        #expect(client.backoff(attempt: 1, retryAfter: 60) == 1.0)
+        #expect(client.backoff(attempt: 1, retryAfter: 0.5) >= .milliseconds(500))
+        #expect(client.backoff(attempt: 1, retryAfter: 60) == .seconds(1))
     }
 
     /// The retries' waits before there was one back-off, pinned: random in 0…ceiling, the ceiling
@@ -153,21 +153,25 @@ import Testing
         let client = try S3Client(configuration: S3Configuration(bucket: "bucket"))
         let ceilings = [0.1, 0.2, 0.4, 0.8, 1.6, 3.2, 5, 5, 5, 5]
         for (attempt, ceiling) in zip(1..., ceilings) {
-            let waits = (0..<300).map { _ in client.backoff(attempt: attempt, retryAfter: nil) }
+            let waits = (0..<300).map { _ in client.backoff(attempt: attempt, retryAfter: nil).seconds }
             #expect(waits.allSatisfy { (0...ceiling + 1e-9).contains($0) }, "attempt \(attempt)")
             #expect(waits.max()! > ceiling * 0.9, "attempt \(attempt): the draws reach near the ceiling")
             #expect(waits.min()! < ceiling * 0.1, "attempt \(attempt): and near zero")
         }
-        #expect(abs(client.backoff(attempt: 1, retryAfter: 0.5) - 0.5) < 1e-9, "longer than any draw")
-        #expect(abs(client.backoff(attempt: 1, retryAfter: 3) - 3) < 1e-9)
-        #expect(abs(client.backoff(attempt: 1, retryAfter: 60) - 5) < 1e-9, "capped")
-        #expect(abs(client.backoff(attempt: 1, retryAfter: .infinity) - 5) < 1e-9, "capped")
+        #expect(abs(client.backoff(attempt: 1, retryAfter: 0.5).seconds - 0.5) < 1e-9, "longer than any draw")
+        #expect(abs(client.backoff(attempt: 1, retryAfter: 3).seconds - 3) < 1e-9)
+        #expect(abs(client.backoff(attempt: 1, retryAfter: 60).seconds - 5) < 1e-9, "capped")
+        #expect(abs(client.backoff(attempt: 1, retryAfter: .infinity).seconds - 5) < 1e-9, "capped")
         for after in [0, -1, Double.nan] {
-            #expect((0...0.1 + 1e-9).contains(client.backoff(attempt: 1, retryAfter: after)), "\(after) is no Retry-After")
+            #expect((0...0.1 + 1e-9).contains(client.backoff(attempt: 1, retryAfter: after).seconds), "\(after) is no Retry-After")
         }
         var zero = S3Configuration(bucket: "bucket")
         zero.retryBaseDelay = .zero
-        #expect(try S3Client(configuration: zero).backoff(attempt: 3, retryAfter: nil) == 0)
+        #expect(try S3Client(configuration: zero).backoff(attempt: 3, retryAfter: nil) == .zero)
+        // The draw given: r × the ceiling.
+        let ceilingWaits = ceilings.indices.map { client.backoff(attempt: $0 + 1, retryAfter: nil, random: 0.5).seconds }
+        #expect(zip(ceilingWaits, ceilings).allSatisfy { abs($0 - $1 / 2) < 1e-9 }, "\(ceilingWaits)")
+        #expect(client.backoff(attempt: 4, retryAfter: nil, random: 1) == client.configuration.retryBackoff.ceiling(afterAttempt: 4))
     }
 }
 

@@ -104,7 +104,7 @@ struct Claimer: Service, CustomStringConvertible {
 
     /// The waits between asking a store that refuses this worker again: 1 s, doubling, at most
     /// 30 s, jittered.
-    static let storeRefusalBackoff = Backoff(base: .seconds(1), maximum: .seconds(30))
+    static let storeRefusalBackoff = Backoff(base: .seconds(1), maximum: .seconds(30), jitter: WorkerConfiguration.retryJitter)
 
     /// While the store refuses this worker's credentials: no claims; the store is asked again
     /// with backoff (`storeRefusalBackoff`) until it accepts them or the worker stops.
