@@ -35,7 +35,7 @@ public struct StoreMaintenance: Sendable {
         var waiting = false
         while true {
             let report = try await queue.withLease(.storeSweep, holder: holder, lost: stop) {
-                try await Blocking.run { store.sweep(sizeLimit: sizeLimit, now: Date(), cancel: stop) }
+                await store.sweep(sizeLimit: sizeLimit, now: Date(), cancel: stop)
             }
             if let report {
                 try? await queue.recordSweep(

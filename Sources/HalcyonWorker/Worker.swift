@@ -75,10 +75,10 @@ public final class Worker: Service, Sendable, CustomStringConvertible {
         var attempt = 0
         while true {
             attempt += 1
-            do {
-                try await Blocking.run { try store.checkAccess() }
+            do throws(HalcyonError) {
+                try await store.checkAccess()
                 return
-            } catch let error as HalcyonError {
+            } catch {
                 if error.code == .accessDenied {
                     throw HalcyonError(
                         .accessDenied,

@@ -6,6 +6,17 @@ import Testing
 @testable import HalcyonS3
 
 @Suite struct S3ConfigurationTests {
+    /// A client of an endpoint nothing listens on (the discard port): every try is a connection error.
+    static func unreachableClient(attempts: Int, retryBaseDelay: Duration, maxRetryDelay: Duration = .seconds(5)) throws -> S3Client {
+        var config = S3Configuration(bucket: "bucket")
+        config.endpoint = URL(string: "http://127.0.0.1:9")
+        config.credentials = S3Credentials(accessKeyID: "a", secretAccessKey: "b")
+        config.maxAttempts = attempts
+        config.retryBaseDelay = retryBaseDelay
+        config.maxRetryDelay = maxRetryDelay
+        return try S3Client(configuration: config)
+    }
+
     @Test func parsesBucketAndPrefix() throws {
         #expect(try S3Configuration.parse("s3://my-bucket") == ("my-bucket", ""))
         #expect(try S3Configuration.parse("s3://my-bucket/") == ("my-bucket", ""))
@@ -144,6 +155,41 @@ import Testing
         }
         #expect(client.backoff(attempt: 1, retryAfter: 0.5) >= .milliseconds(500))
         #expect(client.backoff(attempt: 1, retryAfter: 60) == .seconds(1))
+    }
+
+    /// The waits between tries hold no thread and end with the calling task: a cancelled caller
+    /// gets `job.cancelled` at once, not after the back-off (a minute here), and sends no more tries.
+    @Test func aCancelledTaskEndsTheWaitBetweenTries() async throws {
+        let s3 = try Self.unreachableClient(attempts: 20, retryBaseDelay: .seconds(60), maxRetryDelay: .seconds(60))
+        let started = ContinuousClock.now
+        let head = Task { () -> HalcyonError? in
+            do throws(HalcyonError) {
+                _ = try await s3.head("k")
+                return nil
+            } catch {
+                return error
+            }
+        }
+        try await Task.sleep(for: .milliseconds(300))
+        head.cancel()
+        let error = await head.value
+        #expect(error?.code == .cancelled, "\(String(describing: error))")
+        #expect(ContinuousClock.now - started < .seconds(30))
+        #expect(s3.requestsSent < 20)
+    }
+
+    /// A raised flag ends a wait too; without one, the wait is the delay.
+    @Test func aRaisedFlagEndsTheWaitBetweenTries() async {
+        let flag = CancellationFlag()
+        Task {
+            try? await Task.sleep(for: .milliseconds(100))
+            flag.cancel()
+        }
+        let started = ContinuousClock.now
+        #expect(await S3Client.pause(.seconds(60), cancel: flag) == false)
+        #expect(ContinuousClock.now - started < .seconds(30))
+        #expect(await S3Client.pause(.milliseconds(10), cancel: nil))
+        #expect(await S3Client.pause(.milliseconds(10), cancel: CancellationFlag()))
     }
 
     /// The retries' waits before there was one back-off, pinned: random in 0…ceiling, the ceiling

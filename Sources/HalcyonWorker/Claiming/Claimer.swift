@@ -117,7 +117,7 @@ struct Claimer: Service, CustomStringConvertible {
             guard state.stopRequests == 0 else { return }
             let store = runner.store
             do {
-                try await Blocking.run { try store.checkAccess() }
+                try await store.checkAccess()
                 if state.storeAccepted() { logger.notice("the store accepts this worker's credentials again; claiming again") }
             } catch {
                 logger.warning("the store still refuses this worker", metadata: ["error": "\(error)", "checks": "\(attempt)"])
