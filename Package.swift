@@ -73,7 +73,7 @@ let package = Package(
         .target(
             name: "HalcyonHTTP",
             dependencies: [
-                "HalcyonDomain",
+                "HalcyonDomain", "HalcyonRuntime",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
@@ -169,7 +169,7 @@ let package = Package(
             name: "HalcyonDemo",
             dependencies: [
                 "HalcyonCLI", "HalcyonDomain", "HalcyonRuntime", "HalcyonQueue", "HalcyonFetch", "HalcyonImage", "HalcyonWorker", "HalcyonEmbedded",
-                "HalcyonSamples", "HalcyonHTTP", .product(name: "Hummingbird", package: "hummingbird"),
+                "HalcyonSamples", "HalcyonStore", "HalcyonHTTP", .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]),

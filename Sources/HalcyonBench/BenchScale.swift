@@ -248,10 +248,10 @@ extension Bench {
             height: 1, format: "jpeg", cacheHit: true, source: nil)
         let transient = HalcyonError(.timeout, "the bench's probe")
         for _ in 0..<samples {
-            let jobs = try await timed(StatementTiming.claim) { try await queue.claim(workerID: me, limit: 6, lease: 30) }
+            let jobs = try await timed(StatementTiming.claim) { try await queue.claim(workerID: me, limit: 6, lease: .seconds(30)) }
             guard let first = jobs.first else { break }
-            _ = try await timed("heartbeat") { try await queue.heartbeat(jobs.map(\.claim), workerID: me, lease: 30) }
-            _ = try await timed("fail (retry)") { try await queue.fail(first.claim, workerID: me, error: transient, retryDelay: 86_400) }
+            _ = try await timed("heartbeat") { try await queue.heartbeat(jobs.map(\.claim), workerID: me, lease: .seconds(30)) }
+            _ = try await timed("fail (retry)") { try await queue.fail(first.claim, workerID: me, error: transient, retryDelay: .days(1)) }
             if jobs.count > 1 {
                 _ = try await timed("complete (group commit)") {
                     try await queue.complete(batch: jobs.dropFirst().map { ($0.claim, result, StageTimings()) }, workerID: me)
@@ -260,16 +260,18 @@ extension Bench {
         }
         for (name, other) in [(StatementTiming.unpreparedClaim, unpreparedQueue), (StatementTiming.serverClaim, serverQueue)] {
             for _ in 0..<max(1, samples / 4) {
-                let jobs = try await timed(name) { try await other.claim(workerID: me, limit: 6, lease: 30) }
+                let jobs = try await timed(name) { try await other.claim(workerID: me, limit: 6, lease: .seconds(30)) }
                 _ = try await queue.release(jobs.map(\.claim), workerID: me)
             }
         }
         for _ in 0..<max(1, samples / 10) {
-            let jobs = try await timed("claim 250 (store hits)") { try await queue.claim(workerID: me, limit: 250, lease: 30, siblings: false) }
+            let jobs = try await timed("claim 250 (store hits)") {
+                try await queue.claim(workerID: me, limit: 250, lease: .seconds(30), siblings: false)
+            }
             _ = try await timed("release 250") { try await queue.release(jobs.map(\.claim), workerID: me) }
         }
         for _ in 0..<max(1, samples / 4) {
-            _ = try await queue.claim(workerID: me, limit: 6, lease: 0.001)
+            _ = try await queue.claim(workerID: me, limit: 6, lease: .milliseconds(1))
             try await Task.sleep(for: .milliseconds(5))
             _ = try await timed("rescue") { try await queue.rescueExpired() }
         }

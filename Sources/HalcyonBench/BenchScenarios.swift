@@ -156,20 +156,19 @@ extension Bench {
         guard let location else { return try await body() }
         let result: Result<T, any Error>
         do { result = .success(try await body()) } catch { result = .failure(error) }
-        _ = try? await Blocking.run { empty(location) }
+        await empty(location)
         return try result.get()
     }
 
     /// Deletes everything under the bucket prefix `location` (a bench run's), page by page.
-    /// Blocking.
-    static func empty(_ location: String) {
+    static func empty(_ location: String) async {
         guard case .objectStore(let configuration)? = try? StoreLocation(parsing: location), let client = try? S3Client(configuration: configuration)
         else { return }
         // A page at a time; a page that deletes nothing (no permission) ends it.
         for _ in 0..<10_000 {
-            guard let page = try? client.list(), !page.entries.isEmpty else { return }
+            guard let page = try? await client.list(), !page.entries.isEmpty else { return }
             var deleted = 0
-            for entry in page.entries where (try? client.delete(entry.key)) != nil { deleted += 1 }
+            for entry in page.entries where (try? await client.delete(entry.key)) != nil { deleted += 1 }
             if deleted == 0 { return }
         }
     }

@@ -51,7 +51,7 @@ struct Show: AsyncParsableCommand {
             }
             if let storeKey {
                 do {
-                    times = try await Blocking.run { try bucket.keyTimes(storeKey) }
+                    times = try await bucket.keyTimes(storeKey)
                 } catch {
                     // Not an absent key: the bucket did not answer (or refused the credentials).
                     unreachable = String(describing: error)

@@ -100,7 +100,7 @@ struct Verify: AsyncParsableCommand {
     func run() async throws {
         let store = try storeOptions.open()
         let repair = self.repair
-        let report = try await Blocking.run { store.verify(repair: repair) }
+        let report = await store.verify(repair: repair)
         if json {
             print(
                 JSONValue.object([

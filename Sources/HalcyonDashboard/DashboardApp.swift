@@ -168,7 +168,7 @@ struct DashboardApp: Sendable {
         var inStore = false
         if let digest = row.resultDigest, let store {
             let limit = configuration.maxResultBytes
-            if let info = try await Blocking.run(.io, { store.objectInfo(digest: digest) }), info.bytes <= limit {
+            if let info = await store.objectInfo(digest: digest), info.bytes <= limit {
                 expires = info.expires
                 inStore = true
             }
@@ -190,7 +190,7 @@ struct DashboardApp: Sendable {
         let notFound = Response.text(.notFound, "no stored result with this digest\n")
         let unchanged = Self.names(request.headers[.ifNoneMatch], digest)
         if request.method == .head || unchanged {
-            guard let info = try? await Blocking.run(.io, { store.objectInfo(digest: digest) }), info.bytes <= limit else { return notFound }
+            guard let info = await store.objectInfo(digest: digest), info.bytes <= limit else { return notFound }
             var headers = Self.resultHeaders(digest, format: info.format, expires: info.expires)
             if unchanged {
                 var response = Response(status: .notModified, headers: headers)
@@ -210,7 +210,7 @@ struct DashboardApp: Sendable {
         }
         let reader: (any ObjectReader)?
         do {
-            reader = try await Blocking.run(.io) { try store.openObject(digest: digest, maxBytes: limit) }
+            reader = try await store.openObject(digest: digest, maxBytes: limit)
         } catch {
             logger.warning("dashboard: the store could not open a result", metadata: ["digest": "\(digest)", "error": "\(error)"])
             reader = nil

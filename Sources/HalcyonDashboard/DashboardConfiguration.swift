@@ -83,7 +83,7 @@ public struct DashboardConfiguration: Sendable, CustomStringConvertible, CustomD
     /// values, meaning); `validate()` checks them.
     public enum Settings {
         public static let port = Setting.count(
-            "--port", default: 8080, HTTPServerSettings.ports, "TCP port", detail: "0: any free port, printed at start.")
+            "--port", default: HTTPServerSettings.dashboardPort, HTTPServerSettings.ports, "TCP port", detail: "0: any free port, printed at start.")
         public static let liveInterval = Setting.duration(
             "--refresh", default: .seconds(5), .zero...(.hours(1)), "How often open pages refresh their live parts (0s: never)")
         public static let pageSize = Setting.count("--page-size", default: 50, 1...500, "Jobs per page of the list")

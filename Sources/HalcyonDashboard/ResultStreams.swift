@@ -10,8 +10,8 @@ import Synchronization
 /// How results are sent (`GET /results/SHA256`): a chunk at a time, never whole, and at most
 /// `limit` at once.
 ///
-/// A stream reads one chunk (`ObjectReader.chunkBytes`: 256 KiB on disk, 512 KiB from a bucket)
-/// on an I/O thread, hands it to the connection in slices of `sliceBytes`, and after each slice
+/// A stream reads one chunk (`ObjectReader.chunkBytes`: 256 KiB on disk, read on an I/O thread;
+/// 512 KiB from a bucket, a ranged GET), hands it to the connection in slices of `sliceBytes`, and after each slice
 /// waits until the connection's event loop has taken it; the next write then waits while the
 /// channel is not writable (more than its high-water mark queued), so the next chunk is read
 /// only once the client has taken most of the last. A client that reads slowly holds about two
@@ -20,7 +20,7 @@ import Synchronization
 /// not updated yet: forty slow clients' streams each ran 15 MB ahead, 700 MiB in all.)
 ///
 /// The chunks are read into two buffers of the stream's own, used in turn (on disk with `pread`
-/// straight into them), rather than into a new allocation and a copy each.
+/// straight into them, `LocalObjectReader`), rather than into a new allocation and a copy each.
 final class ResultStreams: Sendable {
     let limit: Int
     let stallTimeout: Duration
@@ -80,7 +80,7 @@ final class ResultStreams: Sendable {
                 let chunk = buffers[turn % 2]
                 turn += 1
                 do {
-                    try await Blocking.run(.io) { try chunk.fill(from: reader, range) }
+                    try await chunk.fill(from: reader, range)
                 } catch {
                     // The headers are out: the connection is closed short of Content-Length,
                     // which tells the client the body is incomplete.
@@ -112,13 +112,31 @@ final class ResultStreams: Sendable {
             buffer = Mutex(ByteBufferAllocator().buffer(capacity: capacity))
         }
 
-        /// Empties the buffer and reads `range` of `reader` into it (blocking).
-        func fill(from reader: any ObjectReader, _ range: Range<Int>) throws(HalcyonError) {
+        /// Empties the buffer and reads `range` of `reader` into it: a file's straight into it on
+        /// an I/O thread, a bucket's by a ranged GET (whose bytes are then copied in).
+        func fill(from reader: any ObjectReader, _ range: Range<Int>) async throws(HalcyonError) {
+            guard let file = reader as? any LocalObjectReader else {
+                let data = try await reader.read(range)
+                buffer.withLock { buffer in
+                    buffer.clear(minimumCapacity: data.count)
+                    buffer.writeBytes(data)
+                }
+                return
+            }
+            do {
+                try await Blocking.run(.io) { try self.fill(from: file, range) }
+            } catch {
+                throw HalcyonError.wrap(error)
+            }
+        }
+
+        /// Empties the buffer and reads `range` of `file` straight into it (blocking).
+        private func fill(from file: any LocalObjectReader, _ range: Range<Int>) throws(HalcyonError) {
             let failure: HalcyonError? = buffer.withLock { buffer in
                 buffer.clear(minimumCapacity: range.count)
                 do {
                     try buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: range.count) { raw in
-                        try reader.read(range, into: UnsafeMutableRawBufferPointer(rebasing: raw[0..<range.count]))
+                        try file.read(range, into: UnsafeMutableRawBufferPointer(rebasing: raw[0..<range.count]))
                         return range.count
                     }
                     return nil

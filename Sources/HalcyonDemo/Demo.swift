@@ -9,6 +9,7 @@ import HalcyonImage
 import HalcyonQueue
 import HalcyonRuntime
 import HalcyonSamples
+import HalcyonStore
 import HalcyonWorker
 import Hummingbird
 import Logging
@@ -131,7 +132,7 @@ package struct Demo: AsyncParsableCommand {
         let status = try await QueueStatus.load(check)
         await check.close()
         print("\n" + QueueStatusText.render(status))
-        print("outputs:   \(try storeOptions.location())/objects")
+        print("outputs:   \(try storeOptions.location())/\(StoreLayout.Area.objects.directory)")
         // The halcyon beside this program, so the hint can be pasted as it is (scripts/demo runs
         // .build/release/halcyon demo).
         let me = Sibling.halcyon
@@ -144,7 +145,8 @@ package struct Demo: AsyncParsableCommand {
         var again: [String] = []
         if let url = database.databaseURL { again += ["--database-url", "'\(url)'"] }
         if let store = storeOptions.store { again += ["--store", "'\(store)'"] }
-        print("\ndashboard: \(([me, "dashboard"] + again).joined(separator: " "))   then open http://127.0.0.1:8080/ (Ctrl-C stops it)")
+        let page = "http://\(HTTPServerSettings.defaultAddress):\(HTTPServerSettings.dashboardPort)/"
+        print("\ndashboard: \(([me, "dashboard"] + again).joined(separator: " "))   then open \(page) (Ctrl-C stops it)")
     }
 
     /// Sample images, generated once (deterministic) and reused.

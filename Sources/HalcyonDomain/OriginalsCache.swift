@@ -19,12 +19,13 @@ public struct CachedOriginal: Sendable {
     public var hasValidators: Bool { etag != nil || lastModified != nil }
 }
 
-/// Where the fetch stage keeps originals. Implemented by the store; blocking calls.
+/// Where the fetch stage keeps originals. Implemented by the store; its calls hold no thread of
+/// the caller's (a disk's file work runs on an I/O thread, a bucket's requests wait on none).
 public protocol OriginalsCache: Sendable {
     /// The cached original for `url`, fresh or not.
-    func original(for url: String) -> CachedOriginal?
+    func original(for url: String) async -> CachedOriginal?
     /// Keeps `original` for `url` (replacing any older one).
-    func save(_ original: CachedOriginal, for url: String) throws
+    func save(_ original: CachedOriginal, for url: String) async throws
     /// Marks the original for `url` fresh until `expires` (after a 304).
-    func refresh(_ url: String, until expires: Date)
+    func refresh(_ url: String, until expires: Date) async
 }

@@ -167,16 +167,19 @@ public struct Fetcher: Sendable {
         configuration: FetchConfiguration, cancel: CancellationFlag, meter: (any TransferMeter)? = nil
     ) async -> Result<FetchedImage, HalcyonError> {
         do {
-            let data: Data = try await Blocking.run {
+            // Each blocking transfer or file read on an I/O thread; the originals cache's calls and
+            // an S3 source's requests hold none while they wait.
+            let data: Data =
                 switch source.source {
                 case .network(let url):
-                    try Self.getNetwork(url, source, request, http: http, configuration: configuration, cancel: cancel, meter: meter)
+                    try await Self.getNetwork(url, source, request, http: http, configuration: configuration, cancel: cancel, meter: meter)
                 case .file(let path):
-                    try configuration.files.read(path, maxBytes: configuration.maxBytes, cancel: cancel, source: source.text, meter: meter)
-                case .object(let bucket, let key): try s3.read(bucket: bucket, key: key, source, request, cancel: cancel, meter: meter)
+                    try await Blocking.run {
+                        try configuration.files.read(path, maxBytes: configuration.maxBytes, cancel: cancel, source: source.text, meter: meter)
+                    }
+                case .object(let bucket, let key): try await s3.read(bucket: bucket, key: key, source, request, cancel: cancel, meter: meter)
                 case .data(_, let bytes): bytes
                 }
-            }
             guard let format = ImageFormat.sniff(data) else {
                 if let name = ImageFormat.unsupportedName(data, last: data.suffix(18)) {
                     return .failure(
@@ -199,28 +202,31 @@ public struct Fetcher: Sendable {
         }
     }
 
-    /// A network download through the originals cache when it is on: a fresh original is used
-    /// without a request; an expired one with validators is revalidated and a 304 reuses it.
+    /// A network download (libcurl's transfer on an I/O thread) through the originals cache when
+    /// it is on: a fresh original is used without a request; an expired one with validators is
+    /// revalidated and a 304 reuses it.
     private static func getNetwork(
         _ url: URL, _ source: SourceReference, _ request: FetchRequest, http: HTTPClient,
         configuration: FetchConfiguration, cancel: CancellationFlag, meter: (any TransferMeter)?
-    ) throws(HalcyonError) -> Data {
+    ) async throws -> Data {
         guard configuration.originalsTTL > .zero, let cache = configuration.originals else {
-            return try http.get(url, headers: request.headers, cancel: cancel, meter: meter).body
+            return try await Blocking.run { try http.get(url, headers: request.headers, cancel: cancel, meter: meter).body }
         }
         let key = request.key(for: source)
-        let cached = cache.original(for: key)
+        let cached = await cache.original(for: key)
         if let cached, cached.expires > Date() { return cached.data }
         let revalidate = cached.flatMap { $0.hasValidators ? $0 : nil }
-        let response = try http.get(url, headers: request.headers, revalidating: revalidate, cancel: cancel, meter: meter)
+        let response = try await Blocking.run {
+            try http.get(url, headers: request.headers, revalidating: revalidate, cancel: cancel, meter: meter)
+        }
         let expires = Date().addingTimeInterval(configuration.originalsTTL.seconds)
         if response.status == 304, let revalidate {
-            cache.refresh(key, until: expires)
+            await cache.refresh(key, until: expires)
             return revalidate.data
         }
         if !response.noStore, ImageFormat.sniff(response.body) != nil {
             // A failed save only costs a future download.
-            try? cache.save(
+            try? await cache.save(
                 CachedOriginal(
                     data: response.body, etag: response.etag, lastModified: response.lastModified,
                     expires: expires), for: key)

@@ -1,5 +1,6 @@
 import Foundation
 import HalcyonDomain
+import HalcyonRuntime
 
 /// Decides whether and when a failed download of one source is tried again (Kingfisher's
 /// `RetryStrategy`).
@@ -60,14 +61,18 @@ public struct DelayRetryStrategy: RetryStrategy, Equatable {
     /// `delay` with the jitter's random draw given, for tests.
     public func delay(beforeRetry retry: Int, after error: HalcyonError, random: Double) -> Double? {
         guard retry >= 1, retry <= maxRetries, !error.permanent else { return nil }
-        let n = Double(retry)
-        let base: Double =
-            switch interval {
-            case .fixed(let t): t
-            case .accumulated(let t): t * n
-            case .exponential(let t): t * pow(2, n - 1) * (1 - jitter * min(max(random, 0), 1))
-            }
-        if let after = error.retryAfter { return max(base, min(after, retryAfterCap)) }
-        return base
+        return backoff.delay(
+            afterAttempt: retry, random: random, retryAfter: Backoff.retryAfter(seconds: error.retryAfter), retryAfterCap: .seconds(retryAfterCap)
+        ).seconds
+    }
+
+    /// The waits `interval` and `jitter` make: from the interval's seconds, fixed, accumulated or
+    /// exponential (only that one jittered), uncapped (`maxRetries` bounds them).
+    public var backoff: Backoff {
+        switch interval {
+        case .fixed(let t): Backoff(base: .seconds(t), growth: .fixed)
+        case .accumulated(let t): Backoff(base: .seconds(t), growth: .accumulated)
+        case .exponential(let t): Backoff(base: .seconds(t), growth: .exponential, jitter: .fraction(jitter))
+        }
     }
 }

@@ -11,8 +11,8 @@ import Synchronization
 /// the hosts of job-supplied http URLs, has nothing to judge here).
 ///
 /// The clients make one try per call and use the fetch limits' timeouts: retries are the job's
-/// (`RetryStrategy`), as for http sources. Blocking, like `HTTPClient`: call from a Dispatch
-/// thread.
+/// (`RetryStrategy`), as for http sources. A read's transfer runs on an I/O thread, as every
+/// `S3Client` request's does.
 final class S3Sources: Sendable {
     private let configuration: FetchConfiguration
     private let clients = Mutex<[String: S3Client]>([:])
@@ -66,26 +66,26 @@ final class S3Sources: Sendable {
     func read(
         bucket: String, key: String, _ source: SourceReference, _ request: FetchRequest, cancel: CancellationFlag,
         meter: (any TransferMeter)? = nil
-    ) throws(HalcyonError) -> Data {
+    ) async throws(HalcyonError) -> Data {
         let client = try client(bucket: bucket, source: source.text)
         let maxBytes = configuration.maxBytes
         guard configuration.originalsTTL > .zero, let cache = configuration.originals else {
-            return try Self.body(client.get(key, maxBytes: maxBytes, cancel: cancel, meter: meter, errors: .source), source)
+            return try Self.body(await client.get(key, maxBytes: maxBytes, cancel: cancel, meter: meter, errors: .source), source)
         }
         let cacheKey = request.key(for: source)
-        let cached = cache.original(for: cacheKey)
+        let cached = await cache.original(for: cacheKey)
         if let cached, cached.expires > Date() { return cached.data }
         let revalidate = cached.flatMap { $0.etag == nil ? nil : $0 }
-        let result = try client.get(key, maxBytes: maxBytes, ifNoneMatch: revalidate?.etag, cancel: cancel, meter: meter, errors: .source)
+        let result = try await client.get(key, maxBytes: maxBytes, ifNoneMatch: revalidate?.etag, cancel: cancel, meter: meter, errors: .source)
         let expires = Date().addingTimeInterval(configuration.originalsTTL.seconds)
         if case .notModified = result, let revalidate {
-            cache.refresh(cacheKey, until: expires)
+            await cache.refresh(cacheKey, until: expires)
             return revalidate.data
         }
         let data = try Self.body(result, source)
         if case .object(let object) = result, ImageFormat.sniff(data) != nil {
             // A failed save only costs a future download.
-            try? cache.save(CachedOriginal(data: data, etag: object.info.etag, lastModified: nil, expires: expires), for: cacheKey)
+            try? await cache.save(CachedOriginal(data: data, etag: object.info.etag, lastModified: nil, expires: expires), for: cacheKey)
         }
         return data
     }

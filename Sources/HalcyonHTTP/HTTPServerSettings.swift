@@ -39,6 +39,9 @@ public struct HTTPServerSettings: Sendable, Equatable {
     public static let defaultAddress = "127.0.0.1"
     /// TCP ports.
     public static let ports = 0...65535
+    /// The dashboard's port unless told otherwise (`halcyon dashboard --port`); here, not in the
+    /// dashboard's module, so that the demo's hint (which does not link the dashboard) says it too.
+    public static let dashboardPort = 8080
 
     /// Each limit's default and accepted values, said once: the properties start from these and
     /// `validate()` checks them (its messages name the limit and state the range).

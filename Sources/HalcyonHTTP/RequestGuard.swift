@@ -1,3 +1,4 @@
+import HalcyonRuntime
 import Logging
 import NIOCore
 import NIOHTTP1
@@ -226,15 +227,6 @@ final class RequestGuardHandler: ChannelDuplexHandler, RemovableChannelHandler {
             // The client closes its side once it has read the reply; if it does not, after a second.
             loop.scheduleTask(in: .seconds(1)) { context.close(promise: nil) }
         }
-    }
-}
-
-extension Duration {
-    /// Whole nanoseconds (saturating), for NIO's `TimeAmount`.
-    var nanoseconds: Int64 {
-        let (seconds, attoseconds) = components
-        let (product, overflow) = seconds.multipliedReportingOverflow(by: 1_000_000_000)
-        return overflow ? .max : product &+ attoseconds / 1_000_000_000
     }
 }
 

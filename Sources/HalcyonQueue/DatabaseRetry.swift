@@ -17,7 +17,7 @@ public struct DatabaseRetry: Sendable {
 
     /// The wait after `failures` consecutive failures (1-based): 100 ms × 2^(failures−1), capped.
     public func delay(afterFailures failures: Int) -> Duration {
-        Backoff(base: .milliseconds(100), maximum: maximum, jitter: 0).delay(afterAttempt: failures, random: 0)
+        Backoff(base: .milliseconds(100), maximum: maximum).delay(afterAttempt: failures)
     }
 
     /// Whether waiting and trying again may help: a lost connection, a cancelled statement, a

@@ -164,9 +164,9 @@ extension JobQueue {
         }
     }
 
-    /// Records a retention run for `halcyon status`.
-    public func recordPrune(by: String, _ pruned: [JobState: Int], seconds: Double) async throws {
-        try await connection.run(SQL.RecordPrune(by: by, pruned: pruned, seconds: seconds))
+    /// Records a retention run, and how long it took, for `halcyon status`.
+    public func recordPrune(by: String, _ pruned: [JobState: Int], took: Duration) async throws {
+        try await connection.run(SQL.RecordPrune(by: by, pruned: pruned, took: took))
     }
 
     /// A job's state as `wait` sees it.

@@ -8,11 +8,13 @@ extension JobQueue {
     public struct SweepRecord: Sendable {
         public var sweptBy: String, storeRoot: String
         public var keptFiles: Int64, keptBytes: Int64, sizeLimit: Int64?
-        public var removedFiles: Int64, removedKeys: Int64, freedBytes: Int64, seconds: Double
+        public var removedFiles: Int64, removedKeys: Int64, freedBytes: Int64
+        /// How long the sweep took.
+        public var took: Duration
 
         public init(
             sweptBy: String, storeRoot: String, keptFiles: Int64, keptBytes: Int64, sizeLimit: Int64?,
-            removedFiles: Int64, removedKeys: Int64, freedBytes: Int64, seconds: Double
+            removedFiles: Int64, removedKeys: Int64, freedBytes: Int64, took: Duration
         ) {
             self.sweptBy = sweptBy
             self.storeRoot = storeRoot
@@ -22,7 +24,7 @@ extension JobQueue {
             self.removedFiles = removedFiles
             self.removedKeys = removedKeys
             self.freedBytes = freedBytes
-            self.seconds = seconds
+            self.took = took
         }
     }
 

@@ -21,7 +21,7 @@ public struct JobQueue: Sendable {
     /// not bring 250 inline `data:` sources into memory at once.
     public static let maxClaimBytes = 64 << 20
 
-    /// Claims up to `limit` runnable jobs for `workerID`, leasing them for `lease` seconds —
+    /// Claims up to `limit` runnable jobs for `workerID`, leasing them for `lease` —
     /// fewer when their rows hold more than `maxBytes` of text (but always the first). With
     /// `queues`, only from those queues, each at most its limit (nil: `limit`); without, from
     /// every queue. Paused queues are never claimed from. With `siblings`, also up to 16 queued
@@ -36,12 +36,12 @@ public struct JobQueue: Sendable {
     /// (`LimitedQueuesProbe`): a queue given a limit meanwhile is left alone by the other
     /// statement until then, never claimed past its limit.
     public func claim(
-        workerID: String, limit: Int, lease: Double, queues: [(name: String, limit: Int?)] = [],
+        workerID: String, limit: Int, lease: Duration, queues: [(name: String, limit: Int?)] = [],
         maxBytes: Int = JobQueue.maxClaimBytes, siblings: Bool = true
     ) async throws -> [Job] {
         guard limit > 0 else { return [] }
         let open = SQL.Claim(
-            workerID: workerID, limit: limit, lease: .seconds(lease), maxBytes: maxBytes, queues: queues, siblings: siblings)
+            workerID: workerID, limit: limit, lease: lease, maxBytes: maxBytes, queues: queues, siblings: siblings)
         var jobs: [Job] = []
         if limitedQueues.due() {
             var next = open
@@ -82,11 +82,11 @@ public struct JobQueue: Sendable {
         public var held: Set<Int64> { renewed.union(locked) }
     }
 
-    /// Extends the leases of `claims`, skipping rows another session has locked.
-    public func heartbeat(_ claims: [Claim], workerID: String, lease: Double) async throws -> Renewal {
+    /// Extends the leases of `claims` to `lease` from now, skipping rows another session has locked.
+    public func heartbeat(_ claims: [Claim], workerID: String, lease: Duration) async throws -> Renewal {
         guard !claims.isEmpty else { return Renewal(renewed: [], locked: []) }
         var out = Renewal(renewed: [], locked: [])
-        for row in try await connection.rows(SQL.HeartbeatJobs(claims: claims, workerID: workerID, lease: .seconds(lease))) {
+        for row in try await connection.rows(SQL.HeartbeatJobs(claims: claims, workerID: workerID, lease: lease)) {
             if row.renewed { out.renewed.insert(row.id) } else { out.locked.insert(row.id) }
         }
         return out
@@ -114,12 +114,12 @@ public struct JobQueue: Sendable {
     }
 
     /// Records a failed attempt: permanent errors, and transient ones on the last attempt,
-    /// end in `failed`; other transient ones go back to `queued` after `retryDelay` seconds.
+    /// end in `failed`; other transient ones go back to `queued` after `retryDelay`.
     public func fail(
-        _ claim: Claim, workerID: String, error: HalcyonError, retryDelay: Double,
+        _ claim: Claim, workerID: String, error: HalcyonError, retryDelay: Duration,
         timings: StageTimings = StageTimings()
     ) async throws -> FailOutcome {
-        let fail = SQL.Fail(claim: claim, workerID: workerID, error: error, retryDelay: .seconds(retryDelay), timings: timings)
+        let fail = SQL.Fail(claim: claim, workerID: workerID, error: error, retryDelay: retryDelay, timings: timings)
         guard let row = try await connection.row(fail) else { return .notOwned }
         return row.state == .failed ? .failed : .retryScheduled
     }

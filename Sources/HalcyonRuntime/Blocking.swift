@@ -30,12 +30,32 @@ public enum Blocking {
     private static let idleIO = Mutex<[SerialThread]>([])
     private static let idleProcessing = Mutex<[SerialThread]>([])
 
+    /// Adds up the CPU time the bodies of `run` take on their threads, for a task that sets it
+    /// (`$cpuMeter.withValue`) around work that hops to these threads once or many times — a
+    /// store's write, whose CPU a job's usage counts wherever it ran.
+    public final class CPUMeter: Sendable {
+        private let total = Mutex<Double>(0)
+
+        public init() {}
+
+        /// CPU seconds the bodies run under this meter took so far.
+        public var seconds: Double { total.withLock { $0 } }
+
+        func add(_ seconds: Double) { total.withLock { $0 += seconds } }
+    }
+
+    /// The meter `run` adds its bodies' CPU time to, when the calling task has one.
+    @TaskLocal public static var cpuMeter: CPUMeter?
+
     /// Runs `body` on a thread of `pool` and resumes with its result.
     public static func run<T: Sendable>(_ pool: Pool = .io, _ body: @escaping @Sendable () throws -> T) async throws -> T {
         let thread = idle(pool) { $0.popLast() } ?? SerialThread(name: pool == .io ? "halcyon.io" : "halcyon.image", stackSize: stackSize)
+        let meter = cpuMeter
         return try await withCheckedThrowingContinuation { continuation in
             thread.async {
+                let started = meter == nil ? 0 : StageClock.threadCPUSeconds()
                 let result = Result { try body() }
+                meter?.add(max(0, StageClock.threadCPUSeconds() - started))
                 // Back in the pool before resuming: the resumed task's next call may reuse it
                 // (it runs whatever it is given after this item ends).
                 let kept = idle(pool) { threads in

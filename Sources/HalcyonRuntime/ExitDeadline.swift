@@ -25,8 +25,7 @@ public final class ExitDeadline: Sendable {
             return state.generation
         }
         guard let generation else { return }
-        let nanoseconds = after.components.seconds * 1_000_000_000 + after.components.attoseconds / 1_000_000_000
-        queue.asyncAfter(deadline: .now() + .nanoseconds(Int(max(0, nanoseconds)))) { [self] in
+        queue.asyncAfter(deadline: .now() + .nanoseconds(Int(max(0, after.nanoseconds)))) { [self] in
             guard armed.withLock({ $0.generation == generation }) else { return }
             overrun(after)
         }

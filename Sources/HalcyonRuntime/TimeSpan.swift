@@ -84,6 +84,13 @@ extension TimeSpan {
 extension Duration {
     /// The duration in seconds.
     public var seconds: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
+    /// Whole nanoseconds, saturating at `Int64`'s ends (for NIO's `TimeAmount`, Dispatch, libcurl).
+    public var nanoseconds: Int64 {
+        let (seconds, attoseconds) = components
+        let (product, overflow) = seconds.multipliedReportingOverflow(by: 1_000_000_000)
+        let (sum, carried) = product.addingReportingOverflow(attoseconds / 1_000_000_000)
+        return overflow || carried ? (seconds < 0 ? .min : .max) : sum
+    }
     /// `n` days.
     public static func days(_ n: Int64) -> Duration { .seconds(n * 86_400) }
     /// `n` hours.

@@ -117,16 +117,19 @@ public struct S3ListPage: Sendable {
     public var nextContinuationToken: String?
 }
 
-/// A blocking S3 client for one bucket (and prefix): PUT (never overwriting), GET with a size
-/// bound, HEAD, DELETE, metadata replacement by a guarded self-copy, ListObjectsV2 page by page,
+/// An S3 client for one bucket (and prefix): PUT (never overwriting), GET with a size bound,
+/// HEAD, DELETE, metadata replacement by a guarded self-copy, ListObjectsV2 page by page,
 /// presigned GET URLs. Every key is relative to `configuration.prefix`.
 ///
-/// Every call blocks its thread for the whole exchange (retries and their waits included): call
-/// it from a blocking thread (`Blocking.run`, Dispatch), never the cooperative pool — as with
-/// `HTTPClient`. Requests are signed with SigV4 (`SigV4`), sent through pooled libcurl handles
-/// that keep their connections. Failures that can pass (5xx, 429, `SlowDown`, connection errors,
-/// timeouts) are retried up to `maxAttempts` with exponential backoff and full jitter; other
-/// 4xx are not. Errors are `HalcyonError`s: `store.write_failed` for writes,
+/// Every request is `async` and holds no thread while it waits: each try's libcurl transfer,
+/// which blocks the thread it runs on, runs on one of `Blocking`'s I/O threads, and the waits
+/// between tries are `Task.sleep`s. Requests are signed with SigV4 (`SigV4`), sent through
+/// pooled libcurl handles that keep their connections. Failures that can pass (5xx, 429,
+/// `SlowDown`, connection errors, timeouts) are retried up to `maxAttempts` with exponential
+/// backoff and full jitter (`S3Configuration.retryBackoff`); other 4xx are not. A raised
+/// `cancel` flag stops a transfer and the retries (`job.cancelled`); cancelling the calling task
+/// ends a wait between tries and sends no further try (`job.cancelled`), while a try already
+/// sent runs to its end, as any call on a blocking thread does. Errors are `HalcyonError`s: `store.write_failed` for writes,
 /// `store.read_failed` for reads, `store.access_denied` for refused credentials,
 /// `store.too_large` for a GET over its bound; their messages carry S3's `<Code>` and
 /// `<Message>`, never a credential.
@@ -154,14 +157,14 @@ public struct S3Client: Sendable {
     /// `.alreadyExists`: harmless when keys name their contents.
     public func put(
         _ key: String, data: Data, contentType: String = "application/octet-stream", metadata: [String: String] = [:], ifNoneMatch: Bool = true
-    ) throws(HalcyonError) -> S3PutResult {
+    ) async throws(HalcyonError) -> S3PutResult {
         let full = try fullKey(key, .writeFailed)
         var headers: [(name: String, value: String)] = [("content-type", contentType)]
         try Self.checkHeaderValue(contentType, "content type", .writeFailed)
         headers += try metadataHeaders(metadata, .writeFailed)
         if ifNoneMatch { headers.append(("if-none-match", "*")) }
         let request = S3Request(method: "PUT", key: full, headers: headers, body: data, maxBody: S3Transport.maxErrorBody)
-        let response = try exchange(request, .writeFailed, accept: [412])
+        let response = try await exchange(request, .writeFailed, accept: [412])
         if response.status == 412 { return .alreadyExists }
         return .created(etag: response.header("etag"))
     }
@@ -169,10 +172,10 @@ public struct S3Client: Sendable {
     /// The object at `key` with its facts, or nil when there is none. Refuses (`store.too_large`)
     /// an object over `maxBytes` before reading it all: on its Content-Length, else as the count
     /// passes the bound.
-    public func get(_ key: String, maxBytes: Int) throws(HalcyonError) -> S3Object? {
+    public func get(_ key: String, maxBytes: Int) async throws(HalcyonError) -> S3Object? {
         let full = try fullKey(key, .readFailed)
         let request = S3Request(method: "GET", key: full, maxBody: max(0, maxBytes))
-        let response = try exchange(request, .readFailed, accept: [404])
+        let response = try await exchange(request, .readFailed, accept: [404])
         if response.status == 404 { return nil }
         var info = Self.info(response)
         info.size = response.body.count
@@ -187,13 +190,13 @@ public struct S3Client: Sendable {
     public func get(
         _ key: String, maxBytes: Int, ifNoneMatch: String? = nil, cancel: CancellationFlag? = nil, meter: (any TransferMeter)? = nil,
         errors: S3ErrorCodes
-    ) throws(HalcyonError) -> S3GetResult {
+    ) async throws(HalcyonError) -> S3GetResult {
         let full = try fullKey(key, errors.status)
         var request = S3Request(method: "GET", key: full, maxBody: max(0, maxBytes))
         if let ifNoneMatch { request.headers.append(("if-none-match", ifNoneMatch)) }
         request.cancel = cancel
         request.meter = meter
-        let response = try exchange(request, errors.status, accept: [304, 404], errors: errors)
+        let response = try await exchange(request, errors.status, accept: [304, 404], errors: errors)
         switch response.status {
         case 304: return .notModified(Self.info(response))
         case 404: return .notFound(code: Self.parseError(response.body).code)
@@ -210,7 +213,7 @@ public struct S3Client: Sendable {
     /// answer's own ETag — so reading an object range by range never mixes two objects' bytes.
     /// The answer must be exactly the range asked for (its `Content-Range`, or a whole object that
     /// fits in it when the server ignores `Range`); anything else is `store.read_failed`.
-    public func get(_ key: String, range: Range<Int>, ifMatch: String? = nil) throws(HalcyonError) -> S3RangeResult {
+    public func get(_ key: String, range: Range<Int>, ifMatch: String? = nil) async throws(HalcyonError) -> S3RangeResult {
         let full = try fullKey(key, .readFailed)
         guard range.lowerBound >= 0, !range.isEmpty else {
             throw HalcyonError(.readFailed, "a ranged GET needs a non-empty range from 0; got \(range)", permanent: true)
@@ -218,7 +221,7 @@ public struct S3Client: Sendable {
         var request = S3Request(method: "GET", key: full, maxBody: range.count)
         request.headers.append(("range", "bytes=\(range.lowerBound)-\(range.upperBound - 1)"))
         if let ifMatch { request.headers.append(("if-match", ifMatch)) }
-        let response = try exchange(request, .readFailed, accept: [404, 412, 416])
+        let response = try await exchange(request, .readFailed, accept: [404, 412, 416])
         switch response.status {
         case 404: return .notFound
         case 412, 416: return .changed
@@ -249,16 +252,16 @@ public struct S3Client: Sendable {
     }
 
     /// The facts of the object at `key` (size, ETag, type, metadata, last modification), or nil.
-    public func head(_ key: String) throws(HalcyonError) -> S3ObjectInfo? {
+    public func head(_ key: String) async throws(HalcyonError) -> S3ObjectInfo? {
         let full = try fullKey(key, .readFailed)
-        let response = try exchange(S3Request(method: "HEAD", key: full, maxBody: 0), .readFailed, accept: [404])
+        let response = try await exchange(S3Request(method: "HEAD", key: full, maxBody: 0), .readFailed, accept: [404])
         return response.status == 404 ? nil : Self.info(response)
     }
 
     /// Deletes the object at `key`; no error when there is none (S3 answers 204 either way).
-    public func delete(_ key: String) throws(HalcyonError) {
+    public func delete(_ key: String) async throws(HalcyonError) {
         let full = try fullKey(key, .writeFailed)
-        _ = try exchange(S3Request(method: "DELETE", key: full, maxBody: S3Transport.maxErrorBody), .writeFailed, accept: [404])
+        _ = try await exchange(S3Request(method: "DELETE", key: full, maxBody: S3Transport.maxErrorBody), .writeFailed, accept: [404])
     }
 
     /// Replaces the object's user metadata with `metadata` by copying it onto itself
@@ -268,12 +271,12 @@ public struct S3Client: Sendable {
     /// of the object just read) it is one request; a HEAD reads whichever is missing first.
     public func copyMetadata(
         _ key: String, metadata: [String: String], ifMatch etag: String? = nil, contentType: String? = nil
-    ) throws(HalcyonError) -> S3CopyResult {
+    ) async throws(HalcyonError) -> S3CopyResult {
         let full = try fullKey(key, .writeFailed)
         let metaHeaders = try metadataHeaders(metadata, .writeFailed)
         var guardTag = etag, type = contentType
         if guardTag == nil || type == nil {
-            guard let current = try head(key) else { return .notFound }
+            guard let current = try await head(key) else { return .notFound }
             guardTag = guardTag ?? current.etag
             type = type ?? current.contentType
         }
@@ -287,7 +290,7 @@ public struct S3Client: Sendable {
         ]
         headers += metaHeaders
         let request = S3Request(method: "PUT", key: full, headers: headers, maxBody: S3Transport.maxErrorBody)
-        let response = try exchange(request, .writeFailed, accept: [404, 412])
+        let response = try await exchange(request, .writeFailed, accept: [404, 412])
         switch response.status {
         case 404: return .notFound
         case 412: return .changedConcurrently
@@ -300,7 +303,7 @@ public struct S3Client: Sendable {
     /// One page of the keys under `prefix` (relative to the configured prefix), in key order,
     /// at most `maxKeys` (1–1000) — ListObjectsV2. Pass the page's `nextContinuationToken` to
     /// get the next; memory stays bounded by one page.
-    public func list(prefix: String = "", continuationToken: String? = nil, maxKeys: Int = 1000) throws(HalcyonError) -> S3ListPage {
+    public func list(prefix: String = "", continuationToken: String? = nil, maxKeys: Int = 1000) async throws(HalcyonError) -> S3ListPage {
         guard (1...1000).contains(maxKeys) else { throw HalcyonError(.readFailed, "maxKeys must be 1 to 1000; got \(maxKeys)", permanent: true) }
         let fullPrefix = configuration.prefix + prefix
         var query: [(name: String, value: String)] = [
@@ -309,7 +312,7 @@ public struct S3Client: Sendable {
         if !fullPrefix.isEmpty { query.append(("prefix", fullPrefix)) }
         if let continuationToken { query.append(("continuation-token", continuationToken)) }
         let request = S3Request(method: "GET", key: nil, query: query, maxBody: configuration.maxXMLBytes)
-        let response = try exchange(request, .readFailed, accept: [])
+        let response = try await exchange(request, .readFailed, accept: [])
         let root: XMLElement
         do { root = try MiniXML.parse(response.body) } catch {
             throw HalcyonError(.readFailed, "S3 list of \(location(fullPrefix)): \(error)", source: location(fullPrefix))
@@ -400,8 +403,10 @@ public struct S3Client: Sendable {
 
     /// Sends `request` with retries; returns a 2xx answer or one whose status is in `accept`;
     /// throws the rest with `errors`' codes (default: the store's, `code`, `store.access_denied`,
-    /// `store.too_large`).
-    private func exchange(_ request: S3Request, _ code: ErrorCode, accept: Set<Int>, errors: S3ErrorCodes? = nil) throws(HalcyonError) -> S3Response {
+    /// `store.too_large`). Each try on an I/O thread, the waits between them on no thread.
+    private func exchange(
+        _ request: S3Request, _ code: ErrorCode, accept: Set<Int>, errors: S3ErrorCodes? = nil
+    ) async throws(HalcyonError) -> S3Response {
         let errors = errors ?? .store(code)
         let what = "S3 \(request.method) \(location(request.key ?? configuration.prefix))"
         let source = location(request.key ?? configuration.prefix)
@@ -412,7 +417,7 @@ public struct S3Client: Sendable {
             var retryAfter: Double?
             let failure: HalcyonError
             if request.cancel?.isCancelled == true { throw HalcyonError(.cancelled, "\(what): cancelled", source: source) }
-            switch Result(catching: { () throws(TransportFailure) -> S3Response in try transport.send(request) }) {
+            switch await send(request) {
             case .success(let response):
                 let status = response.status
                 if accept.contains(status) { return response }
@@ -460,20 +465,39 @@ public struct S3Client: Sendable {
                 final.message += attempt > 1 ? " (after \(attempt) tries)" : ""
                 throw final
             }
-            Thread.sleep(forTimeInterval: backoff(attempt: attempt, retryAfter: retryAfter))
+            guard await Self.pause(backoff(attempt: attempt, retryAfter: retryAfter), cancel: request.cancel) else {
+                throw HalcyonError(.cancelled, "\(what): cancelled (\(failure.message), not tried again)", source: source)
+            }
         }
     }
 
-    /// Full jitter: random up to base × 2^(attempt−1), capped; at least `Retry-After` when given (capped too).
-    func backoff(attempt: Int, retryAfter: Double?) -> Double {
-        let base = Self.seconds(configuration.retryBaseDelay)
-        let cap = Self.seconds(configuration.maxRetryDelay)
-        let ceiling = min(cap, base * pow(2, Double(min(attempt - 1, 30))))
-        let jittered = ceiling > 0 ? Double.random(in: 0...ceiling) : 0
-        return min(cap, max(jittered, retryAfter ?? 0))
+    /// One try, on an I/O thread: libcurl's transfer blocks the thread it runs on.
+    private func send(_ request: S3Request) async -> Result<S3Response, TransportFailure> {
+        let transport = self.transport
+        do {
+            return try await Blocking.run(.io) { Result { () throws(TransportFailure) -> S3Response in try transport.send(request) } }
+        } catch {
+            return .failure(TransportFailure(kind: .other, reason: "\(error)"))
+        }
     }
 
-    static func seconds(_ d: Duration) -> Double { Double(d.components.seconds) + Double(d.components.attoseconds) / 1e18 }
+    /// Waits `delay` before the next try, holding no thread; false when the calling task is
+    /// cancelled or `cancel` is raised first.
+    static func pause(_ delay: Duration, cancel: CancellationFlag?) async -> Bool {
+        guard let cancel else { return (try? await Task.sleep(for: delay)) != nil }
+        let waiting = cancel.child()
+        return await withTaskCancellationHandler {
+            await waiting.sleep(seconds: delay.seconds)
+        } onCancel: {
+            waiting.cancel()
+        }
+    }
+
+    /// The wait after failed try `attempt`: `configuration.retryBackoff`'s (full jitter), at least
+    /// the server's `Retry-After` (in seconds) when it sent one, capped too.
+    func backoff(attempt: Int, retryAfter: Double?, random: Double = Double.random(in: 0...1)) -> Duration {
+        configuration.retryBackoff.delay(afterAttempt: attempt, random: random, retryAfter: Backoff.retryAfter(seconds: retryAfter))
+    }
 
     static func info(_ response: S3Response) -> S3ObjectInfo {
         var metadata: [String: String] = [:]

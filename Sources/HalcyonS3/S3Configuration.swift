@@ -63,6 +63,9 @@ public struct S3Configuration: Sendable, CustomStringConvertible {
     public var retryBaseDelay: Duration = Settings.retryBaseDelay.defaultValue
     /// The longest wait between tries.
     public var maxRetryDelay: Duration = .seconds(5)
+    /// The waits between tries: random up to `retryBaseDelay` doubling per retry, capped at
+    /// `maxRetryDelay` (full jitter).
+    public var retryBackoff: Backoff { Backoff(base: retryBaseDelay, maximum: maxRetryDelay, jitter: .full) }
     /// Largest XML answer read (a list page, an error): 1,000 keys of up to 1,024 bytes each,
     /// URL-encoded, fit.
     public var maxXMLBytes: Int = 8 << 20

@@ -5,7 +5,7 @@ import HalcyonRuntime
 import Synchronization
 
 /// One S3 request as sent: method, the full object key (or nil for the bucket), query, headers and body.
-struct S3Request {
+struct S3Request: Sendable {
     var method: String
     var key: String?
     var query: [(name: String, value: String)] = []
@@ -24,7 +24,7 @@ struct S3Request {
 }
 
 /// One answer: status, headers (names lower-cased, in order), body.
-struct S3Response {
+struct S3Response: Sendable {
     var status: Int
     var headers: [(name: String, value: String)]
     var body: Data
@@ -33,8 +33,8 @@ struct S3Response {
 }
 
 /// Why a transfer did not produce an answer.
-struct TransportFailure: Error {
-    enum Kind { case timeout, connection, tooLarge(Int), cancelled, other }
+struct TransportFailure: Error, Sendable {
+    enum Kind: Sendable { case timeout, connection, tooLarge(Int), cancelled, other }
     var kind: Kind
     var reason: String
 }
@@ -177,8 +177,7 @@ final class S3Transport: Sendable {
     }
 
     static func milliseconds(_ d: Duration) -> Int {
-        let ms = d.components.seconds * 1000 + d.components.attoseconds / 1_000_000_000_000_000
-        return Int(min(max(ms, 1), Int64(Int32.max)))
+        Int(min(max(d.nanoseconds / 1_000_000, 1), Int64(Int32.max)))
     }
 }
 

@@ -7,21 +7,27 @@ extension DiskStore {
     /// process may (the store's owner, or root). Nil when `digest` is not a content address,
     /// when no object has it, or when it is over `maxBytes`. The reader holds the file open: a
     /// sweep or a repair that deletes it meanwhile does not change what it reads (objects are
-    /// written whole under a temporary name and renamed, never changed in place).
-    public func openObject(digest: String, maxBytes: Int) -> (any ObjectReader)? {
-        guard let (fd, info) = openObjectFile(digest) else { return nil }
-        guard info.bytes <= maxBytes else {
-            close(fd)
-            return nil
+    /// written whole under a temporary name and renamed, never changed in place). Opened on an
+    /// I/O thread; the reader is a `LocalObjectReader`.
+    public func openObject(digest: String, maxBytes: Int) async -> (any ObjectReader)? {
+        await onIOThread { () -> (any ObjectReader)? in
+            guard let (fd, info) = openObjectFile(digest) else { return nil }
+            guard info.bytes <= maxBytes else {
+                close(fd)
+                return nil
+            }
+            return DiskObjectReader(fd: fd, info: info, path: StoreLayout.objectPath(digest: digest, ext: info.format.fileExtension))
         }
-        return DiskObjectReader(fd: fd, info: info, path: StoreLayout.objectPath(digest: digest, ext: info.format.fileExtension))
     }
 
-    /// The format, size and expiry of the object whose SHA-256 is `digest`, from its inode alone.
-    public func objectInfo(digest: String) -> ObjectInfo? {
-        guard let (fd, info) = openObjectFile(digest) else { return nil }
-        close(fd)
-        return info
+    /// The format, size and expiry of the object whose SHA-256 is `digest`, from its inode alone
+    /// (on an I/O thread).
+    public func objectInfo(digest: String) async -> ObjectInfo? {
+        await onIOThread { () -> ObjectInfo? in
+            guard let (fd, info) = openObjectFile(digest) else { return nil }
+            close(fd)
+            return info
+        }
     }
 
     /// Opens the object named by `digest` (the caller closes the descriptor). The path is built
@@ -46,7 +52,7 @@ extension DiskStore {
 }
 
 /// An object file held open and read with `pread`, a chunk at a time.
-final class DiskObjectReader: ObjectReader {
+final class DiskObjectReader: LocalObjectReader {
     let format: ImageFormat
     let bytes: Int
     let expires: Date
@@ -67,18 +73,21 @@ final class DiskObjectReader: ObjectReader {
 
     deinit { close() }
 
-    func read(_ range: Range<Int>) throws(HalcyonError) -> Data {
-        var data = Data(count: range.count)
-        let failure: HalcyonError? = data.withUnsafeMutableBytes { raw in
-            do throws(HalcyonError) {
-                try read(range, into: raw)
-                return nil
-            } catch {
-                return error
+    /// Bytes `range`, read on an I/O thread.
+    func read(_ range: Range<Int>) async throws(HalcyonError) -> Data {
+        try await onIOThread { () throws(HalcyonError) -> Data in
+            var data = Data(count: range.count)
+            let failure: HalcyonError? = data.withUnsafeMutableBytes { raw in
+                do throws(HalcyonError) {
+                    try self.read(range, into: raw)
+                    return nil
+                } catch {
+                    return error
+                }
             }
+            if let failure { throw failure }
+            return data
         }
-        if let failure { throw failure }
-        return data
     }
 
     func read(_ range: Range<Int>, into buffer: UnsafeMutableRawBufferPointer) throws(HalcyonError) {

@@ -73,7 +73,8 @@ public struct CachedResult: Sendable, Equatable {
 /// Keys are files rather than symlinks: following or reading a symlink moves its atime under
 /// the kernel's relatime rule (atime < mtime always holds here), which would corrupt the
 /// mtime − atime TTL; a file opened `O_NOATIME` keeps it, and carries the image facts.
-/// Blocking: call from a Dispatch thread, not the cooperative pool.
+/// Its `ResultStore` calls run their file work on an I/O thread (`Blocking.run`); `put`, the
+/// `Sweeper` and the `Verifier` block: call them from one.
 public struct DiskStore: Sendable {
     public let root: URL
     /// `root`'s path, kept: a hit joins paths for two files, and `URL` would parse each.
@@ -93,14 +94,14 @@ public struct DiskStore: Sendable {
         rootPath.hasSuffix("/") ? rootPath + path : rootPath + "/" + path
     }
 
-    var tmpDirectory: URL { root.appendingPathComponent("tmp") }
+    var tmpDirectory: URL { root.appendingPathComponent(StoreLayout.tmpDirectory) }
 
     // MARK: Objects
 
     /// Stores `data` as an object with extension `ext` (e.g. `jpg`) that lives at least until
     /// `expires` (default: 7 days): written if absent, else its expiry is raised to `expires`
     /// if later and its atime set to `now` — a cheap no-op for bytes already stored. Throws
-    /// `store.write_failed` (nothing partial is left at a final path).
+    /// `store.write_failed` (nothing partial is left at a final path). Blocking.
     public func put(_ data: Data, ext: String, expires: Date? = nil, now: Date = Date()) throws(HalcyonError) -> StoredObject {
         let digest = Digest.sha256Hex(data)
         let relative = StoreLayout.objectPath(digest: digest, ext: ext)
@@ -137,10 +138,10 @@ public struct DiskStore: Sendable {
     /// Stores a job's result: the object (its expiry raised to this key's if later), then the
     /// key's file pointing at it, with atime = now and mtime = the expiry `expiration` gives.
     /// `expired` stores both already expired: the job gets its result, later jobs miss, and the
-    /// next sweep removes them.
-    public func store(
-        _ data: Data, ext: String, info: ResultInfo, key: String, expiration: StorageExpiration,
-        now: Date = Date()
+    /// next sweep removes them. Blocking (`store(_:ext:info:key:expiration:now:)` runs it on an
+    /// I/O thread).
+    func storeBlocking(
+        _ data: Data, ext: String, info: ResultInfo, key: String, expiration: StorageExpiration, now: Date
     ) throws(HalcyonError) -> StoredObject {
         let expiry = expiration.expiry(from: now)
         let object = try put(data, ext: ext, expires: expiry, now: now)
@@ -160,8 +161,9 @@ public struct DiskStore: Sendable {
     /// so an object in use must look used) and applies `extend`: `none` leaves every expiry and
     /// the key's times as they were; otherwise the key gets atime = now and its new expiry, and
     /// the object the later of its expiry and the key's. Nil on a miss, or on any error (a
-    /// broken store file is a miss, not a failure).
-    public func lookup(_ key: String, extend: ExpirationExtending, now: Date = Date()) -> CachedResult? {
+    /// broken store file is a miss, not a failure). Blocking (`lookup(_:extend:now:)` runs it on
+    /// an I/O thread).
+    func lookupBlocking(_ key: String, extend: ExpirationExtending, now: Date) -> CachedResult? {
         let keyPath = self.path(forRelativePath: StoreLayout.keyPath(for: key))
         let found = try? withLockedFile(keyPath) { fd, st throws(HalcyonError) -> CachedResult? in
             let keyTimes = FileTimes(st)
@@ -180,9 +182,9 @@ public struct DiskStore: Sendable {
             // Also puts back an atime the read moved where O_NOATIME was not allowed.
             let newTimes = extended.map { FileTimes(accessed: $0.accessed, expires: $0.expires) } ?? keyTimes
             newTimes.write(to: fd)
-            let digest = String(record.object.split(separator: "/").last?.split(separator: ".").first ?? "")
             return CachedResult(
-                object: StoredObject(digest: digest, path: record.object, bytes: record.bytes, existed: true),
+                object: StoredObject(
+                    digest: StoreLayout.digest(ofObjectPath: record.object), path: record.object, bytes: record.bytes, existed: true),
                 info: record.info, expires: newTimes.expires)
         }
         return found ?? nil
@@ -263,7 +265,7 @@ struct KeyRecord: Equatable {
             default: continue
             }
         }
-        guard version == "1", let object, object.hasPrefix("objects/"), !object.contains(".."),
+        guard version == "1", let object, StoreLayout.isObjectPath(object),
             let bytes = bytesField.flatMap({ Int($0) }),
             let image = image?.split(separator: " "), image.count == 2,
             let size = Optional(image[1].split(separator: "x")), size.count == 2,

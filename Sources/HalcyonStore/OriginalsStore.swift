@@ -5,7 +5,7 @@ import HalcyonRuntime
 /// Downloaded originals under `<store>/originals/ab/<sha256(url)>`: one file holding a small
 /// JSON header (url, ETag, Last-Modified) and the body, written to `tmp/` and renamed into
 /// place. As everywhere in the store, the expiry is the file's mtime and the last access its
-/// atime, both set explicitly.
+/// atime, both set explicitly. The file work runs on an I/O thread.
 public struct OriginalsStore: OriginalsCache {
     public let root: URL
 
@@ -14,27 +14,33 @@ public struct OriginalsStore: OriginalsCache {
     }
 
     func path(for url: String) -> URL {
-        let digest = Digest.sha256Hex(url)
-        return root.appendingPathComponent("originals/\(digest.prefix(2))/\(digest)")
+        root.appendingPathComponent(StoreLayout.originalPath(for: url))
     }
 
-    public func original(for url: String) -> CachedOriginal? {
+    public func original(for url: String) async -> CachedOriginal? {
         let file = path(for: url)
-        guard let blob = FileManager.default.contents(atPath: file.path), let (data, etag, lastModified) = OriginalBlob.decode(blob, url: url),
-            let expires = FileTimes.read(file.path)?.expires
-        else { return nil }
-        FileTimes(accessed: Date(), expires: expires).write(to: file.path)
-        return CachedOriginal(data: data, etag: etag, lastModified: lastModified, expires: expires)
-    }
-
-    public func save(_ original: CachedOriginal, for url: String) throws {
-        try AtomicFile.write(OriginalBlob.encode(original, url: url), to: path(for: url), tmpDirectory: root.appendingPathComponent("tmp")) { fd in
-            FileTimes(accessed: Date(), expires: original.expires).write(to: fd)
+        return await onIOThread { () -> CachedOriginal? in
+            guard let blob = FileManager.default.contents(atPath: file.path),
+                let (data, etag, lastModified) = OriginalBlob.decode(blob, url: url),
+                let expires = FileTimes.read(file.path)?.expires
+            else { return nil }
+            FileTimes(accessed: Date(), expires: expires).write(to: file.path)
+            return CachedOriginal(data: data, etag: etag, lastModified: lastModified, expires: expires)
         }
     }
 
-    public func refresh(_ url: String, until expires: Date) {
-        FileTimes(accessed: Date(), expires: expires).write(to: path(for: url).path)
+    public func save(_ original: CachedOriginal, for url: String) async throws {
+        let file = path(for: url), tmp = root.appendingPathComponent(StoreLayout.tmpDirectory)
+        try await onIOThread { () throws(HalcyonError) in
+            _ = try AtomicFile.write(OriginalBlob.encode(original, url: url), to: file, tmpDirectory: tmp) { fd in
+                FileTimes(accessed: Date(), expires: original.expires).write(to: fd)
+            }
+        }
+    }
+
+    public func refresh(_ url: String, until expires: Date) async {
+        let file = path(for: url)
+        await onIOThread { _ = FileTimes(accessed: Date(), expires: expires).write(to: file.path) }
     }
 }
 

@@ -14,8 +14,8 @@ public struct ObjectFile: Sendable {
 /// A stored object opened to be read in pieces (the dashboard streams results through one, a
 /// chunk at a time): every read gives the object's bytes as they were when it was opened, or
 /// fails — never another object's. On disk it holds the file open (a sweep that deletes the file
-/// meanwhile changes nothing it reads); in a bucket each read is a ranged GET guarded by the
-/// ETag read at the open (`If-Match`). Reads block: call them from a Dispatch thread.
+/// meanwhile changes nothing it reads), and a read is a `pread` on an I/O thread; in a bucket each
+/// read is a ranged GET guarded by the ETag read at the open (`If-Match`).
 public protocol ObjectReader: AnyObject, Sendable {
     var format: ImageFormat { get }
     /// The object's size.
@@ -28,14 +28,18 @@ public protocol ObjectReader: AnyObject, Sendable {
     /// Bytes `range` of the object, exactly (`range` within `0..<bytes`). `store.read_failed`
     /// when they cannot be read as the object was when it was opened (in a bucket: it has been
     /// replaced or deleted since, or the server sent something else).
-    func read(_ range: Range<Int>) throws(HalcyonError) -> Data
-    /// The same bytes written into `buffer` (`range.count` bytes long): a caller that reads
-    /// chunk after chunk into one buffer of its own allocates nothing per chunk (on disk this is
-    /// a `pread` straight into it).
-    func read(_ range: Range<Int>, into buffer: UnsafeMutableRawBufferPointer) throws(HalcyonError)
+    func read(_ range: Range<Int>) async throws(HalcyonError) -> Data
     /// Lets go of what the reader holds (its descriptor); later reads fail. Also done when the
     /// reader goes away.
     func close()
+}
+
+/// A reader of a local file, which can also read straight into a caller's buffer: a caller that
+/// reads chunk after chunk into one buffer of its own allocates nothing per chunk (a `pread`
+/// straight into it). That read blocks: call it on an I/O thread (`Blocking.run`).
+public protocol LocalObjectReader: ObjectReader {
+    /// Bytes `range` written into `buffer` (`range.count` bytes long), as `read(_:)` gives them.
+    func read(_ range: Range<Int>, into buffer: UnsafeMutableRawBufferPointer) throws(HalcyonError)
 }
 
 /// What is known of a stored object without reading it.
@@ -48,88 +52,89 @@ public struct ObjectInfo: Sendable {
 
 /// Where results are kept, as the worker, the dashboard and the store commands use it: a
 /// directory (`DiskStore`) or an S3 bucket (`ObjectStore`), with one layout — `objects/ab/cd/
-/// <sha256>.<ext>`, `keys/ab/<sha256(key)>`, `originals/ab/<sha256(url)>` — and one contract:
-/// objects are written once and never changed, keys name their object and image facts, every
-/// entry carries its expiry. Every method blocks: call from a Dispatch thread.
+/// <sha256>.<ext>`, `keys/ab/<sha256(key)>`, `originals/ab/<sha256(url)>` (`StoreLayout`) — and
+/// one contract: objects are written once and never changed, keys name their object and image
+/// facts, every entry carries its expiry. Every method is `async` and holds no thread of the
+/// caller's: a directory's file work runs on an I/O thread (`Blocking.run`), a bucket's requests
+/// each try on one and wait between tries on none.
 public protocol ResultStore: Sendable {
     /// Where it is, for logs, reports and `halcyon.store_sweeps`: a path or `s3://bucket/prefix`.
     var location: String { get }
 
     /// A hit for `key` (an unexpired key whose object is there as far as the store can tell
     /// cheaply), with `extend` applied; nil on a miss or any error (a broken entry is a miss).
-    func lookup(_ key: String, extend: ExpirationExtending, now: Date) -> CachedResult?
+    func lookup(_ key: String, extend: ExpirationExtending, now: Date) async -> CachedResult?
 
     /// The hits among `keys` (each looked up once, with the first `extend` given for it), by key.
     /// A store whose lookups wait on a network makes them side by side.
-    func lookup(_ keys: [(key: String, extend: ExpirationExtending)], now: Date) -> [String: CachedResult]
+    func lookup(_ keys: [(key: String, extend: ExpirationExtending)], now: Date) async -> [String: CachedResult]
 
     /// Stores a job's result: the object (written once; an existing one's expiry raised to this
     /// key's if later), then the key naming it. `store.write_failed` (or `store.access_denied`)
     /// when it cannot; nothing partial is ever visible.
     func store(
         _ data: Data, ext: String, info: ResultInfo, key: String, expiration: StorageExpiration, now: Date
-    ) throws(HalcyonError) -> StoredObject
+    ) async throws(HalcyonError) -> StoredObject
 
     /// The object whose SHA-256 is `digest`, opened to be read in pieces; nil when `digest` is
     /// not a content address, when there is no such object, or when it is over `maxBytes`.
     /// Throws (`store.read_failed`, `store.access_denied`) when the store could not tell.
-    func openObject(digest: String, maxBytes: Int) throws(HalcyonError) -> (any ObjectReader)?
+    func openObject(digest: String, maxBytes: Int) async throws(HalcyonError) -> (any ObjectReader)?
 
     /// The format, size and expiry of the object whose SHA-256 is `digest`.
-    func objectInfo(digest: String) -> ObjectInfo?
+    func objectInfo(digest: String) async -> ObjectInfo?
 
     /// Where the fetch stage keeps downloaded originals in this store.
     var originals: any OriginalsCache { get }
 
     /// One sweep: expired entries, dangling keys, the size limit (see each store's sweeper).
-    func sweep(sizeLimit: Int64?, now: Date, cancel: CancellationFlag?) -> SweepReport
+    func sweep(sizeLimit: Int64?, now: Date, cancel: CancellationFlag?) async -> SweepReport
 
     /// Re-hashes every object (`halcyon verify`); `repair` removes the corrupt ones.
-    func verify(repair: Bool) -> VerifyReport
+    func verify(repair: Bool) async -> VerifyReport
 
     /// Checks that this process may use the store: for a bucket, a signed list of the prefix (a
     /// wrong key or secret is `store.access_denied`, a missing bucket `store.read_failed`); for a
     /// directory, that a file can be made in it. A worker checks at start and refuses to run
     /// without access, and while the store refuses it later.
-    func checkAccess() throws(HalcyonError)
-}
-
-extension ObjectReader {
-    /// By way of `read(_:)`: the bytes are read, then copied.
-    public func read(_ range: Range<Int>, into buffer: UnsafeMutableRawBufferPointer) throws(HalcyonError) {
-        precondition(buffer.count == range.count, "a buffer of \(buffer.count) bytes for a range of \(range.count)")
-        let data = try read(range)
-        data.copyBytes(to: buffer)
-    }
+    func checkAccess() async throws(HalcyonError)
 }
 
 extension ResultStore {
     /// The object whose SHA-256 is `digest`, read whole, when there is one of at most `maxBytes`.
-    public func object(digest: String, maxBytes: Int) -> ObjectFile? {
-        guard let reader = try? openObject(digest: digest, maxBytes: maxBytes) else { return nil }
+    public func object(digest: String, maxBytes: Int) async -> ObjectFile? {
+        guard let reader = try? await openObject(digest: digest, maxBytes: maxBytes) else { return nil }
         defer { reader.close() }
-        guard let data = try? reader.read(0..<reader.bytes) else { return nil }
+        guard let data = try? await reader.read(0..<reader.bytes) else { return nil }
         return ObjectFile(data: data, format: reader.format, expires: reader.expires)
     }
 
-    /// One after another (a file read each: cheaper than any hand-off).
-    public func lookup(_ keys: [(key: String, extend: ExpirationExtending)], now: Date) -> [String: CachedResult] {
+    /// One after another.
+    public func lookup(_ keys: [(key: String, extend: ExpirationExtending)], now: Date) async -> [String: CachedResult] {
         var found: [String: CachedResult] = [:], seen: Set<String> = []
-        for (key, extend) in keys where seen.insert(key).inserted { found[key] = lookup(key, extend: extend, now: now) }
+        for (key, extend) in keys where seen.insert(key).inserted { found[key] = await lookup(key, extend: extend, now: now) }
         return found
     }
 
-    public func lookup(_ key: String, extend: ExpirationExtending) -> CachedResult? {
-        lookup(key, extend: extend, now: Date())
+    public func lookup(_ key: String, extend: ExpirationExtending) async -> CachedResult? {
+        await lookup(key, extend: extend, now: Date())
     }
 
     public func store(
         _ data: Data, ext: String, info: ResultInfo, key: String, expiration: StorageExpiration
-    ) throws(HalcyonError)
+    ) async throws(HalcyonError)
         -> StoredObject
     {
-        try store(data, ext: ext, info: info, key: key, expiration: expiration, now: Date())
+        try await store(data, ext: ext, info: info, key: key, expiration: expiration, now: Date())
     }
+}
+
+/// Runs `body` on an I/O thread (`Blocking.run`), throwing what it throws as it is (nothing, for
+/// a body that throws nothing): the stores' file work, off the caller's thread.
+func onIOThread<T: Sendable, E: Error>(_ body: @escaping @Sendable () throws(E) -> T) async throws(E) -> T {
+    // `run` throws only what its body does, and this body throws nothing: its error is in the Result.
+    let result = try! await Blocking.run(.io) { Result { () throws(E) -> T in try body() } }
+    return try result.get()
 }
 
 /// Where a store is, as `--store` / `HALCYON_STORE` name it: a directory, or

@@ -83,8 +83,8 @@ public struct Sweeper: Sendable {
         report.sizeLimit = sizeLimit
         var alive: [Candidate] = []
 
-        for (directory, depth, original) in [("objects", 3, false), ("originals", 2, true)] {
-            StoreWalker.files(under: store.url(forRelativePath: directory).path, depth: depth, stop: stop) { path, st in
+        for (area, original) in [(StoreLayout.Area.objects, false), (.originals, true)] {
+            StoreWalker.files(under: store.url(forRelativePath: area.directory).path, depth: area.depth, stop: stop) { path, st in
                 let times = FileTimes(st)
                 let bytes = Int64(st.st_size)
                 if times.expires <= now {
@@ -119,7 +119,8 @@ public struct Sweeper: Sendable {
         report.keptBytes = total
         report.keptFiles = alive.count - report.trimmedObjects
 
-        StoreWalker.files(under: store.url(forRelativePath: "keys").path, depth: 2, stop: stop) { path, _ in
+        StoreWalker.files(under: store.url(forRelativePath: StoreLayout.Area.keys.directory).path, depth: StoreLayout.Area.keys.depth, stop: stop) {
+            path, _ in
             let removed = remove(path) { st, fd in
                 guard FileTimes(st).expires > now, let text = DiskStore.readSmall(fd), let record = KeyRecord(text) else { return true }
                 return access(store.url(forRelativePath: record.object).path, F_OK) != 0

@@ -35,12 +35,12 @@ public struct Verifier: Sendable {
     public func verify(repair: Bool, beforeRead: (String) -> Void = { _ in }) -> VerifyReport {
         let started = ContinuousClock.now
         var report = VerifyReport()
-        let objects = store.url(forRelativePath: "objects").path
-        StoreWalker.files(under: objects, depth: 3) { path, st in
+        let area = StoreLayout.Area.objects
+        let objects = store.url(forRelativePath: area.directory).path
+        StoreWalker.files(under: objects, depth: area.depth) { path, st in
             report.checkedObjects += 1
             report.checkedBytes += Int64(st.st_size)
-            let name = (path as NSString).lastPathComponent
-            let expected = String(name.prefix { $0 != "." })
+            let expected = StoreLayout.digest(ofObjectPath: path)
             beforeRead(path)
             switch Self.read(path) {
             case .gone:
@@ -51,7 +51,7 @@ public struct Verifier: Sendable {
             case .data(let data) where Digest.sha256Hex(data) == expected:
                 break
             default:
-                report.corrupt.append("objects/" + path.dropFirst(objects.count + 1))
+                report.corrupt.append(area.prefix + path.dropFirst(objects.count + 1))
             }
         }
         if repair, !report.corrupt.isEmpty {
@@ -60,7 +60,7 @@ public struct Verifier: Sendable {
                 let path = store.url(forRelativePath: relative).path
                 // Under its lock, and only if it is still the bad file (not rewritten meanwhile).
                 if (try? withLockedFile(path) { fd, _ -> Bool in
-                    readWhole(fd).map { Digest.sha256Hex($0) != String((relative as NSString).lastPathComponent.prefix { $0 != "." }) } == true
+                    readWhole(fd).map { Digest.sha256Hex($0) != StoreLayout.digest(ofObjectPath: relative) } == true
                         && unlink(path) == 0
                 }) == true {
                     report.removedObjects += 1
@@ -68,7 +68,8 @@ public struct Verifier: Sendable {
                 }
             }
             // The keys naming a removed object (a lookup misses them anyway: it finds no object).
-            StoreWalker.files(under: store.url(forRelativePath: "keys").path, depth: 2) { path, _ in
+            StoreWalker.files(under: store.url(forRelativePath: StoreLayout.Area.keys.directory).path, depth: StoreLayout.Area.keys.depth) {
+                path, _ in
                 if (try? withLockedFile(path) { fd, _ -> Bool in
                     guard let text = DiskStore.readSmall(fd), let record = KeyRecord(text) else { return false }
                     return removed.contains(record.object) && unlink(path) == 0

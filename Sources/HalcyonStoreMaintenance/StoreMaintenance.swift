@@ -35,14 +35,14 @@ public struct StoreMaintenance: Sendable {
         var waiting = false
         while true {
             let report = try await queue.withLease(.storeSweep, holder: holder, lost: stop) {
-                try await Blocking.run { store.sweep(sizeLimit: sizeLimit, now: Date(), cancel: stop) }
+                await store.sweep(sizeLimit: sizeLimit, now: Date(), cancel: stop)
             }
             if let report {
                 try? await queue.recordSweep(
                     .init(
                         sweptBy: sweptBy, storeRoot: store.location, keptFiles: Int64(report.keptFiles),
                         keptBytes: report.keptBytes, sizeLimit: report.sizeLimit, removedFiles: Int64(report.removedFiles),
-                        removedKeys: Int64(report.removedKeys), freedBytes: report.freedBytes, seconds: report.seconds))
+                        removedKeys: Int64(report.removedKeys), freedBytes: report.freedBytes, took: .seconds(report.seconds)))
                 return report
             }
             guard waitForLock, !stop.isCancelled else { return nil }

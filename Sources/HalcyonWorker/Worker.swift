@@ -74,6 +74,9 @@ public final class Worker: Service, Sendable, CustomStringConvertible {
     /// `/healthz` answers with (503) while it lasts.
     public var unhealthy: String? { state.storeRefusal.map { "the store refuses this worker's credentials: \($0)" } }
 
+    /// The waits between the store's checks at start: 500 ms, doubling, at most 5 s, jittered.
+    static let storeCheckBackoff = Backoff(base: .milliseconds(500), maximum: .seconds(5), jitter: WorkerConfiguration.retryJitter)
+
     /// At start: a store that refuses our credentials (or a directory we cannot write) stops the
     /// worker before it claims anything — every job would otherwise be downloaded, processed and
     /// failed. One that cannot be reached is retried for up to a minute, as the database is.
@@ -82,10 +85,10 @@ public final class Worker: Service, Sendable, CustomStringConvertible {
         var attempt = 0
         while true {
             attempt += 1
-            do {
-                try await Blocking.run { try store.checkAccess() }
+            do throws(HalcyonError) {
+                try await store.checkAccess()
                 return
-            } catch let error as HalcyonError {
+            } catch {
                 if error.code == .accessDenied {
                     throw HalcyonError(
                         .accessDenied,
@@ -95,7 +98,7 @@ public final class Worker: Service, Sendable, CustomStringConvertible {
                 guard !error.permanent, ContinuousClock.now < deadline, !stopping() else {
                     throw HalcyonError(error.code, "the store \(store.location) cannot be used: \(error.message)", permanent: true)
                 }
-                let wait = Backoff(base: .milliseconds(500), maximum: .seconds(5)).delay(afterAttempt: attempt)
+                let wait = Self.storeCheckBackoff.delay(afterAttempt: attempt)
                 logger.warning("the store cannot be reached; retrying", metadata: ["error": "\(error)", "retry_in": "\(TimeSpan.format(wait))"])
                 try await Task.sleep(for: wait)
             }

@@ -62,8 +62,14 @@ public struct WorkerConfiguration: Sendable {
     /// Between sweeps for expired leases. Nil (default): `effectiveRescueInterval`'s, a third of
     /// the lease within bounds.
     public var rescueInterval: Duration?
-    /// Backoff of transiently failed jobs (its base is `--retry-base`).
-    public var backoff = Backoff(base: Settings.retryBase.defaultValue)
+    /// Backoff of transiently failed jobs (its base is `--retry-base`). Default: `defaultBackoff`.
+    public var backoff = WorkerConfiguration.defaultBackoff
+    /// A transiently failed job's retries unless told otherwise: 2 s (`--retry-base`'s default),
+    /// doubling per attempt, at most 10 minutes, shortened by up to a quarter (`retryJitter`).
+    public static let defaultBackoff = Backoff(base: .seconds(2), maximum: .minutes(10), jitter: retryJitter)
+    /// The jitter of the worker's retries (a job's, and its store checks'): each wait shortened by
+    /// up to a quarter, so that a fleet's failures at one moment do not come back in lockstep.
+    public static let retryJitter = Backoff.Jitter.fraction(0.25)
     public var fetch = FetchConfiguration()
     public var limits = ImageLimits()
     /// Where results are kept: a directory or an S3 bucket (`--store`).
@@ -130,8 +136,9 @@ public struct WorkerConfiguration: Sendable {
             "--grace", default: .seconds(20), .zero...(.days(1)), "Time in-flight jobs get to finish after SIGTERM",
             detail: "Then they are released.")
         public static let retryBase = Setting.duration(
-            "--retry-base", default: Backoff.defaultBase, .zero...(.days(1)),
-            "Backoff after the first transient failure (doubles per attempt, capped at \(TimeSpan.format(Backoff.defaultMaximum)), with jitter)")
+            "--retry-base", default: defaultBackoff.base, .zero...(.days(1)),
+            "Backoff after the first transient failure (doubles per attempt, capped at \(TimeSpan.format(defaultBackoff.maximum ?? .zero)), with jitter)"
+        )
         public static let statementTimeout = Setting.duration(
             "--statement-timeout", default: .seconds(30), .seconds(1)...(.hours(1)),
             "Deadline of every database statement (heartbeats and rescues: at most half the lease, at least 2s)",
@@ -352,13 +359,13 @@ public struct WebhookConfiguration: Sendable, CustomStringConvertible, CustomDeb
             ])
     }
 
-    /// The wait after failed attempt `attempt` (1-based): base · 2^(attempt−1), capped at
-    /// `maxRetryDelay`; longer when the receiver asked for more (`Retry-After`, in seconds),
-    /// up to that same cap.
+    /// The waits between a delivery's attempts: `retryBase` doubling per attempt, capped at
+    /// `maxRetryDelay`, without jitter.
+    public var retryBackoff: Backoff { Backoff(base: retryBase, maximum: maxRetryDelay) }
+
+    /// The wait after failed attempt `attempt` (1-based): `retryBackoff`'s; longer when the
+    /// receiver asked for more (`Retry-After`, in seconds), up to the same cap.
     public func retryDelay(afterAttempt attempt: Int, retryAfter: Double? = nil) -> Duration {
-        let factor = pow(2.0, Double(min(max(attempt - 1, 0), 30)))
-        let backoff = min(maxRetryDelay, retryBase * factor)
-        guard let retryAfter, retryAfter.isFinite, retryAfter > 0 else { return backoff }
-        return max(backoff, min(maxRetryDelay, .milliseconds(Int64(min(retryAfter, 86_400) * 1000))))
+        retryBackoff.delay(afterAttempt: attempt, random: 0, retryAfter: Backoff.retryAfter(seconds: retryAfter))
     }
 }

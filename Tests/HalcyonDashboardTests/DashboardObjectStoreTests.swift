@@ -20,7 +20,7 @@ struct DashboardObjectStoreTests {
                 try #require(
                     try await f.value(
                         "SELECT result_path AS v FROM halcyon.jobs WHERE id = $1::bigint", [String(f.magenta)]))))
-        let object = try bucket.store(png, ext: "png", info: ResultInfo(format: "png", width: 120, height: 80), key: "k", expiration: .days(1))
+        let object = try await bucket.store(png, ext: "png", info: ResultInfo(format: "png", width: 120, height: 80), key: "k", expiration: .days(1))
         let server = try await f.server { $0.store = location }
         defer { server.stop() }
         let image = try await HTTP.get(server, "/results/\(object.digest)")

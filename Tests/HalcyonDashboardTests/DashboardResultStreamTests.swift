@@ -17,16 +17,16 @@ struct DashboardResultStreamTests {
     static let size = 24 << 20
 
     /// A store directory holding `data` as a result; its digest.
-    static func diskStore(_ data: Data) throws -> (URL, String) {
+    static func diskStore(_ data: Data) async throws -> (URL, String) {
         let dir = try TestEnvironment.temporaryDirectory("dashboard-stream")
-        let object = try DiskStore(root: dir).store(data, ext: "png", info: DashboardSlowReaderTests.info, key: "k", expiration: .days(1))
+        let object = try await DiskStore(root: dir).store(data, ext: "png", info: DashboardSlowReaderTests.info, key: "k", expiration: .days(1))
         return (dir, object.digest)
     }
 
     @Test func streamsOverTheLimitAreAskedToRetryAndStalledOnesAreCutOff() async throws {
         let f = try await DashboardFixture.shared.value
         let data = DashboardSlowReaderTests.pattern(Self.size, seed: 7)
-        let (dir, digest) = try Self.diskStore(data)
+        let (dir, digest) = try await Self.diskStore(data)
         defer { try? FileManager.default.removeItem(at: dir) }
         let server = try await f.server {
             $0.storeRoot = dir
@@ -74,7 +74,7 @@ struct DashboardResultStreamTests {
     @Test func aClientThatDisconnectsMidStreamFreesItsStream() async throws {
         let f = try await DashboardFixture.shared.value
         let data = DashboardSlowReaderTests.pattern(Self.size, seed: 11)
-        let (dir, digest) = try Self.diskStore(data)
+        let (dir, digest) = try await Self.diskStore(data)
         defer { try? FileManager.default.removeItem(at: dir) }
         let server = try await f.server {
             $0.storeRoot = dir
@@ -104,7 +104,7 @@ struct DashboardResultStreamTests {
     @Test func anObjectSweptMidStreamIsStillSentWhole() async throws {
         let f = try await DashboardFixture.shared.value
         let data = DashboardSlowReaderTests.pattern(Self.size, seed: 8)
-        let (dir, digest) = try Self.diskStore(data)
+        let (dir, digest) = try await Self.diskStore(data)
         defer { try? FileManager.default.removeItem(at: dir) }
         let server = try await f.server { $0.storeRoot = dir }
         defer { server.stop() }
@@ -128,19 +128,15 @@ struct DashboardResultStreamTests {
         defer { server.stop() }
         for (seed, replace) in [(UInt64(9), true), (10, false)] {
             let data = DashboardSlowReaderTests.pattern(Self.size, seed: seed)
-            let object = try await Blocking.run {
-                try bucket.store(data, ext: "png", info: DashboardSlowReaderTests.info, key: "k\(seed)", expiration: .days(1))
-            }
+            let object = try await bucket.store(data, ext: "png", info: DashboardSlowReaderTests.info, key: "k\(seed)", expiration: .days(1))
             let stream = try await Blocking.run { try RawResponse.open(port: server.port, "/results/\(object.digest)") }
             defer { close(stream.fd) }
             #expect(stream.status == 200 && stream.headers["content-length"] == String(Self.size))
             try await Task.sleep(for: .milliseconds(300))
-            try await Blocking.run {
-                if replace {
-                    _ = try bucket.client.put(object.path, data: Data(repeating: 0xEE, count: Self.size), ifNoneMatch: false)
-                } else {
-                    try bucket.client.delete(object.path)
-                }
+            if replace {
+                _ = try await bucket.client.put(object.path, data: Data(repeating: 0xEE, count: Self.size), ifNoneMatch: false)
+            } else {
+                try await bucket.client.delete(object.path)
             }
             let rest = try await Blocking.run { try stream.readToEnd(timeout: 60, keep: true) }
             let got = stream.body + rest.kept

@@ -44,7 +44,7 @@ struct DashboardSlowReaderTests {
         let dir = try TestEnvironment.temporaryDirectory("dashboard-large")
         defer { try? FileManager.default.removeItem(at: dir) }
         let data = Self.pattern(Self.size, seed: 60)
-        let object = try DiskStore(root: dir).store(data, ext: "png", info: Self.info, key: "large", expiration: .days(1))
+        let object = try await DiskStore(root: dir).store(data, ext: "png", info: Self.info, key: "large", expiration: .days(1))
         try await Self.readSlowly(store: dir.path, environment: [:], digest: object.digest, data: data, f, what: "disk")
     }
 
@@ -54,7 +54,7 @@ struct DashboardSlowReaderTests {
         let url = TestEnvironment.s3StoreURL()
         let store = try StoreLocation(parsing: url, environment: TestEnvironment.s3Environment).open()
         let data = Self.pattern(Self.size, seed: 61)
-        let object = try await Blocking.run(.io) { try store.store(data, ext: "png", info: Self.info, key: "large", expiration: .days(1)) }
+        let object = try await store.store(data, ext: "png", info: Self.info, key: "large", expiration: .days(1))
         try await Self.readSlowly(store: url, environment: TestEnvironment.s3Environment, digest: object.digest, data: data, f, what: "S3")
     }
 

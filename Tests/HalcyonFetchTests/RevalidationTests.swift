@@ -33,7 +33,7 @@ struct RevalidationTests {
         #expect(try Origin.counts()[path] == 1, "a fresh original is used without a request")
 
         // Let it expire (the store keeps the expiry in the file's mtime).
-        OriginalsStore(storeRoot: store).refresh(url, until: Date().addingTimeInterval(-1))
+        await OriginalsStore(storeRoot: store).refresh(url, until: Date().addingTimeInterval(-1))
         #expect(try await fetcher.fetch(url, cancel: CancellationFlag()).data == png)
         let counts = try Origin.counts()
         #expect(counts[path] == 2)
@@ -53,10 +53,10 @@ struct RevalidationTests {
         let fetcher = makeFetcher(store: store, ttl: 3600)
         #expect(try await fetcher.fetch(url, cancel: CancellationFlag()).data == old)
         try Origin.publish(name, new)
-        OriginalsStore(storeRoot: store).refresh(url, until: Date().addingTimeInterval(-1))
+        await OriginalsStore(storeRoot: store).refresh(url, until: Date().addingTimeInterval(-1))
         #expect(try await fetcher.fetch(url, cancel: CancellationFlag()).data == new)
         #expect(try Origin.counts()["304 /files/\(name)"] == nil)
-        #expect(OriginalsStore(storeRoot: store).original(for: url)?.data == new)
+        #expect(await OriginalsStore(storeRoot: store).original(for: url)?.data == new)
     }
 
     @Test func withoutATTLNothingIsKept() async throws {

@@ -106,7 +106,7 @@ struct S3SourceTests {
     @Test func fetchesAnObjectWhoseKeyHasQueryAndFragmentCharacters() async throws {
         let (s3, prefix) = try Self.writer()
         let name = "a b?c=1#frag%41+~.png"
-        _ = try s3.put(name, data: Self.png, contentType: "image/png")
+        _ = try await s3.put(name, data: Self.png, contentType: "image/png")
         let source = "s3://\(Self.bucket)/\(prefix)/\(name)"
         let image = try await Self.makeFetcher().fetch(source, cancel: CancellationFlag())
         #expect(image.data == Self.png)
@@ -119,7 +119,7 @@ struct S3SourceTests {
     /// the server. Both are refused (`job.invalid_source`) before any request.
     @Test func aKeyWithAnEmptyOrHiddenDotSegmentIsRefusedNotNormalised() async throws {
         let (s3, prefix) = try Self.writer()
-        _ = try s3.put("u/a.png", data: Self.png, contentType: "image/png")
+        _ = try await s3.put("u/a.png", data: Self.png, contentType: "image/png")
         #expect(try await Self.makeFetcher().fetch("s3://\(Self.bucket)/\(prefix)/u/a.png", cancel: CancellationFlag()).data == Self.png)
         for source in [
             "s3://\(Self.bucket)//\(prefix)/u/a.png", "s3://\(Self.bucket)/\(prefix)//u/a.png",
@@ -183,7 +183,7 @@ struct S3SourceTests {
 
     @Test func wrongCredentialsArePermanentAndNeverPrinted() async throws {
         let (s3, prefix) = try Self.writer()
-        _ = try s3.put("x.png", data: Self.png)
+        _ = try await s3.put("x.png", data: Self.png)
         var env = Self.environment
         let wrong = "wrong-secret-\(UUID().uuidString)"
         env["AWS_SECRET_ACCESS_KEY"] = wrong
@@ -217,7 +217,7 @@ struct S3SourceTests {
 
     @Test func onlyTheAllowedBucketsAreRead() async throws {
         let (s3, prefix) = try Self.writer()
-        _ = try s3.put("x.png", data: Self.png)
+        _ = try await s3.put("x.png", data: Self.png)
         let source = "s3://\(Self.bucket)/\(prefix)/x.png"
         var env = Self.environment
         env["HALCYON_S3_SOURCE_BUCKETS"] = "some-other-bucket"
@@ -231,7 +231,7 @@ struct S3SourceTests {
     @Test func anObjectOverTheDownloadLimitIsRefused() async throws {
         let (s3, prefix) = try Self.writer()
         let big = try SampleImages.solid(width: 300, height: 300, red: 9, green: 9, blue: 9)
-        _ = try s3.put("big.png", data: big + Data(count: 20_000))
+        _ = try await s3.put("big.png", data: big + Data(count: 20_000))
         let source = "s3://\(Self.bucket)/\(prefix)/big.png"
         let e = await Self.error { _ = try await Self.makeFetcher { $0.maxBytes = 10_000 }.fetch(sources: [source], cancel: CancellationFlag()) }
         let error = try #require(e)
@@ -241,7 +241,7 @@ struct S3SourceTests {
 
     @Test func anObjectThatIsNotAnImageIsNotImage() async throws {
         let (s3, prefix) = try Self.writer()
-        _ = try s3.put("page.html", data: Data("<html>hello</html>".utf8))
+        _ = try await s3.put("page.html", data: Data("<html>hello</html>".utf8))
         let e = await Self.error { _ = try await Self.makeFetcher().fetch("s3://\(Self.bucket)/\(prefix)/page.html", cancel: CancellationFlag()) }
         #expect(e?.code == .notImage && e?.permanent == true)
     }
@@ -259,7 +259,7 @@ struct S3SourceTests {
 
     @Test func aFailingHTTPSourceFallsBackToAnS3Object() async throws {
         let (s3, prefix) = try Self.writer()
-        _ = try s3.put("fallback.png", data: Self.png)
+        _ = try await s3.put("fallback.png", data: Self.png)
         let sources = [TestEnvironment.origin + "/status/404?s3-\(prefix)", "s3://\(Self.bucket)/\(prefix)/fallback.png"]
         let image = try await Self.makeFetcher { $0.addressPolicy = AddressPolicy(allowed: [CIDR("127.0.0.1/32")!]) }
             .fetch(sources: sources, cancel: CancellationFlag())
@@ -269,7 +269,7 @@ struct S3SourceTests {
     @Test func aCancelledFlagStopsTheDownload() async throws {
         // Raised before: no request at all.
         let (s3, prefix) = try Self.writer()
-        _ = try s3.put("x.png", data: Self.png)
+        _ = try await s3.put("x.png", data: Self.png)
         let early = CancellationFlag()
         early.cancel()
         let e1 = await Self.error { _ = try await Self.makeFetcher().fetch("s3://\(Self.bucket)/\(prefix)/x.png", cancel: early) }
@@ -287,22 +287,21 @@ struct S3SourceTests {
         #expect(e2?.code == .cancelled, "\(String(describing: e2))")
         #expect(ContinuousClock.now - started < .seconds(120))  // under a busy test run
 
-        // The blocking GET itself stops (the fetcher's waiter detaches at once; this is the transfer).
+        // The GET's transfer itself stops (the fetcher's waiter detaches at once; this is the transfer).
         var settings = try S3Configuration(url: "s3://trickle", environment: env)
         settings.requestTimeout = .seconds(600)
         settings.maxAttempts = 1
         let client = try S3Client(configuration: settings)
         let cancel = CancellationFlag()
         DispatchQueue.global().asyncAfter(deadline: .now() + 0.3) { cancel.cancel() }
-        let (outcome, took) = try await Blocking.run { () -> (HalcyonError?, Duration) in
-            let start = ContinuousClock.now
-            do {
-                _ = try client.get("50/100000", maxBytes: 1 << 20, cancel: cancel, errors: .source)
-                return (nil, ContinuousClock.now - start)
-            } catch {
-                return (error as? HalcyonError, ContinuousClock.now - start)
-            }
+        let start = ContinuousClock.now
+        var outcome: HalcyonError?
+        do {
+            _ = try await client.get("50/100000", maxBytes: 1 << 20, cancel: cancel, errors: .source)
+        } catch {
+            outcome = error
         }
+        let took = ContinuousClock.now - start
         #expect(outcome?.code == .cancelled, "\(String(describing: outcome))")
         #expect(took < .seconds(30), "the GET went on for \(took)")
     }
@@ -326,7 +325,7 @@ struct S3SourceTests {
 
     @Test func originalsAreRevalidatedWithTheETag() async throws {
         let (s3, prefix) = try Self.writer()
-        _ = try s3.put("orig.png", data: Self.png)
+        _ = try await s3.put("orig.png", data: Self.png)
         let source = "s3://\(Self.bucket)/\(prefix)/orig.png"
         let store = try TestEnvironment.temporaryDirectory("s3-originals")
         let fetcher = try Self.makeFetcher {
@@ -334,29 +333,29 @@ struct S3SourceTests {
             $0.originals = OriginalsStore(storeRoot: store)
         }
         #expect(try await fetcher.fetch(source, cancel: CancellationFlag()).data == Self.png)
-        let cached = try #require(OriginalsStore(storeRoot: store).original(for: source))
+        let cached = try #require(await OriginalsStore(storeRoot: store).original(for: source))
         #expect(cached.etag != nil)
 
         // Expired, with other bytes under the same ETag: a 304 keeps the cached bytes, which
         // proves no body was read.
         let marker = try SampleImages.solid(width: 5, height: 5, red: 200, green: 0, blue: 0)
-        try OriginalsStore(storeRoot: store).save(
+        try await OriginalsStore(storeRoot: store).save(
             CachedOriginal(data: marker, etag: cached.etag, lastModified: nil, expires: Date().addingTimeInterval(-1)), for: source)
         #expect(try await fetcher.fetch(source, cancel: CancellationFlag()).data == marker)
 
         // Changed in S3: the new object replaces the cached one.
         let changed = try SampleImages.solid(width: 7, height: 7, red: 0, green: 0, blue: 200)
-        _ = try s3.put("orig.png", data: changed, ifNoneMatch: false)
-        OriginalsStore(storeRoot: store).refresh(source, until: Date().addingTimeInterval(-1))
+        _ = try await s3.put("orig.png", data: changed, ifNoneMatch: false)
+        await OriginalsStore(storeRoot: store).refresh(source, until: Date().addingTimeInterval(-1))
         #expect(try await fetcher.fetch(source, cancel: CancellationFlag()).data == changed)
-        #expect(OriginalsStore(storeRoot: store).original(for: source)?.data == changed)
+        #expect(await OriginalsStore(storeRoot: store).original(for: source)?.data == changed)
     }
 
     /// Not a check: how long one small object takes from SeaweedFS and from the test origin.
     @Test func latencyAgainstTheOrigin() async throws {
         let (s3, prefix) = try Self.writer()
         let jpeg = try SampleImages.photo(width: 320, height: 240, seed: 7)
-        _ = try s3.put("lat.jpg", data: jpeg)
+        _ = try await s3.put("lat.jpg", data: jpeg)
         let name = "s3-lat-\(UUID().uuidString.prefix(8)).jpg"
         let url = try Origin.publish(name, jpeg)
         let fetcher = try Self.makeFetcher { $0.addressPolicy = AddressPolicy(allowed: [CIDR("127.0.0.1/32")!]) }

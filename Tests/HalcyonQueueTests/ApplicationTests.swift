@@ -62,7 +62,7 @@ struct ApplicationTests {
         defer { listener.stop() }
         let q = try await queue(db)
         let ids = try await q.enqueue(batch: (0..<5).map { job($0, queue: "thumbs") }).map(\.id)
-        let claims = try await q.claim(workerID: "w", limit: 5, lease: 30).map(\.claim)
+        let claims = try await q.claim(workerID: "w", limit: 5, lease: .seconds(30)).map(\.claim)
         #expect(claims.count == 5)
         // Group commit: three successes in one statement → three notifications. The first has an
         // encoder quality and a score (rounded to two decimals when recorded), the others none.
@@ -72,9 +72,9 @@ struct ApplicationTests {
         let done = try await q.complete(batch: zip(claims[0..<3], results).map { ($0, $1, StageTimings()) }, workerID: "w")
         #expect(done.count == 3)
         // A transient failure with attempts left is a retry: no notification.
-        #expect(try await q.fail(claims[3], workerID: "w", error: HalcyonError(.timeout, "slow"), retryDelay: 60) == .retryScheduled)
+        #expect(try await q.fail(claims[3], workerID: "w", error: HalcyonError(.timeout, "slow"), retryDelay: .seconds(60)) == .retryScheduled)
         // A permanent failure notifies with its code; a cancel without one.
-        #expect(try await q.fail(claims[4], workerID: "w", error: HalcyonError(.notImage, "html", permanent: true), retryDelay: 0) == .failed)
+        #expect(try await q.fail(claims[4], workerID: "w", error: HalcyonError(.notImage, "html", permanent: true), retryDelay: .zero) == .failed)
         _ = try await q.cancel(ids: [ids[3]])
         let got = try await waitFor(payloads, count: 5)
         #expect(got.count == 5, "\(got)")
@@ -165,16 +165,16 @@ struct ApplicationTests {
         _ = try await q.enqueue(batch: (0..<4).map { job($0, queue: "thumbnails") } + (4..<8).map { job($0, queue: "backfill") })
         #expect(Set(try await q.queueNames()) == ["default", "thumbnails", "backfill"])
         // Only the queues named, each at most its limit.
-        let claimed = try await q.claim(workerID: "w", limit: 10, lease: 30, queues: [("thumbnails", nil), ("backfill", 1)])
+        let claimed = try await q.claim(workerID: "w", limit: 10, lease: .seconds(30), queues: [("thumbnails", nil), ("backfill", 1)])
         #expect(claimed.filter { $0.queue == "thumbnails" }.count == 4)
         #expect(claimed.filter { $0.queue == "backfill" }.count == 1)
         // Paused: nobody claims it, whatever they ask for.
         try await q.pause(queue: "backfill")
-        #expect(try await q.claim(workerID: "w", limit: 10, lease: 30).isEmpty)
+        #expect(try await q.claim(workerID: "w", limit: 10, lease: .seconds(30)).isEmpty)
         let drain = try await q.drainState(queues: ["backfill"])
         #expect(!drain.runnable && drain.running)
         try await q.resume(queue: "backfill")
-        #expect(try await q.claim(workerID: "w", limit: 10, lease: 30, queues: [("backfill", nil)]).count == 3)
+        #expect(try await q.claim(workerID: "w", limit: 10, lease: .seconds(30), queues: [("backfill", nil)]).count == 3)
         // An unknown queue is a clear error that lists the known ones.
         await #expect(throws: QueueError.unknown("nope", known: ["backfill", "default", "thumbnails"])) {
             try await q.pause(queue: "nope")
@@ -196,10 +196,10 @@ struct ApplicationTests {
         let db = try await TestDatabase.create()
         let q = try await queue(db)
         let ids = try await q.enqueue(batch: (0..<6).map { job($0, queue: $0 < 3 ? "a" : "b", tags: $0 % 2 == 0 ? ["upload:1"] : []) }).map(\.id)
-        let claims = try await q.claim(workerID: "w", limit: 6, lease: 30).map(\.claim)
+        let claims = try await q.claim(workerID: "w", limit: 6, lease: .seconds(30)).map(\.claim)
         for c in claims {
             let code: ErrorCode = c.id == ids[0] || c.id == ids[3] ? .httpStatus : .notImage
-            _ = try await q.fail(c, workerID: "w", error: HalcyonError(code, "x", permanent: true), retryDelay: 0)
+            _ = try await q.fail(c, workerID: "w", error: HalcyonError(code, "x", permanent: true), retryDelay: .zero)
         }
         try await db.query("UPDATE halcyon.jobs SET finished_at = now() - interval '3 hours' WHERE id = $1::bigint", [String(ids[3])])
         let recent = JobQueue.JobFilter(states: [.failed], code: "fetch.http_status", since: .seconds(3600))
@@ -222,8 +222,8 @@ struct ApplicationTests {
         // Two failed rows with the key 'same' (one unfinished row per key at a time), two others.
         for (source, key) in [("0", "same"), ("2", "key2"), ("3", "key3"), ("1b", "same")] {
             try await db.query("SELECT halcyon.enqueue('https://e.com/\(source)', unique_key => $1)", [key])
-            while let c = try await q.claim(workerID: "w", limit: 1, lease: 30).first {
-                _ = try await q.fail(c.claim, workerID: "w", error: HalcyonError(.notImage, "x", permanent: true), retryDelay: 0)
+            while let c = try await q.claim(workerID: "w", limit: 1, lease: .seconds(30)).first {
+                _ = try await q.fail(c.claim, workerID: "w", error: HalcyonError(.notImage, "x", permanent: true), retryDelay: .zero)
             }
         }
         // One "finished" after the operation starts: as a row failing again while it runs would.
@@ -255,9 +255,9 @@ struct ApplicationTests {
         let started = ContinuousClock.now
         async let outcome = patient.wait(for: ids + [999_999], timeout: .seconds(600))
         try await Task.sleep(for: .milliseconds(500))
-        let claims = try await q.claim(workerID: "w", limit: 2, lease: 30).map(\.claim)
+        let claims = try await q.claim(workerID: "w", limit: 2, lease: .seconds(30)).map(\.claim)
         _ = try await q.complete(claims[0], workerID: "w", result: result("x"))
-        _ = try await q.fail(claims[1], workerID: "w", error: HalcyonError(.notImage, "x", permanent: true), retryDelay: 0)
+        _ = try await q.fail(claims[1], workerID: "w", error: HalcyonError(.notImage, "x", permanent: true), retryDelay: .zero)
         let o = try await outcome
         // Not timed out (600 s) with the recheck 10 minutes away: the notifications ended it.
         #expect(ContinuousClock.now - started < .seconds(300))
@@ -287,7 +287,7 @@ struct ApplicationTests {
         let added = try await c.execute("SELECT DISTINCT queue, tags::text, unique_key, callback_status FROM halcyon.jobs")
         #expect(added.rows == [["default", "{}", nil, nil]])
         // The old rows are claimable from their queue.
-        #expect(try await JobQueue(connection: c).claim(workerID: "w", limit: 5, lease: 30, queues: [("default", nil)]).count == 1)
+        #expect(try await JobQueue(connection: c).claim(workerID: "w", limit: 5, lease: .seconds(30), queues: [("default", nil)]).count == 1)
         await c.close()
     }
 
@@ -305,7 +305,7 @@ struct ApplicationTests {
             jobs.append(j)
         }
         _ = try await q.enqueue(batch: jobs)
-        let claims = try await q.claim(workerID: "w", limit: 2, lease: 30).map(\.claim)
+        let claims = try await q.claim(workerID: "w", limit: 2, lease: .seconds(30)).map(\.claim)
         try #require(claims.count == 2)
         let identifier = String(repeating: "\\", count: 65536)
         let digest = String(repeating: "ab", count: 32)
@@ -321,7 +321,7 @@ struct ApplicationTests {
         let error = HalcyonError(
             .notImage, String(repeating: "\u{3}", count: 4096), permanent: true, source: "data:" + String(repeating: "\u{2}", count: 14 << 10),
             sources: sources)
-        #expect(try await q.fail(claims[1], workerID: "w", error: error, retryDelay: 0) == .failed)
+        #expect(try await q.fail(claims[1], workerID: "w", error: error, retryDelay: .zero) == .failed)
         let taken = try await q.takeCallbacks(limit: 10, hold: .seconds(30))
         #expect(taken.count == 2)
         for callback in taken {

@@ -74,7 +74,7 @@ import Testing
             SQL.RecentFailures(),
             SQL.ThroughputWindows(),
             SQL.PruneBatch(states: [.succeeded, .failed], olderThan: .seconds(86400), limit: 1000),
-            SQL.RecordPrune(by: "w", pruned: [.succeeded: 2], seconds: 0.5),
+            SQL.RecordPrune(by: "w", pruned: [.succeeded: 2], took: .milliseconds(500)),
             SQL.RollUpUsage(limit: 50_000),
             SQL.PruneUsage(olderThan: .days(400), limit: 50_000),
             SQL.UsageReport(since: Date(), byFairKey: true, hourly: true, queue: "q"),
@@ -82,7 +82,7 @@ import Testing
             SQL.RecordSweep(
                 record: JobQueue.SweepRecord(
                     sweptBy: "w", storeRoot: "/s", keptFiles: 1, keptBytes: 2, sizeLimit: nil, removedFiles: 3, removedKeys: 4, freedBytes: 5,
-                    seconds: 0.1)),
+                    took: .milliseconds(100))),
             SQL.LatestSweep(),
             SQL.PauseQueue(queue: "q"),
             SQL.ResumeQueue(queue: "q"),

@@ -153,7 +153,7 @@ struct ClaimTests {
                     let q = JobQueue(connection: try await db.connect())
                     var mine: [Int64] = []
                     while true {
-                        let jobs = try await q.claim(workerID: "w\(w)", limit: 7, lease: 30)
+                        let jobs = try await q.claim(workerID: "w\(w)", limit: 7, lease: .seconds(30))
                         if jobs.isEmpty { return mine }
                         mine += jobs.map(\.id)
                     }
@@ -173,7 +173,7 @@ struct ClaimTests {
         try await db.query("SELECT halcyon.enqueue('https://e.com/high', priority => 9)")
         try await db.query("SELECT halcyon.enqueue('https://e.com/later', priority => 99, run_at => now() + interval '1 hour')")
         let q = JobQueue(connection: try await db.connect())
-        let jobs = try await q.claim(workerID: "w", limit: 10, lease: 30)
+        let jobs = try await q.claim(workerID: "w", limit: 10, lease: .seconds(30))
         #expect(jobs.map(\.source) == ["https://e.com/high", "https://e.com/low"])
     }
 
@@ -185,13 +185,13 @@ struct ClaimTests {
         let db = try await TestDatabase.create()
         try await db.query("SELECT halcyon.enqueue('https://e.com/a')")
         let q = JobQueue(connection: try await db.connect())
-        let first = try #require(try await q.claim(workerID: "w", limit: 1, lease: 30).first)
+        let first = try #require(try await q.claim(workerID: "w", limit: 1, lease: .seconds(30)).first)
         #expect(try await q.release([first.claim], workerID: "w") == 1)
-        let second = try #require(try await q.claim(workerID: "w", limit: 1, lease: 30).first)
+        let second = try #require(try await q.claim(workerID: "w", limit: 1, lease: .seconds(30)).first)
         #expect(second.id == first.id && second.attempt == first.attempt && second.claim.stamp != first.claim.stamp)
         let result = JobResult(key: "k", digest: "d", path: "p", bytes: 1, width: 1, height: 1, format: "png", cacheHit: false, source: nil)
         #expect(try await q.complete(first.claim, workerID: "w", result: result) == false)
-        #expect(try await q.fail(first.claim, workerID: "w", error: HalcyonError(.internal, "late"), retryDelay: 0) == .notOwned)
+        #expect(try await q.fail(first.claim, workerID: "w", error: HalcyonError(.internal, "late"), retryDelay: .zero) == .notOwned)
         #expect(try await q.release([first.claim], workerID: "w") == 0)
         #expect(try await q.complete(second.claim, workerID: "w", result: result))
         let row = try await db.query("SELECT state::text AS state, jsonb_array_length(errors) AS errors FROM halcyon.jobs")
@@ -205,13 +205,13 @@ struct ClaimTests {
         let source = "data:image/png;base64," + String(repeating: "A", count: 100_000)
         try await db.query("SELECT halcyon.enqueue($1)", [source])
         let q = JobQueue(connection: try await db.connect())
-        #expect(try await q.claim(workerID: "w", limit: 1, lease: 0.01).count == 1)
+        #expect(try await q.claim(workerID: "w", limit: 1, lease: .milliseconds(10)).count == 1)
         try await Task.sleep(for: .milliseconds(50))
         #expect(try await q.rescueExpired().count == 1)
         let entry = try await db.query("SELECT errors->-1->>'source' AS source FROM halcyon.jobs")
         #expect(entry.value(0, "source") == SourceLabel.label(source), "\(entry.value(0, "source")?.prefix(200) ?? "")")
         // So does the result's source (which a webhook body carries).
-        let job = try #require(try await q.claim(workerID: "w", limit: 1, lease: 30).first)
+        let job = try #require(try await q.claim(workerID: "w", limit: 1, lease: .seconds(30)).first)
         let result = JobResult(key: "k", digest: "d", path: "p", bytes: 1, width: 1, height: 1, format: "png", cacheHit: false, source: source)
         #expect(try await q.complete(job.claim, workerID: "w", result: result))
         #expect(try await db.query("SELECT result_source FROM halcyon.jobs").value(0, "result_source") == SourceLabel.label(source))
@@ -228,19 +228,19 @@ struct ClaimTests {
         try await db.query("SELECT halcyon.enqueue('https://e.com/a', queue => 'other')")
         try await db.query("SELECT halcyon.enqueue('https://e.com/a', run_at => now() + interval '1 hour')")
         let q = JobQueue(connection: try await db.connect())
-        let first = try await q.claim(workerID: "w", limit: 1, lease: 30)
+        let first = try await q.claim(workerID: "w", limit: 1, lease: .seconds(30))
         #expect(first.map(\.processors) == ["resize(10x10)", "resize(20x20)", "resize(30x30)"])
         #expect(Set(first.map(\.source)) == ["https://e.com/a"])
-        #expect(try await q.claim(workerID: "w", limit: 1, lease: 30).map(\.source) == ["https://e.com/b"])
+        #expect(try await q.claim(workerID: "w", limit: 1, lease: .seconds(30)).map(\.source) == ["https://e.com/b"])
         // Beyond the reach: a fourth job of the source, 20 ids later, is not a sibling.
         for _ in 0..<20 { try await db.query("SELECT halcyon.enqueue('https://e.com/filler', queue => 'filler')") }
         try await db.query("SELECT halcyon.enqueue('https://e.com/b')")
-        let both = try await q.claim(workerID: "w", limit: 1, lease: 30, queues: [("default", nil)])
+        let both = try await q.claim(workerID: "w", limit: 1, lease: .seconds(30), queues: [("default", nil)])
         #expect(both.count == 1)
         // A queue the worker limits gets no siblings: its limit is a count of jobs.
         for _ in 0..<3 { try await db.query("SELECT halcyon.enqueue('https://e.com/c', queue => 'thumbs')") }
-        #expect(try await q.claim(workerID: "w", limit: 5, lease: 30, queues: [("thumbs", 1)]).count == 1)
-        #expect(try await q.claim(workerID: "w", limit: 1, lease: 30, queues: [("thumbs", nil)]).count == 2)
+        #expect(try await q.claim(workerID: "w", limit: 5, lease: .seconds(30), queues: [("thumbs", 1)]).count == 1)
+        #expect(try await q.claim(workerID: "w", limit: 1, lease: .seconds(30), queues: [("thumbs", nil)]).count == 2)
     }
 
     @Test func transientFailureBacksOffThenFailsAtMaxAttempts() async throws {
@@ -249,8 +249,8 @@ struct ClaimTests {
         let q = JobQueue(connection: try await db.connect())
         let transient = HalcyonError(.httpStatus, "HTTP 503", permanent: false, source: "https://example.com/0.jpg")
 
-        #expect(try await q.claim(workerID: "w", limit: 1, lease: 30).count == 1)
-        #expect(try await q.fail(Claim(id: ids[0], attempt: 1), workerID: "w", error: transient, retryDelay: 3600) == .retryScheduled)
+        #expect(try await q.claim(workerID: "w", limit: 1, lease: .seconds(30)).count == 1)
+        #expect(try await q.fail(Claim(id: ids[0], attempt: 1), workerID: "w", error: transient, retryDelay: .seconds(3600)) == .retryScheduled)
         var row = try await db.query(
             "SELECT state::text, run_at > now() + interval '50 minutes' AS later, jsonb_array_length(errors) AS n, last_error FROM halcyon.jobs")
         #expect(row.value(0, "state") == "queued")
@@ -258,11 +258,11 @@ struct ClaimTests {
         #expect(row.value(0, "n") == "1")
         #expect(row.value(0, "last_error") == "fetch.http_status: HTTP 503")
         // Not runnable before its run_at.
-        #expect(try await q.claim(workerID: "w", limit: 1, lease: 30).isEmpty)
+        #expect(try await q.claim(workerID: "w", limit: 1, lease: .seconds(30)).isEmpty)
 
         try await db.query("UPDATE halcyon.jobs SET run_at = now()")
-        #expect(try await q.claim(workerID: "w", limit: 1, lease: 30).first?.attempt == 2)
-        #expect(try await q.fail(Claim(id: ids[0], attempt: 2), workerID: "w", error: transient, retryDelay: 60) == .failed)
+        #expect(try await q.claim(workerID: "w", limit: 1, lease: .seconds(30)).first?.attempt == 2)
+        #expect(try await q.fail(Claim(id: ids[0], attempt: 2), workerID: "w", error: transient, retryDelay: .seconds(60)) == .failed)
         row = try await db.query("SELECT state::text, finished_at IS NOT NULL AS done, errors::text FROM halcyon.jobs")
         #expect(row.value(0, "state") == "failed")
         #expect(row.value(0, "done") == "t")
@@ -276,9 +276,9 @@ struct ClaimTests {
         let db = try await TestDatabase.create()
         let ids = try await enqueue(db, 1)
         let q = JobQueue(connection: try await db.connect())
-        _ = try await q.claim(workerID: "w", limit: 1, lease: 30)
+        _ = try await q.claim(workerID: "w", limit: 1, lease: .seconds(30))
         let outcome = try await q.fail(
-            Claim(id: ids[0], attempt: 1), workerID: "w", error: HalcyonError(.invalidChain, "at column 1: …"), retryDelay: 1)
+            Claim(id: ids[0], attempt: 1), workerID: "w", error: HalcyonError(.invalidChain, "at column 1: …"), retryDelay: .seconds(1))
         #expect(outcome == .failed)
         #expect(try await db.query("SELECT attempt FROM halcyon.jobs").value(0, "attempt") == "1")
     }
@@ -287,11 +287,11 @@ struct ClaimTests {
         let db = try await TestDatabase.create()
         let ids = try await enqueue(db, 1)
         let q = JobQueue(connection: try await db.connect())
-        _ = try await q.claim(workerID: "owner", limit: 1, lease: 30)
+        _ = try await q.claim(workerID: "owner", limit: 1, lease: .seconds(30))
         let result = JobResult(key: "k", digest: "d", path: "p", bytes: 1, width: 1, height: 1, format: "png", cacheHit: false, source: nil)
         let claim = Claim(id: ids[0], attempt: 1)
         #expect(try await q.complete(claim, workerID: "intruder", result: result) == false)
-        #expect(try await q.fail(claim, workerID: "intruder", error: HalcyonError(.timeout, "t"), retryDelay: 1) == .notOwned)
+        #expect(try await q.fail(claim, workerID: "intruder", error: HalcyonError(.timeout, "t"), retryDelay: .seconds(1)) == .notOwned)
         #expect(try await q.release([claim], workerID: "intruder") == 0)
         #expect(try await q.complete(claim, workerID: "owner", result: result) == true)
         #expect(try await q.complete(claim, workerID: "owner", result: result) == false)  // already finished
@@ -301,7 +301,7 @@ struct ClaimTests {
         let db = try await TestDatabase.create()
         let ids = try await enqueue(db, 3)
         let q = JobQueue(connection: try await db.connect())
-        let claims = try await q.claim(workerID: "w", limit: 3, lease: 30).map(\.claim)
+        let claims = try await q.claim(workerID: "w", limit: 3, lease: .seconds(30)).map(\.claim)
         #expect(Set(claims.map(\.id)) == Set(ids))
         #expect(try await q.release(claims, workerID: "w") == 3)
         let r = try await db.query("SELECT count(*) FILTER (WHERE state = 'queued' AND attempt = 0 AND locked_by IS NULL) AS n FROM halcyon.jobs")
@@ -313,7 +313,7 @@ struct ClaimTests {
         _ = try await enqueue(db, 1, maxAttempts: 3)
         _ = try await enqueue(db, 1, maxAttempts: 1)
         let q = JobQueue(connection: try await db.connect())
-        let jobs = try await q.claim(workerID: "dead", limit: 2, lease: 60)
+        let jobs = try await q.claim(workerID: "dead", limit: 2, lease: .seconds(60))
         #expect(jobs.count == 2)
         #expect(try await q.rescueExpired().isEmpty)  // lease still valid
         // The holder stops renewing: let the lease run out.
@@ -337,23 +337,23 @@ struct ClaimTests {
         let db = try await TestDatabase.create()
         _ = try await enqueue(db, 1, maxAttempts: 5)
         let q = JobQueue(connection: try await db.connect())
-        let first = try #require(try await q.claim(workerID: "w", limit: 1, lease: 60).first).claim
+        let first = try #require(try await q.claim(workerID: "w", limit: 1, lease: .seconds(60)).first).claim
         try await db.query("UPDATE halcyon.jobs SET locked_until = now() - interval '1 second'")
         #expect(try await q.rescueExpired().count == 1)
-        let second = try #require(try await q.claim(workerID: "w", limit: 1, lease: 60).first).claim
+        let second = try #require(try await q.claim(workerID: "w", limit: 1, lease: .seconds(60)).first).claim
         #expect(second.id == first.id && second.attempt == first.attempt + 1)
         let result = JobResult(key: "k", digest: "d", path: "p", bytes: 1, width: 1, height: 1, format: "png", cacheHit: false, source: nil)
         // Everything the old attempt might still say about the job is refused…
         #expect(try await q.complete(first, workerID: "w", result: result) == false)
-        #expect(try await q.fail(first, workerID: "w", error: HalcyonError(.notImage, "x"), retryDelay: 1) == .notOwned)
+        #expect(try await q.fail(first, workerID: "w", error: HalcyonError(.notImage, "x"), retryDelay: .seconds(1)) == .notOwned)
         #expect(try await q.release([first], workerID: "w") == 0)
-        #expect(try await q.heartbeat([first], workerID: "w", lease: 60).held.isEmpty)
+        #expect(try await q.heartbeat([first], workerID: "w", lease: .seconds(60)).held.isEmpty)
         #expect(
             try await q.recordRejection(first, workerID: "w", outcome: "success", error: DatabaseError(message: "x", connectionLost: false))
                 == .notOwned)
         #expect(try await db.query("SELECT state::text FROM halcyon.jobs").value(0, "state") == "running")
         // …and the new claim's own outcome is recorded.
-        #expect(try await q.heartbeat([second], workerID: "w", lease: 60).renewed == [second.id])
+        #expect(try await q.heartbeat([second], workerID: "w", lease: .seconds(60)).renewed == [second.id])
         #expect(try await q.complete(second, workerID: "w", result: result))
     }
 
@@ -363,12 +363,12 @@ struct ClaimTests {
         let db = try await TestDatabase.create()
         _ = try await enqueue(db, 3)
         let q = JobQueue(connection: try await db.connect(statementTimeout: 5))
-        let claims = try await q.claim(workerID: "w", limit: 3, lease: 60).map(\.claim).sorted { $0.id < $1.id }
+        let claims = try await q.claim(workerID: "w", limit: 3, lease: .seconds(60)).map(\.claim).sorted { $0.id < $1.id }
         let holder = try await db.connect()
         try await holder.execute("BEGIN")
         try await holder.execute("SELECT id FROM halcyon.jobs WHERE id = $1::bigint FOR UPDATE", [String(claims[0].id)])
         // Were it to wait for the lock, it would time out (5 s) and throw: the holder lets go only after.
-        let renewal = try await q.heartbeat(claims, workerID: "w", lease: 60)
+        let renewal = try await q.heartbeat(claims, workerID: "w", lease: .seconds(60))
         #expect(renewal.renewed == [claims[1].id, claims[2].id])
         #expect(renewal.locked == [claims[0].id])
         try await holder.execute("ROLLBACK")
@@ -381,9 +381,9 @@ struct ClaimTests {
         let db = try await TestDatabase.create()
         _ = try await enqueue(db, 1)
         let q = JobQueue(connection: try await db.connect())
-        let claim = try #require(try await q.claim(workerID: "w", limit: 1, lease: 30).first).claim
+        let claim = try #require(try await q.claim(workerID: "w", limit: 1, lease: .seconds(30)).first).claim
         let error = HalcyonError(.decodeFailed, "improper image header `\u{0}\u{1}PNG'", source: "https://example.com/0.jpg")
-        #expect(try await q.fail(claim, workerID: "w", error: error, retryDelay: 1) == .failed)
+        #expect(try await q.fail(claim, workerID: "w", error: error, retryDelay: .seconds(1)) == .failed)
         let row = try await db.query("SELECT errors->0->>'message' AS m, last_error FROM halcyon.jobs")
         #expect(row.value(0, "m") == "improper image header `\u{FFFD}\u{1}PNG'")
         #expect(row.value(0, "last_error") == "image.decode_failed: improper image header `\u{FFFD}\u{1}PNG'")
@@ -463,8 +463,8 @@ struct ClaimTests {
         let four = "data:image/png;base64," + String(repeating: "A", count: 4 << 20)
         for _ in 0..<3 { try await db.query("SELECT halcyon.enqueue($1)", [four]) }
         let q = JobQueue(connection: try await db.connect())
-        #expect(try await q.claim(workerID: "w", limit: 10, lease: 30, maxBytes: 10 << 20).count == 2)
-        #expect(try await q.claim(workerID: "w", limit: 10, lease: 30, maxBytes: 1 << 20).count == 1)
+        #expect(try await q.claim(workerID: "w", limit: 10, lease: .seconds(30), maxBytes: 10 << 20).count == 2)
+        #expect(try await q.claim(workerID: "w", limit: 10, lease: .seconds(30), maxBytes: 1 << 20).count == 1)
         #expect(try await db.query("SELECT count(*) AS n FROM halcyon.jobs WHERE state = 'queued'").value(0, "n") == "0")
     }
 
@@ -474,9 +474,9 @@ struct ClaimTests {
         _ = try await enqueue(db, 1, maxAttempts: 1000)
         let q = JobQueue(connection: try await db.connect())
         for attempt in 1...60 {
-            let claim = try #require(try await q.claim(workerID: "w", limit: 1, lease: 30).first).claim
+            let claim = try #require(try await q.claim(workerID: "w", limit: 1, lease: .seconds(30)).first).claim
             #expect(claim.attempt == attempt)
-            #expect(try await q.fail(claim, workerID: "w", error: HalcyonError(.timeout, "attempt \(attempt)"), retryDelay: 0) == .retryScheduled)
+            #expect(try await q.fail(claim, workerID: "w", error: HalcyonError(.timeout, "attempt \(attempt)"), retryDelay: .zero) == .retryScheduled)
         }
         let row = try await db.query(
             "SELECT jsonb_array_length(errors) AS n, errors->0->>'attempt' AS first, errors->-1->>'attempt' AS last FROM halcyon.jobs")

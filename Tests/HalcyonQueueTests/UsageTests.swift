@@ -32,10 +32,10 @@ struct UsageTests {
                 j.fairKey = i < 3 ? "t1" : nil
                 return j
             })
-        let jobs = try await q.claim(workerID: "w", limit: 5, lease: 30, siblings: false)
+        let jobs = try await q.claim(workerID: "w", limit: 5, lease: .seconds(30), siblings: false)
         try #require(jobs.count == 5)
-        _ = try await q.heartbeat(jobs.map(\.claim), workerID: "w", lease: 30)
-        _ = try await q.heartbeat(jobs.map(\.claim), workerID: "w", lease: 30)
+        _ = try await q.heartbeat(jobs.map(\.claim), workerID: "w", lease: .seconds(30))
+        _ = try await q.heartbeat(jobs.map(\.claim), workerID: "w", lease: .seconds(30))
         #expect(try await q.release([jobs[4].claim], workerID: "w") == 1)
         #expect(try await events(db) == 0, "a claim, a heartbeat or a release appended an event")
 
@@ -45,12 +45,13 @@ struct UsageTests {
         hit.cacheHit = true
         #expect(try await q.complete(jobs[1].claim, workerID: "w", result: hit, timings: timings(cpu: 0.0001)))
         _ = try await q.fail(
-            jobs[2].claim, workerID: "w", error: HalcyonError(.timeout, "slow", permanent: false), retryDelay: 60, timings: timings(cpu: 0.002))
+            jobs[2].claim, workerID: "w", error: HalcyonError(.timeout, "slow", permanent: false), retryDelay: .seconds(60),
+            timings: timings(cpu: 0.002))
         _ = try await q.cancel(ids: [jobs[3].id])
         #expect(try await events(db) == 4)
 
         // A rescue (the lease ran out): a retry, without CPU (it writes no timings).
-        let again = try await q.claim(workerID: "w", limit: 5, lease: 30, siblings: false)
+        let again = try await q.claim(workerID: "w", limit: 5, lease: .seconds(30), siblings: false)
         try #require(again.count == 1)
         try await db.query("UPDATE halcyon.jobs SET locked_until = now() - interval '1 s' WHERE id = $1", [String(again[0].id)])
         #expect(try await q.rescueExpired().count == 1)

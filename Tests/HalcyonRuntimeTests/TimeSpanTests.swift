@@ -25,6 +25,17 @@ import Testing
         #expect(TimeSpan.format(86400 * 7) == "7d")
         #expect(TimeSpan.format(1.5) == "1.5s")
     }
+
+    /// A `Duration` in seconds and in whole nanoseconds (saturating), the one conversion each.
+    @Test func durationsInSecondsAndNanoseconds() {
+        #expect(Duration.milliseconds(1500).seconds == 1.5)
+        #expect(Duration.zero.seconds == 0)
+        #expect(Duration.milliseconds(1500).nanoseconds == 1_500_000_000)
+        #expect(Duration.nanoseconds(7).nanoseconds == 7)
+        #expect(Duration.seconds(-2).nanoseconds == -2_000_000_000)
+        #expect(Duration.seconds(Int64.max).nanoseconds == .max)
+        #expect(Duration.seconds(Int64.min).nanoseconds == .min)
+    }
 }
 
 @Suite struct ByteSizeTests {

@@ -6,6 +6,17 @@ import Testing
 @testable import HalcyonS3
 
 @Suite struct S3ConfigurationTests {
+    /// A client of an endpoint nothing listens on (the discard port): every try is a connection error.
+    static func unreachableClient(attempts: Int, retryBaseDelay: Duration, maxRetryDelay: Duration = .seconds(5)) throws -> S3Client {
+        var config = S3Configuration(bucket: "bucket")
+        config.endpoint = URL(string: "http://127.0.0.1:9")
+        config.credentials = S3Credentials(accessKeyID: "a", secretAccessKey: "b")
+        config.maxAttempts = attempts
+        config.retryBaseDelay = retryBaseDelay
+        config.maxRetryDelay = maxRetryDelay
+        return try S3Client(configuration: config)
+    }
+
     @Test func parsesBucketAndPrefix() throws {
         #expect(try S3Configuration.parse("s3://my-bucket") == ("my-bucket", ""))
         #expect(try S3Configuration.parse("s3://my-bucket/") == ("my-bucket", ""))
@@ -140,10 +151,73 @@ import Testing
         let client = try S3Client(configuration: config)
         for attempt in 1...12 {
             let ceiling = min(1.0, 0.1 * pow(2, Double(attempt - 1)))
-            for _ in 0..<50 { #expect((0...ceiling).contains(client.backoff(attempt: attempt, retryAfter: nil))) }
+            for _ in 0..<50 { #expect((0...ceiling).contains(client.backoff(attempt: attempt, retryAfter: nil).seconds)) }
         }
-        #expect(client.backoff(attempt: 1, retryAfter: 0.5) >= 0.5)
-        #expect(client.backoff(attempt: 1, retryAfter: 60) == 1.0)
+        #expect(client.backoff(attempt: 1, retryAfter: 0.5) >= .milliseconds(500))
+        #expect(client.backoff(attempt: 1, retryAfter: 60) == .seconds(1))
+    }
+
+    /// The waits between tries hold no thread and end with the calling task: a cancelled caller
+    /// gets `job.cancelled` at once, not after the back-off (a minute here), and sends no more tries.
+    @Test func aCancelledTaskEndsTheWaitBetweenTries() async throws {
+        let s3 = try Self.unreachableClient(attempts: 20, retryBaseDelay: .seconds(60), maxRetryDelay: .seconds(60))
+        let started = ContinuousClock.now
+        let head = Task { () -> HalcyonError? in
+            do throws(HalcyonError) {
+                _ = try await s3.head("k")
+                return nil
+            } catch {
+                return error
+            }
+        }
+        try await Task.sleep(for: .milliseconds(300))
+        head.cancel()
+        let error = await head.value
+        #expect(error?.code == .cancelled, "\(String(describing: error))")
+        #expect(ContinuousClock.now - started < .seconds(30))
+        #expect(s3.requestsSent < 20)
+    }
+
+    /// A raised flag ends a wait too; without one, the wait is the delay.
+    @Test func aRaisedFlagEndsTheWaitBetweenTries() async {
+        let flag = CancellationFlag()
+        Task {
+            try? await Task.sleep(for: .milliseconds(100))
+            flag.cancel()
+        }
+        let started = ContinuousClock.now
+        #expect(await S3Client.pause(.seconds(60), cancel: flag) == false)
+        #expect(ContinuousClock.now - started < .seconds(30))
+        #expect(await S3Client.pause(.milliseconds(10), cancel: nil))
+        #expect(await S3Client.pause(.milliseconds(10), cancel: CancellationFlag()))
+    }
+
+    /// The retries' waits before there was one back-off, pinned: random in 0…ceiling, the ceiling
+    /// `retryBaseDelay` (100 ms) doubling to `maxRetryDelay` (5 s); a Retry-After lengthens a wait
+    /// up to that cap.
+    @Test func backoffCeilingsAndRetryAfter() throws {
+        let client = try S3Client(configuration: S3Configuration(bucket: "bucket"))
+        let ceilings = [0.1, 0.2, 0.4, 0.8, 1.6, 3.2, 5, 5, 5, 5]
+        for (attempt, ceiling) in zip(1..., ceilings) {
+            let waits = (0..<300).map { _ in client.backoff(attempt: attempt, retryAfter: nil).seconds }
+            #expect(waits.allSatisfy { (0...ceiling + 1e-9).contains($0) }, "attempt \(attempt)")
+            #expect(waits.max()! > ceiling * 0.9, "attempt \(attempt): the draws reach near the ceiling")
+            #expect(waits.min()! < ceiling * 0.1, "attempt \(attempt): and near zero")
+        }
+        #expect(abs(client.backoff(attempt: 1, retryAfter: 0.5).seconds - 0.5) < 1e-9, "longer than any draw")
+        #expect(abs(client.backoff(attempt: 1, retryAfter: 3).seconds - 3) < 1e-9)
+        #expect(abs(client.backoff(attempt: 1, retryAfter: 60).seconds - 5) < 1e-9, "capped")
+        #expect(abs(client.backoff(attempt: 1, retryAfter: .infinity).seconds - 5) < 1e-9, "capped")
+        for after in [0, -1, Double.nan] {
+            #expect((0...0.1 + 1e-9).contains(client.backoff(attempt: 1, retryAfter: after).seconds), "\(after) is no Retry-After")
+        }
+        var zero = S3Configuration(bucket: "bucket")
+        zero.retryBaseDelay = .zero
+        #expect(try S3Client(configuration: zero).backoff(attempt: 3, retryAfter: nil) == .zero)
+        // The draw given: r × the ceiling.
+        let ceilingWaits = ceilings.indices.map { client.backoff(attempt: $0 + 1, retryAfter: nil, random: 0.5).seconds }
+        #expect(zip(ceilingWaits, ceilings).allSatisfy { abs($0 - $1 / 2) < 1e-9 }, "\(ceilingWaits)")
+        #expect(client.backoff(attempt: 4, retryAfter: nil, random: 1) == client.configuration.retryBackoff.ceiling(afterAttempt: 4))
     }
 }
 

@@ -13,7 +13,7 @@ import Testing
 
     /// A key keeps the source's facts (never a GPS position) and the placeholders for hits,
     /// relayed as written; a mangled facts line costs the hit its facts, not the hit.
-    @Test func keysKeepFactsAndPlaceholdersForHits() throws {
+    @Test func keysKeepFactsAndPlaceholdersForHits() async throws {
         let root = try makeRoot()
         defer { try? FileManager.default.removeItem(at: root) }
         let store = DiskStore(root: root)
@@ -23,8 +23,8 @@ import Testing
         facts.position = SourceFacts.GPSPosition(latitude: 48.8, longitude: 2.3)
         let placeholders = Placeholders(blurhash: "LEHV6nWB2yk8pyo0adR*.7kCMdnj", dominantColor: "#102030")
         let info = ResultInfo(format: "webp", width: 320, height: 240, facts: facts, placeholders: placeholders)
-        _ = try store.store(Data([9, 9, 9]), ext: "webp", info: info, key: "k@resize", expiration: .days(1))
-        let hit = try #require(store.lookup("k@resize", extend: .none))
+        _ = try await store.store(Data([9, 9, 9]), ext: "webp", info: info, key: "k@resize", expiration: .days(1))
+        let hit = try #require(await store.lookup("k@resize", extend: .none))
         let source = try #require(hit.info.source)
         #expect((source.width, source.height, source.format, source.bytes) == (4032, 3024, "jpeg", 482_113))
         let meta = try #require(JSONValue.parse(source.metaJSON))
@@ -36,55 +36,55 @@ import Testing
         try text.replacingOccurrences(of: "source jpeg 4032x3024", with: "source jpeg 4032by3024").write(
             to: keyFile, atomically: false, encoding: .utf8)
         FileTimes(accessed: Date(), expires: Date().addingTimeInterval(3600)).write(to: keyFile.path)
-        let mangled = try #require(store.lookup("k@resize", extend: .none))
+        let mangled = try #require(await store.lookup("k@resize", extend: .none))
         #expect(mangled.info.source == nil && mangled.info.placeholdersJSON != nil)
     }
 
     /// A key keeps the quality and score its result was stored with (`quality 82`, `score 87.31`,
     /// the score rounded to two decimals); a record without them (written before they existed)
     /// is a hit without them, and a value that does not read as one is left out, not fatal.
-    @Test func keysKeepQualityAndScoreAndShrugOffGarbage() throws {
+    @Test func keysKeepQualityAndScoreAndShrugOffGarbage() async throws {
         let root = try makeRoot()
         defer { try? FileManager.default.removeItem(at: root) }
         let store = DiskStore(root: root)
         let info = ResultInfo(format: "jpeg", width: 320, height: 240, facts: nil, placeholders: nil, quality: 82, score: 87.314159)
         #expect(info.score == 87.31)
-        _ = try store.store(Data([1, 2, 3]), ext: "jpg", info: info, key: "k@q", expiration: .days(1))
+        _ = try await store.store(Data([1, 2, 3]), ext: "jpg", info: info, key: "k@q", expiration: .days(1))
         let keyFile = root.appendingPathComponent(StoreLayout.keyPath(for: "k@q"))
         let text = try String(contentsOf: keyFile, encoding: .utf8)
         #expect(text.contains("\nimage jpeg 320x240\nquality 82\nscore 87.31\nkey k@q\n"), "\(text)")
-        let hit = try #require(store.lookup("k@q", extend: .none))
+        let hit = try #require(await store.lookup("k@q", extend: .none))
         #expect(hit.info == info && hit.info.quality == 82 && hit.info.score == 87.31)
 
-        func rewritten(_ quality: String?, _ score: String?) throws -> ResultInfo? {
+        func rewritten(_ quality: String?, _ score: String?) async throws -> ResultInfo? {
             var lines = text.split(separator: "\n", omittingEmptySubsequences: false).filter { !$0.hasPrefix("quality ") && !$0.hasPrefix("score ") }
             lines.insert(contentsOf: [quality.map { "quality " + $0 }, score.map { "score " + $0 }].compactMap { $0 }.map { Substring($0) }, at: 1)
             try lines.joined(separator: "\n").write(to: keyFile, atomically: false, encoding: .utf8)
             FileTimes(accessed: Date(), expires: Date().addingTimeInterval(3600)).write(to: keyFile.path)
-            return store.lookup("k@q", extend: .none)?.info
+            return await store.lookup("k@q", extend: .none)?.info
         }
         // Before the lines existed: a hit without them.
-        let old = try #require(try rewritten(nil, nil))
+        let old = try #require(try await rewritten(nil, nil))
         #expect(old.quality == nil && old.score == nil && old.width == 320)
         // Garbled, out of range, not a number: each left out, the hit kept; in range again: read.
         for (q, s) in [("8x2", "NaN"), ("0", "inf"), ("101", "1e999"), ("", "--"), ("82.5", "87,31"), ("-5", "nan(0x1)")] {
-            let garbled = try #require(try rewritten(q, s), "\(q) \(s)")
+            let garbled = try #require(try await rewritten(q, s), "\(q) \(s)")
             #expect(garbled.quality == nil && garbled.score == nil && garbled.format == "jpeg", "\(q) \(s)")
         }
-        let clamped = try #require(try rewritten("100", "100.004"))
+        let clamped = try #require(try await rewritten("100", "100.004"))
         #expect(clamped.quality == 100 && clamped.score == 100)
-        let negative = try #require(try rewritten("1", "-0.2"))
+        let negative = try #require(try await rewritten("1", "-0.2"))
         #expect(negative.quality == 1 && negative.score == 0)
         // Unknown measures are not written at all.
         let plain = ResultInfo(format: "png", width: 1, height: 1, quality: nil, score: .nan)
-        _ = try store.store(Data([4, 5, 6]), ext: "png", info: plain, key: "k@png", expiration: .days(1))
+        _ = try await store.store(Data([4, 5, 6]), ext: "png", info: plain, key: "k@png", expiration: .days(1))
         let plainText = try String(contentsOf: root.appendingPathComponent(StoreLayout.keyPath(for: "k@png")), encoding: .utf8)
         #expect(!plainText.contains("quality") && !plainText.contains("score"), "\(plainText)")
     }
 
     /// A scoped key is its own entry: found under its scope only, never under the bare key or
     /// another scope, and it survives the key file's escaping (NUL, newline, backslash).
-    @Test func aScopedKeyIsFoundOnlyInItsScope() throws {
+    @Test func aScopedKeyIsFoundOnlyInItsScope() async throws {
         let root = try makeRoot()
         defer { try? FileManager.default.removeItem(at: root) }
         let store = DiskStore(root: root)
@@ -93,11 +93,11 @@ import Testing
         #expect(StoreLayout.storeKey(key, scope: nil) == key)
         #expect(scoped != key && StoreLayout.keyPath(for: scoped) != StoreLayout.keyPath(for: key))
         let info = ResultInfo(format: "png", width: 1, height: 1)
-        _ = try store.store(Data([1, 2, 3]), ext: "png", info: info, key: scoped, expiration: .days(1))
-        #expect(store.lookup(scoped, extend: .none) != nil)
-        #expect(store.lookup(key, extend: .none) == nil)
-        #expect(store.lookup(StoreLayout.storeKey(key, scope: "tenant_b"), extend: .none) == nil)
-        #expect(store.lookup("tenant_a" + key, extend: .none) == nil)
+        _ = try await store.store(Data([1, 2, 3]), ext: "png", info: info, key: scoped, expiration: .days(1))
+        #expect(await store.lookup(scoped, extend: .none) != nil)
+        #expect(await store.lookup(key, extend: .none) == nil)
+        #expect(await store.lookup(StoreLayout.storeKey(key, scope: "tenant_b"), extend: .none) == nil)
+        #expect(await store.lookup("tenant_a" + key, extend: .none) == nil)
     }
 
     @Test func sha256MatchesKnownVectors() {
@@ -163,7 +163,7 @@ import Testing
     /// A write that fails after its temp file was written (here the final step, `link` for an
     /// object and `rename` for a key, refused by the kernel) is `store.write_failed`, transient,
     /// leaves nothing at the final path, and removes its temp file.
-    @Test func aFailedWriteLeavesNothingAtAFinalPathAndNoTempFile() throws {
+    @Test func aFailedWriteLeavesNothingAtAFinalPathAndNoTempFile() async throws {
         let root = try makeRoot()
         defer { try? FileManager.default.removeItem(at: root) }
         let elsewhere = try otherFilesystem(than: root)
@@ -192,28 +192,28 @@ import Testing
             at: keyFile.deletingLastPathComponent().deletingLastPathComponent(), withIntermediateDirectories: true)
         try FileManager.default.createSymbolicLink(at: keyFile.deletingLastPathComponent(), withDestinationURL: elsewhere)
         let info = ResultInfo(format: "png", width: 1, height: 1)
-        #expect { _ = try store.store(Data([1, 2, 3]), ext: "png", info: info, key: key, expiration: .days(1)) } throws: { error in
+        await #expect { _ = try await store.store(Data([1, 2, 3]), ext: "png", info: info, key: key, expiration: .days(1)) } throws: { error in
             (error as? HalcyonError)?.code == .writeFailed && "\(error)".contains("cross-device")
         }
         #expect(!FileManager.default.fileExists(atPath: keyFile.path))
         #expect(isEmpty(elsewhere))
         #expect(isEmpty(root.appendingPathComponent("tmp")), "a key's temp file was left")
-        #expect(store.lookup(key, extend: .none) == nil)
+        #expect(await store.lookup(key, extend: .none) == nil)
     }
 }
 
 @Suite struct OriginalsStoreTests {
-    @Test func roundTripsWithExpiryInMtimeAndAccessInAtime() throws {
+    @Test func roundTripsWithExpiryInMtimeAndAccessInAtime() async throws {
         let root = FileManager.default.temporaryDirectory.appendingPathComponent("orig-\(UUID().uuidString.prefix(8))")
         defer { try? FileManager.default.removeItem(at: root) }
         let store = OriginalsStore(storeRoot: root)
         let expires = Date().addingTimeInterval(3600)
-        try store.save(CachedOriginal(data: Data([1, 2, 3]), etag: "\"abc\"", lastModified: nil, expires: expires), for: "http://x/a.png")
-        let back = try #require(store.original(for: "http://x/a.png"))
+        try await store.save(CachedOriginal(data: Data([1, 2, 3]), etag: "\"abc\"", lastModified: nil, expires: expires), for: "http://x/a.png")
+        let back = try #require(await store.original(for: "http://x/a.png"))
         #expect(back.data == Data([1, 2, 3]))
         #expect(back.etag == "\"abc\"")
         #expect(abs(back.expires.timeIntervalSince(expires)) < 0.01)
-        #expect(store.original(for: "http://x/other.png") == nil)
+        #expect(await store.original(for: "http://x/other.png") == nil)
 
         var st = stat()
         let file = try #require(
@@ -223,7 +223,7 @@ import Testing
         #expect(abs(Double(st.st_mtim.tv_sec) - expires.timeIntervalSince1970) <= 2)
         #expect(abs(Double(st.st_atim.tv_sec) - Date().timeIntervalSince1970) <= 2)
 
-        store.refresh("http://x/a.png", until: expires.addingTimeInterval(60))
-        #expect(abs(try #require(store.original(for: "http://x/a.png")).expires.timeIntervalSince(expires) - 60) < 0.01)
+        await store.refresh("http://x/a.png", until: expires.addingTimeInterval(60))
+        #expect(abs(try #require(await store.original(for: "http://x/a.png")).expires.timeIntervalSince(expires) - 60) < 0.01)
     }
 }

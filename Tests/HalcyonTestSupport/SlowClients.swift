@@ -138,6 +138,6 @@ extension Thread {
     /// Sleeps until `instant` (at once when it has passed).
     static func sleep(until instant: ContinuousClock.Instant) {
         let left = instant - ContinuousClock.now
-        if left > .zero { Thread.sleep(forTimeInterval: Double(left.components.seconds) + Double(left.components.attoseconds) / 1e18) }
+        if left > .zero { Thread.sleep(forTimeInterval: left.seconds) }
     }
 }

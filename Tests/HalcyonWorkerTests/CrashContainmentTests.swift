@@ -176,7 +176,7 @@ struct CrashContainmentTests {
         #expect(newClaim.stamp != oldClaim.stamp)
         let result = JobResult(key: "late", digest: "d", path: "p", bytes: 1, width: 1, height: 1, format: "png", cacheHit: false, source: nil)
         #expect(try await q.complete(oldClaim, workerID: workerID, result: result) == false, "the old child's late success landed on the new claim")
-        let failed = try await q.fail(oldClaim, workerID: workerID, error: HalcyonError(.internal, "late"), retryDelay: 0)
+        let failed = try await q.fail(oldClaim, workerID: workerID, error: HalcyonError(.internal, "late"), retryDelay: .zero)
         #expect(failed == .notOwned, "the old child's late failure landed on the new claim")
         #expect(try await q.release([oldClaim], workerID: workerID) == 0, "the old child's late release let go of the new claim")
         let after = try await db.query(query, [id])

@@ -199,16 +199,14 @@ struct CrossHostTests {
         }
         let client = try S3Client(configuration: configuration)
         func listed(_ prefix: String) async throws -> Int {
-            try await Blocking.run {
-                var count = 0
-                var token: String?
-                repeat {
-                    let page = try client.list(prefix: prefix, continuationToken: token)
-                    count += page.entries.count
-                    token = page.nextContinuationToken
-                } while token != nil
-                return count
-            }
+            var count = 0
+            var token: String?
+            repeat {
+                let page = try await client.list(prefix: prefix, continuationToken: token)
+                count += page.entries.count
+                token = page.nextContinuationToken
+            } while token != nil
+            return count
         }
         #expect(try await listed("keys/") == Self.keys)
         #expect(try await listed("objects/") == digests)

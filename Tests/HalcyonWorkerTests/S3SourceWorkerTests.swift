@@ -21,8 +21,9 @@ struct S3SourceWorkerTests {
         ]
         let prefix = "worker-\(UUID().uuidString.prefix(8))"
         let s3 = try S3Client(configuration: try S3Configuration(url: "s3://\(bucket)/\(prefix)", environment: environment))
-        _ = try s3.put("photos/photo 1.jpg", data: try SampleImages.photo(width: 400, height: 300, seed: 35), contentType: "image/jpeg")
-        _ = try s3.put("marks/mark.png", data: try SampleImages.solid(width: 100, height: 50, red: 0, green: 0, blue: 250), contentType: "image/png")
+        _ = try await s3.put("photos/photo 1.jpg", data: try SampleImages.photo(width: 400, height: 300, seed: 35), contentType: "image/jpeg")
+        _ = try await s3.put(
+            "marks/mark.png", data: try SampleImages.solid(width: 100, height: 50, red: 0, green: 0, blue: 250), contentType: "image/png")
         let photo = "s3://\(bucket)/\(prefix)/photos/photo 1.jpg"
         let mark = "s3://\(bucket)/\(prefix)/marks/mark.png"
 

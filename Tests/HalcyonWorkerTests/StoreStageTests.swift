@@ -161,10 +161,10 @@ struct StoreStageTests {
         let db = try await TestDatabase.create()
         let store = DiskStore(root: try TestEnvironment.temporaryDirectory("store"))
         let info = ResultInfo(format: "png", width: 1, height: 1)
-        let stale = try store.store(
+        let stale = try await store.store(
             Data("stale".utf8), ext: "png", info: info, key: "stale", expiration: .seconds(1),
             now: Date(timeIntervalSinceNow: -60))
-        let fresh = try store.store(Data("fresh".utf8), ext: "png", info: info, key: "fresh", expiration: .days(1))
+        let fresh = try await store.store(Data("fresh".utf8), ext: "png", info: info, key: "fresh", expiration: .days(1))
 
         // Someone else holds the sweep lease: `halcyon sweep` waits for it.
         try await db.query(
@@ -188,7 +188,7 @@ struct StoreStageTests {
         #expect(!next.output.contains("another sweep is running"), "\(next.output)")
 
         // A worker sweeps on its own.
-        let again = try store.store(
+        let again = try await store.store(
             Data("again".utf8), ext: "png", info: info, key: "again", expiration: .seconds(1),
             now: Date(timeIntervalSinceNow: -60))
         let w = try await helper.worker(db, store: store.root, ["--sweep-interval", "1s", "--log-level", "info"])

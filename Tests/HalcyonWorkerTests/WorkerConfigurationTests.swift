@@ -2,6 +2,7 @@ import Foundation
 import HalcyonDomain
 import HalcyonImage
 import HalcyonQueue
+import HalcyonRuntime
 import Testing
 
 @testable import HalcyonWorker
@@ -55,7 +56,7 @@ import Testing
             "\(attempts.help)")
         var worker = WorkerConfiguration(storeRoot: URL(fileURLWithPath: "/nonexistent"))
         #expect(WorkerConfiguration.Settings.retryBase.defaultValue == worker.backoff.base)
-        #expect(WorkerConfiguration.Settings.retryBase.help.contains("capped at \(durations(worker.backoff.maximum))"))
+        #expect(WorkerConfiguration.Settings.retryBase.help.contains("capped at \(worker.backoff.maximum.map(durations) ?? "none")"))
         let slots = WorkerConfiguration.Settings.queueSlots
         worker.queues = [QueueSlots(name: "backfill", slots: slots.upperBound + 1)]
         #expect(message { try worker.validate() }?.contains("from \(slots.lowerBound) to \(slots.upperBound)") == true)

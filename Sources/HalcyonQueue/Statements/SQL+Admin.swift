@@ -207,14 +207,14 @@ extension SQL {
         static let name = "recordPrune"
         var by: String
         var pruned: [JobState: Int]
-        var seconds: Double
+        var took: Duration
 
         func bind(_ p: inout QueryParameters) {
             p.add(by)
             p.add(pruned[.succeeded] ?? 0)
             p.add(pruned[.failed] ?? 0)
             p.add(pruned[.cancelled] ?? 0)
-            p.add(seconds)
+            p.add(took)
         }
     }
 
@@ -246,7 +246,7 @@ extension SQL {
             p.add(record.removedFiles)
             p.add(record.removedKeys)
             p.add(record.freedBytes)
-            p.add(record.seconds)
+            p.add(record.took)
         }
     }
 

@@ -18,7 +18,7 @@ import Synchronization
 /// read. Extending on use (`cache_time`, or a new expiration) rewrites metadata only — a
 /// server-side copy of the entry onto itself, no bytes sent — and only when it moves the expiry by
 /// more than a tenth of the time left (at least a minute), so a key hit a thousand times a day
-/// costs a few copies, not a thousand. Blocking: call from a Dispatch thread.
+/// costs a few copies, not a thousand. Its requests hold no thread while they wait (`S3Client`).
 public struct ObjectStore: ResultStore {
     public let client: S3Client
 
@@ -42,7 +42,7 @@ public struct ObjectStore: ResultStore {
     // MARK: Times as metadata
 
     static func metadata(expires: Date, accessed: Date) -> [String: String] {
-        [expiresField: String(Int64(expires.timeIntervalSince1970.rounded(.down))), accessedField: String(Int64(accessed.timeIntervalSince1970))]
+        [expiresField: String(seconds(expires)), accessedField: String(seconds(accessed))]
     }
 
     /// The expiry and last access an entry's metadata records; nil when it has none (not written
@@ -68,11 +68,11 @@ public struct ObjectStore: ResultStore {
 
     public func store(
         _ data: Data, ext: String, info: ResultInfo, key: String, expiration: StorageExpiration, now: Date
-    ) throws(HalcyonError) -> StoredObject {
+    ) async throws(HalcyonError) -> StoredObject {
         let expiry = expiration.expiry(from: now)
-        let object = try put(data, ext: ext, expires: expiry, now: now)
+        let object = try await put(data, ext: ext, expires: expiry, now: now)
         let record = KeyRecord(object: object.path, bytes: object.bytes, info: info, key: key)
-        _ = try client.put(
+        _ = try await client.put(
             StoreLayout.keyPath(for: key), data: Data(record.text.utf8), contentType: "text/plain; charset=utf-8",
             metadata: Self.metadata(expires: expiry, accessed: now), ifNoneMatch: false)
         return object
@@ -82,17 +82,18 @@ public struct ObjectStore: ResultStore {
     /// `expires` when later. An object deleted by a sweep between the 412 and the raise is
     /// written again. A 412 costs a HEAD (the object's expiry), and a metadata copy only when
     /// `expires` is later than the object's by a whole second (metadata holds whole seconds).
-    func put(_ data: Data, ext: String, expires: Date, now: Date) throws(HalcyonError) -> StoredObject {
-        let digest = Digest.sha256Hex(data)
+    /// The bytes are hashed on an I/O thread, as a disk store's are.
+    func put(_ data: Data, ext: String, expires: Date, now: Date) async throws(HalcyonError) -> StoredObject {
+        let digest = await onIOThread { Digest.sha256Hex(data) }
         let relative = StoreLayout.objectPath(digest: digest, ext: ext)
         for _ in 0..<3 {
-            switch try client.put(
+            switch try await client.put(
                 relative, data: data, contentType: Self.contentType(ext: ext), metadata: Self.metadata(expires: expires, accessed: now))
             {
             case .created:
                 return StoredObject(digest: digest, path: relative, bytes: data.count, existed: false)
             case .alreadyExists:
-                if try raiseExpiry(relative, to: expires, now: now, always: true) {
+                if try await raiseExpiry(relative, to: expires, now: now, always: true) {
                     return StoredObject(digest: digest, path: relative, bytes: data.count, existed: true)
                 }
             // Gone again (swept): write it.
@@ -112,11 +113,11 @@ public struct ObjectStore: ResultStore {
     @discardableResult
     func raiseExpiry(
         _ key: String, to target: Date, now: Date, always: Bool = false, current: S3ObjectInfo? = nil
-    ) throws(HalcyonError) -> Bool {
+    ) async throws(HalcyonError) -> Bool {
         var known = current
         for _ in 0..<3 {
             let read: S3ObjectInfo?
-            if let known { read = known } else { read = try client.head(key) }
+            if let known { read = known } else { read = try await client.head(key) }
             known = nil
             guard let info = read else { return false }
             let expires = Self.times(info.metadata)?.expires ?? .distantPast
@@ -125,7 +126,7 @@ public struct ObjectStore: ResultStore {
             }
             var metadata = info.metadata
             metadata.merge(Self.metadata(expires: target, accessed: now)) { $1 }
-            switch try client.copyMetadata(key, metadata: metadata, ifMatch: info.etag, contentType: info.contentType) {
+            switch try await client.copyMetadata(key, metadata: metadata, ifMatch: info.etag, contentType: info.contentType) {
             case .replaced: return true
             case .notFound: return false
             case .changedConcurrently: continue
@@ -134,9 +135,9 @@ public struct ObjectStore: ResultStore {
         return true
     }
 
-    public func lookup(_ key: String, extend: ExpirationExtending, now: Date) -> CachedResult? {
+    public func lookup(_ key: String, extend: ExpirationExtending, now: Date) async -> CachedResult? {
         let keyPath = StoreLayout.keyPath(for: key)
-        guard let found = try? client.get(keyPath, maxBytes: Self.maxKeyRecordBytes),
+        guard let found = try? await client.get(keyPath, maxBytes: Self.maxKeyRecordBytes),
             let times = Self.times(found.info.metadata), times.expires > now,
             let record = KeyRecord(String(decoding: found.data, as: UTF8.self)), record.key == key
         else { return nil }
@@ -147,53 +148,53 @@ public struct ObjectStore: ResultStore {
             // The object first, whenever the key's new expiry is past the object's (not only
             // when that alone would be worth a copy): a key never outlives its object. A failed
             // extension is still a hit; an object found gone is a miss.
-            switch try? raiseExpiry(record.object, to: extended.expires, now: now, always: true) {
+            switch try? await raiseExpiry(record.object, to: extended.expires, now: now, always: true) {
             case false?: return nil
             case true?:
                 // The key as its GET read it: the copy is one request.
-                if (try? raiseExpiry(keyPath, to: extended.expires, now: now, current: found.info)) == true { expires = extended.expires }
+                if (try? await raiseExpiry(keyPath, to: extended.expires, now: now, current: found.info)) == true { expires = extended.expires }
             case nil: break
             }
         }
-        let digest = String(record.object.split(separator: "/").last?.split(separator: ".").first ?? "")
         return CachedResult(
-            object: StoredObject(digest: digest, path: record.object, bytes: record.bytes, existed: true), info: record.info, expires: expires)
+            object: StoredObject(digest: StoreLayout.digest(ofObjectPath: record.object), path: record.object, bytes: record.bytes, existed: true),
+            info: record.info, expires: expires)
     }
 
     /// Lookups in flight at once for a batch (a claim of hits): each is a round trip.
     static let lookupConcurrency = 16
 
-    /// The batch's lookups on up to `lookupConcurrency` threads of their own (blocking GETs;
-    /// not Dispatch's pool, which grows slowly).
-    public func lookup(_ keys: [(key: String, extend: ExpirationExtending)], now: Date) -> [String: CachedResult] {
+    /// The batch's lookups, up to `lookupConcurrency` in flight at once (each GET's transfer on
+    /// an I/O thread, as every request's).
+    public func lookup(_ keys: [(key: String, extend: ExpirationExtending)], now: Date) async -> [String: CachedResult] {
         var seen: Set<String> = []
         let unique = keys.filter { seen.insert($0.key).inserted }
-        guard unique.count > 1 else { return unique.first.flatMap { k in lookup(k.key, extend: k.extend, now: now).map { [k.key: $0] } } ?? [:] }
-        let threads = min(Self.lookupConcurrency, unique.count)
-        let found = Mutex<[String: CachedResult]>([:])
-        let next = Atomic<Int>(0)
-        let done = DispatchGroup()
-        for _ in 0..<threads {
-            done.enter()
-            Thread.detachNewThread {
-                while case let i = next.add(1, ordering: .relaxed).oldValue, i < unique.count {
-                    if let hit = lookup(unique[i].key, extend: unique[i].extend, now: now) { found.withLock { $0[unique[i].key] = hit } }
-                }
-                done.leave()
+        return await withTaskGroup(of: (String, CachedResult?).self) { group in
+            var found: [String: CachedResult] = [:]
+            var next = 0
+            func start() {
+                guard next < unique.count else { return }
+                let (key, extend) = unique[next]
+                next += 1
+                group.addTask { (key, await lookup(key, extend: extend, now: now)) }
             }
+            for _ in 0..<Self.lookupConcurrency { start() }
+            for await (key, hit) in group {
+                if let hit { found[key] = hit }
+                start()
+            }
+            return found
         }
-        done.wait()
-        return found.withLock { $0 }
     }
 
     // MARK: Objects by digest (the dashboard)
 
     /// The object's key for `digest`, found by listing `objects/ab/cd/<digest>.` (one request;
     /// the extension is not known from the digest).
-    func objectKey(digest: String) -> (key: String, format: ImageFormat, bytes: Int)? {
+    func objectKey(digest: String) async -> (key: String, format: ImageFormat, bytes: Int)? {
         guard StoreLayout.isDigest(digest) else { return nil }
         let prefix = String(StoreLayout.objectPath(digest: digest, ext: "").dropLast())
-        guard let page = try? client.list(prefix: prefix + ".", maxKeys: 10) else { return nil }
+        guard let page = try? await client.list(prefix: prefix + ".", maxKeys: 10) else { return nil }
         for entry in page.entries {
             let ext = String(entry.key.dropFirst(prefix.count + 1))
             if let format = ImageFormat.allCases.first(where: { $0.fileExtension == ext }) { return (entry.key, format, entry.size) }
@@ -209,10 +210,10 @@ public struct ObjectStore: ResultStore {
     /// chunk, which brings its size, ETag and expiry; later chunks are ranged GETs with
     /// `If-Match: ETAG`, so an object replaced or deleted while it is read ends the reading
     /// (`store.read_failed`) rather than mixing bytes.
-    public func openObject(digest: String, maxBytes: Int) throws(HalcyonError) -> (any ObjectReader)? {
-        guard let (key, format, listed) = objectKey(digest: digest), listed <= maxBytes else { return nil }
+    public func openObject(digest: String, maxBytes: Int) async throws(HalcyonError) -> (any ObjectReader)? {
+        guard let (key, format, listed) = await objectKey(digest: digest), listed <= maxBytes else { return nil }
         let chunk = Self.readChunkBytes
-        guard case .bytes(let first, let info) = try client.get(key, range: 0..<min(chunk, max(1, listed))) else { return nil }
+        guard case .bytes(let first, let info) = try await client.get(key, range: 0..<min(chunk, max(1, listed))) else { return nil }
         guard info.size <= maxBytes, let times = Self.times(info.metadata) else { return nil }
         guard info.size <= first.count || info.etag != nil else {
             throw HalcyonError(
@@ -223,8 +224,8 @@ public struct ObjectStore: ResultStore {
             client: client, key: key, etag: info.etag, format: format, bytes: info.size, expires: times.expires, chunkBytes: chunk, first: first)
     }
 
-    public func objectInfo(digest: String) -> ObjectInfo? {
-        guard let (key, format, bytes) = objectKey(digest: digest), let info = try? client.head(key),
+    public func objectInfo(digest: String) async -> ObjectInfo? {
+        guard let (key, format, bytes) = await objectKey(digest: digest), let info = try? await client.head(key),
             let times = Self.times(info.metadata)
         else { return nil }
         return ObjectInfo(format: format, bytes: bytes, expires: times.expires)
@@ -238,20 +239,20 @@ public struct ObjectStore: ResultStore {
     /// The key's expiry and last extension, from its metadata (`halcyon show`); nil when there
     /// is no such key (or it carries no expiry). Throws when the bucket cannot be asked
     /// (`store.read_failed`, `store.access_denied`): that is not an absent key.
-    public func keyTimes(_ key: String) throws(HalcyonError) -> (expires: Date, accessed: Date)? {
-        try client.head(StoreLayout.keyPath(for: key)).flatMap { Self.times($0.metadata) }
+    public func keyTimes(_ key: String) async throws(HalcyonError) -> (expires: Date, accessed: Date)? {
+        try await client.head(StoreLayout.keyPath(for: key)).flatMap { Self.times($0.metadata) }
     }
 
-    public func sweep(sizeLimit: Int64?, now: Date, cancel: CancellationFlag?) -> SweepReport {
-        ObjectStoreSweeper(store: self, sizeLimit: sizeLimit).sweep(now: now, cancel: cancel)
+    public func sweep(sizeLimit: Int64?, now: Date, cancel: CancellationFlag?) async -> SweepReport {
+        await ObjectStoreSweeper(store: self, sizeLimit: sizeLimit).sweep(now: now, cancel: cancel)
     }
 
-    public func verify(repair: Bool) -> VerifyReport {
-        ObjectStoreSweeper(store: self, sizeLimit: nil).verify(repair: repair)
+    public func verify(repair: Bool) async -> VerifyReport {
+        await ObjectStoreSweeper(store: self, sizeLimit: nil).verify(repair: repair)
     }
 
-    public func checkAccess() throws(HalcyonError) {
-        _ = try client.list(maxKeys: 1)
+    public func checkAccess() async throws(HalcyonError) {
+        _ = try await client.list(maxKeys: 1)
     }
 }
 
@@ -278,7 +279,7 @@ final class BucketObjectReader: ObjectReader {
         self.first = Mutex(first)
     }
 
-    func read(_ range: Range<Int>) throws(HalcyonError) -> Data {
+    func read(_ range: Range<Int>) async throws(HalcyonError) -> Data {
         let location = client.location(ofKey: key)
         guard range.lowerBound >= 0, range.upperBound <= bytes else {
             throw HalcyonError(.readFailed, "\(location): bytes \(range) are outside the object's \(bytes)", source: location)
@@ -287,7 +288,7 @@ final class BucketObjectReader: ObjectReader {
         if range.lowerBound == 0, let first = first.withLock({ $0.take() }), first.count >= range.count {
             return range.count == first.count ? first : first.prefix(range.count)
         }
-        switch try client.get(key, range: range, ifMatch: etag) {
+        switch try await client.get(key, range: range, ifMatch: etag) {
         case .bytes(let data, let info):
             guard data.count == range.count, info.size == bytes else {
                 throw HalcyonError(

@@ -58,13 +58,13 @@ struct ObjectStoreSweeper {
     }
 
     /// Every entry under `prefix`, page by page, until `stop`.
-    private func each(_ prefix: String, stop: () -> Bool, _ body: (S3ListEntry) -> Void) throws(HalcyonError) {
+    private func each(_ prefix: String, stop: () -> Bool, _ body: (S3ListEntry) async -> Void) async throws(HalcyonError) {
         var token: String?
         repeat {
-            let page = try client.list(prefix: prefix, continuationToken: token)
+            let page = try await client.list(prefix: prefix, continuationToken: token)
             for entry in page.entries {
                 if stop() { return }
-                body(entry)
+                await body(entry)
             }
             token = page.nextContinuationToken
         } while token != nil && !stop()
@@ -73,9 +73,9 @@ struct ObjectStoreSweeper {
     /// `each`, with a failure to list kept (the first) instead of thrown: the rest goes on. True
     /// when every entry was listed (not stopped, no failure).
     @discardableResult
-    private func listing(_ prefix: String, _ failure: inout String?, stop: () -> Bool, _ body: (S3ListEntry) -> Void) -> Bool {
+    private func listing(_ prefix: String, _ failure: inout String?, stop: () -> Bool, _ body: (S3ListEntry) async -> Void) async -> Bool {
         do {
-            try each(prefix, stop: stop, body)
+            try await each(prefix, stop: stop, body)
             return !stop()
         } catch {
             failure = failure ?? "listing \(client.location(ofKey: prefix)) failed: \(error.message)"
@@ -84,11 +84,11 @@ struct ObjectStoreSweeper {
     }
 
     /// Whole Unix seconds of a listing's or a HEAD's date (none: the oldest there is).
-    static func seconds(_ date: Date?) -> Int64 { Int64(((date ?? .distantPast).timeIntervalSince1970).rounded(.down)) }
+    static func seconds(_ date: Date?) -> Int64 { ObjectStore.seconds(date ?? .distantPast) }
 
     static func hour(_ seconds: Int64) -> Int64 { seconds >= 0 ? seconds / 3600 : (seconds - 3599) / 3600 }
 
-    func sweep(now: Date, cancel: CancellationFlag?) -> SweepReport {
+    func sweep(now: Date, cancel: CancellationFlag?) async -> SweepReport {
         let started = ContinuousClock.now
         let stop = { cancel?.isCancelled == true }
         var report = SweepReport()
@@ -98,12 +98,12 @@ struct ObjectStoreSweeper {
         var resultHours: [Int64: Int64] = [:], originalHours: [Int64: Int64] = [:]
         var resultBytes: Int64 = 0, originalBytes: Int64 = 0
         var alive = 0
-        for (prefix, original) in [("objects/", false), ("originals/", true)] {
-            listing(prefix, &failure, stop: stop) { entry in
+        for (prefix, original) in [(StoreLayout.Area.objects.prefix, false), (StoreLayout.Area.originals.prefix, true)] {
+            await listing(prefix, &failure, stop: stop) { entry in
                 let bytes = Int64(entry.size)
-                let info = try? client.head(entry.key)
+                let info = try? await client.head(entry.key)
                 let expired = info.map { ObjectStore.times($0.metadata).map { $0.expires.addingTimeInterval(grace) <= now } ?? true } ?? false
-                if expired, (try? client.delete(entry.key)) != nil {
+                if expired, (try? await client.delete(entry.key)) != nil {
                     if original {
                         report.expiredOriginals += 1; report.expiredOriginalBytes += bytes
                     } else {
@@ -127,16 +127,17 @@ struct ObjectStoreSweeper {
         var results = TrimPlan()
         if let limit = sizeLimit, total > limit, !stop() {
             let need = total - limit / 2
-            let originals = plan("originals/", need: min(need, originalBytes), byHour: originalHours, &failure, stop: stop)
-            results = plan("objects/", need: need - originalBytes, byHour: resultHours, &failure, stop: stop)
-            if !originals.isEmpty { trim("originals/", originals, &report, &total, &failure, stop: stop) }
+            let originals = await plan(
+                StoreLayout.Area.originals.prefix, need: min(need, originalBytes), byHour: originalHours, &failure, stop: stop)
+            results = await plan(StoreLayout.Area.objects.prefix, need: need - originalBytes, byHour: resultHours, &failure, stop: stop)
+            if !originals.isEmpty { await trim(StoreLayout.Area.originals.prefix, originals, &report, &total, &failure, stop: stop) }
         }
 
         var unreadableKeys = 0
-        let keysChecked = listing("keys/", &failure, stop: stop) { entry in
-            switch check(key: entry.key, now: now, trimming: results) {
+        let keysChecked = await listing(StoreLayout.Area.keys.prefix, &failure, stop: stop) { entry in
+            switch await check(key: entry.key, now: now, trimming: results) {
             case .alive: report.keptKeys += 1
-            case .dead where (try? client.delete(entry.key)) != nil: report.removedKeys += 1
+            case .dead where (try? await client.delete(entry.key)) != nil: report.removedKeys += 1
             case .dead, .unknown:
                 // Not known to name no trimmed object: the results' trim waits.
                 unreadableKeys += 1
@@ -145,7 +146,7 @@ struct ObjectStoreSweeper {
         }
         if !results.isEmpty {
             if keysChecked && unreadableKeys == 0 {
-                trim("objects/", results, &report, &total, &failure, stop: stop)
+                await trim(StoreLayout.Area.objects.prefix, results, &report, &total, &failure, stop: stop)
             } else if !stop() {
                 failure =
                     failure ?? "\(unreadableKeys) keys could not be read or deleted: results over the size limit are left for the next sweep"
@@ -161,7 +162,7 @@ struct ObjectStoreSweeper {
     /// The plan that deletes at least `need` bytes of the entries under `prefix`, least recently
     /// modified first: the hours before the one in which the count by hour reaches `need`, then
     /// that hour's entries, listed and ordered by their last modification, until it is reached.
-    private func plan(_ prefix: String, need: Int64, byHour: [Int64: Int64], _ failure: inout String?, stop: () -> Bool) -> TrimPlan {
+    private func plan(_ prefix: String, need: Int64, byHour: [Int64: Int64], _ failure: inout String?, stop: () -> Bool) async -> TrimPlan {
         var plan = TrimPlan()
         let hours = byHour.sorted { $0.key < $1.key }
         guard need > 0, let newest = hours.last?.key else { return plan }
@@ -177,7 +178,7 @@ struct ObjectStoreSweeper {
         }
         plan.before = last * 3600
         var inHour: [(key: String, bytes: Int64, modified: Int64)] = []
-        listing(prefix, &failure, stop: stop) { entry in
+        await listing(prefix, &failure, stop: stop) { entry in
             let modified = Self.seconds(entry.lastModified)
             if Self.hour(modified) == last { inHour.append((entry.key, Int64(entry.size), modified)) }
         }
@@ -192,9 +193,9 @@ struct ObjectStoreSweeper {
     /// Deletes what `plan` names under `prefix`, counted as trimmed.
     private func trim(
         _ prefix: String, _ plan: TrimPlan, _ report: inout SweepReport, _ total: inout Int64, _ failure: inout String?, stop: () -> Bool
-    ) {
-        listing(prefix, &failure, stop: stop) { entry in
-            guard plan.deletes(entry.key, modified: Self.seconds(entry.lastModified)), (try? client.delete(entry.key)) != nil else { return }
+    ) async {
+        await listing(prefix, &failure, stop: stop) { entry in
+            guard plan.deletes(entry.key, modified: Self.seconds(entry.lastModified)), (try? await client.delete(entry.key)) != nil else { return }
             report.trimmedObjects += 1
             report.trimmedBytes += Int64(entry.size)
             total -= Int64(entry.size)
@@ -206,10 +207,10 @@ struct ObjectStoreSweeper {
     /// Whether a key is expired, unreadable, names an object that is certainly gone, or names
     /// one `trimming` is to delete. A key that cannot be read or checked for now (the server not
     /// answering) is `unknown`.
-    private func check(key: String, now: Date, trimming plan: TrimPlan) -> KeyState {
+    private func check(key: String, now: Date, trimming plan: TrimPlan) async -> KeyState {
         let object: S3Object
         do {
-            guard let found = try client.get(key, maxBytes: ObjectStore.maxKeyRecordBytes) else { return .alive }
+            guard let found = try await client.get(key, maxBytes: ObjectStore.maxKeyRecordBytes) else { return .alive }
             object = found
         } catch {
             return error.code == .storeTooLarge ? .dead : .unknown
@@ -218,7 +219,7 @@ struct ObjectStoreSweeper {
             let record = KeyRecord(String(decoding: object.data, as: UTF8.self))
         else { return .dead }
         do {
-            guard let info = try client.head(record.object) else { return .dead }
+            guard let info = try await client.head(record.object) else { return .dead }
             return plan.deletesKey(naming: record.object, modified: Self.seconds(info.lastModified)) ? .dead : .alive
         } catch {
             return .unknown
@@ -229,15 +230,15 @@ struct ObjectStoreSweeper {
     /// keys naming a corrupt one, then the object (if it still holds the wrong bytes) — in that
     /// order, so no hit names an object that is gone. When not every key could be read, the
     /// corrupt objects are left (and `failure` says so): a key naming one might be missed.
-    func verify(repair: Bool) -> VerifyReport {
+    func verify(repair: Bool) async -> VerifyReport {
         let started = ContinuousClock.now
         var report = VerifyReport()
         var failure: String?
         var damaged: [String] = []
-        listing("objects/", &failure, stop: { false }) { entry in
+        await listing(StoreLayout.Area.objects.prefix, &failure, stop: { false }) { entry in
             let read: S3Object?
             do {
-                read = try client.get(entry.key, maxBytes: ObjectOriginals.maxBytes)
+                read = try await client.get(entry.key, maxBytes: ObjectOriginals.maxBytes)
             } catch {
                 report.corrupt.append(entry.key)
                 return
@@ -249,23 +250,23 @@ struct ObjectStoreSweeper {
             }
             report.checkedObjects += 1
             report.checkedBytes += Int64(object.data.count)
-            guard Digest.sha256Hex(object.data) != Self.digest(named: entry.key) else { return }
+            guard Digest.sha256Hex(object.data) != StoreLayout.digest(ofObjectPath: entry.key) else { return }
             report.corrupt.append(entry.key)
             damaged.append(entry.key)
         }
         if repair, !damaged.isEmpty {
             let names = Set(damaged)
             var unreadable = 0
-            let listed = listing("keys/", &failure, stop: { false }) { entry in
+            let listed = await listing(StoreLayout.Area.keys.prefix, &failure, stop: { false }) { entry in
                 let found: S3Object?
                 do throws(HalcyonError) {
-                    found = try client.get(entry.key, maxBytes: ObjectStore.maxKeyRecordBytes)
+                    found = try await client.get(entry.key, maxBytes: ObjectStore.maxKeyRecordBytes)
                 } catch {
                     if error.code != .storeTooLarge { unreadable += 1 }
                     return
                 }
                 guard let found, let record = KeyRecord(String(decoding: found.data, as: UTF8.self)), names.contains(record.object) else { return }
-                if (try? client.delete(entry.key)) != nil {
+                if (try? await client.delete(entry.key)) != nil {
                     report.removedKeys += 1
                 } else {
                     unreadable += 1
@@ -274,10 +275,10 @@ struct ObjectStoreSweeper {
             if listed && unreadable == 0 {
                 for key in damaged {
                     // Still the wrong bytes (not deleted and written whole again meanwhile).
-                    guard let object = try? client.get(key, maxBytes: ObjectOriginals.maxBytes),
-                        Digest.sha256Hex(object.data) != Self.digest(named: key)
+                    guard let object = try? await client.get(key, maxBytes: ObjectOriginals.maxBytes),
+                        Digest.sha256Hex(object.data) != StoreLayout.digest(ofObjectPath: key)
                     else { continue }
-                    if (try? client.delete(key)) != nil { report.removedObjects += 1 }
+                    if (try? await client.delete(key)) != nil { report.removedObjects += 1 }
                 }
             } else {
                 failure =
@@ -288,11 +289,5 @@ struct ObjectStoreSweeper {
         report.failure = failure
         report.seconds = (ContinuousClock.now - started).seconds
         return report
-    }
-
-    /// The digest an object's name says it has: `objects/ab/cd/<digest>.<ext>`.
-    static func digest(named key: String) -> String {
-        let name = key.split(separator: "/").last.map(String.init) ?? ""
-        return String(name.prefix { $0 != "." })
     }
 }

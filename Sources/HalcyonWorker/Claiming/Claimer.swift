@@ -68,7 +68,7 @@ struct Claimer: Service, CustomStringConvertible {
                         wait: { await state.wake.wait(timeout: $0) }
                     ) {
                         try await queue.claim(
-                            workerID: configuration.workerID, limit: free, lease: configuration.lease.seconds, queues: queues, siblings: !hits)
+                            workerID: configuration.workerID, limit: free, lease: configuration.lease, queues: queues, siblings: !hits)
                     }
                 } catch {
                     return  // stopping
@@ -102,10 +102,14 @@ struct Claimer: Service, CustomStringConvertible {
         }
     }
 
+    /// The waits between asking a store that refuses this worker again: 1 s, doubling, at most
+    /// 30 s, jittered.
+    static let storeRefusalBackoff = Backoff(base: .seconds(1), maximum: .seconds(30), jitter: WorkerConfiguration.retryJitter)
+
     /// While the store refuses this worker's credentials: no claims; the store is asked again
-    /// with backoff (1 s, doubling, at most 30 s) until it accepts them or the worker stops.
+    /// with backoff (`storeRefusalBackoff`) until it accepts them or the worker stops.
     private func waitForTheStore() async {
-        let backoff = Backoff(base: .seconds(1), maximum: .seconds(30))
+        let backoff = Self.storeRefusalBackoff
         var attempt = 0
         while state.storeRefusal != nil, state.stopRequests == 0 {
             attempt += 1
@@ -113,7 +117,7 @@ struct Claimer: Service, CustomStringConvertible {
             guard state.stopRequests == 0 else { return }
             let store = runner.store
             do {
-                try await Blocking.run { try store.checkAccess() }
+                try await store.checkAccess()
                 if state.storeAccepted() { logger.notice("the store accepts this worker's credentials again; claiming again") }
             } catch {
                 logger.warning("the store still refuses this worker", metadata: ["error": "\(error)", "checks": "\(attempt)"])
@@ -236,7 +240,7 @@ struct Claimer: Service, CustomStringConvertible {
         var failed = 0
         for claim in claims {
             let outcome = try? await recorder.recordOrGiveUp("fail a stuck job", logger) {
-                try await queue.fail(claim, workerID: configuration.workerID, error: error, retryDelay: 0)
+                try await queue.fail(claim, workerID: configuration.workerID, error: error, retryDelay: .zero)
             }
             if outcome.flatMap({ $0 }) == .failed { failed += 1 }
         }

@@ -28,7 +28,7 @@ struct LeaseKeeper: Service, CustomStringConvertible {
     private func heartbeat() async {
         let claims = state.withHeld { $0.claims }
         do {
-            let renewal = try await queue.heartbeat(claims, workerID: configuration.workerID, lease: configuration.lease.seconds)
+            let renewal = try await queue.heartbeat(claims, workerID: configuration.workerID, lease: configuration.lease)
             if !renewal.locked.isEmpty {
                 logger.info("leases not renewed this time: rows locked by another session", metadata: ["jobs": "\(renewal.locked.sorted())"])
             }

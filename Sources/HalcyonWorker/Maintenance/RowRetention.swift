@@ -34,11 +34,11 @@ struct RowRetention: Sendable {
             return pruned
         }
         guard let pruned = result else { return nil }
-        let seconds = (ContinuousClock.now - started).seconds
-        try await queue.recordPrune(by: prunedBy, pruned, seconds: seconds)
+        let took = ContinuousClock.now - started
+        try await queue.recordPrune(by: prunedBy, pruned, took: took)
         let meta: Logger.Metadata = [
             "succeeded": "\(pruned[.succeeded] ?? 0)", "failed": "\(pruned[.failed] ?? 0)", "cancelled": "\(pruned[.cancelled] ?? 0)",
-            "took": "\(TimeSpan.format(seconds))",
+            "took": "\(TimeSpan.format(took))",
         ]
         if pruned.values.reduce(0, +) > 0 {
             logger.info("finished rows pruned", metadata: meta)

@@ -6,10 +6,13 @@ import HalcyonQueue
 import HalcyonRuntime
 import HalcyonStore
 
-/// Runs jobs' pipelines — validate, fetch (source, then fallbacks), process, store — and
-/// returns what to record. Jobs of one claimed batch that share a source run as a group: one
-/// download, one decode, each chain on a clone. It never touches the database; `Worker`
-/// records the outcomes.
+/// Runs planned jobs' pipelines — store lookup, fetch (source, then fallbacks), process,
+/// store — and returns what to record. The jobs come judged (`JobPlan`, made right after the
+/// claim): one whose plan failed fails before any lookup or download. A claim's lookups are
+/// made together first (`lookUp`), and a hit completes without touching the network. Jobs of
+/// one claimed batch that share a source run as a group: one download, one decode, each chain
+/// on a clone of the decoded image (the last on the image itself). It never touches the
+/// database: the `Claimer` hands the outcomes to the `OutcomeRecorder`, which records them.
 struct JobRunner: Sendable {
     let fetcher: Fetcher
     let store: any ResultStore
@@ -60,8 +63,9 @@ struct JobRunner: Sendable {
         supervisor = configuration.supervisor
     }
 
-    /// What the store held for a claim's jobs, looked up together (one hand-off to an I/O
-    /// thread per claim, not one per group: a claim of store hits is mostly groups of one).
+    /// What the store held for a claim's jobs, looked up together (one batch per claim, not one
+    /// per group: a claim of store hits is mostly groups of one; a disk store reads the batch on
+    /// one I/O thread, a bucket's lookups go side by side).
     struct StoreHits: Sendable {
         var found: [String: CachedResult] = [:]
         var secondsPerLookup: Double = 0
@@ -116,7 +120,8 @@ struct JobRunner: Sendable {
         return zip(results, timings).map { Outcome(result: $0 ?? .failure(.abandoned), timings: $1) }
     }
 
-    /// Looks up the stored results of the valid plans that may use one, off the cooperative pool.
+    /// Looks up the stored results of the valid plans that may use one (the store's calls hold no
+    /// thread of the caller's).
     func lookUp(_ plans: [JobPlan]) async -> StoreHits {
         let lookups: [(key: String, extend: ExpirationExtending)] = plans.compactMap { plan in
             guard case .success(let valid) = plan.validated, !valid.options.forceRefresh else { return nil }
@@ -125,8 +130,7 @@ struct JobRunner: Sendable {
         guard !lookups.isEmpty else { return StoreHits() }
         let store = self.store
         let started = ContinuousClock.now
-        let found =
-            (try? await Blocking.run { () -> [String: CachedResult] in store.lookup(lookups, now: Date()) }) ?? [:]
+        let found = await store.lookup(lookups, now: Date())
         return StoreHits(found: found, secondsPerLookup: (ContinuousClock.now - started).seconds / Double(lookups.count))
     }
 
@@ -255,13 +259,14 @@ struct JobRunner: Sendable {
         let started = ContinuousClock.now
         defer { timing.store = (ContinuousClock.now - started).seconds }
         do {
-            let (object, cpu) = try await Blocking.run {
-                var clock = StageClock()
-                let object = try store.store(
+            // The store's CPU is what its work on I/O threads took (the hash, the file or the
+            // requests), wherever it ran.
+            let cpu = Blocking.CPUMeter()
+            let object = try await Blocking.$cpuMeter.withValue(cpu) {
+                try await store.store(
                     image.data, ext: image.format.fileExtension, info: info, key: plan.storeKey, expiration: plan.options.expiration)
-                return (object, clock.lap().cpu)
             }
-            timing.storeCPU = cpu
+            timing.storeCPU = cpu.seconds
             if !object.existed { metrics.stored(bytes: object.bytes) }
             var result = JobResult(key: plan.resultKey, object: object, info: info, cacheHit: false, source: source)
             if plan.options.keepGPS { result.facts = image.source.map(SourceRecord.init) }  // the store's copy has no position

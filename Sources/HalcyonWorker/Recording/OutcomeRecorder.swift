@@ -92,7 +92,7 @@ struct OutcomeRecorder: Sendable {
         let recorded: JobQueue.FailOutcome?
         do {
             recorded = try await recordOrGiveUp("fail", log) {
-                try await queue.fail(job.claim, workerID: configuration.workerID, error: error, retryDelay: delay.seconds, timings: timings)
+                try await queue.fail(job.claim, workerID: configuration.workerID, error: error, retryDelay: delay, timings: timings)
             }
         } catch let refusal {
             await rejected(job, webhook: webhook, outcome: "failure (\(error.code))", refusal, log: log)

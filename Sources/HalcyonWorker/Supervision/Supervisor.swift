@@ -35,6 +35,9 @@ public struct SupervisorConfiguration: Sendable {
     /// up to `maxRestartDelay`.
     public var restartDelay: Duration = .milliseconds(500)
     public var maxRestartDelay: Duration = .seconds(30)
+    /// The waits before restarts after crashes in a row: `restartDelay`, doubling, at most
+    /// `maxRestartDelay` (or `restartDelay` when that is longer), without jitter.
+    var restartBackoff: Backoff { Backoff(doubling: restartDelay, upTo: maxRestartDelay) }
     /// A child that ran this long before it died restarts after `restartDelay` again.
     public var stableAfter: Duration = .seconds(60)
     /// How often the child's memory and stuck jobs are looked at.
@@ -132,7 +135,7 @@ public final class Supervisor: Sendable {
     public func run() async -> Int32 {
         // Crashes in a row, each after a short life: the wait before a restart doubles with them.
         var crashes = 0
-        let restartBackoff = Backoff(doubling: configuration.restartDelay, upTo: configuration.maxRestartDelay)
+        let restartBackoff = configuration.restartBackoff
         while true {
             if stopped.isCancelled { return 0 }
             let child: ChildProcess
@@ -301,7 +304,7 @@ public final class Supervisor: Sendable {
             let claims = Dictionary(held.map { ($0.claim.id, $0.claim) }) { a, _ in a }
             for (id, error) in charges.charged {
                 // Retried at once: the process that died may have been brought down by another job.
-                if let claim = claims[id] { _ = try await queue.fail(claim, workerID: workerID, error: error, retryDelay: 0) }
+                if let claim = claims[id] { _ = try await queue.fail(claim, workerID: workerID, error: error, retryDelay: .zero) }
             }
             let released = try await queue.release(charges.released.compactMap { claims[$0] }, workerID: workerID)
             if case .stopOverrun = cause {} else { try await queue.recordRestart(workerID: workerID, reason: cause.description) }

@@ -224,7 +224,7 @@ public struct WebhookDeliverer: Service, CustomStringConvertible {
         static let maxHosts = 4096
 
         /// `breakerCooldown` at the first opening, doubling at each failed probe, up to `maxRetryDelay`.
-        private let cooldowns: Backoff
+        let cooldowns: Backoff
 
         init(configuration: WebhookConfiguration) {
             self.configuration = configuration
