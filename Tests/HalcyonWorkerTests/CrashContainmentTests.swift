@@ -80,7 +80,7 @@ struct CrashContainmentTests {
     @Test func theShippedBinaryHasNoFaultInjection() async throws {
         for (binary, expected) in [(TestEnvironment.binary, false), (TestEnvironment.faultsBinary, true)] {
             let bytes = try Data(contentsOf: URL(fileURLWithPath: binary), options: .mappedIfSafe)
-            #expect(bytes.range(of: Data("HALCYON_TEST_FAULT".utf8)) != nil == expected, "\(binary)")
+            #expect((bytes.range(of: Data("HALCYON_TEST_FAULT".utf8)) != nil) == expected, "\(binary)")
         }
         let db = try await TestDatabase.create()
         let id = try await Self.enqueue(
