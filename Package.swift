@@ -93,9 +93,13 @@ let package = Package(
         // libcurl's easy handles, pooled: shared by the downloads (HalcyonFetch) and the S3 client.
         .target(name: "HalcyonCurl", dependencies: ["CCurl"]),
         .target(name: "HalcyonFetch", dependencies: ["HalcyonDomain", "HalcyonRuntime", "HalcyonS3", "HalcyonCurl", "CCurl"]),
-        // Chain grammar, processors and MagickWand.
+        // The chain grammar on its own: the lexer and parser, each step's parameters, argument checks
+        // and canonical identifier, preset expansion, the output sizes the plan needs. No ImageMagick:
+        // what parses and names a chain (the dashboard, `halcyon enqueue|validate|preset`) needs no more.
+        .target(name: "HalcyonChain", dependencies: ["HalcyonDomain", "HalcyonRuntime"]),
+        // The processors (each chain step's work on pixels) and MagickWand.
         .target(
-            name: "HalcyonImage", dependencies: ["HalcyonDomain", "HalcyonRuntime", "CMagickWand", "CImageCodecs", "CPerceptual"],
+            name: "HalcyonImage", dependencies: ["HalcyonChain", "HalcyonDomain", "HalcyonRuntime", "CMagickWand", "CImageCodecs", "CPerceptual"],
             // Optimised in debug builds too: its resampler and pixel loops are generic Swift that runs
             // 20–50× slower unoptimised, and the test suite's workers spent most of their CPU there.
             swiftSettings: [.unsafeFlags(["-O"], .when(configuration: .debug))]),
@@ -113,8 +117,8 @@ let package = Package(
         .target(
             name: "HalcyonWorker",
             dependencies: [
-                "HalcyonDomain", "HalcyonRuntime", "HalcyonQueue", "HalcyonFetch", "HalcyonImage", "HalcyonStore", "HalcyonStoreMaintenance",
-                "HalcyonHTTP", "HalcyonS3", "CMalloc",
+                "HalcyonDomain", "HalcyonRuntime", "HalcyonQueue", "HalcyonFetch", "HalcyonChain", "HalcyonImage", "HalcyonStore",
+                "HalcyonStoreMaintenance", "HalcyonHTTP", "HalcyonS3", "CMalloc",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
@@ -128,7 +132,7 @@ let package = Package(
         .target(
             name: "HalcyonDashboard",
             dependencies: [
-                "HalcyonDomain", "HalcyonRuntime", "HalcyonQueue", "HalcyonImage", "HalcyonStore", "HalcyonHTTP", "HalcyonS3",
+                "HalcyonDomain", "HalcyonRuntime", "HalcyonQueue", "HalcyonChain", "HalcyonStore", "HalcyonHTTP", "HalcyonS3",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Hummingbird", package: "hummingbird"), .product(name: "Mustache", package: "swift-mustache"),
                 .product(name: "HTTPTypes", package: "swift-http-types"), .product(name: "NIOCore", package: "swift-nio"),
@@ -154,13 +158,13 @@ let package = Package(
         // The bench's yardsticks, shared with the tests: how far an output is from the best fill one
         // could make (PSNR against ImageMagick's Lanczos on a full decode: Q, E, and the image
         // tests), and a job table as hours of work leave it (S, the soak, and the query plans' tests).
-        .target(name: "HalcyonQualityReference", dependencies: ["HalcyonDomain", "HalcyonImage", "CMagickWand"]),
+        .target(name: "HalcyonQualityReference", dependencies: ["HalcyonChain", "HalcyonDomain", "HalcyonImage", "CMagickWand"]),
         .target(name: "HalcyonBacklog", dependencies: ["HalcyonQueue"], resources: [.embedInCode("Queries")]),
         .target(
             name: "HalcyonBench",
             dependencies: [
-                "HalcyonCLI", "HalcyonDomain", "HalcyonRuntime", "HalcyonQueue", "HalcyonImage", "HalcyonStore", "HalcyonS3", "HalcyonEmbedded",
-                "HalcyonSamples", "HalcyonHosts", "HalcyonQualityReference", "HalcyonBacklog",
+                "HalcyonCLI", "HalcyonDomain", "HalcyonRuntime", "HalcyonQueue", "HalcyonChain", "HalcyonImage", "HalcyonStore", "HalcyonS3",
+                "HalcyonEmbedded", "HalcyonSamples", "HalcyonHosts", "HalcyonQualityReference", "HalcyonBacklog",
                 "CMagickWand",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
@@ -176,8 +180,8 @@ let package = Package(
         .executableTarget(
             name: "halcyon",
             dependencies: [
-                "HalcyonDomain", "HalcyonRuntime", "HalcyonQueue", "HalcyonFetch", "HalcyonImage", "HalcyonStore", "HalcyonStoreMaintenance",
-                "HalcyonWorker",
+                "HalcyonDomain", "HalcyonRuntime", "HalcyonQueue", "HalcyonFetch", "HalcyonChain", "HalcyonImage", "HalcyonStore",
+                "HalcyonStoreMaintenance", "HalcyonWorker",
                 "HalcyonCLI", "HalcyonEmbedded", "HalcyonDashboard",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -194,7 +198,7 @@ let package = Package(
         // Fuzzing (scripts/fuzz, Tests/Fixtures/fuzz/README.md): each parser's entry for libFuzzer, one
         // executable per target; never linked into `halcyon`. Built as usual, each executable runs the
         // files named on its command line once; scripts/fuzz builds one with -sanitize=fuzzer.
-        .target(name: "HalcyonFuzz", dependencies: ["HalcyonDomain", "HalcyonRuntime", "HalcyonImage", "HalcyonFetch"]),
+        .target(name: "HalcyonFuzz", dependencies: ["HalcyonChain", "HalcyonDomain", "HalcyonRuntime", "HalcyonImage", "HalcyonFetch"]),
 
         // Helpers for the integration tests: throwaway databases, the origin, worker processes.
         .target(
@@ -208,7 +212,8 @@ let package = Package(
         .testTarget(
             name: "HalcyonImageTests",
             dependencies: [
-                "HalcyonImage", "HalcyonDomain", "HalcyonRuntime", "HalcyonSamples", "HalcyonQualityReference", "HalcyonTestSupport", "CMagickWand",
+                "HalcyonImage", "HalcyonChain", "HalcyonDomain", "HalcyonRuntime", "HalcyonSamples", "HalcyonQualityReference", "HalcyonTestSupport",
+                "CMagickWand",
             ]),
         .testTarget(
             name: "HalcyonStoreTests", dependencies: ["HalcyonStore", "HalcyonDomain", "HalcyonRuntime", "HalcyonS3", "HalcyonTestSupport"]),

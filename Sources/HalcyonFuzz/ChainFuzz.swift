@@ -1,4 +1,5 @@
 import Foundation
+import HalcyonChain
 import HalcyonDomain
 import HalcyonImage
 
@@ -29,7 +30,7 @@ public enum ChainFuzz {
         // A text column: whatever the bytes, the worker sees a String.
         let text = String(decoding: data, as: UTF8.self)
         _ = try? ChainGrammar.parse(text)
-        _ = ProcessorChain.presetNames(inOrder: text)
+        _ = Chain.presetNames(inOrder: text)
         let chain: ProcessorChain
         do {
             chain = try ProcessorChain.parse(text, presets: presets)
@@ -50,7 +51,7 @@ public enum ChainFuzz {
             preconditionFailure("the identifier '\(identifier)' of '\(text)' does not parse: \(error)")
         }
         precondition(again.identifier == identifier, "'\(text)' is '\(identifier)', which is '\(again.identifier)'")
-        for (a, b) in zip(chain.processors, again.processors) where !(a is FormatProcessor) {
+        for (a, b) in zip(chain.processors, again.processors) where !(a is FormatStep) {
             // `format` keeps settings its format ignores (a png's quality) out of its identifier.
             precondition(settings(a) == settings(b), "'\(text)' is '\(identifier)', but \(a) became \(b) through its identifier")
         }

@@ -1,3 +1,4 @@
+import HalcyonChain
 import HalcyonDomain
 import HalcyonImage
 import HalcyonRuntime
@@ -36,12 +37,12 @@ import Testing
     /// A number is read at the precision its identifier keeps (4 decimals), so that two chains
     /// sharing an identifier — and a cache key — do the same thing (found by `scripts/fuzz chain`).
     @Test func numbersAreReadAtTheIdentifiersPrecision() throws {
-        let tiny = try #require(ProcessorChain.parse("rotate(0.00001)").processors.first as? RotateProcessor)
+        let tiny = try #require(ProcessorChain.parse("rotate(0.00001)").processors.first as? RotateStep)
         #expect(tiny.degrees == 0 && tiny.identifier == "rotate(0)")
-        let almostFull = try #require(ProcessorChain.parse("rotate(-0.00001)").processors.first as? RotateProcessor)
+        let almostFull = try #require(ProcessorChain.parse("rotate(-0.00001)").processors.first as? RotateStep)
         #expect(almostFull.identifier == "rotate(0)")
         let chain = try ProcessorChain.parse(#"watermark("https://a.example/m.png", opacity=0.40965)"#)
-        let mark = try #require(chain.processors.first as? WatermarkProcessor)
+        let mark = try #require(chain.processors.first as? WatermarkStep)
         #expect(mark.opacity == 0.4097 && mark.identifier.contains("opacity=0.4097"))
         #expect(try identifier("crop(10x10, x=0.12345, y=0.5)") == identifier("crop(10x10, x=0.1235, y=0.5)"))
     }

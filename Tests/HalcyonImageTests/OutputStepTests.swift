@@ -1,4 +1,5 @@
 import Foundation
+import HalcyonChain
 import HalcyonDomain
 import HalcyonSamples
 import HalcyonTestSupport
@@ -79,7 +80,7 @@ import Testing
         for limit in [0, 1, 37, 500, 999, 1000, 5000] {
             var calls = 0
             // Bytes grow with quality: 10 per step.
-            let found = try? FormatProcessor.encode(fitting: limit, quality: 100, minQuality: 1) { q throws(HalcyonError) in
+            let found = try? FormatStep.encode(fitting: limit, quality: 100, minQuality: 1) { q throws(HalcyonError) in
                 calls += 1
                 return Data(count: q * 10)
             }

@@ -1,4 +1,5 @@
 import Foundation
+import HalcyonChain
 import HalcyonDomain
 import HalcyonRuntime
 import HalcyonSamples
@@ -21,7 +22,7 @@ import Testing
 
     @Test func quotedStringsParseAndPrintCanonically() throws {
         let chain = try ProcessorChain.parse(#"watermark("https://cdn.test/a \"b\" \\c.png", scale=0.25)"#)
-        let mark = try #require(chain.processors.first as? WatermarkProcessor)
+        let mark = try #require(chain.processors.first as? WatermarkStep)
         #expect(mark.source == #"https://cdn.test/a "b" \c.png"#)
         #expect(chain.identifier == #"watermark("https://cdn.test/a \"b\" \\c.png",gravity=south_east,margin=16,scale=0.25,opacity=0.6)"#)
         #expect(try ProcessorChain.parse(chain.identifier).identifier == chain.identifier)
