@@ -209,6 +209,8 @@ let package = Package(
         .testTarget(
             name: "HalcyonRuntimeTests", dependencies: ["HalcyonRuntime", "HalcyonTestSupport", .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "HalcyonDomainTests", dependencies: ["HalcyonDomain", "HalcyonRuntime"]),
+        // The grammar alone: identifiers, refusals and their columns, presets, the grammar fuzzed.
+        .testTarget(name: "HalcyonChainTests", dependencies: ["HalcyonChain", "HalcyonDomain", "HalcyonRuntime", "HalcyonTestSupport"]),
         .testTarget(
             name: "HalcyonImageTests",
             dependencies: [

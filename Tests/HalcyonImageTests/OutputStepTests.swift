@@ -143,37 +143,6 @@ import Testing
         #expect(try ProcessorChain.parse("round_corner(25.0%)").identifier == "round_corner(25%,corners=all,background=none)")
     }
 
-    @Test(arguments: [
-        ("format(png, max_bytes=5000)", "max_bytes only with a format that has a quality"),
-        ("format(jpeg, min_quality=20)", "min_quality only with max_bytes"),
-        ("format(jpeg, quality=50, max_bytes=5000, min_quality=60)", "from 1 to 50"),
-        ("format(jpeg, max_bytes=10)", "from 100"),
-        ("round_corner(120%)", "0% to 100%"),
-        ("pad(10x10, gravity=entropy)", "center|north"),
-        ("border(0)", "from 1"),
-        ("trim(fuzz=2)", "from 0 to 1"),
-        ("format(jpeg, compression=9)", "compression only with png"),
-        ("format(png, compression=10)", "from 0 to 9"),
-    ])
-    func badOutputArgumentsAreChainErrors(chain: String, expected: String) {
-        #expect(Fixture.chainError(chain)?.contains(expected) == true, "\(Fixture.chainError(chain) ?? "no error")")
-    }
-
-    @Test func identifiersNameTheLimitOnlyWhenSet() throws {
-        #expect(try ProcessorChain.parse("format(jpeg)").identifier == "format(jpeg,quality=85,progressive=false)")
-        #expect(
-            try ProcessorChain.parse("format(webp, max_bytes=50000)").identifier == "format(webp,quality=85,max_bytes=50000,min_quality=10)")
-        // The floor's default is never above the quality, so the identifier parses (scripts/fuzz chain).
-        let low = try ProcessorChain.parse("format(jpeg, quality=5, max_bytes=500)").identifier
-        #expect(low == "format(jpeg,quality=5,progressive=false,max_bytes=500,min_quality=5)")
-        #expect(try ProcessorChain.parse(low).identifier == low)
-        #expect(try ProcessorChain.parse("format(png)").identifier == "format(png,progressive=false)")
-        #expect(try ProcessorChain.parse("format(png, compression=6)").identifier == "format(png,progressive=false)")
-        #expect(try ProcessorChain.parse("format(png, compression=9)").identifier == "format(png,progressive=false,compression=9)")
-        #expect(try ProcessorChain.parse("trim").identifier == "trim(fuzz=0)")
-        #expect(try ProcessorChain.parse("border(3)").identifier == "border(3,color=#000000ff)")
-    }
-
     /// zlib's FLEVEL (the level's class: 0 for 0–1, 1 for 2–5, 2 for 6, 3 for 7–9) from the
     /// first IDAT chunk's stream header.
     static func zlibLevelClass(_ png: Data) throws -> Int {
