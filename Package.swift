@@ -281,9 +281,30 @@ for target in package.targets where target.type != .system {
     target.swiftSettings = (target.swiftSettings ?? []) + [.enableUpcomingFeature("MemberImportVisibility")]
 }
 
-// A debug build compiles modules for testing, and a module importing HalcyonImage then loads
-// the MagickWand headers HalcyonImage imports internally: every Swift target gets their paths
-// (without them a clean `swift build --product halcyon` failed, depending on build order).
-for target in package.targets where target.type != .system && !target.name.hasPrefix("C") {
+// ImageMagick's include paths (`magickIncludes`) on the targets that load MagickWand's headers, and
+// on no other: those that depend on CMagickWand, directly or through other targets. HalcyonImage
+// imports CMagickWand `internal`ly, but a module not built for library evolution exposes all its
+// imports: a module importing HalcyonImage, or importing a module that imports it (HalcyonWorker,
+// HalcyonFuzz, HalcyonDemo, …), loads CMagickWand too, in debug and release builds alike. Without
+// the paths such a module finds the headers only if the clang module cache already holds them,
+// built by another target (a clean build then fails or not depending on build order). HalcyonChain,
+// the dashboard and the modules that never reach ImageMagick build without them.
+let magickDependents: Set<String> = {
+    func dependencies(_ target: Target) -> [String] {
+        target.dependencies.compactMap {
+            switch $0 {
+            case .targetItem(let name, _), .byNameItem(let name, _): name
+            default: nil
+            }
+        }
+    }
+    var found: Set<String> = ["CMagickWand"]
+    while true {
+        let more = package.targets.filter { !found.contains($0.name) && dependencies($0).contains(where: found.contains) }
+        if more.isEmpty { return found.subtracting(["CMagickWand"]) }
+        found.formUnion(more.map(\.name))
+    }
+}()
+for target in package.targets where magickDependents.contains(target.name) && target.type != .system {
     target.swiftSettings = (target.swiftSettings ?? []) + magickIncludes
 }
