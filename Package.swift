@@ -93,9 +93,17 @@ let package = Package(
         // libcurl's easy handles, pooled: shared by the downloads (HalcyonFetch) and the S3 client.
         .target(name: "HalcyonCurl", dependencies: ["CCurl"]),
         .target(name: "HalcyonFetch", dependencies: ["HalcyonDomain", "HalcyonRuntime", "HalcyonS3", "HalcyonCurl", "CCurl"]),
-        // Chain grammar, processors and MagickWand.
+        // The chain grammar on its own: the lexer and parser, each step's parameters, argument checks
+        // and canonical identifier, preset expansion, the output sizes the plan needs. No ImageMagick:
+        // what parses and names a chain (the dashboard, `halcyon enqueue|validate|preset`) needs no more.
+        // Optimised in debug builds too, as it was inside HalcyonImage: the suite fuzzes it (20,000
+        // chains a run, a million in a long one), about twice as fast so.
         .target(
-            name: "HalcyonImage", dependencies: ["HalcyonDomain", "HalcyonRuntime", "CMagickWand", "CImageCodecs", "CPerceptual"],
+            name: "HalcyonChain", dependencies: ["HalcyonDomain", "HalcyonRuntime"],
+            swiftSettings: [.unsafeFlags(["-O"], .when(configuration: .debug))]),
+        // The processors (each chain step's work on pixels) and MagickWand.
+        .target(
+            name: "HalcyonImage", dependencies: ["HalcyonChain", "HalcyonDomain", "HalcyonRuntime", "CMagickWand", "CImageCodecs", "CPerceptual"],
             // Optimised in debug builds too: its resampler and pixel loops are generic Swift that runs
             // 20–50× slower unoptimised, and the test suite's workers spent most of their CPU there.
             swiftSettings: [.unsafeFlags(["-O"], .when(configuration: .debug))]),
@@ -113,8 +121,8 @@ let package = Package(
         .target(
             name: "HalcyonWorker",
             dependencies: [
-                "HalcyonDomain", "HalcyonRuntime", "HalcyonQueue", "HalcyonFetch", "HalcyonImage", "HalcyonStore", "HalcyonStoreMaintenance",
-                "HalcyonHTTP", "HalcyonS3",
+                "HalcyonDomain", "HalcyonRuntime", "HalcyonQueue", "HalcyonFetch", "HalcyonChain", "HalcyonImage", "HalcyonStore",
+                "HalcyonStoreMaintenance", "HalcyonHTTP", "HalcyonS3",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
@@ -128,7 +136,7 @@ let package = Package(
         .target(
             name: "HalcyonDashboard",
             dependencies: [
-                "HalcyonDomain", "HalcyonRuntime", "HalcyonQueue", "HalcyonImage", "HalcyonStore", "HalcyonHTTP", "HalcyonS3",
+                "HalcyonDomain", "HalcyonRuntime", "HalcyonQueue", "HalcyonChain", "HalcyonStore", "HalcyonHTTP", "HalcyonS3",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Hummingbird", package: "hummingbird"), .product(name: "Mustache", package: "swift-mustache"),
                 .product(name: "HTTPTypes", package: "swift-http-types"), .product(name: "NIOCore", package: "swift-nio"),
@@ -154,13 +162,13 @@ let package = Package(
         // The bench's yardsticks, shared with the tests: how far an output is from the best fill one
         // could make (PSNR against ImageMagick's Lanczos on a full decode: Q, E, and the image
         // tests), and a job table as hours of work leave it (S, the soak, and the query plans' tests).
-        .target(name: "HalcyonQualityReference", dependencies: ["HalcyonDomain", "HalcyonImage", "CMagickWand"]),
+        .target(name: "HalcyonQualityReference", dependencies: ["HalcyonChain", "HalcyonDomain", "HalcyonImage", "CMagickWand"]),
         .target(name: "HalcyonBacklog", dependencies: ["HalcyonQueue"], resources: [.embedInCode("Queries")]),
         .target(
             name: "HalcyonBench",
             dependencies: [
-                "HalcyonCLI", "HalcyonDomain", "HalcyonRuntime", "HalcyonQueue", "HalcyonImage", "HalcyonStore", "HalcyonS3", "HalcyonEmbedded",
-                "HalcyonSamples", "HalcyonHosts", "HalcyonQualityReference", "HalcyonBacklog",
+                "HalcyonCLI", "HalcyonDomain", "HalcyonRuntime", "HalcyonQueue", "HalcyonChain", "HalcyonImage", "HalcyonStore", "HalcyonS3",
+                "HalcyonEmbedded", "HalcyonSamples", "HalcyonHosts", "HalcyonQualityReference", "HalcyonBacklog",
                 "CMagickWand",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
@@ -179,8 +187,8 @@ let package = Package(
         .target(
             name: "HalcyonCommands",
             dependencies: [
-                "HalcyonDomain", "HalcyonRuntime", "HalcyonQueue", "HalcyonFetch", "HalcyonImage", "HalcyonStore", "HalcyonStoreMaintenance",
-                "HalcyonWorker",
+                "HalcyonDomain", "HalcyonRuntime", "HalcyonQueue", "HalcyonFetch", "HalcyonChain", "HalcyonImage", "HalcyonStore",
+                "HalcyonStoreMaintenance", "HalcyonWorker",
                 "HalcyonCLI", "HalcyonEmbedded", "HalcyonDashboard",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -198,7 +206,7 @@ let package = Package(
         // Fuzzing (scripts/fuzz, Tests/Fixtures/fuzz/README.md): each parser's entry for libFuzzer, one
         // executable per target; never linked into `halcyon`. Built as usual, each executable runs the
         // files named on its command line once; scripts/fuzz builds one with -sanitize=fuzzer.
-        .target(name: "HalcyonFuzz", dependencies: ["HalcyonDomain", "HalcyonRuntime", "HalcyonImage", "HalcyonFetch"]),
+        .target(name: "HalcyonFuzz", dependencies: ["HalcyonChain", "HalcyonDomain", "HalcyonRuntime", "HalcyonImage", "HalcyonFetch"]),
 
         // `halcyon` with the suite's fault injection (HALCYON_TEST_FAULT: a crash, an abort, a hang
         // or a runaway allocation in image work), for the tests of the supervisor and of shutdown.
@@ -214,10 +222,13 @@ let package = Package(
         .testTarget(
             name: "HalcyonRuntimeTests", dependencies: ["HalcyonRuntime", "HalcyonTestSupport", .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "HalcyonDomainTests", dependencies: ["HalcyonDomain", "HalcyonRuntime"]),
+        // The grammar alone: identifiers, refusals and their columns, presets, the grammar fuzzed.
+        .testTarget(name: "HalcyonChainTests", dependencies: ["HalcyonChain", "HalcyonDomain", "HalcyonRuntime", "HalcyonTestSupport"]),
         .testTarget(
             name: "HalcyonImageTests",
             dependencies: [
-                "HalcyonImage", "HalcyonDomain", "HalcyonRuntime", "HalcyonSamples", "HalcyonQualityReference", "HalcyonTestSupport", "CMagickWand",
+                "HalcyonImage", "HalcyonChain", "HalcyonDomain", "HalcyonRuntime", "HalcyonSamples", "HalcyonQualityReference", "HalcyonTestSupport",
+                "CMagickWand",
             ]),
         .testTarget(
             name: "HalcyonStoreTests", dependencies: ["HalcyonStore", "HalcyonDomain", "HalcyonRuntime", "HalcyonS3", "HalcyonTestSupport"]),
@@ -285,9 +296,30 @@ for target in package.targets where target.type != .system {
     target.swiftSettings = (target.swiftSettings ?? []) + [.enableUpcomingFeature("MemberImportVisibility")]
 }
 
-// A debug build compiles modules for testing, and a module importing HalcyonImage then loads
-// the MagickWand headers HalcyonImage imports internally: every Swift target gets their paths
-// (without them a clean `swift build --product halcyon` failed, depending on build order).
-for target in package.targets where target.type != .system && !target.name.hasPrefix("C") {
+// ImageMagick's include paths (`magickIncludes`) on the targets that load MagickWand's headers, and
+// on no other: those that depend on CMagickWand, directly or through other targets. HalcyonImage
+// imports CMagickWand `internal`ly, but a module not built for library evolution exposes all its
+// imports: a module importing HalcyonImage, or importing a module that imports it (HalcyonWorker,
+// HalcyonFuzz, HalcyonDemo, …), loads CMagickWand too, in debug and release builds alike. Without
+// the paths such a module finds the headers only if the clang module cache already holds them,
+// built by another target (a clean build then fails or not depending on build order). HalcyonChain,
+// the dashboard and the modules that never reach ImageMagick build without them.
+let magickDependents: Set<String> = {
+    func dependencies(_ target: Target) -> [String] {
+        target.dependencies.compactMap {
+            switch $0 {
+            case .targetItem(let name, _), .byNameItem(let name, _): name
+            default: nil
+            }
+        }
+    }
+    var found: Set<String> = ["CMagickWand"]
+    while true {
+        let more = package.targets.filter { !found.contains($0.name) && dependencies($0).contains(where: found.contains) }
+        if more.isEmpty { return found.subtracting(["CMagickWand"]) }
+        found.formUnion(more.map(\.name))
+    }
+}()
+for target in package.targets where magickDependents.contains(target.name) && target.type != .system {
     target.swiftSettings = (target.swiftSettings ?? []) + magickIncludes
 }

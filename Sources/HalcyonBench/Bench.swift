@@ -2,6 +2,7 @@ import ArgumentParser
 import Dispatch
 import Foundation
 import HalcyonCLI
+import HalcyonChain
 import HalcyonDomain
 import HalcyonEmbedded
 import HalcyonHosts

@@ -1,9 +1,9 @@
 import ArgumentParser
 import Foundation
 import HalcyonCLI
+import HalcyonChain
 import HalcyonDomain
 import HalcyonFetch
-import HalcyonImage
 import HalcyonQueue
 import HalcyonRuntime
 
@@ -141,8 +141,8 @@ struct Enqueue: AsyncParsableCommand {
             for s in [job.source] + job.fallbackSources { _ = try Source.parse(s) }
             // Presets are the worker's to expand (it reads them with the claim): here they only
             // have to be well-formed.
-            let presets = ProcessorChain.presetNames(inOrder: job.processors).map { ($0, "") }
-            let chain = try ProcessorChain.parse(job.processors, presets: Dictionary(presets, uniquingKeysWith: { a, _ in a }))
+            let presets = Chain.presetNames(inOrder: job.processors).map { ($0, "") }
+            let chain = try Chain.parse(job.processors, presets: Dictionary(presets, uniquingKeysWith: { a, _ in a }))
             try SourceReference.checkWatermarks(chain.watermarkSources)
             _ = try JobOptions.parse(json: job.options)
             guard (1...Int(Int32.max)).contains(job.maxAttempts) else {

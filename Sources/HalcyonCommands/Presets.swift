@@ -1,9 +1,9 @@
 import ArgumentParser
 import Foundation
 import HalcyonCLI
+import HalcyonChain
 import HalcyonDomain
 import HalcyonFetch
-import HalcyonImage
 import HalcyonQueue
 import HalcyonRuntime
 
@@ -45,10 +45,10 @@ struct Presets: AsyncParsableCommand {
         }
 
         func run() async throws {
-            guard ProcessorChain.presetNames(inOrder: chain).isEmpty else { throw CommandFailure("a preset cannot use preset(…) itself") }
-            let parsed: ProcessorChain
+            guard Chain.presetNames(inOrder: chain).isEmpty else { throw CommandFailure("a preset cannot use preset(…) itself") }
+            let parsed: Chain
             do {
-                parsed = try ProcessorChain.parse(chain)
+                parsed = try Chain.parse(chain)
                 try SourceReference.checkWatermarks(parsed.watermarkSources)
             } catch {
                 throw CommandFailure("\(error)")
@@ -75,7 +75,7 @@ struct Presets: AsyncParsableCommand {
         func run() async throws {
             let (connection, _) = try await database.connect()
             let presets = try await JobQueue(connection: connection).presets()
-            func identifier(_ p: Preset) -> String { (try? ProcessorChain.parse(p.processors).identifier) ?? "(does not parse)" }
+            func identifier(_ p: Preset) -> String { (try? Chain.parse(p.processors).identifier) ?? "(does not parse)" }
             if json {
                 print(
                     JSONValue.array(

@@ -1,9 +1,9 @@
 import ArgumentParser
 import Foundation
 import HalcyonCLI
+import HalcyonChain
 import HalcyonEmbedded
 import HalcyonFetch
-import HalcyonImage
 import HalcyonQueue
 
 struct Validate: AsyncParsableCommand {
@@ -26,7 +26,7 @@ struct Validate: AsyncParsableCommand {
 
     func run() async throws {
         var presets: [String: String] = [:]
-        let named = ProcessorChain.presetNames(inOrder: chain)
+        let named = Chain.presetNames(inOrder: chain)
         if !named.isEmpty {
             // Presets live in the database: without it they cannot be checked, and saying every
             // one is unknown would be false.
@@ -47,7 +47,7 @@ struct Validate: AsyncParsableCommand {
             }
         }
         do {
-            let parsed = try ProcessorChain.parse(chain, presets: presets)
+            let parsed = try Chain.parse(chain, presets: presets)
             try SourceReference.checkWatermarks(parsed.watermarkSources)
             print(parsed.identifier)
         } catch {

@@ -1,8 +1,8 @@
 import Foundation
 import HTTPTypes
+import HalcyonChain
 import HalcyonDomain
 import HalcyonHTTP
-import HalcyonImage
 import HalcyonQueue
 import HalcyonRuntime
 import HalcyonStore
@@ -157,7 +157,7 @@ struct DashboardApp: Sendable {
         let processors = row.processors ?? ""
         let identifier: Result<String, HalcyonError>
         do {
-            let chain = try ProcessorChain.parse(
+            let chain = try Chain.parse(
                 processors, presets: Dictionary(presets.map { ($0.name, $0.processors) }, uniquingKeysWith: { a, _ in a }))
             identifier = .success(chain.identifier)
         } catch {

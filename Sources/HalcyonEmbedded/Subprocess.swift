@@ -48,16 +48,24 @@ public enum Subprocess {
     /// The exit status of `pid` once it has ended (128 + signal when killed), nil while it runs.
     /// With `block`, waits for it.
     public static func status(of pid: pid_t, block: Bool) -> Int32? {
+        reap(pid, block: block)?.status
+    }
+
+    /// `status(of:block:)` with the CPU time (user and system, seconds) the process and the
+    /// descendants it reaped used, as `wait4` reports it.
+    public static func reap(_ pid: pid_t, block: Bool) -> (status: Int32, cpuSeconds: Double)? {
         var status: Int32 = 0
+        var usage = rusage()
         while true {
-            let r = waitpid(pid, &status, block ? 0 : WNOHANG)
+            let r = wait4(pid, &status, block ? 0 : WNOHANG, &usage)
             if r == 0 { return nil }
             if r < 0 {
                 if errno == EINTR { continue }
-                return -1
+                return (-1, 0)
             }
             let signal = status & 0x7F
-            return signal == 0 ? (status >> 8) & 0xFF : 128 + signal
+            func seconds(_ t: timeval) -> Double { Double(t.tv_sec) + Double(t.tv_usec) / 1e6 }
+            return (signal == 0 ? (status >> 8) & 0xFF : 128 + signal, seconds(usage.ru_utime) + seconds(usage.ru_stime))
         }
     }
 

@@ -12,7 +12,7 @@ public struct SourceReference: Sendable, Equatable {
         self.source = try Source.parse(text, maxDataBytes: maxDataBytes)
     }
 
-    /// Judges the watermark sources a chain names (`ProcessorChain.watermarkSources`) as sources
+    /// Judges the watermark sources a chain names (`Chain.watermarkSources`) as sources
     /// are judged: a malformed one, or one of a scheme Halcyon does not fetch, is
     /// `job.invalid_source` naming the watermark. The one check the worker makes before any
     /// download and `halcyon enqueue`, `validate` and `preset set` make before a chain is

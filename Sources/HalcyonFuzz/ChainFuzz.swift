@@ -1,15 +1,17 @@
 import Foundation
+import HalcyonChain
 import HalcyonDomain
 import HalcyonImage
 
-/// Fuzz target `chain`: a job's `processors` text through the grammar (`ChainGrammar`), the
-/// processors' argument checks and preset expansion (`ProcessorChain.parse`), and then what the
-/// pipeline does with a chain before any pixel: its identifier and result key, the plan of every
-/// step's size from small and huge sources (`ImageLimits.plan`), the shrink-on-load hint, the
-/// direct lane's choice.
+/// Fuzz target `chain`: a job's `processors` text through the grammar (HalcyonChain:
+/// `ChainGrammar`, each step's argument checks and preset expansion in `Chain.parse`), its
+/// identifier and result key, and then what the pipeline (HalcyonImage) does with a chain before
+/// any pixel: its processors (`ProcessorChain`), the plan of every step's size from small and
+/// huge sources (`ImageLimits.plan`), the shrink-on-load hint, the direct lane's choice.
 ///
 /// Properties checked: the identifier is canonical — it parses, to the same identifier and to
-/// the same processors (so two chains that share a cache key do the same thing).
+/// the same steps (so two chains that share a cache key do the same thing) — and every chain
+/// that parses has its processors.
 public enum ChainFuzz {
     /// Presets a chain may name: plain, broken, naming another preset, and one that grows.
     static let presets = [
@@ -29,31 +31,38 @@ public enum ChainFuzz {
         // A text column: whatever the bytes, the worker sees a String.
         let text = String(decoding: data, as: UTF8.self)
         _ = try? ChainGrammar.parse(text)
-        _ = ProcessorChain.presetNames(inOrder: text)
-        let chain: ProcessorChain
+        _ = Chain.presetNames(inOrder: text)
+        let parsed: Chain
         do {
-            chain = try ProcessorChain.parse(text, presets: presets)
+            parsed = try Chain.parse(text, presets: presets)
         } catch {
             precondition(error.code == .invalidChain, "chain '\(text)' failed with \(error.code), not job.invalid_chain")
             return
         }
-        let identifier = chain.identifier
-        _ = chain.resultKey(cacheKey: "key")
-        _ = chain.watermarkSources
-        _ = chain.outputFormat
-        _ = DirectLane.accepts(chain)
+        let identifier = parsed.identifier
+        _ = parsed.resultKey(cacheKey: "key")
+        _ = parsed.watermarkSources
+        _ = parsed.outputFormat
 
-        let again: ProcessorChain
+        let again: Chain
         do {
-            again = try ProcessorChain.parse(identifier)
+            again = try Chain.parse(identifier)
         } catch {
             preconditionFailure("the identifier '\(identifier)' of '\(text)' does not parse: \(error)")
         }
         precondition(again.identifier == identifier, "'\(text)' is '\(identifier)', which is '\(again.identifier)'")
-        for (a, b) in zip(chain.processors, again.processors) where !(a is FormatProcessor) {
+        for (a, b) in zip(parsed.steps, again.steps) where !(a is FormatStep) {
             // `format` keeps settings its format ignores (a png's quality) out of its identifier.
             precondition(settings(a) == settings(b), "'\(text)' is '\(identifier)', but \(a) became \(b) through its identifier")
         }
+
+        let chain: ProcessorChain
+        do {
+            chain = try ProcessorChain(parsed)
+        } catch {
+            preconditionFailure("'\(text)' parses, but its processors do not: \(error)")
+        }
+        _ = DirectLane.accepts(chain)
 
         let limits = ImageLimits()
         for size in sizes {
@@ -69,8 +78,8 @@ public enum ChainFuzz {
         }
     }
 
-    /// A processor's stored settings as text (its reflection), -0 written as 0.
-    static func settings(_ processor: any ImageProcessor) -> String {
-        String(describing: processor).replacingOccurrences(of: "-0.0,", with: "0.0,").replacingOccurrences(of: "-0.0)", with: "0.0)")
+    /// A step's stored settings as text (its reflection), -0 written as 0.
+    static func settings(_ step: any ChainStepDefinition) -> String {
+        String(describing: step).replacingOccurrences(of: "-0.0,", with: "0.0,").replacingOccurrences(of: "-0.0)", with: "0.0)")
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import HalcyonChain
 import HalcyonDomain
 
 /// What an image's own bytes say before ImageMagick reads them. The declared dimensions

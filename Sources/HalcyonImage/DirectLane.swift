@@ -1,6 +1,7 @@
 internal import CImageCodecs
 internal import CMagickWand
 import Foundation
+import HalcyonChain
 import HalcyonDomain
 import HalcyonRuntime
 
@@ -56,9 +57,9 @@ package enum DirectLane {
     /// Whether every step of `chain` is one this lane runs.
     package static func accepts(_ chain: ProcessorChain) -> Bool {
         chain.processors.allSatisfy {
-            ($0 as? ResizeProcessor).map { !$0.gravity.readsPixels } ?? false || $0 is DownsampleProcessor || $0 is FormatProcessor
-                || $0 is StripProcessor
-                || $0 is AutoOrientProcessor
+            ($0 as? ResizeStep).map { !$0.gravity.readsPixels } ?? false || $0 is DownsampleStep || $0 is FormatStep
+                || $0 is StripStep
+                || $0 is AutoOrientStep
         } && chain.outputFormat != .gif
     }
 
@@ -123,17 +124,17 @@ package enum DirectLane {
         // and the resize then runs on opaque RGB, in fixed point. Not with placeholders, which
         // describe the resized pixels' alpha.
         var image = base.channels == 4 && request == nil && chain.formatStep?.formats == [.jpeg] ? base.flattenedOnWhite() : base
-        var output = (format: source.format, quality: 85, progressive: false, compression: FormatProcessor.defaultCompression)
+        var output = (format: source.format, quality: 85, progressive: false, compression: FormatStep.defaultCompression)
         for (n, processor) in chain.processors.enumerated() {
             try cancel?.check()
             try limits.check(step: n, processor, from: image.size, frames: 1)
             switch processor {
-            case let resize as ResizeProcessor:
+            case let resize as ResizeStep:
                 let (scaled, window) = resize.geometry(from: image.size)
                 image = try image.resized(to: scaled, window: window)
-            case let downsample as DownsampleProcessor:
+            case let downsample as DownsampleStep:
                 image = try image.resized(to: downsample.outputSize(from: image.size), window: nil)
-            case let format as FormatProcessor:
+            case let format as FormatStep:
                 output = (
                     format.format?.imageFormat ?? output.format, format.quality, format.progressive && format.format?.canBeProgressive != false,
                     format.compression

@@ -1,112 +1,38 @@
 internal import CMagickWand
+import HalcyonChain
 import HalcyonDomain
 
-/// `blur(R)` — Kingfisher's `BlurImageProcessor`: Gaussian blur with sigma R (0.1–100 px).
-public struct BlurProcessor: RadiusProcessor {
-    public static let name = "blur"
-    public var radius: Double
-    init(radius: Double) { self.radius = radius }
+extension BlurStep: RadiusProcessor {
     public func process(_ image: MagickImage) throws(HalcyonError) { try image.blur(sigma: radius) }
 }
 
-/// `sharpen(R)` — unsharp with sigma R (0.1–100 px).
-public struct SharpenProcessor: RadiusProcessor {
-    public static let name = "sharpen"
-    public var radius: Double
-    init(radius: Double) { self.radius = radius }
+extension SharpenStep: RadiusProcessor {
     public func process(_ image: MagickImage) throws(HalcyonError) { try image.sharpen(sigma: radius) }
 }
 
-/// `overlay(COLOR, fraction=0.5)` — Kingfisher's `OverlayImageProcessor`: paints COLOR over
-/// the image; `fraction` is how much of the image shows through (1 = unchanged, 0 = all colour).
-public struct OverlayProcessor: ImageProcessor {
-    public static let name = "overlay"
-    public var color: Color
-    public var fraction: Double
-    public init(step: ChainStep) throws(ChainError) {
-        var a = try StepArguments(step, keys: ["color", "fraction"])
-        color = try a.color("color")
-        fraction = try a.number("fraction", default: 0.5, range: 0...1)
-        try a.finish()
-    }
-    public var identifier: String { "overlay(\(color),fraction=\(formatNumber(fraction)))" }
+extension OverlayStep: ImageProcessor {
     public func process(_ image: MagickImage) throws(HalcyonError) { try image.colorize(color, opacity: 1 - fraction) }
 }
 
-/// `tint(COLOR)` — Kingfisher's `TintImageProcessor`: paints COLOR over the image with the
-/// colour's own alpha (`#ff000080` tints half-way to red).
-public struct TintProcessor: ImageProcessor {
-    public static let name = "tint"
-    public var color: Color
-    public init(step: ChainStep) throws(ChainError) {
-        var a = try StepArguments(step, keys: ["color"])
-        color = try a.color("color")
-        try a.finish()
-    }
-    public var identifier: String { "tint(\(color))" }
+extension TintStep: ImageProcessor {
     public func process(_ image: MagickImage) throws(HalcyonError) {
         try image.colorize(Color(red: color.red, green: color.green, blue: color.blue), opacity: Double(color.alpha) / 255)
     }
 }
 
-/// `color_controls(brightness=0, contrast=1, saturation=1)` — Kingfisher's
-/// `ColorControlsProcessor`: brightness is added (−1…1), contrast and saturation multiply (0…4).
-public struct ColorControlsProcessor: ImageProcessor {
-    public static let name = "color_controls"
-    public var brightness: Double
-    public var contrast: Double
-    public var saturation: Double
-    public init(step: ChainStep) throws(ChainError) {
-        var a = try StepArguments(step, keys: ["brightness", "contrast", "saturation"])
-        brightness = try a.number("brightness", default: 0, range: -1...1)
-        contrast = try a.number("contrast", default: 1, range: 0...4)
-        saturation = try a.number("saturation", default: 1, range: 0...4)
-        try a.finish()
-    }
-    public var identifier: String {
-        "color_controls(brightness=\(formatNumber(brightness)),contrast=\(formatNumber(contrast)),saturation=\(formatNumber(saturation)))"
-    }
+extension ColorControlsStep: ImageProcessor {
     public func process(_ image: MagickImage) throws(HalcyonError) {
         try image.colorControls(brightness: brightness, contrast: contrast, saturation: saturation)
     }
 }
 
-/// `black_white` — Kingfisher's `BlackWhiteProcessor`: greyscale (R = G = B), still sRGB.
-public struct BlackWhiteProcessor: PlainProcessor {
-    public static let name = "black_white"
-    init() {}
+extension BlackWhiteStep: ImageProcessor {
     public func process(_ image: MagickImage) throws(HalcyonError) {
         try image.colorControls(brightness: 0, contrast: 1, saturation: 0)
     }
 }
 
-/// `round_corner(R, corners=all, background=none)` — Kingfisher's `RoundCornerImageProcessor`:
-/// cuts the chosen corners (`all`, `top`, `bottom`, `left`, `right`, `top_left`, `top_right`,
-/// `bottom_left`, `bottom_right`) to radius R px — or, written `R%`, R per cent of the image's
-/// width (Kingfisher's `widthFraction`); outside is transparent, or `background`.
-public struct RoundCornerProcessor: ImageProcessor {
-    public enum Corners: String, Sendable, CaseIterable {
-        case all, top, bottom, left, right, top_left, top_right, bottom_left, bottom_right
-    }
-    public static let name = "round_corner"
-    public var radius: Double
-    /// `radius` is a percentage of the width.
-    public var radiusIsPercent = false
-    public var corners: Corners
-    public var background: Color?
-
-    public init(step: ChainStep) throws(ChainError) {
-        var a = try StepArguments(step, keys: ["radius", "corners", "background"])
-        (radius, radiusIsPercent) = try a.length("radius", pixels: 0...16384, percent: 0...100)
-        corners = try a.choice("corners", default: Corners.all)
-        background = try a.optionalColor("background")
-        try a.finish()
-    }
-
-    public var identifier: String {
-        "round_corner(\(formatNumber(radius))\(radiusIsPercent ? "%" : ""),corners=\(corners.rawValue),background=\(background.map(\.description) ?? "none"))"
-    }
-
+extension RoundCornerStep: ImageProcessor {
     public func process(_ image: MagickImage) throws(HalcyonError) {
         let c = corners
         try image.roundCorners(
@@ -117,52 +43,32 @@ public struct RoundCornerProcessor: ImageProcessor {
     }
 }
 
-/// `blend(mode=normal, alpha=1, background=none)` — Kingfisher's `BlendImageProcessor`: draws
-/// the image with a blend mode and opacity over a background colour (or transparency).
-public struct BlendProcessor: ImageProcessor {
-    public enum Mode: String, Sendable, CaseIterable {
-        case normal, multiply, screen, overlay, darken, lighten, color_dodge, color_burn, soft_light, hard_light,
-            difference, exclusion, hue, saturation, color, luminosity
-
-        var op: CompositeOperator {
-            switch self {
-            case .normal: OverCompositeOp
-            case .multiply: MultiplyCompositeOp
-            case .screen: ScreenCompositeOp
-            case .overlay: OverlayCompositeOp
-            case .darken: DarkenCompositeOp
-            case .lighten: LightenCompositeOp
-            case .color_dodge: ColorDodgeCompositeOp
-            case .color_burn: ColorBurnCompositeOp
-            case .soft_light: SoftLightCompositeOp
-            case .hard_light: HardLightCompositeOp
-            case .difference: DifferenceCompositeOp
-            case .exclusion: ExclusionCompositeOp
-            case .hue: HueCompositeOp
-            case .saturation: SaturateCompositeOp
-            case .color: ColorizeCompositeOp
-            case .luminosity: LuminizeCompositeOp
-            }
-        }
-    }
-    public static let name = "blend"
-    public var mode: Mode
-    public var alpha: Double
-    public var background: Color?
-
-    public init(step: ChainStep) throws(ChainError) {
-        var a = try StepArguments(step, keys: ["mode", "alpha", "background"])
-        mode = try a.choice("mode", default: Mode.normal)
-        alpha = try a.number("alpha", default: 1, range: 0...1)
-        background = try a.optionalColor("background")
-        try a.finish()
-    }
-
-    public var identifier: String {
-        "blend(mode=\(mode.rawValue),alpha=\(formatNumber(alpha)),background=\(background.map(\.description) ?? "none"))"
-    }
-
+extension BlendStep: ImageProcessor {
     public func process(_ image: MagickImage) throws(HalcyonError) {
         try image.blend(mode.op, alpha: alpha, background: background)
+    }
+}
+
+extension BlendStep.Mode {
+    /// ImageMagick's compositing operator for the mode.
+    var op: CompositeOperator {
+        switch self {
+        case .normal: OverCompositeOp
+        case .multiply: MultiplyCompositeOp
+        case .screen: ScreenCompositeOp
+        case .overlay: OverlayCompositeOp
+        case .darken: DarkenCompositeOp
+        case .lighten: LightenCompositeOp
+        case .color_dodge: ColorDodgeCompositeOp
+        case .color_burn: ColorBurnCompositeOp
+        case .soft_light: SoftLightCompositeOp
+        case .hard_light: HardLightCompositeOp
+        case .difference: DifferenceCompositeOp
+        case .exclusion: ExclusionCompositeOp
+        case .hue: HueCompositeOp
+        case .saturation: SaturateCompositeOp
+        case .color: ColorizeCompositeOp
+        case .luminosity: LuminizeCompositeOp
+        }
     }
 }

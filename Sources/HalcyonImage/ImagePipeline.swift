@@ -1,4 +1,5 @@
 import Foundation
+import HalcyonChain
 import HalcyonDomain
 import HalcyonRuntime
 import Synchronization
@@ -147,7 +148,7 @@ public struct ImageLimits: Sendable {
         var size = start, work = 0.0
         for (i, processor) in chain.processors.enumerated() {
             work += processor.work(from: size) * Double(max(1, frames))
-            if let step = processor as? WatermarkProcessor, let mark = watermarks[step.source] {
+            if let step = processor as? WatermarkStep, let mark = watermarks[step.source] {
                 work += 8 * Double(step.markPixels(mark, on: size))
             }
             size = try check(step: i, processor, from: size, frames: frames, watermarks: watermarks)
@@ -174,7 +175,7 @@ public struct ImageLimits: Sendable {
     ) throws(HalcyonError) -> ImageSize {
         let output = processor.outputSize(from: size)
         try check(output, frames: frames, what: "step \(index + 1), \(processor.identifier),")
-        if let step = processor as? WatermarkProcessor, let mark = watermarks[step.source] {
+        if let step = processor as? WatermarkStep, let mark = watermarks[step.source] {
             let (held, overflow) = output.pixels.multipliedReportingOverflow(by: max(1, frames))
             let total = overflow ? Int.max : held.addingReportingOverflow(step.markPixels(mark, on: size)).partialValue
             guard !overflow, total >= held, total <= maxPixels else {
@@ -184,10 +185,10 @@ public struct ImageLimits: Sendable {
                 )
             }
         }
-        if let step = processor as? FormatProcessor, step.isPerceptual {
+        if let step = processor as? FormatStep, step.isPerceptual {
             // The score's reference planes, besides the image: 48 bytes a pixel (96 with alpha),
             // counted at the budget's 20 bytes a pixel.
-            let held = output.pixels.multipliedReportingOverflow(by: FormatProcessor.scoredPixelCost)
+            let held = output.pixels.multipliedReportingOverflow(by: FormatStep.scoredPixelCost)
             guard !held.overflow, held.partialValue <= maxPixels else {
                 throw HalcyonError(
                     .imageTooLarge,
@@ -201,7 +202,7 @@ public struct ImageLimits: Sendable {
     /// Whether a score of an output of `size` fits in the pixel budget (the job's `score` option
     /// is skipped, not failed, when it does not).
     func canScore(_ size: ImageSize) -> Bool {
-        let held = size.pixels.multipliedReportingOverflow(by: FormatProcessor.scoredPixelCost)
+        let held = size.pixels.multipliedReportingOverflow(by: FormatStep.scoredPixelCost)
         return !held.overflow && held.partialValue <= maxPixels
     }
 }

@@ -1,6 +1,7 @@
 internal import CImageCodecs
 internal import CMagickWand
 import Foundation
+import HalcyonChain
 import HalcyonDomain
 
 /// The pixel operations the processors call: blur, sharpen, rotate, flips, colour, rounded

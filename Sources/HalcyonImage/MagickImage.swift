@@ -1,5 +1,6 @@
 internal import CMagickWand
 import Foundation
+import HalcyonChain
 import HalcyonDomain
 import HalcyonRuntime
 
@@ -12,7 +13,7 @@ public final class MagickImage {
     /// JPEG/WebP quality, 1–100.
     public var outputQuality: Int = 85
     /// PNG's zlib level, 0–9 (`format(png, compression=…)`; ImageMagick's own default is 7).
-    public var pngCompression = FormatProcessor.defaultCompression
+    public var pngCompression = FormatStep.defaultCompression
     /// Raised when the job is abandoned: Halcyon's own loops (each frame, each band of a
     /// resize) stop at their next check; an ImageMagick call runs to its end.
     var cancellation: CancellationFlag?
@@ -347,7 +348,10 @@ public final class MagickImage {
         MagickResetIterator(wand)
     }
 
-    static func pixel(_ color: Color) -> OpaquePointer { pixel(named: color.magick) }
+    /// A pixel wand of `color`, in ImageMagick's `rgba(…)` spelling.
+    static func pixel(_ color: Color) -> OpaquePointer {
+        pixel(named: "rgba(\(color.red),\(color.green),\(color.blue),\(Double(color.alpha) / 255))")
+    }
 
     package static func pixel(named spec: String) -> OpaquePointer {
         let p = NewPixelWand()!

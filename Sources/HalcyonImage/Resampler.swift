@@ -1,5 +1,6 @@
 internal import CImageCodecs
 import Foundation
+import HalcyonChain
 import Synchronization
 
 /// Separable Lanczos-3 resampling of 8- or 16-bit RGB(A) pixels, the resize behind `resize` and

@@ -1,5 +1,6 @@
 internal import CMagickWand
 import Foundation
+import HalcyonChain
 import HalcyonDomain
 import HalcyonImage
 

@@ -1,5 +1,6 @@
 internal import CMagickWand
 import Foundation
+import HalcyonChain
 import HalcyonDomain
 import HalcyonSamples
 import Testing
@@ -74,7 +75,7 @@ import Testing
         let photo = try SampleImages.photo(width: 240, height: 160, seed: 6)
         let mine = try MagickImage.decode(photo, format: .jpeg), theirs = try MagickImage.decode(photo, format: .jpeg)
         mine.outputFormat = .png
-        let encoded = try mine.encode(), expected = try Self.magickPNG(theirs, level: FormatProcessor.defaultCompression)
+        let encoded = try mine.encode(), expected = try Self.magickPNG(theirs, level: FormatStep.defaultCompression)
         let same = encoded == expected
         #expect(same, "\(encoded.count) bytes against ImageMagick's \(expected.count)")
     }

@@ -1,4 +1,5 @@
 import Foundation
+import HalcyonChain
 import HalcyonDomain
 import HalcyonSamples
 import HalcyonTestSupport
@@ -79,7 +80,7 @@ import Testing
         for limit in [0, 1, 37, 500, 999, 1000, 5000] {
             var calls = 0
             // Bytes grow with quality: 10 per step.
-            let found = try? FormatProcessor.encode(fitting: limit, quality: 100, minQuality: 1) { q throws(HalcyonError) in
+            let found = try? FormatStep.encode(fitting: limit, quality: 100, minQuality: 1) { q throws(HalcyonError) in
                 calls += 1
                 return Data(count: q * 10)
             }
@@ -140,37 +141,6 @@ import Testing
         #expect(image.pixel(x: 10, y: 10).alpha < 0.1)
         #expect(image.pixel(x: 100, y: 50).alpha > 0.9)
         #expect(try ProcessorChain.parse("round_corner(25.0%)").identifier == "round_corner(25%,corners=all,background=none)")
-    }
-
-    @Test(arguments: [
-        ("format(png, max_bytes=5000)", "max_bytes only with a format that has a quality"),
-        ("format(jpeg, min_quality=20)", "min_quality only with max_bytes"),
-        ("format(jpeg, quality=50, max_bytes=5000, min_quality=60)", "from 1 to 50"),
-        ("format(jpeg, max_bytes=10)", "from 100"),
-        ("round_corner(120%)", "0% to 100%"),
-        ("pad(10x10, gravity=entropy)", "center|north"),
-        ("border(0)", "from 1"),
-        ("trim(fuzz=2)", "from 0 to 1"),
-        ("format(jpeg, compression=9)", "compression only with png"),
-        ("format(png, compression=10)", "from 0 to 9"),
-    ])
-    func badOutputArgumentsAreChainErrors(chain: String, expected: String) {
-        #expect(Fixture.chainError(chain)?.contains(expected) == true, "\(Fixture.chainError(chain) ?? "no error")")
-    }
-
-    @Test func identifiersNameTheLimitOnlyWhenSet() throws {
-        #expect(try ProcessorChain.parse("format(jpeg)").identifier == "format(jpeg,quality=85,progressive=false)")
-        #expect(
-            try ProcessorChain.parse("format(webp, max_bytes=50000)").identifier == "format(webp,quality=85,max_bytes=50000,min_quality=10)")
-        // The floor's default is never above the quality, so the identifier parses (scripts/fuzz chain).
-        let low = try ProcessorChain.parse("format(jpeg, quality=5, max_bytes=500)").identifier
-        #expect(low == "format(jpeg,quality=5,progressive=false,max_bytes=500,min_quality=5)")
-        #expect(try ProcessorChain.parse(low).identifier == low)
-        #expect(try ProcessorChain.parse("format(png)").identifier == "format(png,progressive=false)")
-        #expect(try ProcessorChain.parse("format(png, compression=6)").identifier == "format(png,progressive=false)")
-        #expect(try ProcessorChain.parse("format(png, compression=9)").identifier == "format(png,progressive=false,compression=9)")
-        #expect(try ProcessorChain.parse("trim").identifier == "trim(fuzz=0)")
-        #expect(try ProcessorChain.parse("border(3)").identifier == "border(3,color=#000000ff)")
     }
 
     /// zlib's FLEVEL (the level's class: 0 for 0–1, 1 for 2–5, 2 for 6, 3 for 7–9) from the

@@ -27,16 +27,6 @@ enum Fixture {
         try SampleImages.solid(width: w, height: h, red: rgb[0], green: rgb[1], blue: rgb[2], format: format)
     }
 
-    /// The message of the `job.invalid_chain` that `chain` fails with; nil when it parses.
-    static func chainError(_ chain: String) -> String? {
-        do {
-            _ = try ProcessorChain.parse(chain)
-            return nil
-        } catch {
-            return error.code == .invalidChain ? error.message : "not job.invalid_chain: \(error)"
-        }
-    }
-
     static func run(_ data: Data, _ chain: String, limits: ImageLimits = ImageLimits()) throws -> (ProcessedImage, MagickImage) {
         let format = try #require(ImageFormat.sniff(data))
         let out = try ImagePipeline.run(data, format: format, chain: ProcessorChain.parse(chain), limits: limits)

@@ -4,53 +4,9 @@ import Testing
 
 @testable import HalcyonImage
 
-/// `format(…, quality=auto)` and `format(auto)`: the grammar, and the search on known curves.
+/// `format(…, quality=auto)` and `format(auto)`: the search on known curves (the grammar's side
+/// is HalcyonChainTests' `FormatStepTests`).
 @Suite struct QualitySearchTests {
-    @Test func perceptualStepsHaveExactIdentifiers() throws {
-        func id(_ text: String) throws -> String { try ProcessorChain.parse(text).identifier }
-        #expect(try id("format(jpeg, quality=auto)") == "format(jpeg,quality=auto,min_score=80,progressive=false)")
-        #expect(try id("format(webp, quality=auto, min_score=72.5)") == "format(webp,quality=auto,min_score=72.5)")
-        #expect(try id("format(auto)") == "format(auto,min_score=80,formats=jpeg|webp|avif,progressive=false)")
-        // Any order in, one order out: the cache key does not depend on how the list was written.
-        #expect(try id("format(auto, formats=avif|webp|jpeg, min_score=90)") == "format(auto,min_score=90,formats=jpeg|webp|avif,progressive=false)")
-        #expect(
-            try id("format(avif, quality=auto, min_score=70, max_bytes=20000)")
-                == "format(avif,quality=auto,min_score=70,max_bytes=20000,min_quality=10)")
-        #expect(try id("format(jpeg, quality=auto, min_quality=40)") == "format(jpeg,quality=auto,min_score=80,progressive=false,min_quality=40)")
-        // A fixed quality keeps the identifier it always had.
-        #expect(try id("format(jpeg, quality=82)") == "format(jpeg,quality=82,progressive=false)")
-        // Every identifier parses back to itself.
-        for text in ["format(auto, formats=webp|avif, min_score=88)", "format(jpeg, quality=auto, min_score=30)", "format(webp, quality=auto)"] {
-            let first = try id(text)
-            #expect(try id(first) == first)
-        }
-        let step = try #require(try ProcessorChain.parse("format(auto, formats=webp)").formatStep)
-        #expect(step.format == nil && step.formats == [.webp] && step.minScore == 80)
-        #expect(try ProcessorChain.parse("resize(10x10) |> format(auto)").outputFormat == nil)
-    }
-
-    @Test(arguments: [
-        ("format(png, quality=auto)", "quality=auto only with jpeg, webp or avif"),
-        ("format(jpeg, quality=auto, min_score=29)", "'min_score' from 30 to 95"),
-        ("format(jpeg, quality=auto, min_score=96)", "'min_score' from 30 to 95"),
-        ("format(jpeg, quality=80, min_score=80)", "min_score only with quality=auto or format(auto)"),
-        ("format(jpeg, formats=jpeg|webp)", "formats only with format(auto)"),
-        ("format(auto, formats=png)", "jpeg, webp, avif in 'formats'"),
-        ("format(auto, formats=jpeg|jpeg)", "each of 'formats' once"),
-        ("format(auto, quality=80)", "quality=auto or none with format(auto)"),
-        ("format(auto, compression=9)", "compression only with png"),
-        ("format(gif, quality=auto)", "quality=auto only with jpeg, webp or avif"),
-        ("resize(10x10, mode=fill|fit)", "for 'mode'"),
-    ])
-    func badPerceptualStepsAreRefused(chain: String, expected: String) {
-        do {
-            _ = try ProcessorChain.parse(chain)
-            Issue.record("\(chain) parsed")
-        } catch {
-            #expect(error.code == .invalidChain && error.message.contains(expected), "\(chain): \(error.message)")
-        }
-    }
-
     /// A smooth curve like a JPEG's: score = 100 − 60·e^(−q/30).
     static func curve(_ q: Int) -> Double { 100 - 60 * exp(-Double(q) / 30) }
     static func probe(_ q: Int) -> Probe { Probe(quality: q, data: Data(count: q * 100), score: curve(q)) }

@@ -1,14 +1,14 @@
 import Foundation
+import HalcyonChain
 import HalcyonDomain
-import HalcyonRuntime
 import HalcyonSamples
 import HalcyonTestSupport
 import Testing
 
 @testable import HalcyonImage
 
-/// `watermark("SOURCE", …)`: the grammar's quoted strings, placement, alpha, opacity, and a
-/// watermark too large for the image.
+/// `watermark("SOURCE", …)`: placement, alpha, opacity, the budget, and a watermark too large for
+/// the image (the grammar's side is HalcyonChainTests' `WatermarkStepTests`).
 @Suite(.cpuHeavy) struct WatermarkTests {
     static let grey: Data = try! Fixture.solid(400, 300, [128, 128, 128])
     static let blue: WatermarkSource = try! WatermarkSource.check(try! Fixture.solid(100, 50, [0, 0, 250]), format: .png)
@@ -17,41 +17,6 @@ import Testing
         let out = try ImagePipeline.run(Self.grey, format: .png, chains: [try ProcessorChain.parse(chain + " |> format(png)")], watermarks: marks)[0]
             .get()
         return try MagickImage.decode(out.data, format: .png)
-    }
-
-    @Test func quotedStringsParseAndPrintCanonically() throws {
-        let chain = try ProcessorChain.parse(#"watermark("https://cdn.test/a \"b\" \\c.png", scale=0.25)"#)
-        let mark = try #require(chain.processors.first as? WatermarkProcessor)
-        #expect(mark.source == #"https://cdn.test/a "b" \c.png"#)
-        #expect(chain.identifier == #"watermark("https://cdn.test/a \"b\" \\c.png",gravity=south_east,margin=16,scale=0.25,opacity=0.6)"#)
-        #expect(try ProcessorChain.parse(chain.identifier).identifier == chain.identifier)
-        #expect(chain.watermarkSources == [#"https://cdn.test/a "b" \c.png"#])
-    }
-
-    /// The longest string parses at once; a longer one is refused at its limit (the length is
-    /// counted as the string is read, not re-walked per character).
-    @Test func stringsAreBoundedCheaply() throws {
-        let long = String(repeating: "a", count: 32768)
-        let cpu = StageClock.threadCPUSeconds()
-        #expect(try ProcessorChain.parse("watermark(\"data:\(long.dropFirst(5))\")").watermarkSources.first?.count == 32768)
-        #expect(Fixture.chainError("watermark(\"\(long)b\")")?.contains("a string over 32768 characters") == true)
-        // This thread's CPU time, which a loaded machine does not stretch: a re-walk per
-        // character (half a billion steps) would take many seconds of it.
-        let used = StageClock.threadCPUSeconds() - cpu
-        #expect(used < 2, "\(used) s of CPU to parse two 32 KiB strings")
-    }
-
-    @Test(arguments: [
-        (#"watermark("https://x/y.png)"#, "closing quote"),
-        (#"watermark("a\nb")"#, #"\" or \\ in a string"#),
-        ("watermark(https)", "double-quoted string"),
-        (#"watermark("")"#, "double-quoted string"),
-        ("watermark(scale=0.2)", "without a source"),
-        (#"watermark("https://x/y.png", scale=2)"#, "from 0.01 to 1"),
-        (#"watermark("https://x/y.png", gravity=attention)"#, "center|north"),
-    ])
-    func badWatermarksAreChainErrors(chain: String, expected: String) {
-        #expect(Fixture.chainError(chain)?.contains(expected) == true, "\(Fixture.chainError(chain) ?? "no error")")
     }
 
     @Test func theWatermarkIsScaledAndPlacedByGravityAndMargin() throws {
@@ -92,14 +57,6 @@ import Testing
         } throws: { error in
             (error as? HalcyonError)?.code == .watermarkTooLarge && "\(error)".contains("200x400")
         }
-    }
-
-    /// A chain names at most four distinct watermarks; one may be drawn any number of times.
-    @Test func aChainNamesABoundedNumberOfWatermarks() throws {
-        let five = (1...5).map { #"watermark("https://cdn.test/\#($0).png")"# }.joined(separator: " |> ")
-        #expect(Fixture.chainError(five)?.contains("at most 4 distinct watermark sources") == true, "\(Fixture.chainError(five) ?? "")")
-        let many = (1...13).map { #"watermark("https://cdn.test/\#($0 % 4).png", scale=0.1)"# }.joined(separator: " |> ")
-        #expect(try ProcessorChain.parse(many).watermarkSources.count == 4)
     }
 
     /// The mark's decode counts against the job's pixel budget with the image it is drawn on,

@@ -62,12 +62,14 @@ public struct ProcessTurns: SuiteTrait, TestTrait, TestScoping {
         _ = Self.origin
         await Self.slots.acquire(n)
         let granted = ContinuousClock.now
-        defer {
-            Self.slots.release(n)
-            Self.record(test: test, slots: n, waited: granted - asked, held: .now - granted, at: granted - Self.origin)
-        }
         // The cases of a parameterized test run at once under one test id: each gets a token.
         let scope = UUID().uuidString
+        defer {
+            Self.slots.release(n)
+            Self.record(
+                test: test, slots: n, waited: granted - asked, held: .now - granted, at: granted - Self.origin,
+                processCPU: HalcyonProcess.takeCPU(of: scope))
+        }
         try await Self.$held.withValue(n) {
             defer { HalcyonProcess.endAll(startedIn: scope) }
             do {
@@ -100,10 +102,11 @@ public struct ProcessTurns: SuiteTrait, TestTrait, TestScoping {
 extension ProcessTurns {
     /// Appends one line per test case to `$HALCYON_TEST_WORK/process-turns.log` (scripts/test
     /// prints the longest holders): slots, seconds waited, seconds held, when the slots were
-    /// granted (seconds since the first test asked), the test.
-    static func record(test: Test, slots: Int, waited: Duration, held: Duration, at: Duration) {
+    /// granted (seconds since the first test asked), the CPU seconds of the processes it
+    /// started (as they were reaped), the test.
+    static func record(test: Test, slots: Int, waited: Duration, held: Duration, at: Duration, processCPU: Double) {
         guard let work = ProcessInfo.processInfo.environment["HALCYON_TEST_WORK"] else { return }
-        let line = String(format: "%d %.1f %.1f %.1f %@\n", slots, waited.seconds, held.seconds, at.seconds, test.name)
+        let line = String(format: "%d %.1f %.1f %.1f %.1f %@\n", slots, waited.seconds, held.seconds, at.seconds, processCPU, test.name)
         log.withLock { _ in
             guard let handle = FileHandle(forWritingAtPath: work + "/process-turns.log") ?? createLog(work + "/process-turns.log") else { return }
             handle.seekToEndOfFile()

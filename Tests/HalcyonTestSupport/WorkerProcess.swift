@@ -54,9 +54,25 @@ public final class HalcyonProcess: Sendable {
         kill(-pid, SIGKILL)
         kill(pid, SIGKILL)
         exitStatus.withLock { s in
-            if s == nil { s = Subprocess.status(of: pid, block: true) }
+            if s == nil { s = reap(block: true) }
         }
         _ = Self.live.withLock { $0.removeValue(forKey: pid) }
+    }
+
+    /// Reaps the process when it has ended; its CPU (and its reaped descendants') is counted
+    /// to the test that started it.
+    private func reap(block: Bool) -> Int32? {
+        guard let (status, cpu) = Subprocess.reap(pid, block: block) else { return nil }
+        if let startedIn { Self.cpu.withLock { $0[startedIn, default: 0] += cpu } }
+        return status
+    }
+
+    /// CPU seconds of the processes each test (scope) started, as they were reaped.
+    private static let cpu = Mutex<[String: Double]>([:])
+
+    /// The CPU seconds of the processes started in the scope `key` and reaped so far, now taken.
+    static func takeCPU(of key: String) -> Double {
+        cpu.withLock { $0.removeValue(forKey: key) ?? 0 }
     }
 
     /// Ends every process started in the scope `key` (one test case's run, `owner`) that still
@@ -88,7 +104,7 @@ public final class HalcyonProcess: Sendable {
 
     private func poll() -> Int32? {
         let status = exitStatus.withLock { s in
-            if s == nil { s = Subprocess.status(of: pid, block: false) }
+            if s == nil { s = reap(block: false) }
             return s
         }
         if status != nil { _ = Self.live.withLock { $0.removeValue(forKey: pid) } }

@@ -1,3 +1,5 @@
+import HalcyonChain
+
 /// The dominant colour: the most common colour at 4 bits a channel among the pixels that are
 /// mostly opaque, then the exact mean of the pixels in that bin — the colour a page would
 /// paint before the image arrives. `#ffffff` for an image with no opaque pixel.

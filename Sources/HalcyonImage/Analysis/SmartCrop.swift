@@ -1,4 +1,5 @@
 import Foundation
+import HalcyonChain
 
 /// Chooses a crop window from the pixels (`Gravity.entropy`, `.attention`) on a small copy of
 /// the image (`analysisSide` a side at most), then maps it back to the image's size.

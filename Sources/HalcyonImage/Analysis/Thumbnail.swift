@@ -1,5 +1,6 @@
 internal import CMagickWand
 import Foundation
+import HalcyonChain
 import HalcyonDomain
 
 /// A small 8-bit RGBA copy of a result (at most `maxSide` a side, aspect kept), the input of

@@ -1,11 +1,9 @@
 internal import CMagickWand
 import Foundation
+import HalcyonChain
 import HalcyonDomain
 
 extension ImageFormat {
-    /// Whether its encoder takes a quality (1–100): the one list of them.
-    var hasQuality: Bool { [.jpeg, .webp, .avif].contains(self) }
-
     /// Whether this build's ImageMagick writes it: found once, by encoding a 16×16 image
     /// (AVIF needs libheif built with an AV1 encoder, which some builds lack).
     var canEncode: Bool { Self.encodable.contains(self) }
@@ -14,7 +12,7 @@ extension ImageFormat {
     static let encodable: Set<ImageFormat> = {
         _ = MagickImage.genesisToken
         return Set(
-            FormatProcessor.Format.allCases.map(\.imageFormat).filter { format in
+            FormatStep.Format.allCases.map(\.imageFormat).filter { format in
                 let image = MagickImage(wand: NewMagickWand()!, format: format)
                 let gray = NewPixelWand()
                 defer { DestroyPixelWand(gray) }

@@ -1,4 +1,5 @@
 import Foundation
+import HalcyonChain
 import HalcyonDomain
 
 extension OutputEncoder {
@@ -68,7 +69,7 @@ extension OutputEncoder {
 
 extension MagickImage {
     /// The output settings for one encode of a `format` step's search.
-    fileprivate func set(_ encoding: Encoding, _ step: FormatProcessor?) {
+    fileprivate func set(_ encoding: Encoding, _ step: FormatStep?) {
         outputFormat = encoding.format
         outputQuality = encoding.quality
         fullChroma = encoding.fullChroma

@@ -1,4 +1,5 @@
 import Foundation
+import HalcyonChain
 import HalcyonDomain
 import Synchronization
 
@@ -36,7 +37,7 @@ struct EncodedOutput {
 /// direct one) encode through this, each with its own encoder and scorer.
 struct OutputEncoder {
     /// The chain's last `format` step; nil encodes in `format` at `quality`.
-    var step: FormatProcessor?
+    var step: FormatStep?
     /// The format and quality without a perceptual target (the step's, or the source's).
     var format: ImageFormat
     var quality: Int
@@ -66,11 +67,11 @@ struct OutputEncoder {
 
     /// An output too small to score (under 8×8): at the quality the target predicts, in the
     /// step's format (`format(auto)`: WebP when allowed, which keeps alpha and frames), unscored.
-    private func unscored(_ step: FormatProcessor, target: Double) throws(HalcyonError) -> EncodedOutput {
+    private func unscored(_ step: FormatStep, target: Double) throws(HalcyonError) -> EncodedOutput {
         let allowed = step.formats.map(\.imageFormat).filter(\.canEncode)
         let format = step.format?.imageFormat ?? (allowed.contains(.webp) ? .webp : allowed.first ?? .jpeg)
         let quality = QualityModel.for(format, target: target).start
-        let (data, used) = try FormatProcessor.encode(fitting: step.maxBytes, quality: quality, minQuality: min(step.minQuality, quality)) {
+        let (data, used) = try FormatStep.encode(fitting: step.maxBytes, quality: quality, minQuality: min(step.minQuality, quality)) {
             q throws(HalcyonError) in try (encodeAll ?? encode)(Self.searched(format, q))
         }
         return EncodedOutput(data: data, format: format, quality: used)
@@ -78,7 +79,7 @@ struct OutputEncoder {
 
     private func fixed() throws(HalcyonError) -> EncodedOutput {
         let full = encodeAll ?? encode
-        let (data, used) = try FormatProcessor.encode(
+        let (data, used) = try FormatStep.encode(
             fitting: step?.maxBytes, quality: quality, minQuality: step?.minQuality ?? 1
         ) { q throws(HalcyonError) in try full(Encoding(format: format, quality: q)) }
         var output = EncodedOutput(data: data, format: format, quality: format.hasQuality ? used : nil)
@@ -101,14 +102,14 @@ struct OutputEncoder {
     /// The formats the step allows for these pixels: an animation goes to an animating format
     /// (WebP, else GIF, which has no quality); transparency rules JPEG out when another format
     /// is allowed; a format this build cannot encode is skipped.
-    static func candidates(_ step: FormatProcessor, isAnimation: Bool, hasTransparency: Bool) -> [ImageFormat] {
+    static func candidates(_ step: FormatStep, isAnimation: Bool, hasTransparency: Bool) -> [ImageFormat] {
         var formats = step.formats.map(\.imageFormat).filter(\.canEncode)
         if isAnimation { return formats.contains(.webp) ? [.webp] : [.gif] }
         if hasTransparency, formats.count > 1 { formats.removeAll { $0 == .jpeg } }
         return formats.isEmpty ? [.jpeg] : formats
     }
 
-    private func perceptual(_ step: FormatProcessor, target: Double, scorer: any OutputScorer) throws(HalcyonError) -> EncodedOutput {
+    private func perceptual(_ step: FormatStep, target: Double, scorer: any OutputScorer) throws(HalcyonError) -> EncodedOutput {
         let formats = step.format.map { [$0.imageFormat] } ?? Self.candidates(step, isAnimation: isAnimation, hasTransparency: scorer.hasTransparency)
         var chosen: (format: ImageFormat, probe: Probe)?
         var encodes = 0
@@ -147,7 +148,7 @@ struct OutputEncoder {
         var probe = chosen.probe
         if let maxBytes = step.maxBytes, probe.data.count > maxBytes {
             // The smallest result that reaches the score does not fit: the highest quality that does.
-            let (data, used) = try FormatProcessor.encode(
+            let (data, used) = try FormatStep.encode(
                 fitting: maxBytes, quality: max(probe.quality - 1, step.minQuality), minQuality: step.minQuality
             ) { q throws(HalcyonError) in
                 encodes += 1

@@ -1,3 +1,4 @@
+import HalcyonChain
 import HalcyonDomain
 import HalcyonFetch
 import HalcyonImage
@@ -85,7 +86,7 @@ struct JobPlan: Sendable {
             throw HalcyonError(.invalidOptions, "options must be a JSON object")
         }
         var merged: [String: JSONValue] = [:]
-        for name in ProcessorChain.presetNames(inOrder: job.processors) {
+        for name in Chain.presetNames(inOrder: job.processors) {
             for (key, value) in job.presets[name]?.options ?? [:] { merged[key] = value }
         }
         merged.merge(own) { _, mine in mine }
@@ -106,7 +107,7 @@ struct JobPlan: Sendable {
     static func presetNames(_ jobs: [Job]) -> [String: Set<String>] {
         var names: [String: Set<String>] = [:]
         for job in jobs where names[job.processors] == nil && mentionsPreset(job.processors) {
-            let used = Set(ProcessorChain.presetNames(inOrder: job.processors))
+            let used = Set(Chain.presetNames(inOrder: job.processors))
             if !used.isEmpty { names[job.processors] = used }
         }
         return names
@@ -115,7 +116,7 @@ struct JobPlan: Sendable {
     /// Whether `text` holds `preset` in any case (the grammar lowercases words): a chain without
     /// it names no preset, and costs this scan only.
     static func mentionsPreset(_ text: String) -> Bool {
-        let word = Array(ProcessorChain.presetStep.utf8)
+        let word = Array(Chain.presetStep.utf8)
         let bytes = Array(text.utf8)
         guard bytes.count >= word.count else { return false }
         return (0...(bytes.count - word.count)).contains { start in

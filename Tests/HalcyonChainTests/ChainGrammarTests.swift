@@ -1,16 +1,16 @@
+import HalcyonChain
 import HalcyonDomain
-import HalcyonImage
 import HalcyonRuntime
 import HalcyonTestSupport
 import Testing
 
 @Suite(.cpuHeavy) struct ChainGrammarTests {
-    func identifier(_ chain: String) throws -> String { try ProcessorChain.parse(chain).identifier }
+    func identifier(_ chain: String) throws -> String { try Chain.parse(chain).identifier }
 
     @Test func emptyChainHasEmptyIdentifier() throws {
         #expect(try identifier("") == "")
         #expect(try identifier("   ") == "")
-        #expect(try ProcessorChain.parse("").resultKey(cacheKey: "k") == "k")
+        #expect(try Chain.parse("").resultKey(cacheKey: "k") == "k")
     }
 
     @Test func canonicalIdentifierMakesEveryParameterExplicit() throws {
@@ -30,18 +30,18 @@ import Testing
     ])
     func equivalentSpellingsShareAnIdentifier(chain: String, expected: String) throws {
         #expect(try identifier(chain) == expected)
-        #expect(try ProcessorChain.parse(chain).resultKey(cacheKey: "src") == "src@" + expected)
+        #expect(try Chain.parse(chain).resultKey(cacheKey: "src") == "src@" + expected)
     }
 
     /// A number is read at the precision its identifier keeps (4 decimals), so that two chains
     /// sharing an identifier — and a cache key — do the same thing (found by `scripts/fuzz chain`).
     @Test func numbersAreReadAtTheIdentifiersPrecision() throws {
-        let tiny = try #require(ProcessorChain.parse("rotate(0.00001)").processors.first as? RotateProcessor)
+        let tiny = try #require(Chain.parse("rotate(0.00001)").steps.first as? RotateStep)
         #expect(tiny.degrees == 0 && tiny.identifier == "rotate(0)")
-        let almostFull = try #require(ProcessorChain.parse("rotate(-0.00001)").processors.first as? RotateProcessor)
+        let almostFull = try #require(Chain.parse("rotate(-0.00001)").steps.first as? RotateStep)
         #expect(almostFull.identifier == "rotate(0)")
-        let chain = try ProcessorChain.parse(#"watermark("https://a.example/m.png", opacity=0.40965)"#)
-        let mark = try #require(chain.processors.first as? WatermarkProcessor)
+        let chain = try Chain.parse(#"watermark("https://a.example/m.png", opacity=0.40965)"#)
+        let mark = try #require(chain.steps.first as? WatermarkStep)
         #expect(mark.opacity == 0.4097 && mark.identifier.contains("opacity=0.4097"))
         #expect(try identifier("crop(10x10, x=0.12345, y=0.5)") == identifier("crop(10x10, x=0.1235, y=0.5)"))
     }
@@ -71,7 +71,7 @@ import Testing
     ])
     func errorsNameThePositionAndWhatWasExpected(chain: String, column: Int, expected: String) {
         #expect {
-            _ = try ProcessorChain.parse(chain)
+            _ = try Chain.parse(chain)
         } throws: { error in
             guard let e = error as? HalcyonError, e.code == .invalidChain else { return false }
             return e.message.contains("at column \(column):") && e.message.contains(expected)
@@ -82,8 +82,22 @@ import Testing
         let long = Array(repeating: "format(png)", count: 10_000).joined(separator: " |> ")
         // This thread's CPU time, which a loaded machine does not stretch (the parse runs here).
         let cpu = StageClock.threadCPUSeconds()
-        #expect(throws: HalcyonError.self) { _ = try ProcessorChain.parse(long) }
+        #expect(throws: HalcyonError.self) { _ = try Chain.parse(long) }
         let used = StageClock.threadCPUSeconds() - cpu
         #expect(used < 2, "\(used) s of CPU to refuse a chain of 10,000 steps")
+    }
+}
+
+/// Chains that fail.
+enum Fixture {
+    /// The message of the `job.invalid_chain` that `chain` fails with (its presets from
+    /// `presets`); nil when it parses.
+    static func chainError(_ chain: String, presets: [String: String] = [:]) -> String? {
+        do {
+            _ = try Chain.parse(chain, presets: presets)
+            return nil
+        } catch {
+            return error.code == .invalidChain ? error.message : "not job.invalid_chain: \(error)"
+        }
     }
 }

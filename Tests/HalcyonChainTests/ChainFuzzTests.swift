@@ -1,11 +1,11 @@
 import Foundation
+import HalcyonChain
 import HalcyonDomain
-import HalcyonImage
 import HalcyonTestSupport
 import Testing
 
 /// Property-based fuzzing of the chain grammar: random mutations of valid chains and random
-/// token soup. Whatever the input, `ProcessorChain.parse` returns a chain or throws
+/// token soup. Whatever the input, `Chain.parse` returns a chain or throws
 /// `job.invalid_chain` — never another error, never a crash — and a chain it accepts has a
 /// canonical identifier that parses back to itself. HALCYON_FUZZ_ITERATIONS runs longer
 /// (CI: 20,000); HALCYON_FUZZ_SEED replays a run.
@@ -34,9 +34,9 @@ import Testing
                 i % 4 == 3
                 ? rng.soup(Self.alphabet, length: rng.below(40)) : rng.mutate(Self.seeds[rng.below(Self.seeds.count)], alphabet: Self.alphabet)
             do {
-                let chain = try ProcessorChain.parse(input)
+                let chain = try Chain.parse(input)
                 accepted += 1
-                let again = try ProcessorChain.parse(chain.identifier)
+                let again = try Chain.parse(chain.identifier)
                 #expect(again.identifier == chain.identifier, "seed \(rng.seed) input \(input.debugDescription)")
             } catch {
                 guard error.code == .invalidChain else {

@@ -12,7 +12,7 @@ public enum Gravity: Sendable, Equatable, CustomStringConvertible {
     public enum Compass: String, Sendable, CaseIterable {
         case center, north, south, east, west, north_east, north_west, south_east, south_west
 
-        var anchor: (x: Double, y: Double) {
+        package var anchor: (x: Double, y: Double) {
             switch self {
             case .center: (0.5, 0.5)
             case .north: (0.5, 0)
@@ -37,7 +37,7 @@ public enum Gravity: Sendable, Equatable, CustomStringConvertible {
     }
 
     /// Whether the window depends on the pixels (the others are geometry alone).
-    var readsPixels: Bool { self == .entropy || self == .attention }
+    package var readsPixels: Bool { self == .entropy || self == .attention }
 
     static let spelled = Compass.allCases.map(\.rawValue).joined(separator: "|") + "|entropy|attention|fp(x,y)"
 
@@ -60,7 +60,7 @@ public enum Gravity: Sendable, Equatable, CustomStringConvertible {
 
     /// The window's top-left corner for a `window`-sized window in an image of `size`, for the
     /// gravities that need no pixels.
-    func origin(of window: ImageSize, in size: ImageSize) -> (x: Int, y: Int) {
+    package func origin(of window: ImageSize, in size: ImageSize) -> (x: Int, y: Int) {
         let freeX = Double(size.width - window.width), freeY = Double(size.height - window.height)
         switch self {
         case .anchor(let c):

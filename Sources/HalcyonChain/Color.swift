@@ -38,11 +38,9 @@ public struct Color: Sendable, Equatable, CustomStringConvertible {
     public var description: String {
         "#" + [red, green, blue, alpha].map { String($0, radix: 16).leftPadded(2) }.joined()
     }
-
-    /// ImageMagick's spelling.
-    var magick: String { "rgba(\(red),\(green),\(blue),\(Double(alpha) / 255))" }
 }
 
 extension String {
-    func leftPadded(_ n: Int) -> String { String(repeating: "0", count: max(0, n - count)) + self }
+    /// The string with zeros before it, `n` characters at least (`"f".leftPadded(2)` is `0f`).
+    package func leftPadded(_ n: Int) -> String { String(repeating: "0", count: max(0, n - count)) + self }
 }

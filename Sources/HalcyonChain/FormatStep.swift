@@ -1,0 +1,152 @@
+import HalcyonDomain
+
+/// `format(jpeg|png|webp|gif|avif|auto, quality=85|auto, progressive=false, max_bytes=none,
+/// min_quality=10, compression=6, min_score=80, formats=jpeg|webp|avif)` — the output encoding
+/// (Kingfisher's `FormatIndicatedCacheSerializer`).
+///
+/// `quality` (1–100) applies to jpeg, webp and avif; `quality=auto` picks, per image, the lowest
+/// quality whose output scores at least `min_score` (SSIMULACRA2, 30–95) against the chain's own
+/// pixels. `format(auto)` also picks the format: the smallest of `formats` that reaches the
+/// score. `progressive` applies to jpeg (progressive scan) and png (Adam7 interlace);
+/// `max_bytes` (with `min_quality`) to the formats with a quality; `compression` (zlib's level,
+/// 0–9) to png. Parameters that mean nothing for a format, an absent `max_bytes` and the
+/// default `compression` are left out of its identifier.
+public struct FormatStep: ChainStepDefinition {
+    /// The formats a chain may ask for by name.
+    public enum Format: String, Sendable, CaseIterable {
+        case jpeg, png, webp, gif, avif
+
+        /// The encoding this name asks for.
+        public var imageFormat: ImageFormat {
+            switch self {
+            case .jpeg: .jpeg
+            case .png: .png
+            case .webp: .webp
+            case .gif: .gif
+            case .avif: .avif
+            }
+        }
+        var hasQuality: Bool { imageFormat.hasQuality }
+        /// Whether `progressive=true` means something for it (jpeg's progressive scan, png's interlace).
+        package var canBeProgressive: Bool { [.jpeg, .png].contains(self) }
+    }
+    public static let name = "format"
+    /// The output format; nil for `format(auto)`, which chooses one of `formats` per image.
+    public var format: Format?
+    /// The formats `format(auto)` may choose, in the order they are tried (cheapest encoder
+    /// first); `[format]` otherwise.
+    public var formats: [Format]
+    /// The quality, or with `quality=auto` the highest the search may use (100).
+    public var quality: Int
+    /// `quality=auto` or `format(auto)`: the SSIMULACRA2 score the output must reach; nil for
+    /// a fixed quality.
+    public var minScore: Double?
+    public var progressive: Bool
+    /// The most bytes the output may have: the quality is lowered (a binary search, down to
+    /// `minQuality`) until it fits, else `image.over_max_bytes`. Nil: no limit.
+    public var maxBytes: Int?
+    /// The lowest quality either search may use (or `quality` when that is lower).
+    public var minQuality = 10
+    /// PNG's zlib level: 0 (stored) to 9 (smallest, slowest). The pixels are the same at every
+    /// level; 6 is zlib's, libpng's and Pillow's default, and on photographs about 2–3 % larger
+    /// than ImageMagick's 7 for a fifth less CPU per image.
+    public var compression = FormatStep.defaultCompression
+    public static let defaultCompression = 6
+    /// The score `quality=auto` aims at when the step names none: "very high quality" on
+    /// SSIMULACRA2's scale (no difference seen side by side at 1:1; 90 is visually lossless,
+    /// 70 high, 50 medium, 30 low).
+    public static let defaultMinScore = 80.0
+    /// The scores a job may ask for.
+    public static let minScoreRange = 30.0...95.0
+    /// The formats `format(auto)` chooses from when the step names none: all three. AVIF is the
+    /// smallest at a given score on most photographs and costs several times the encode time of
+    /// the others; `formats=jpeg|webp` leaves it out.
+    public static let defaultAutoFormats: [Format] = [.jpeg, .webp, .avif]
+    /// The formats `format(auto)` may name, in the order they are tried.
+    public static let autoFormats: [Format] = [.jpeg, .webp, .avif]
+
+    /// Whether the quality is chosen per image by a score.
+    public var isPerceptual: Bool { minScore != nil }
+
+    public init(step: ChainStep) throws(ChainError) {
+        var a = try StepArguments(
+            step, keys: ["format", "quality", "progressive", "max_bytes", "min_quality", "compression", "min_score", "formats"])
+        let isAuto = a.peekWord("format") == "auto"
+        if isAuto {
+            _ = a.take("format")
+            format = nil
+        } else {
+            format = try a.choice("format") as Format
+        }
+        let named = Set(step.arguments.compactMap(\.key))
+        let what = "'\(step.name)(\(format?.rawValue ?? "auto"))'"
+        func refuse(_ found: String, _ expected: String) -> ChainError {
+            ChainError(position: step.position, found: "\(what) with \(found)", expected: expected)
+        }
+        let hasQuality = format?.hasQuality ?? true
+        let autoQuality = isAuto || a.peekWord("quality") == "auto"
+        if autoQuality {
+            guard hasQuality else { throw refuse("quality=auto", "quality=auto only with jpeg, webp or avif") }
+            if a.peekWord("quality") == "auto" {
+                _ = a.take("quality")
+            } else if named.contains("quality") {
+                throw refuse("a fixed quality", "quality=auto or none with format(auto): it chooses the quality")
+            }
+            quality = 100
+            minScore = try a.number("min_score", default: Self.defaultMinScore, range: Self.minScoreRange)
+        } else {
+            guard !named.contains("min_score") else { throw refuse("min_score", "min_score only with quality=auto or format(auto)") }
+            quality = Int(try a.number("quality", default: 85, range: 1...100).rounded())
+        }
+        if isAuto {
+            formats = try a.choices("formats", allowed: Self.autoFormats, default: Self.defaultAutoFormats)
+        } else {
+            guard !named.contains("formats") else { throw refuse("formats", "formats only with format(auto)") }
+            formats = format.map { [$0] } ?? []
+        }
+        progressive = try a.bool("progressive", default: false)
+        if named.contains("compression") {
+            guard format == .png else { throw refuse("compression", "compression only with png") }
+            compression = Int(try a.number("compression", range: 0...9).rounded())
+        }
+        let hasLimit = named.contains("max_bytes"), hasFloor = named.contains("min_quality")
+        if hasLimit || hasFloor {
+            guard hasQuality, hasLimit || autoQuality else {
+                throw refuse(
+                    hasLimit ? "max_bytes" : "min_quality",
+                    hasLimit
+                        ? "max_bytes only with a format that has a quality (jpeg, webp, avif)" : "min_quality only with max_bytes or quality=auto")
+            }
+            if hasLimit { maxBytes = Int(try a.number("max_bytes", range: 100...100_000_000).rounded()) }
+            // Never above the quality itself: `format(jpeg, quality=5, max_bytes=…)` searches 5 down
+            // to 5, and its identifier (`min_quality=5`) parses (found by `scripts/fuzz chain`).
+            minQuality = Int(try a.number("min_quality", default: Double(min(10, quality)), range: 1...Double(quality)).rounded())
+        }
+        try a.finish()
+    }
+
+    public var identifier: String {
+        var parts = [format?.rawValue ?? "auto"]
+        if let minScore {
+            if format != nil { parts.append("quality=auto") }
+            parts.append("min_score=\(formatNumber(minScore))")
+            if format == nil { parts.append("formats=\(formats.map(\.rawValue).joined(separator: "|"))") }
+        } else if format?.hasQuality == true {
+            parts.append("quality=\(quality)")
+        }
+        if format?.canBeProgressive ?? true { parts.append("progressive=\(progressive)") }
+        if compression != Self.defaultCompression { parts.append("compression=\(compression)") }
+        if let maxBytes {
+            parts += ["max_bytes=\(maxBytes)", "min_quality=\(minQuality)"]
+        } else if minScore != nil, minQuality != 10 {
+            parts.append("min_quality=\(minQuality)")
+        }
+        return "format(\(parts.joined(separator: ",")))"
+    }
+}
+
+extension ImageFormat {
+    /// Whether its encoder takes a quality (1–100): the one list of them (a `format` step's
+    /// identifier names a quality only for these).
+    package var hasQuality: Bool { [.jpeg, .webp, .avif].contains(self) }
+}
