@@ -216,12 +216,21 @@ package struct Bench: AsyncParsableCommand {
         }
         let home = EmbeddedCluster.defaultHome().appendingPathComponent("bench")
         let scratch = home.appendingPathComponent("scratch")
+        // The database before anything else: one holding jobs that are not the bench's is
+        // refused before minutes of Q, corpus and decodes.
+        let usesDatabase = [Scenario.w1, .w2, .w3, .h, .l, .x, .s].contains(where: runs) || soak != nil
+        let checked = usesDatabase ? try await benchDatabase() : nil
+        if let checked {
+            let c = try await PGConnection.connect(checked)
+            defer { Task { await c.close() } }
+            try await Self.ensureOnlyBenchJobs(c)
+        }
         // Q runs in-process, first, alone on the machine.
         let qRun = runs(.q) ? try await runQ() : nil
         if let qRun { print(qRun.table) }
         // S, the soak and Q need no generated corpus.
         guard [Scenario.w1, .w2, .w3, .h, .l, .e, .x].contains(where: runs) else {
-            try await runQueueOnly(home: home, scratch: scratch, q: qRun)
+            try await runQueueOnly(home: home, scratch: scratch, conninfo: checked, q: qRun)
             return
         }
         let corpus = try BenchCorpus.ensure(in: home.appendingPathComponent("corpus"), scale: scale)
@@ -236,7 +245,8 @@ package struct Bench: AsyncParsableCommand {
             if pillow == nil { print("peer skipped: no Pillow for python3, or scripts/bench-pillow.py not found (run scripts/bench-peers-setup)") }
         }
 
-        let conninfo = try await benchDatabase()
+        let conninfo: String
+        if let checked { conninfo = checked } else { conninfo = try await benchDatabase() }
         var measured: [BenchPeers.Scenario: [String: [BenchRun]]] = [:]  // scenario → tool → runs
         var hitRuns: [HitRun] = []
         var objectHitRuns: [HitRun] = []
@@ -448,11 +458,10 @@ package struct Bench: AsyncParsableCommand {
 
     /// S, the soak and Q alone: their tables, and JSON with keys `S`, `soak` and `Q` (no
     /// database for Q alone).
-    private func runQueueOnly(home: URL, scratch: URL, q: QualityBench.Run?) async throws {
+    private func runQueueOnly(home: URL, scratch: URL, conninfo: String?, q: QualityBench.Run?) async throws {
         var scaleRuns: [ScaleRun] = []
         var soakRun: SoakRun?
-        if runs(.s) || soak != nil {
-            let conninfo = try await benchDatabase()
+        if let conninfo {
             if runs(.s) { scaleRuns = try await runScale(conninfo: conninfo, scratch: scratch) }
             if let soak { soakRun = try await runSoak(jobs: soak, conninfo: conninfo, scratch: scratch) }
         }

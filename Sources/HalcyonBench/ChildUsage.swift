@@ -18,22 +18,14 @@ extension Subprocess {
     /// seconds while it runs — `ru_maxrss` cannot be trusted for spawned children, because
     /// Linux folds the spawning process's high-water mark into it at `exec`.
     public static func waitWithUsage(_ pid: pid_t, sampleInterval: Double = 0.005) -> Usage {
-        var status: Int32 = 0
-        var usage = rusage()
         var peak = 0
         while true {
             // A supervised worker (`halcyon work`) does its work in a child: its peak counts.
             for p in [pid] + ProcessMemory.children(of: pid) {
                 if let hwm = ProcessMemory.peakRSS(of: p) { peak = max(peak, hwm) }
             }
-            let r = wait4(pid, &status, WNOHANG, &usage)
-            if r == pid || (r < 0 && errno != EINTR) { break }
+            if let (status, cpu) = reap(pid, block: false) { return Usage(status: status, peakRSS: peak, cpuSeconds: cpu) }
             usleep(UInt32(sampleInterval * 1e6))
         }
-        let signal = status & 0x7F
-        let cpu =
-            Double(usage.ru_utime.tv_sec) + Double(usage.ru_utime.tv_usec) / 1e6
-            + Double(usage.ru_stime.tv_sec) + Double(usage.ru_stime.tv_usec) / 1e6
-        return Usage(status: signal == 0 ? (status >> 8) & 0xFF : 128 + signal, peakRSS: peak, cpuSeconds: cpu)
     }
 }

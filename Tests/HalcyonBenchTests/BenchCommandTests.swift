@@ -2,6 +2,7 @@ import Foundation
 import HalcyonHosts
 import HalcyonQueue
 import HalcyonRuntime
+import HalcyonSamples
 import HalcyonTestSupport
 import Testing
 
@@ -12,12 +13,25 @@ struct BenchCommandTests {
         let db = try await TestDatabase.create()
         let home = try TestEnvironment.temporaryDirectory("bench-home")
         let out = home.appendingPathComponent("results.json")
+        // Q on two small photographs of its own (the repository's, at 800 pixels, cost a minute).
+        let qImages = home.appendingPathComponent("q-images")
+        try FileManager.default.createDirectory(at: qImages, withIntermediateDirectories: true)
+        for seed in [3, 4] {
+            try SampleImages.photo(width: 240, height: 160, seed: UInt64(seed)).write(to: qImages.appendingPathComponent("q\(seed).jpg"))
+        }
         let bench = try HalcyonProcess(
-            ["bench", "--scale", "0.01", "--repeat", "1", "--no-peers", "--out", out.path],
+            ["bench", "--scale", "0.01", "--repeat", "1", "--no-peers", "--q-images", qImages.path, "--out", out.path],
             conninfo: db.conninfo, environment: ["HALCYON_HOME": home.path])
         #expect(await bench.wait(timeout: 300) == 0, "\(bench.output.suffix(2000))")
         let json = try #require(JSONValue.parse(String(decoding: try Data(contentsOf: out), as: UTF8.self)))
         #expect(json["scenario"]?.stringValue == "W1")
+        // Q: the two images, every fixed quality and each automatic chain scored.
+        #expect(json["Q"]?["images"]?.arrayValue?.count == 2, "\(json["Q"] ?? .null)")
+        #expect((json["Q"]?["auto"]?.arrayValue ?? []).allSatisfy { $0["scores"]?.arrayValue?.count == 2 })
+        #expect(json["Q"]?["auto"]?.arrayValue?.isEmpty == false)
+        // W3: the two effect chains, measured.
+        #expect(json["W3"]?["chains"]?.arrayValue?.count == 2)
+        #expect((json["W3"]?["results"]?.arrayValue?.first?["sources_per_second_median"]?.numberValue ?? 0) > 0, "\(json["W3"] ?? .null)")
         #expect(json["corpus"]?["images"]?.numberValue == 3)  // one of each kind: 1080p JPEG, 12 MP JPEG, PNG with alpha
         #expect((json["H"]?["jobs_per_second_median"]?.numberValue ?? 0) > 0)
         #expect((json["W2"]?["results"]?.arrayValue?.first?["sources_per_second_median"]?.numberValue ?? 0) > 0)
