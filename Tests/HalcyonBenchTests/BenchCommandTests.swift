@@ -61,11 +61,13 @@ struct BenchCommandTests {
         #expect(halcyon["tool"]?.stringValue == "halcyon")
         #expect((halcyon["images_per_second_median"]?.numberValue ?? 0) > 0)
         #expect((halcyon["peak_rss_bytes"]?.numberValue ?? 0) > 1_000_000)
-        // PostgreSQL's CPU over the run, found by its socket (the bench may read its processes as root).
+        // PostgreSQL's CPU over the run, found by its socket (the bench may read its processes as
+        // root). A run this small may cost the database less than a clock tick (10 ms): reported,
+        // possibly 0, and never more than the whole.
         if getuid() == 0 {
             let database = try #require(halcyon["database_cpu_ms_per_image"]?.numberValue, "\(halcyon)")
             let together = try #require(halcyon["cpu_ms_per_image_with_database"]?.numberValue)
-            #expect(database > 0 && together > database)
+            #expect(database >= 0 && together > 0 && together >= database, "\(halcyon)")
             #expect(bench.output.contains("halcyon and PostgreSQL:"))
         }
         let p50 = try #require(halcyon["ms_per_image_p50"]?.numberValue), p95 = try #require(halcyon["ms_per_image_p95"]?.numberValue)
