@@ -5,7 +5,8 @@
 /// length), so one name is one text in every process: a server session that already has the
 /// name has the same statement. Only statements the planner plans are prepared, and at most
 /// `capacity` of them per session: past that, statements go unnamed as before, so a caller that
-/// built texts without end could not fill the server's memory.
+/// built texts without end could not fill the server's memory (nor this process's: the texts it
+/// remembers are as bounded).
 struct PreparedStatements {
     /// Statements prepared per session, at most.
     static let capacity = 256
@@ -16,16 +17,28 @@ struct PreparedStatements {
     static let sessionMismatch: Set<String> = ["26000", "42P05"]
 
     private var names: Set<String> = []
+    /// The names worked out for texts this session has seen, so a statement sent again is not
+    /// scanned and hashed again (a worker sends the same few texts all day). As bounded as the
+    /// session's statements: texts that go unnamed are not kept, nor more than `capacity` texts.
+    private var known: [String: String?] = [:]
 
     /// The name `sql` goes under, or nil when it goes unnamed: not a planned statement, a
     /// transaction's `BEGIN`, or the session is full.
-    func name(for sql: String) -> String? {
-        guard let word = StatementSettings.firstKeyword(of: sql), Self.prepared.contains(word) else { return nil }
+    mutating func name(for sql: String) -> String? {
+        if let name = known[sql] { return name.flatMap { names.contains($0) || names.count < Self.capacity ? $0 : nil } }
+        guard let word = StatementSettings.firstKeyword(of: sql), Self.prepared.contains(word) else {
+            if known.count < Self.capacity { known[sql] = .some(nil) }
+            return nil
+        }
         let name = Self.name(of: sql)
+        if known.count < Self.capacity { known[sql] = name }
         return names.contains(name) || names.count < Self.capacity ? name : nil
     }
 
     func contains(_ name: String) -> Bool { names.contains(name) }
+
+    /// How many texts this session remembers the names of (at most `capacity`).
+    var rememberedTexts: Int { known.count }
 
     mutating func insert(_ name: String) { names.insert(name) }
 

@@ -109,13 +109,26 @@ struct PreparedStatementNameTests {
         #expect(a == PreparedStatements.name(of: "SELECT 1"))
         #expect(a != b)
         #expect(a.hasPrefix("halcyon_") && a.count <= 63, "a PostgreSQL identifier")
-        let none = PreparedStatements()
-        for sql in ["SELECT 1", "  with x as (select 1) select * from x", "UPDATE t SET a = 1", "INSERT INTO t VALUES (1)"] {
-            #expect(none.name(for: sql) != nil, "\(sql)")
+        var none = PreparedStatements()
+        for _ in 1...2 {  // worked out, then remembered: the same answers
+            for sql in ["SELECT 1", "  with x as (select 1) select * from x", "UPDATE t SET a = 1", "INSERT INTO t VALUES (1)"] {
+                #expect(none.name(for: sql) == PreparedStatements.name(of: sql), "\(sql)")
+            }
+            for sql in ["BEGIN", "COMMIT", "LISTEN x", "VACUUM t", "EXPLAIN SELECT 1", "SET jit = off", "DEALLOCATE ALL", ""] {
+                #expect(none.name(for: sql) == nil, "\(sql)")
+            }
         }
-        for sql in ["BEGIN", "COMMIT", "LISTEN x", "VACUUM t", "EXPLAIN SELECT 1", "SET jit = off", "DEALLOCATE ALL", ""] {
-            #expect(none.name(for: sql) == nil, "\(sql)")
+    }
+
+    /// The texts a session remembers are bounded like its statements: texts without end are
+    /// still named right, and what is kept stays at `capacity`.
+    @Test func theRememberedTextsAreBounded() {
+        var session = PreparedStatements()
+        for n in 0..<(3 * PreparedStatements.capacity) {
+            #expect(session.name(for: "SELECT \(n)") == PreparedStatements.name(of: "SELECT \(n)"))
         }
+        #expect(session.rememberedTexts == PreparedStatements.capacity)
+        #expect(session.name(for: "SELECT 1") == PreparedStatements.name(of: "SELECT 1"))
     }
 
     @Test func aFullSessionSendsNewTextsUnnamed() {
