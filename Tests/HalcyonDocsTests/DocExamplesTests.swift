@@ -40,9 +40,18 @@ struct DocExamplesTests {
     // is running beside it on two cores.
     @Test(.serialized, arguments: DocPages.runnable)
     func examplesRun(_ page: DocPage) async throws {
+        let started = ContinuousClock.now
         let run = try await PageRun(page)
-        for example in page.examples {
+        let prepared = ContinuousClock.now - started
+        var slowest: (Duration, Int) = (.zero, 0)
+        defer {
+            let took = ContinuousClock.now - started
+            print("doc examples: \(page.path): \(page.examples.count) in \(took) (set-up \(prepared), slowest #\(slowest.1) \(slowest.0))")
+        }
+        for (n, example) in page.examples.enumerated() {
+            let began = ContinuousClock.now
             let (status, output) = try await run.execute(example)
+            if ContinuousClock.now - began > slowest.0 { slowest = (ContinuousClock.now - began, n + 1) }
             #expect(
                 status == example.expectedExit,
                 "\(example): exited \(status), expected \(example.expectedExit)\n--- code ---\n\(example.code)\n--- output ---\n\(output)")
