@@ -18,8 +18,9 @@ struct PreparedStatements {
 
     private var names: Set<String> = []
     /// The names worked out for texts this session has seen, so a statement sent again is not
-    /// scanned and hashed again (a worker sends the same few texts all day). As bounded as the
-    /// session's statements: texts that go unnamed are not kept, nor more than `capacity` texts.
+    /// scanned and hashed again (a worker sends the same few texts all day), and those that go
+    /// unnamed (nil). Bounded like the session's statements: at most `capacity` texts; past that
+    /// a new text is worked out each time it is sent.
     private var known: [String: String?] = [:]
 
     /// The name `sql` goes under, or nil when it goes unnamed: not a planned statement, a
