@@ -222,8 +222,11 @@ package struct Bench: AsyncParsableCommand {
         let checked = usesDatabase ? try await benchDatabase() : nil
         if let checked {
             let c = try await PGConnection.connect(checked)
-            defer { Task { await c.close() } }
-            try await Self.ensureOnlyBenchJobs(c)
+            do { try await Self.ensureOnlyBenchJobs(c) } catch {
+                await c.close()
+                throw error
+            }
+            await c.close()
         }
         // Q runs in-process, first, alone on the machine.
         let qRun = runs(.q) ? try await runQ() : nil
