@@ -12,10 +12,10 @@ extension CancellationFlag {
 }
 
 extension AsyncSemaphore {
-    /// Runs `body` holding one permit, or throws `HalcyonError.abandoned` without running it
-    /// when `cancel` is raised while waiting.
-    public func withPermit<T>(cancel: CancellationFlag, _ body: () async throws -> T) async throws -> T {
-        guard await wait(cancel: cancel) else { throw HalcyonError.abandoned }
+    /// Runs `body` holding one permit (waiting in `lane`'s line), or throws
+    /// `HalcyonError.abandoned` without running it when `cancel` is raised while waiting.
+    public func withPermit<T>(cancel: CancellationFlag, lane: String = "", _ body: () async throws -> T) async throws -> T {
+        guard await wait(cancel: cancel, lane: lane) else { throw HalcyonError.abandoned }
         defer { signal() }
         return try await body()
     }

@@ -48,14 +48,21 @@ public struct JobQueue: Sendable {
             next.limited = true
             let limited = next
             let names = queues.map(\.name)
-            let found: (any: Bool, jobs: [Job]) = try await connection.withLocked { c in
-                try c.transactionLocked {
-                    guard !(try c.rowsLocked(SQL.LockLimitedQueues(queues: names))).isEmpty else { return (false, []) }
-                    return (true, try c.rowsLocked(limited).map(\.job))
+            do {
+                let found: (any: Bool, jobs: [Job]) = try await connection.withLocked { c in
+                    try c.transactionLocked {
+                        guard !(try c.rowsLocked(SQL.LockLimitedQueues(queues: names))).isEmpty else { return (false, []) }
+                        return (true, try c.rowsLocked(limited).map(\.job))
+                    }
                 }
+                if !found.any { limitedQueues.noneFound() }
+                jobs = found.jobs
+            } catch let error as DatabaseError where !error.isTransient {
+                // A limited queue's state that the database refuses to compute with (a value
+                // written by hand) must not stop the other queues: they are claimed as usual,
+                // the limited ones looked at again after a second (`limitedClaimFailure`).
+                limitedQueues.failed(error)
             }
-            if !found.any { limitedQueues.noneFound() }
-            jobs = found.jobs
         }
         guard jobs.count < limit else { return jobs }
         var rest = open
@@ -63,6 +70,13 @@ public struct JobQueue: Sendable {
         // A queue's own limit ($6) counts what the limited claim took from it.
         rest.queues = queues.map { q in (q.name, q.limit.map { n in max(0, n - jobs.count { $0.queue == q.name }) }) }
         return jobs + (try await connection.rows(rest).map(\.job))
+    }
+
+    /// The latest refusal of the claim of queues with fleet-wide limits, with how many refusals
+    /// there were since the last report — at most one report a minute (nil meanwhile, and when
+    /// there was none). The worker logs it as a warning; the other queues were claimed anyway.
+    public func limitedClaimFailure() -> (error: DatabaseError, count: Int)? {
+        limitedQueues.report()
     }
 
     /// Takes keys without queued jobs out of the fair-share rotation (`halcyon.fair_turns`),
@@ -219,6 +233,37 @@ final class LimitedQueuesProbe: Sendable {
     func due() -> Bool { noneUntil.withLock { $0.map { ContinuousClock.now >= $0 } ?? true } }
 
     func noneFound() { noneUntil.withLock { $0 = ContinuousClock.now + Self.recheck } }
+
+    /// How often a refusal of the limited claim is reported.
+    static let reportEvery: Duration = .seconds(60)
+    private struct Refusals {
+        var latest: DatabaseError?
+        var count = 0
+        var reportedAt: ContinuousClock.Instant?
+    }
+    private let refusals = Mutex(Refusals())
+
+    /// The limited claim was refused: looked at again after `recheck`, the refusal kept for `report()`.
+    func failed(_ error: DatabaseError) {
+        noneFound()
+        refusals.withLock {
+            $0.latest = error
+            $0.count += 1
+        }
+    }
+
+    func report() -> (error: DatabaseError, count: Int)? {
+        refusals.withLock { r in
+            let now = ContinuousClock.now
+            guard let latest = r.latest, r.reportedAt.map({ now - $0 >= Self.reportEvery }) ?? true else { return nil }
+            defer {
+                r.latest = nil
+                r.count = 0
+                r.reportedAt = now
+            }
+            return (latest, r.count)
+        }
+    }
 }
 
 extension SQL.RescuedRow {

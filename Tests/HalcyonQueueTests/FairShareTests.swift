@@ -119,6 +119,55 @@ struct FairShareTests {
         #expect(keys == ["", "b"])
     }
 
+    /// 3,000 keys with a job each scheduled a day ahead stand before two tenants in the rotation
+    /// (their turns are older): they are parked at 1,000 a claim at most, and from then on never
+    /// cost a turn — tenant b's 50 jobs are claimed one for one with a's backlog.
+    @Test func keysWithNothingRunnableNeverCostATurn() async throws {
+        let db = try await TestDatabase.create()
+        let q = JobQueue(connection: try await db.connect())
+        try await db.query(
+            """
+            INSERT INTO halcyon.jobs (source, fair_key, run_at)
+            SELECT 'https://e.com/idle/' || g, 'idle-' || g, now() + interval '1 day' FROM generate_series(1, 3000) g
+            """)
+        _ = try await enqueue(q, 300, key: "a")
+        _ = try await enqueue(q, 50, key: "b")
+        // The idle keys first in turn order, as after a day of rotation.
+        try await db.query("UPDATE halcyon.fair_turns SET turn = nextval('halcyon.fair_turn_seq') WHERE fair_key LIKE 'idle-%'")
+        try await db.query("UPDATE halcyon.fair_turns SET turn = nextval('halcyon.fair_turn_seq') WHERE fair_key IN ('a', 'b')")
+        var order: [String?] = []
+        while order.count < 150 {
+            let batch = try await q.claim(workerID: "w", limit: 3, lease: .seconds(30), siblings: false)
+            if batch.isEmpty { break }
+            order += batch.map(\.fairKey)
+        }
+        let lastB = order.lastIndex(of: "b") ?? 999
+        #expect(order.filter { $0 == "b" }.count == 50 && lastB < 120, "b's last claim was at \(lastB): \(order.map { $0 ?? "-" })")
+        let parked = try await db.query("SELECT count(*) AS n FROM halcyon.fair_turns WHERE parked_until IS NOT NULL AND fair_key LIKE 'idle-%'")
+        #expect(parked.value(0, "n") == "3000")
+        // A parked key's own job brings it back at once; the others stay parked.
+        _ = try await enqueue(q, 1, key: "idle-7")
+        let next = try await q.claim(workerID: "w", limit: 3, lease: .seconds(30), siblings: false).map(\.fairKey)
+        #expect(next.contains("idle-7"), "\(next)")
+    }
+
+    /// Claims of three between two keys: neither ever gets more than two ahead of the other (a
+    /// batch that ends within a round is continued by the next claim, not restarted).
+    @Test func claimsAlternateOneForOneAcrossBatches() async throws {
+        let db = try await TestDatabase.create()
+        let q = JobQueue(connection: try await db.connect())
+        _ = try await enqueue(q, 100, key: "a")
+        _ = try await enqueue(q, 100, key: "b")
+        var a = 0, b = 0, widest = 0
+        for _ in 0..<20 {
+            for job in try await q.claim(workerID: "w", limit: 3, lease: .seconds(30), siblings: false) {
+                if job.fairKey == "a" { a += 1 } else { b += 1 }
+            }
+            widest = max(widest, abs(a - b))
+        }
+        #expect(a + b == 60 && widest <= 1, "a \(a), b \(b), at most \(widest) apart")
+    }
+
     // MARK: Fleet-wide limits
 
     @Test func maxRunningHoldsAcrossConcurrentClaimers() async throws {
@@ -206,6 +255,14 @@ struct FairShareTests {
         "UPDATE halcyon.queues SET max_running = 0",
         "UPDATE halcyon.queues SET max_per_second = 'NaN'",
         "UPDATE halcyon.queues SET max_running_per_key = -3",
+        "UPDATE halcyon.queues SET tokens_at = '-infinity'",
+        "UPDATE halcyon.queues SET tokens_at = 'infinity'",
+        "UPDATE halcyon.queues SET tokens = -3e9",
+        "UPDATE halcyon.queues SET tokens = 'NaN'",
+        "UPDATE halcyon.queues SET paused_at = '-infinity'",
+        "SELECT halcyon.enqueue('https://e.com/a.jpg', run_at => '-infinity')",
+        "SELECT halcyon.enqueue('https://e.com/a.jpg', run_at => 'infinity')",
+        "SELECT halcyon.enqueue('https://e.com/a.jpg', max_attempts => 1000001)",
     ])
     func badLimitsAreRefused(sql: String) async throws {
         let db = try await TestDatabase.create()
@@ -215,8 +272,49 @@ struct FairShareTests {
             let state = (error as? DatabaseError)?.sqlState
             return state == "22023" || state == "23514"
         }
-        let limits = try await db.query("SELECT count(*) AS n FROM halcyon.queues WHERE max_running IS NOT NULL OR max_per_second IS NOT NULL")
+        let limits = try await db.query(
+            "SELECT count(*) AS n FROM halcyon.queues WHERE max_running IS NOT NULL OR max_per_second IS NOT NULL OR tokens IS NOT NULL")
         #expect(limits.value(0, "n") == "0")
+        #expect(try await db.query("SELECT count(*) AS n FROM halcyon.jobs").value(0, "n") == "0")
+    }
+
+    /// A rate-limited queue whose bucket holds what the constraints refuse (written before them,
+    /// or by a restore that skipped them): read as a full bucket, written back good by the next
+    /// claim, and the other queues claimed all along. And when the limited claim fails however
+    /// it fails, the other queues are still claimed and the refusal is reported once.
+    @Test func oneQueuesBadStateCannotStopTheOthers() async throws {
+        let db = try await TestDatabase.create()
+        let q = JobQueue(connection: try await db.connect())
+        let limited = try await enqueue(q, 3, key: nil, queue: "rated")
+        try await db.query("SELECT halcyon.set_queue_limits('rated', max_per_second => 2)")
+        try await db.query("ALTER TABLE halcyon.queues DROP CONSTRAINT queues_tokens_range, DROP CONSTRAINT queues_times_finite")
+        for bad in [
+            "tokens_at = '-infinity', tokens = 0", "tokens = -3e9, tokens_at = now()", "tokens = 'NaN', tokens_at = now()",
+            "tokens = 0, tokens_at = now() + interval '10 years'",
+        ] {
+            try await db.query("UPDATE halcyon.queues SET \(bad) WHERE name = 'rated'")
+            let bystander = try #require(try await enqueue(q, 1, key: nil).first)
+            let claimed = try await q.claim(workerID: "w", limit: 10, lease: .seconds(30), siblings: false).map(\.id)
+            #expect(claimed.contains(bystander), "\(bad)")
+            // A full bucket of two claims, and a good one written back.
+            #expect(claimed.filter(limited.contains).count == 1 || claimed.filter(limited.contains).count == 2, "\(bad): \(claimed)")
+            let bucket = try await db.query("SELECT tokens BETWEEN 0 AND 2 AND isfinite(tokens_at) AS good FROM halcyon.queues WHERE name = 'rated'")
+            #expect(bucket.value(0, "good") == "t", "\(bad)")
+            try await db.query("UPDATE halcyon.jobs SET state = 'queued', locked_by = NULL, locked_until = NULL WHERE queue = 'rated'")
+        }
+        #expect(q.limitedClaimFailure() == nil)
+        // The limited claim itself refused (its function replaced by one that fails).
+        try await db.query(
+            """
+            CREATE OR REPLACE FUNCTION halcyon.queue_tokens(rate float8, tokens float8, since timestamptz) RETURNS float8
+            LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'broken bucket' USING ERRCODE = 'data_exception'; END $$
+            """)
+        let bystander = try #require(try await enqueue(q, 1, key: nil).first)
+        let claimed = try await q.claim(workerID: "w", limit: 10, lease: .seconds(30), siblings: false).map(\.id)
+        #expect(claimed == [bystander])
+        let refused = try #require(q.limitedClaimFailure())
+        #expect(refused.count == 1 && refused.error.message.contains("broken bucket"))
+        #expect(q.limitedClaimFailure() == nil, "reported at most once a minute")
     }
 
     @Test func limitsAreCheckedBeforeTheyReachTheDatabase() async throws {

@@ -20,11 +20,15 @@
 -- jobs are counted up to the limit only (`jobs_running_idx`), so a count costs at most the limit. Each
 -- queue is one scan of `jobs_claim_idx`; the batch is the best of them by priority. A queue with
 -- fair keys (rows in `halcyon.fair_turns`) is claimed round-robin between its keys at the top
--- priority of that scan: the first $2 + 16 keys by turn are looked at, those with a runnable job
--- at that priority (and under `max_running_per_key`) are served in turn order, an equal share of
--- the batch each (`jobs_fair_idx`), the rest of the batch coming from the scan; then every key
--- served, and every key looked at without a runnable job, gets a new turn (the back of the
--- rotation). Rows of keys at `max_running_per_key` are left alone. Then, when $7 is true, its
+-- priority of that scan: the first $2 + 16 keys in the rotation (not parked) with a runnable job
+-- at that priority, looking at 1,000 at most, and up to 16 parked keys whose time came, are
+-- served in turn order (those under `max_running_per_key`), an equal share of the batch each
+-- (`jobs_fair_idx`), the rest of the batch coming from the scan; then every key served gets a
+-- new turn (the back of the rotation: those that got fewer jobs first, so the next claim goes on
+-- with the round), and every key looked at without a runnable job is parked, keeping its turn,
+-- until its first job's run_at (a minute at most; a second when it waits behind a higher
+-- priority) or until a job of its own is queued (the triggers of 0018_idle_keys.sql); the common
+-- share is never parked but goes to the back. Rows of keys at `max_running_per_key` are left alone. Then, when $7 is true, its
 -- siblings: queued jobs of the same source and queue among the next 16 ids after a chosen one
 -- (a source's variants are enqueued together, so their ids are adjacent), at most 16 of them,
 -- of rows of at most 64 KiB of text (so that $4 stays near what it says when sources are inline
@@ -65,24 +69,63 @@ WITH wanted AS (
         LIMIT $2::int
         FOR UPDATE SKIP LOCKED
     ) n
-), keys AS (
-    -- A fair queue's first keys in turn order, at the top priority its scan found.
-    SELECT t.queue, t.fair_key, t.turn, top.priority, w.key_cap
+), tops AS (
+    -- Each fair queue's top priority, as its scan found it.
+    SELECT top.queue, top.priority, w.key_cap
     FROM (SELECT queue, max(priority) AS priority FROM next GROUP BY queue) top
     JOIN wanted w ON w.name = top.queue AND w.fair
-    CROSS JOIN LATERAL (
-        SELECT t.queue, t.fair_key, t.turn FROM halcyon.fair_turns t WHERE t.queue = top.queue ORDER BY t.turn, t.fair_key LIMIT $2::int + 16
+), listed AS (
+    -- The keys in the rotation (not parked) with a runnable job at that priority: the first
+    -- $2 + 16 in turn order, looking at 1,000 at most.
+    SELECT k.queue, k.fair_key, k.turn, tp.priority, tp.key_cap
+    FROM tops tp CROSS JOIN LATERAL (
+        SELECT t.queue, t.fair_key, t.turn FROM (
+            SELECT t.queue, t.fair_key, t.turn FROM halcyon.fair_turns t
+            WHERE t.queue = tp.queue AND t.parked_until IS NULL ORDER BY t.turn, t.fair_key LIMIT 1000
+        ) t
+        WHERE (SELECT true FROM halcyon.jobs j
+               WHERE j.state = 'queued' AND j.queue = t.queue AND coalesce(j.fair_key, '') = t.fair_key AND j.priority = tp.priority
+                 AND j.run_at <= now() LIMIT 1) IS NOT NULL
+        LIMIT $2::int + 16
+    ) k
+), due AS (
+    -- Up to 16 parked keys whose time came, and whether they have a runnable job now.
+    SELECT t.queue, t.fair_key, t.turn, tp.priority, tp.key_cap,
+           (SELECT true FROM halcyon.jobs j
+            WHERE j.state = 'queued' AND j.queue = t.queue AND coalesce(j.fair_key, '') = t.fair_key AND j.priority = tp.priority
+              AND j.run_at <= now() LIMIT 1) IS NOT NULL AS runnable
+    FROM tops tp CROSS JOIN LATERAL (
+        SELECT t.queue, t.fair_key, t.turn FROM halcyon.fair_turns t
+        WHERE t.queue = tp.queue AND t.parked_until <= now() ORDER BY t.parked_until LIMIT 16
     ) t
+), idle AS (
+    -- The keys looked at without a runnable job: those of the rotation before its last listed
+    -- key (all 1,000 when fewer were listed than asked for), and the due keys still idle.
+    SELECT t.queue, t.fair_key
+    FROM tops tp
+    CROSS JOIN LATERAL (SELECT count(*) AS n FROM listed l WHERE l.queue = tp.queue) b
+    LEFT JOIN LATERAL (
+        SELECT l.turn, l.fair_key FROM listed l WHERE l.queue = tp.queue ORDER BY l.turn DESC, l.fair_key DESC LIMIT 1
+    ) last ON true
+    CROSS JOIN LATERAL (
+        SELECT t.queue, t.fair_key, t.turn FROM halcyon.fair_turns t
+        WHERE t.queue = tp.queue AND t.parked_until IS NULL ORDER BY t.turn, t.fair_key LIMIT 1000
+    ) t
+    WHERE (b.n < $2::int + 16 OR (t.turn, t.fair_key) < (last.turn, last.fair_key))
+      AND (SELECT true FROM halcyon.jobs j
+           WHERE j.state = 'queued' AND j.queue = t.queue AND coalesce(j.fair_key, '') = t.fair_key AND j.priority = tp.priority
+             AND j.run_at <= now() LIMIT 1) IS NULL
+    UNION ALL
+    SELECT queue, fair_key FROM due WHERE NOT runnable
 ), live AS (
-    -- Those with a runnable job at that priority, and how many more of theirs may run.
+    -- The keys to serve, and how many more of theirs may run.
     SELECT k.*, CASE WHEN k.key_cap IS NULL THEN $2::int
                      ELSE k.key_cap - (SELECT count(*) FROM (SELECT FROM halcyon.jobs r
                                                              WHERE r.state = 'running' AND r.queue = k.queue AND coalesce(r.fair_key, '') = k.fair_key
                                                              LIMIT k.key_cap) r)::int END AS key_slots
-    FROM keys k
-    WHERE EXISTS (SELECT 1 FROM halcyon.jobs j
-                  WHERE j.state = 'queued' AND j.queue = k.queue AND coalesce(j.fair_key, '') = k.fair_key AND j.priority = k.priority
-                    AND j.run_at <= now())
+    FROM (SELECT queue, fair_key, turn, priority, key_cap FROM listed
+          UNION ALL
+          SELECT queue, fair_key, turn, priority, key_cap FROM due WHERE runnable) k
 ), served AS (
     -- The first of them, as many as the queue has slots, each an equal share of the slots.
     SELECT s.*, least(s.key_slots, ceil(w.slots::float8 / s.n)::int) AS share FROM (
@@ -147,7 +190,7 @@ WITH wanted AS (
     LIMIT 16
 ), claimed AS (
     UPDATE halcyon.jobs j
-    SET state = 'running', attempt = j.attempt + 1, locked_by = $1,
+    SET state = 'running', attempt = least(j.attempt + 1, 1000000), locked_by = $1,
         locked_until = now() + make_interval(secs => $3::float8), started_at = now()
     -- By key (jobs_pkey), whatever the planner guesses of the batch's size: a join here
     -- could become a scan of the whole table when its statistics are off.
@@ -157,17 +200,43 @@ WITH wanted AS (
               to_char(j.started_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS claimed_at,
               extract(epoch FROM (now() - j.run_at))::float8 AS queue_wait
 ), turned AS (
-    -- The keys served, and those looked at without a runnable job, to the back of the rotation
-    -- (a key another claim is turning right now is left to it).
-    UPDATE halcyon.fair_turns t SET turn = nextval('halcyon.fair_turn_seq')
+    -- The keys served go to the back of the rotation: those that got fewer jobs in this claim
+    -- first (a batch that ended within a round), so that the next claim goes on with the round
+    -- where this one stopped. The common share looked at without a runnable job goes to the
+    -- back as well. (A key another claim is turning right now is left to it.)
+    UPDATE halcyon.fair_turns t SET turn = b.turn, parked_until = NULL
     FROM (
-        SELECT k.queue, k.fair_key FROM halcyon.fair_turns k
-        WHERE (k.queue, k.fair_key) IN (SELECT queue, coalesce(fair_key, '') FROM claimed
-                                        UNION SELECT queue, fair_key FROM keys k2
-                                              WHERE NOT EXISTS (SELECT 1 FROM live l WHERE l.queue = k2.queue AND l.fair_key = k2.fair_key))
-        FOR NO KEY UPDATE SKIP LOCKED
+        SELECT o.queue, o.fair_key, nextval('halcyon.fair_turn_seq') AS turn FROM (
+            SELECT k.queue, k.fair_key FROM halcyon.fair_turns k
+            JOIN (SELECT queue, coalesce(fair_key, '') AS fair_key, count(*) AS got FROM claimed GROUP BY 1, 2
+                  UNION ALL
+                  SELECT queue, fair_key, 0 FROM idle WHERE fair_key = '') g ON g.queue = k.queue AND g.fair_key = k.fair_key
+            ORDER BY g.got, k.turn, k.fair_key
+            FOR NO KEY UPDATE OF k SKIP LOCKED
+        ) o
     ) b
     WHERE t.queue = b.queue AND t.fair_key = b.fair_key
+), parked AS (
+    -- The other keys without a runnable job are parked, keeping their turn, until their first
+    -- job's run_at (a minute at most; a second when it waits behind a higher priority), or
+    -- until a job of theirs is queued (`register_fair_keys`).
+    UPDATE halcyon.fair_turns t SET parked_until = p.until
+    FROM (
+        SELECT k.queue, k.fair_key,
+               CASE WHEN f.run_at IS NULL THEN now() + interval '1 minute'
+                    WHEN f.run_at > now() THEN least(f.run_at, now() + interval '1 minute')
+                    ELSE now() + interval '1 second' END AS until
+        FROM halcyon.fair_turns k
+        JOIN idle i ON i.queue = k.queue AND i.fair_key = k.fair_key AND i.fair_key <> ''
+                    AND NOT EXISTS (SELECT 1 FROM claimed c WHERE c.queue = i.queue AND coalesce(c.fair_key, '') = i.fair_key)
+        LEFT JOIN LATERAL (
+            SELECT j.run_at FROM halcyon.jobs j
+            WHERE j.state = 'queued' AND j.queue = k.queue AND coalesce(j.fair_key, '') = k.fair_key
+            ORDER BY j.priority DESC, j.run_at LIMIT 1
+        ) f ON true
+        FOR NO KEY UPDATE OF k SKIP LOCKED
+    ) p
+    WHERE t.queue = p.queue AND t.fair_key = p.fair_key
 ), spent AS (
     -- The bucket of each rate-limited queue, less this claim's jobs.
     UPDATE halcyon.queues q SET tokens = halcyon.queue_tokens(q.max_per_second, q.tokens, q.tokens_at) - c.n, tokens_at = now()

@@ -73,6 +73,11 @@ struct Claimer: Service, CustomStringConvertible {
                 } catch {
                     return  // stopping
                 }
+                if let refused = queue.limitedClaimFailure() {
+                    logger.warning(
+                        "the queues with fleet-wide limits could not be claimed from; the other queues were",
+                        metadata: ["error": "\(refused.error)", "times": "\(refused.count)"])
+                }
             }
             let named = JobPlan.presetNames(claimed)
             if !named.isEmpty {

@@ -27,6 +27,10 @@ struct JobPlan: Sendable {
         /// What the store files it under: `resultKey`, scoped to the queue when the queue
         /// isolates its keys (`StoreLayout.storeKey`).
         var storeKey: String
+        /// The share of the worker's processing slots it waits in (`AsyncSemaphore`'s lane): its
+        /// queue and fair key, so that a tenant's jobs claimed behind another's do not wait
+        /// behind every job of that tenant the worker holds.
+        var share: String
     }
 
     /// Whether the job's outcome goes to a webhook (its `callback_url`, as judged): a finished
@@ -46,7 +50,8 @@ struct JobPlan: Sendable {
             let resultKey = chain.resultKey(cacheKey: cacheKey(source: job.source, explicit: job.cacheKey))
             return Valid(
                 jobID: job.id, options: options, chain: chain, fetch: fetch, resultKey: resultKey,
-                storeKey: StoreLayout.storeKey(resultKey, scope: job.isolatedKeys ? job.queue : nil))
+                storeKey: StoreLayout.storeKey(resultKey, scope: job.isolatedKeys ? job.queue : nil),
+                share: job.queue + "\u{1F}" + (job.fairKey ?? ""))
         }
     }
 

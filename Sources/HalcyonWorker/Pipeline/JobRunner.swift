@@ -179,7 +179,7 @@ struct JobRunner: Sendable {
                 let scores = runnable.map { plans[$0].options.score }
                 let ids = runnable.map { plans[$0].jobID }, sources = plans[0].fetch.sources.map(\.text)
                 let report = self.report
-                let results = try await processSlots.withPermit(cancel: cancel) {
+                let results = try await processSlots.withPermit(cancel: cancel, lane: plans[0].share) {
                     try await Blocking.run(.processing) {
                         // What a crash in here would cost, told to the supervisor first: every
                         // job of the group while the source is decoded, then each job alone.
