@@ -94,6 +94,9 @@ struct FleetTests {
             """)
         #expect(backlogLeft > 0, "the backlog was drained before the test could tell")
         #expect(try await count(db, "state = 'failed'") == 0)
+        // Stopped the way a deploy stops it, and waited for: it holds ten jobs of a long backlog.
+        w.signal(SIGTERM)
+        #expect(await w.wait(timeout: 60) == 0, "\(w.output.suffix(2000))")
     }
 
     /// Three workers of concurrency 3 on a queue with `max_running = 2`, each job held ~0.3 s by
