@@ -144,8 +144,8 @@ extension Bench {
     /// The stages whose CPU time a job records (`decode_cpu_ms` …).
     static let stageNames = ["decode", "process", "encode", "store"]
 
-    /// Mean CPU milliseconds per image (or per source: its jobs share one decode, and add their
-    /// own processing) in each stage, over the bench's jobs.
+    /// Mean CPU milliseconds per image (or per source: its jobs' shares of its one decode, and
+    /// their own processing, added up) in each stage, over the bench's jobs.
     static func stageMeans(_ c: PGConnection, perSource: Bool) async throws -> [(name: String, ms: Double)] {
         let row = perSource ? try await c.row(BenchSQL.StageCPUPerSource()) : try await c.row(BenchSQL.StageCPUPerImage())
         return row?.means ?? stageNames.map { ($0, 0) }

@@ -258,6 +258,33 @@ public struct ProcessedImage: Sendable {
     }
 }
 
+/// What a run of `ImagePipeline` spent, whatever its outcome: a failed chain — past its deadline
+/// (`image.too_costly`), refused by a limit, cut short — cost CPU too, and usage counts it.
+public struct RunCost: Sendable {
+    /// Wall and CPU seconds of the work every chain shared — the byte checks, the header, the
+    /// plan, the decode, orientation and sRGB — up to where it ended (the whole run when it
+    /// failed before any chain began).
+    public var shared: (wall: Double, cpu: Double) = (0, 0)
+    /// Each chain's own CPU seconds on the processing thread, from its start (where its deadline
+    /// starts) to its end, success or failure: its encode, and the rest (steps, placeholders) as
+    /// its processing; zero for a chain that never began. With `shared`, every CPU second the
+    /// run took on its thread.
+    public var chains: [(process: Double, encode: Double)]
+
+    public init(chains: Int) {
+        self.chains = Array(repeating: (0, 0), count: chains)
+    }
+
+    /// The CPU seconds of the whole run: the shared work and every chain's.
+    public var cpu: Double { shared.cpu + chains.reduce(0) { $0 + $1.process + $1.encode } }
+}
+
+/// A run's outcome — every chain's result, or the failure of the whole run — and its cost.
+public struct MeasuredRun: Sendable {
+    public var outcome: Result<[Result<ProcessedImage, HalcyonError>], HalcyonError>
+    public var cost: RunCost
+}
+
 /// Which of a run's chains a crash would strike: all of them while the source is decoded, then
 /// each one alone while its steps and encode run (`ImagePipeline.run`'s `phases`).
 public enum Phase: Sendable, Equatable {
@@ -313,9 +340,42 @@ public enum ImagePipeline {
         placeholders: [PlaceholderRequest?] = [], scores: [Bool] = [], watermarks: [String: WatermarkSource] = [:],
         phases: ((Phase) -> Void)? = nil
     ) throws(HalcyonError) -> [Result<ProcessedImage, HalcyonError>] {
+        try measured(
+            data, format: format, chains: chains, limits: limits, cancel: cancel, directLane: directLane, placeholders: placeholders, scores: scores,
+            watermarks: watermarks, phases: phases
+        ).outcome.get()
+    }
+
+    /// `run`, with what it spent whatever its outcome (`RunCost`): the shared decode up to where
+    /// it ended, and each chain's CPU up to its success or failure.
+    public static func measured(
+        _ data: Data, format: ImageFormat, chains: [ProcessorChain],
+        limits: ImageLimits = ImageLimits(), cancel: CancellationFlag? = nil, directLane: Bool? = nil,
+        placeholders: [PlaceholderRequest?] = [], scores: [Bool] = [], watermarks: [String: WatermarkSource] = [:],
+        phases: ((Phase) -> Void)? = nil
+    ) -> MeasuredRun {
+        var cost = RunCost(chains: chains.count)
+        let outcome = Result { () throws(HalcyonError) -> [Result<ProcessedImage, HalcyonError>] in
+            try run(
+                data, format: format, chains: chains, limits: limits, cancel: cancel, directLane: directLane, placeholders: placeholders,
+                scores: scores, watermarks: watermarks, phases: phases, cost: &cost)
+        }
+        return MeasuredRun(outcome: outcome, cost: cost)
+    }
+
+    private static func run(
+        _ data: Data, format: ImageFormat, chains: [ProcessorChain],
+        limits: ImageLimits, cancel: CancellationFlag?, directLane: Bool?,
+        placeholders: [PlaceholderRequest?], scores: [Bool], watermarks: [String: WatermarkSource],
+        phases: ((Phase) -> Void)?, cost: inout RunCost
+    ) throws(HalcyonError) -> [Result<ProcessedImage, HalcyonError>] {
         func placeholderRequest(_ i: Int) -> PlaceholderRequest? { i < placeholders.count ? placeholders[i] : nil }
         func scoreWanted(_ i: Int) -> Bool { i < scores.count && scores[i] }
         var decodeClock = StageClock()
+        // The shared work's cost, also when it fails (a decode past its deadline, a corrupt
+        // image): what it took up to the failure.
+        var decodeEnded = false
+        defer { if !decodeEnded { cost.shared = decodeClock.lap() } }
         // The deadline: the decode, then each chain, has `maxJobTime` of its own (a group of
         // sixteen variants is sixteen jobs), on a flag raised by the caller's or by a timer.
         // The deadline is checked wherever the work polls its flag; no timer is left behind.
@@ -351,9 +411,12 @@ public enum ImagePipeline {
             observer?.add()
             let facts = SourceFacts.read(data, format: format, header: header, hasAlpha: direct.channels == 4, profile: nil)
             let decode = decodeClock.lap()
+            (cost.shared, decodeEnded) = (decode, true)
             for i in planned {
+                // The chain's deadline and its cost start before it is reported begun (when a
+                // supervisor starts counting it too).
+                let cancel = phase(), started = StageClock.threadCPUSeconds()
                 phases?(.chain(i))
-                let cancel = phase()
                 results[i] = Result { () throws(HalcyonError) -> ProcessedImage in
                     var image = try DirectLane.run(
                         chains[i], on: pixels, source: direct, limits: limits, cancel: cancel, decode: decode, placeholders: placeholderRequest(i),
@@ -361,6 +424,7 @@ public enum ImagePipeline {
                     image.source = facts
                     return image
                 }
+                cost.chains[i] = Self.chainCost(results[i]!, started: started, encodeStarted: nil)
             }
             return results.map { $0! }
         }
@@ -382,9 +446,11 @@ public enum ImagePipeline {
         let graySRGBAfterShrink = base.isGray && planned.allSatisfy { chains[$0].startsByShrinking }
         if !graySRGBAfterShrink { try base.toSRGB() }
         let decode = decodeClock.lap()
+        (cost.shared, decodeEnded) = (decode, true)
         for i in planned {
+            let cancel = phase(), started = StageClock.threadCPUSeconds()
             phases?(.chain(i))
-            let cancel = phase()
+            var encodeStarted: Double?
             results[i] = Result { () throws(HalcyonError) -> ProcessedImage in
                 try cancel.check()
                 var clock = StageClock()
@@ -410,6 +476,7 @@ public enum ImagePipeline {
                 let placeholders = try placeholderRequest(i).map { request throws(HalcyonError) in try Thumbnail(image).placeholders(request) }
                 try cancel.check()
                 let process = clock.lap()
+                encodeStarted = StageClock.threadCPUSeconds()
                 let output = try OutputEncoder.magick(
                     image, chain: chain, scoreWanted: scoreWanted(i) && limits.canScore(ImageSize(width: image.width, height: image.height))
                 ).run()
@@ -418,7 +485,20 @@ public enum ImagePipeline {
                 result.placeholders = placeholders
                 return result
             }
+            cost.chains[i] = Self.chainCost(results[i]!, started: started, encodeStarted: encodeStarted)
         }
         return results.map { $0! }
+    }
+
+    /// A chain's own CPU on this thread from `started` to now, whatever its outcome: its encode
+    /// (a success's as it measured it; a failure's from `encodeStarted`, if it got that far), and
+    /// everything else as its processing.
+    private static func chainCost(
+        _ result: Result<ProcessedImage, HalcyonError>, started: Double, encodeStarted: Double?
+    ) -> (process: Double, encode: Double) {
+        let total = max(0, StageClock.threadCPUSeconds() - started)
+        let encode =
+            if case .success(let image) = result { image.encodeCPUSeconds } else { encodeStarted.map { max(0, started + total - $0) } ?? 0 }
+        return (max(0, total - encode), min(encode, total))
     }
 }

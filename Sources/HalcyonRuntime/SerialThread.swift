@@ -16,7 +16,10 @@ public final class SerialThread: @unchecked Sendable {
     /// `stackSize`: 1 MiB suits a database connection; blocking work that calls into
     /// ImageMagick gets what a default thread has.
     public init(name: String, stackSize: Int = 1 << 20) {
-        let t = Thread { [self] in self.loop() }
+        let t = Thread { [self] in
+            Self.nameThisThread(name)
+            self.loop()
+        }
         t.name = name
         t.stackSize = stackSize
         t.start()
@@ -65,6 +68,16 @@ public final class SerialThread: @unchecked Sendable {
         finished = true
         condition.signal()
         condition.unlock()
+    }
+
+    /// Gives the calling thread `name` (its first 15 bytes) where the system shows it — `top -H`,
+    /// `ps -L`, `/proc/PID/task/ID/comm` — which Foundation's `Thread.name` does not do on Linux.
+    static func nameThisThread(_ name: String) {
+        let fd = open("/proc/thread-self/comm", O_WRONLY | O_CLOEXEC)
+        guard fd >= 0 else { return }
+        defer { close(fd) }
+        let bytes = Array(name.utf8.prefix(15))
+        _ = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
     }
 
     private func loop() {

@@ -90,4 +90,40 @@ import Testing
             ($0 as? HalcyonError)?.code == .cancelled
         }
     }
+    /// What a run spent is known whatever its outcome — usage bills a chain stopped by its
+    /// deadline, and a decode that failed, what they took: the cost of a run where one chain runs
+    /// past its deadline adds up to the CPU its thread used (within 5 %); a success's encode is
+    /// the one it measured; a source refused before any chain began costs its shared work only.
+    @Test func aRunsCostIsWhatItsThreadSpentWhateverItsOutcome() throws {
+        let photo = try SampleImages.photo(width: 2000, height: 2000, seed: 4, format: .jpeg)
+        var limits = ImageLimits()
+        limits.maxJobTime = .seconds(1)
+        limits.pixelTapsPerSecond = 1e11
+        let quick = try ProcessorChain.parse("resize(300x300, mode=fill) |> blur(2) |> format(png)")
+        let slow = try ProcessorChain.parse(Array(repeating: "blur(20)", count: 30).joined(separator: " |> ") + " |> format(png)")
+        func measured(_ chains: [ProcessorChain], _ data: Data = photo, limits: ImageLimits) -> (MeasuredRun, used: Double) {
+            let before = StageClock.threadCPUSeconds()
+            let run = ImagePipeline.measured(data, format: .jpeg, chains: chains, limits: limits)
+            return (run, StageClock.threadCPUSeconds() - before)
+        }
+        let (run, used) = measured([quick, slow], limits: limits)
+        let results = try run.outcome.get()
+        #expect { try results[1].get() } throws: { isTooCostly($0, "took longer than the 1s limit") }
+        let cost = run.cost
+        print("cost: shared \(cost.shared.cpu) s, chains \(cost.chains), of \(used) s used")
+        #expect(cost.shared.cpu > 0 && cost.chains[1].process > 0 && cost.chains[1].encode == 0, "\(cost.chains)")
+        #expect(abs(cost.cpu - used) <= 0.05 * used + 0.002, "the run's cost \(cost.cpu) s, its thread used \(used) s")
+
+        // A success, with all the time it needs: its encode as it measured it, and the run's cost
+        // all its thread used.
+        let (done, doneUsed) = measured([quick], limits: ImageLimits())
+        let image = try done.outcome.get()[0].get()
+        #expect(done.cost.chains[0].encode == image.encodeCPUSeconds && done.cost.chains[0].process >= image.processCPUSeconds)
+        #expect(abs(done.cost.cpu - doneUsed) <= 0.05 * doneUsed + 0.002, "cost \(done.cost.cpu) s, used \(doneUsed) s")
+
+        // A source that fails before any chain began: its cost is the shared work up to there.
+        let (broken, brokenUsed) = measured([quick, slow], photo.prefix(photo.count / 2), limits: limits)
+        #expect { try broken.outcome.get() } throws: { ($0 as? HalcyonError)?.code == .decodeFailed }
+        #expect(broken.cost.chains.allSatisfy { $0 == (0, 0) } && broken.cost.shared.cpu <= brokenUsed + 1e-6)
+    }
 }

@@ -5,8 +5,8 @@ import HalcyonRuntime
 import HalcyonTestSupport
 import Testing
 
-/// Usage per queue and fair key (migrations/0016_usage.sql, usage.sql) on a real database: which
-/// updates append an event, and the roll-up (alone, and two at once). The workers' side, against
+/// Usage per queue and fair key (migrations/0016_usage.sql, 0019_usage_shares.sql, usage.sql) on a
+/// real database: which updates append an event, the bytes it bills, and the roll-up (alone, and two at once). The workers' side, against
 /// the jobs' own timings, is `UsageWorkerTests`.
 @Suite(.enabled(if: TestEnvironment.available, "needs scripts/test (PostgreSQL)"))
 struct UsageTests {
@@ -65,6 +65,38 @@ struct UsageTests {
         #expect(common.cpuMs == 0, "a cancel and a rescue write no timings: no CPU")
         // 1 + 0.1 + 2 ms of decode, and the other stages in proportion.
         #expect(abs(t1.decodeCPUms - 3.1) < 0.01 && abs(t1.storeCPUms - 12.4) < 0.01, "\(t1)")
+    }
+
+    /// The bytes an event bills are the job's share from its timings (`fetched_bytes`), whatever
+    /// the outcome — a failure after its download too — while the row's `source_bytes` stays the
+    /// source's size. Timings without a share (a worker of an earlier version) bill a success's
+    /// source bytes, as before; a store hit bills none.
+    @Test func theBytesBilledAreTheJobsShareWhateverItsOutcome() async throws {
+        let db = try await TestDatabase.create()
+        let q = JobQueue(connection: try await db.connect())
+        _ = try await q.enqueue(batch: (0..<4).map { i in JobQueue.NewJob(source: "https://e.com/shared.jpg?\(i)") })
+        let jobs = try await q.claim(workerID: "w", limit: 4, lease: .seconds(30), siblings: false)
+        try #require(jobs.count == 4)
+        let facts = SourceRecord(width: 4000, height: 3000, format: "jpeg", bytes: 12_017_532, metaJSON: "{}")
+        let result = JobResult(
+            key: "k", digest: "d", path: "p", bytes: 1000, width: 1, height: 1, format: "jpeg", cacheHit: false, source: "s", facts: facts)
+        func share(_ bytes: Int?) -> StageTimings {
+            var t = timings(cpu: 0.001)
+            t.fetchedBytes = bytes
+            return t
+        }
+        #expect(try await q.complete(jobs[0].claim, workerID: "w", result: result, timings: share(4_005_845)))
+        _ = try await q.fail(
+            jobs[1].claim, workerID: "w", error: HalcyonError(.tooCostly, "slow", permanent: true), retryDelay: .zero, timings: share(4_005_844))
+        #expect(try await q.complete(jobs[2].claim, workerID: "w", result: result, timings: share(nil)))
+        var hit = result
+        hit.cacheHit = true
+        #expect(try await q.complete(jobs[3].claim, workerID: "w", result: hit, timings: share(nil)))
+        let billed = try await db.query("SELECT bytes_fetched, failed FROM halcyon.usage_events ORDER BY bytes_fetched").rows
+        #expect(billed.map { $0[0] ?? "" } == ["0", "4005844", "4005845", "12017532"], "\(billed)")
+        #expect(billed[1][1] == "1", "the failure's share: \(billed)")
+        let sources = try await db.query("SELECT DISTINCT source_bytes FROM halcyon.jobs WHERE state = 'succeeded'").rows
+        #expect(sources.map { $0[0] ?? "" } == ["12017532"], "source_bytes is the source's size: \(sources)")
     }
 
     /// 30,000 events over two queues, three keys and three hours: rolled up by two connections at

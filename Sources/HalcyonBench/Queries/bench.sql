@@ -86,16 +86,17 @@ FROM halcyon.jobs WHERE cache_key LIKE $1 GROUP BY source;
 
 -- name: stageCPUPerImage :one
 -- Mean CPU milliseconds per image in each stage, over the bench's jobs (quoted names: FETCH is
--- a keyword).
+-- a keyword). A job's decode is its share of its source's.
 SELECT avg("decode") AS "decode", avg("process") AS "process", avg("encode") AS "encode", avg("store") AS "store"
 FROM (SELECT max(coalesce((timings->>'decode_cpu_ms')::float8, 0)) AS "decode", max(coalesce((timings->>'process_cpu_ms')::float8, 0)) AS "process",
              max(coalesce((timings->>'encode_cpu_ms')::float8, 0)) AS "encode", max(coalesce((timings->>'store_cpu_ms')::float8, 0)) AS "store"
       FROM halcyon.jobs WHERE cache_key LIKE 'halcyon-bench:%' GROUP BY id) per;
 
 -- name: stageCPUPerSource :one
--- The same per source: its jobs share one decode, and add their own processing.
+-- The same per source: its jobs share one decode, each recording its share (so the source's is
+-- their sum), and add their own processing.
 SELECT avg("decode") AS "decode", avg("process") AS "process", avg("encode") AS "encode", avg("store") AS "store"
-FROM (SELECT max(coalesce((timings->>'decode_cpu_ms')::float8, 0)) AS "decode", sum(coalesce((timings->>'process_cpu_ms')::float8, 0)) AS "process",
+FROM (SELECT sum(coalesce((timings->>'decode_cpu_ms')::float8, 0)) AS "decode", sum(coalesce((timings->>'process_cpu_ms')::float8, 0)) AS "process",
              sum(coalesce((timings->>'encode_cpu_ms')::float8, 0)) AS "encode", sum(coalesce((timings->>'store_cpu_ms')::float8, 0)) AS "store"
       FROM halcyon.jobs WHERE cache_key LIKE 'halcyon-bench:%' GROUP BY source) per;
 

@@ -242,10 +242,14 @@ struct Claimer: Service, CustomStringConvertible {
             .tooCostly,
             "processing was stuck in one call past the \(TimeSpan.format(configuration.limits.maxJobTime)) limit (--max-job-time) when the worker was stopped",
             permanent: true)
+        // Billed what they spent in processing up to now.
+        runner.processing.sample()
+        let spent = runner.processing.timings
         var failed = 0
         for claim in claims {
             let outcome = try? await recorder.recordOrGiveUp("fail a stuck job", logger) {
-                try await queue.fail(claim, workerID: configuration.workerID, error: error, retryDelay: .zero)
+                try await queue.fail(
+                    claim, workerID: configuration.workerID, error: error, retryDelay: .zero, timings: spent[claim.id] ?? StageTimings())
             }
             if outcome.flatMap({ $0 }) == .failed { failed += 1 }
         }

@@ -170,6 +170,10 @@ struct JobRunner: Sendable {
         let held = fetched.data.count
         pendingBytes.hold(held)
         defer { pendingBytes.release(held) }
+        var shares = plans.map { _ in timings }
+        // Usage: the download is split evenly among the jobs that wanted it (the bytes' remainder
+        // to the first), each job's share in its timings (`fetched_bytes`).
+        for i in plans.indices { shares[i].fetchedBytes = held / plans.count + (i < held % plans.count ? 1 : 0) }
         let limits = self.limits
         let runnable = plans.indices.filter { markFailures[$0] == nil }
         var processed = plans.indices.map { i in markFailures[i].map { Result<ProcessedImage, HalcyonError>.failure($0) } }
@@ -179,29 +183,37 @@ struct JobRunner: Sendable {
                 let scores = runnable.map { plans[$0].options.score }
                 let ids = runnable.map { plans[$0].jobID }, sources = plans[0].fetch.sources.map(\.text)
                 let report = self.report
-                let results = try await processSlots.withPermit(cancel: cancel, lane: plans[0].share) {
+                let run = try await processSlots.withPermit(cancel: cancel, lane: plans[0].share) {
                     try await Blocking.run(.processing) {
                         // What a crash in here would cost, told to the supervisor first: every
-                        // job of the group while the source is decoded, then each job alone.
-                        defer { report(.finished(ids)) }
-                        return try ImagePipeline.run(
+                        // job of the group while the source is decoded, then each job alone —
+                        // with this thread's CPU time, so that it knows what each spent.
+                        defer { report(.finished(ids, .now())) }
+                        return ImagePipeline.measured(
                             fetched.data, format: fetched.format, chains: chains, limits: limits, cancel: cancel, placeholders: placeholders,
                             scores: scores, watermarks: marks,
                             phases: { phase in
                                 switch phase {
-                                case .decoding: report(.started(ids))
+                                case .decoding: report(.started(ids, .now(decoding: true)))
                                 case .chain(let i):
-                                    report(.finished(ids))
-                                    report(.started([ids[i]]))
+                                    let now = ProcessingReport.ThreadTime.now()
+                                    report(.finished(ids, now))
+                                    report(.started([ids[i]], now))
                                     chainStarted?(sources)
                                 }
                             })
                     }
                 }
-                for (i, result) in zip(runnable, results) { processed[i] = result }
+                // What was spent, whatever the outcome: the shared decode split evenly among the
+                // jobs it was made for, each chain's own CPU to its job.
+                for (n, i) in runnable.enumerated() {
+                    shares[i].decodeCPU = run.cost.shared.cpu / Double(runnable.count)
+                    (shares[i].processCPU, shares[i].encodeCPU) = run.cost.chains[n]
+                }
+                for (i, result) in zip(runnable, try run.outcome.get()) { processed[i] = result }
                 metrics.decoded()
             } catch {
-                return all(HalcyonError.wrap(error))
+                return plans.indices.map { (.failure(HalcyonError.wrap(error)), shares[$0]) }
             }
         }
         if holdsLocal {
@@ -209,15 +221,14 @@ struct JobRunner: Sendable {
             holdsLocal = false
         }
         var out: [Attempt] = []
-        for (plan, result) in zip(plans, processed) {
-            var timing = timings
+        for ((plan, result), share) in zip(zip(plans, processed), shares) {
+            var timing = share
             switch result ?? .failure(.abandoned) {
             case .failure(let error): out.append((.failure(error), timing))
             case .success(let image):
                 timing.decode = image.decodeSeconds
                 timing.process = image.processSeconds
                 timing.encode = image.encodeSeconds
-                (timing.decodeCPU, timing.processCPU, timing.encodeCPU) = (image.decodeCPUSeconds, image.processCPUSeconds, image.encodeCPUSeconds)
                 let stored = await store(image, plan, source: fetched.source, cancel: cancel, timing: &timing)
                 out.append((stored, timing))
             }

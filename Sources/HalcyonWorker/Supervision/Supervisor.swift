@@ -159,7 +159,7 @@ public final class Supervisor: Sendable {
             logger.info(
                 "worker process started", metadata: StartupClock.metadata.merging(["pid": "\(child.pid)", "restarts": "\(restarts)"]) { $1 })
             let started = ContinuousClock.now
-            let tracker = ProcessingTracker()
+            let tracker = ProcessingTracker(process: child.pid)
             let readerDone = CancellationFlag()
             let pipeEnded = WakeSignal()
             tracker.follow(child.reports) {
@@ -247,6 +247,9 @@ public final class Supervisor: Sendable {
         var backtraceSince: ContinuousClock.Instant?
         var quickLooks = 0, pipeSeenEnded = false
         while true {
+            // What the jobs in processing have spent, read while the child lives: if it dies,
+            // they are charged up to here (`ProcessingTracker.spent`).
+            tracker.sample()
             if let exit = child.exit(block: false) { return (exit, cause) }
             if cause == nil {
                 let grace = configuration.stuckGrace ?? min(.seconds(30), configuration.maxJobTime)
@@ -267,6 +270,7 @@ public final class Supervisor: Sendable {
                 }
                 if let cause {
                     logger.error("ending the worker process", metadata: ["pid": "\(child.pid)", "reason": "\(cause.description)"])
+                    tracker.sample()
                     kill(child.pid, SIGKILL)
                 }
             }
@@ -289,6 +293,10 @@ public final class Supervisor: Sendable {
     private func recordCrash(_ cause: Cause, tracker: ProcessingTracker, pid: pid_t) async {
         let workerID = configuration.workerID, poisonAfter = configuration.poisonAfter, maxJobTime = configuration.maxJobTime
         let inProcessing = tracker.current, holdingBytes = tracker.holding
+        // Each charged job's attempt is billed the CPU it spent in processing (`usage`): its
+        // share of a decode it was in, its own chain — a stuck job's to the kill, a bystander's
+        // own work, never another's.
+        let spent = tracker.timings
         let deadline = ContinuousClock.now + .seconds(60)
         let outcome = try? await DatabaseRetry(maximum: .seconds(5)).run(
             "record a crash", logger: logger, giveUpWhen: { ContinuousClock.now >= deadline },
@@ -304,7 +312,9 @@ public final class Supervisor: Sendable {
             let claims = Dictionary(held.map { ($0.claim.id, $0.claim) }) { a, _ in a }
             for (id, error) in charges.charged {
                 // Retried at once: the process that died may have been brought down by another job.
-                if let claim = claims[id] { _ = try await queue.fail(claim, workerID: workerID, error: error, retryDelay: .zero) }
+                if let claim = claims[id] {
+                    _ = try await queue.fail(claim, workerID: workerID, error: error, retryDelay: .zero, timings: spent[id] ?? StageTimings())
+                }
             }
             let released = try await queue.release(charges.released.compactMap { claims[$0] }, workerID: workerID)
             if case .stopOverrun = cause {} else { try await queue.recordRestart(workerID: workerID, reason: cause.description) }
