@@ -73,11 +73,11 @@ package struct DatabaseOptions: ParsableArguments, CustomStringConvertible, Cust
     /// Connects and makes sure the schema is current: the embedded cluster is migrated
     /// automatically; an external database with pending migrations is an error. A connection
     /// that fails says which database it tried (`described`).
-    package func connect(requireSchema: Bool = true) async throws -> (PGConnection, String) {
+    package func connect(requireSchema: Bool = true, settings: StatementSettings = .halcyon) async throws -> (PGConnection, String) {
         let conninfo = try conninfo()
         let connection: PGConnection
         do {
-            connection = try await PGConnection.connect(conninfo)
+            connection = try await PGConnection.connect(conninfo, settings: settings)
         } catch let error as DatabaseError {
             let reason = error.message.hasPrefix("cannot connect: ") ? String(error.message.dropFirst("cannot connect: ".count)) : error.message
             throw DatabaseError(message: "cannot connect to \(described): \(reason)", sqlState: error.sqlState, connectionLost: error.connectionLost)

@@ -4,6 +4,7 @@ import HalcyonCLI
 import HalcyonRuntime
 import HalcyonWorker
 import Logging
+import Synchronization
 
 /// The `halcyon` command line: every command users run. `Sources/halcyon/main.swift` runs it,
 /// and so does the suite's fault-injecting build (`Tests/halcyon-faults`), which passes the hook
@@ -38,7 +39,10 @@ public struct Halcyon: AsyncParsableCommand {
     /// `main()`, with `chainStarted` called by `halcyon work` as each chain's image work starts,
     /// with the job's sources (`JobRunner.chainStarted`): nil in the `halcyon` binary.
     public static func main(chainStarted: ChainStartedHook?) async {
-        await Work.$chainStarted.withValue(chainStarted) { await parseAndRun() }
+        // A plain value set once before parsing, not a task-local: `withValue` around the whole
+        // command line crashed the release build of every command (Swift 6.3, optimised).
+        Work.chainStarted.withLock { $0 = chainStarted }
+        await parseAndRun()
     }
 
     /// `halcyon bench` and `halcyon demo` are programs of their own (`Tools`): handed over before

@@ -13,8 +13,11 @@ struct UsageCommand: AsyncParsableCommand {
         discussion: """
             Counts the attempts that ended since --since (taken back to the start of its hour, UTC: \
             usage is kept by the hour): the hours workers have rolled up plus the attempts not rolled \
-            up yet, so it is exact at any moment. Examples: halcyon usage; halcyon usage --by fair-key \
-            --since 7d --queue thumbnails; halcyon usage --since 2026-11-01T00:00:00Z --hourly --json.
+            up yet, so it is exact at any moment. Rows are summed and ordered in the database and \
+            printed a page at a time (--limit rows after --offset), then the sum of the rows not \
+            printed and the total. Examples: halcyon usage; halcyon usage --by fair-key --since 7d \
+            --queue thumbnails --sort cpu --limit 20; halcyon usage --by fair-key --fair-key user-42; \
+            halcyon usage --since 2026-11-01T00:00:00Z --hourly --json.
             """)
 
     enum Grouping: String, ExpressibleByArgument, CaseIterable {
@@ -32,6 +35,14 @@ struct UsageCommand: AsyncParsableCommand {
     var by = Grouping.queue
     @Option(help: "Only this queue.")
     var queue: String?
+    @Option(help: "Only this fair key (\"\" for the common share); implies --by fair-key.")
+    var fairKey: String?
+    @Option(help: "The order: largest first by cpu, succeeded, failed, fetched or stored, or by queue, fair key and hour (key).")
+    var sort = UsageRequest.Sort.key
+    @Option(help: "Rows printed, at most (1–\(UsageRequest.maxLimit)).")
+    var limit = 1000
+    @Option(help: "Rows skipped before those printed (0–\(UsageRequest.maxOffset)): the next page starts where the last ended.")
+    var offset = 0
     @Flag(help: "One row per hour too.")
     var hourly = false
     @Flag(help: "Print JSON instead of a table.")
@@ -63,24 +74,34 @@ struct UsageCommand: AsyncParsableCommand {
     func validate() throws {
         _ = try Self.sinceInstant(since)
         if let queue, let problem = QueueName.problem(queue) { throw ValidationError("--queue '\(queue)': \(problem)") }
+        if let fairKey, fairKey.utf8.count > 200 { throw ValidationError("--fair-key is over 200 bytes (no fair key is longer)") }
+        if let problem = request(since: Date()).problem { throw ValidationError("--" + problem) }
+    }
+
+    /// The report the options ask for, from `since`.
+    func request(since: Date) -> UsageRequest {
+        UsageRequest(
+            since: since, byFairKey: by == .fairKey || fairKey != nil, hourly: hourly, queue: queue, fairKey: fairKey, sort: sort,
+            limit: limit, offset: offset)
     }
 
     func run() async throws {
         let from = JobQueue.usageHour(try Self.sinceInstant(since))
-        let (connection, _) = try await database.connect()
-        let byKey = by == .fairKey
-        let rows = try await JobQueue(connection: connection).usage(since: from, byFairKey: byKey, hourly: hourly, queue: queue)
-        let total = Usage.total(rows)
+        let (connection, _) = try await database.connect(settings: .reports)
+        let request = request(since: from)
+        let report = try await JobQueue(connection: connection).usage(request)
         if json {
-            let value: JSONValue = .object([
-                "since": .string(ISO8601.format(from)), "by": .string(by.rawValue), "hourly": .bool(hourly),
-                "queue": queue.map { .string($0) } ?? .null,
-                "rows": .array(rows.map { $0.json(byFairKey: byKey, hourly: hourly) }),
-                "total": total.json(byFairKey: false, hourly: false),
-            ])
-            print(value.prettyText)
+            guard case .object(var value) = report.json() else { return }
+            value["since"] = .string(ISO8601.format(from))
+            value["by"] = .string(request.byFairKey ? Grouping.fairKey.rawValue : Grouping.queue.rawValue)
+            value["hourly"] = .bool(hourly)
+            value["queue"] = queue.map { .string($0) } ?? .null
+            value["fair_key"] = fairKey.map { .string($0) } ?? .null
+            print(JSONValue.object(value).prettyText)
         } else {
-            print(UsageText.render(rows, total: total, since: from, byFairKey: byKey, hourly: hourly), terminator: "")
+            print(UsageText.render(report), terminator: "")
         }
     }
 }
+
+extension UsageRequest.Sort: ExpressibleByArgument {}

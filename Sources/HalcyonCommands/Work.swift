@@ -12,6 +12,7 @@ import Logging
 import Metrics
 import Prometheus
 import ServiceLifecycle
+import Synchronization
 
 struct Work: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -120,7 +121,7 @@ struct Work: AsyncParsableCommand {
     var retainUsage = TimeSpanArgument(Settings.retainUsage.defaultValue)
 
     /// Called as each chain's image work starts (`Halcyon.main(chainStarted:)`): nil in `halcyon`.
-    @TaskLocal static var chainStarted: ChainStartedHook?
+    static let chainStarted = Mutex<ChainStartedHook?>(nil)
 
     private typealias Settings = WorkerConfiguration.Settings
     private typealias Fetch = FetchConfiguration.Settings
@@ -174,7 +175,7 @@ struct Work: AsyncParsableCommand {
         // Every metric goes to one Prometheus registry, published by the exporter.
         let registry = PrometheusCollectorRegistry()
         MetricsSystem.bootstrap(Metrics.prometheusFactory(registry: registry))
-        let worker = Worker(configuration: configuration, conninfo: conninfo, logger: logger, chainStarted: Self.chainStarted)
+        let worker = Worker(configuration: configuration, conninfo: conninfo, logger: logger, chainStarted: Self.chainStarted.withLock { $0 })
         let group = try serviceGroup(worker, registry: registry, logger: logger)
         // Over a file-size limit (RLIMIT_FSIZE) a write should fail with EFBIG — a job's
         // store.write_failed — not kill the worker with SIGXFSZ.

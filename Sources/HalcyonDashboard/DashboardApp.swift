@@ -109,18 +109,14 @@ struct DashboardApp: Sendable {
         return page(.ok, "Overview", OverviewPage(o, now: Date()).render(), request: request, live: true, active: "Overview")
     }
 
-    /// `/usage`: each queue's and fair key's usage over the last 24 hours and 7 days (the rolled-up
-    /// hours plus the events not rolled up yet: two reads of `halcyon.usage`'s index by hour).
+    /// `/usage`: one page of each queue's and fair key's usage over the last 24 hours or 7 days,
+    /// largest first (`UsagePage.Query`): summed, ordered and cut to a page in the database.
     private func usage(_ request: Request, api: Bool) async throws -> Response {
         let now = Date()
-        let queue = JobQueue(connection: connection())
-        var reports: [(since: Date, rows: [Usage])] = []
-        for w in UsagePage.windows {
-            let since = JobQueue.usageHour(now.addingTimeInterval(-w.seconds))
-            reports.append((since, try await queue.usage(since: since, byFairKey: true)))
-        }
-        if api { return json(.ok, UsagePage.json(reports)) }
-        return page(.ok, "Usage", UsagePage(reports, now: now).render(), request: request, live: false, active: "Usage")
+        let query = try UsagePage.Query(HTTPForm.query(request))
+        let report = try await JobQueue(connection: connection()).usage(query.request(limit: configuration.pageSize, now: now))
+        if api { return json(.ok, UsagePage.json(report, query: query)) }
+        return page(.ok, "Usage", UsagePage(report, query: query, now: now).render(), request: request, live: false, active: "Usage")
     }
 
     private func jobs(_ request: Request, _ context: DashboardContext, api: Bool) async throws -> Response {

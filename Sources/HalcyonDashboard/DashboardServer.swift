@@ -40,7 +40,8 @@ public final class DashboardServer: Service, Sendable, CustomStringConvertible {
         var connections: [PGConnection] = []
         for i in 0..<configuration.connections {
             connections.append(
-                try await PGConnection.connect(conninfo, label: "dashboard.\(i)", statementTimeout: configuration.statementTimeout.seconds))
+                try await PGConnection.connect(
+                    conninfo, label: "dashboard.\(i)", statementTimeout: configuration.statementTimeout.seconds, settings: .reports))
         }
         self.connections = connections
         app = DashboardApp(configuration: configuration, connections: connections, logger: logger)

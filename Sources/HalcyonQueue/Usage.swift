@@ -33,30 +33,6 @@ public struct Usage: Sendable, Equatable {
     /// CPU milliseconds of every stage.
     public var cpuMs: Double { decodeCPUms + processCPUms + encodeCPUms + storeCPUms }
 
-    /// The sum of `rows`, under `queue` (e.g. "total"). Counts saturate rather than trap (the
-    /// table is anyone's with write access).
-    public static func total(_ rows: [Usage], queue: String = "total") -> Usage {
-        func add(_ a: inout Int64, _ b: Int64) {
-            let (sum, overflow) = a.addingReportingOverflow(b)
-            a = overflow ? (b < 0 ? .min : .max) : sum
-        }
-        var t = Usage(queue: queue)
-        for u in rows {
-            add(&t.succeeded, u.succeeded)
-            add(&t.failed, u.failed)
-            add(&t.cancelled, u.cancelled)
-            add(&t.retried, u.retried)
-            t.decodeCPUms += u.decodeCPUms
-            t.processCPUms += u.processCPUms
-            t.encodeCPUms += u.encodeCPUms
-            t.storeCPUms += u.storeCPUms
-            add(&t.bytesFetched, u.bytesFetched)
-            add(&t.bytesStored, u.bytesStored)
-            add(&t.storeHits, u.storeHits)
-        }
-        return t
-    }
-
     /// `{"queue", "fair_key", "hour", "succeeded", …, "cpu_ms": {"total", "decode", …}, …}`, as
     /// `halcyon usage --json` prints a row (`fair_key` only by key, `hour` only by the hour; a CPU
     /// time that is not a finite number, which only a hand-written row can hold, as null).
@@ -102,15 +78,105 @@ extension JobQueue {
         try await connection.row(SQL.PruneUsage(olderThan: olderThan, limit: limit))?.n ?? 0
     }
 
-    /// Usage since `since` (taken back to the start of its hour), per queue, or per queue and
-    /// fair key, per hour too when `hourly`, of `queue` only when given: the rolled-up hours plus
-    /// the events not rolled up yet.
-    public func usage(since: Date, byFairKey: Bool = false, hourly: Bool = false, queue: String? = nil) async throws -> [Usage] {
-        try await connection.rows(SQL.UsageReport(since: since, byFairKey: byFairKey, hourly: hourly, queue: queue)).map(\.usage)
+    /// One page of usage (`UsageRequest`): its rows, in its order, and the sums of the rows
+    /// not on it and of all — summed in the database, so only the page is read whatever the
+    /// number of keys.
+    public func usage(_ request: UsageRequest) async throws -> UsageReport {
+        var report = UsageReport(request: request)
+        for row in try await connection.rows(SQL.UsageReport(request: request)) {
+            switch row.kind {
+            case .row: report.rows.append(row.usage)
+            case .others: (report.others, report.otherRows) = (row.usage, row.count)
+            case .total: (report.total, report.totalRows) = (row.usage, row.count)
+            }
+        }
+        return report
     }
 
     /// `date` taken back to the start of its hour (UTC), as usage reports count from.
     public static func usageHour(_ date: Date) -> Date {
         Date(timeIntervalSince1970: (date.timeIntervalSince1970 / 3600).rounded(.down) * 3600)
+    }
+}
+
+/// What a usage report asks for: a period, a grouping, filters, an order and a page.
+public struct UsageRequest: Sendable, Equatable {
+    /// The order of the rows: largest first by a measure, or by queue, fair key and hour (`key`).
+    public enum Sort: String, Sendable, CaseIterable {
+        case cpu, succeeded, failed, fetched, stored, key
+    }
+
+    /// From the start of this instant's hour (usage is kept by the hour).
+    public var since: Date
+    /// One row per queue and fair key (false: per queue); per hour too when `hourly`.
+    public var byFairKey: Bool
+    public var hourly: Bool
+    /// Only this queue; only this fair key ("" is the common share).
+    public var queue: String?
+    public var fairKey: String?
+    public var sort: Sort
+    /// Rows on the page (1…`maxLimit`), after skipping `offset` (0…`maxOffset`).
+    public var limit: Int
+    public var offset: Int
+
+    /// The most rows one page holds.
+    public static let maxLimit = 100_000
+    /// The most rows a page skips: the database sorts `offset + limit` rows to find a page.
+    public static let maxOffset = 1_000_000
+
+    public init(
+        since: Date, byFairKey: Bool = false, hourly: Bool = false, queue: String? = nil, fairKey: String? = nil, sort: Sort = .key,
+        limit: Int = 1000, offset: Int = 0
+    ) {
+        self.since = since
+        self.byFairKey = byFairKey
+        self.hourly = hourly
+        self.queue = queue
+        self.fairKey = fairKey
+        self.sort = sort
+        self.limit = limit
+        self.offset = offset
+    }
+
+    /// Why the request cannot be answered, or nil.
+    public var problem: String? {
+        guard (1...Self.maxLimit).contains(limit) else { return "limit must be from 1 to \(Self.maxLimit); got \(limit)" }
+        guard (0...Self.maxOffset).contains(offset) else { return "offset must be from 0 to \(Self.maxOffset); got \(offset)" }
+        return nil
+    }
+}
+
+/// One page of a usage report: its rows, and the sums of the rows not on it and of all.
+public struct UsageReport: Sendable, Equatable {
+    public var request: UsageRequest
+    public var rows: [Usage] = []
+    /// The sum of the rows not on this page (before and after it), and how many there are.
+    public var others = Usage(queue: "others")
+    public var otherRows: Int64 = 0
+    /// The sum of every row, and how many there are.
+    public var total = Usage(queue: "total")
+    public var totalRows: Int64 = 0
+
+    public init(request: UsageRequest) { self.request = request }
+
+    /// Whether rows follow this page; the offset of the next page, when they do.
+    public var more: Bool { Int64(request.offset) + Int64(rows.count) < totalRows }
+    public var nextOffset: Int? { more ? request.offset + rows.count : nil }
+
+    /// `{"rows", "total_rows", "more", "next_offset", "others", "total"}` — each row as
+    /// `Usage.json` writes it; `others` and `total` with their row counts (`rows`).
+    public func json() -> JSONValue {
+        func sum(_ u: Usage, rows: Int64) -> JSONValue {
+            guard case .object(var o) = u.json(byFairKey: false, hourly: false) else { return .null }
+            o["queue"] = nil
+            o["rows"] = .number(Double(rows))
+            return .object(o)
+        }
+        return .object([
+            "rows": .array(rows.map { $0.json(byFairKey: request.byFairKey, hourly: request.hourly) }),
+            "total_rows": .number(Double(totalRows)), "more": .bool(more), "next_offset": nextOffset.map { .number(Double($0)) } ?? .null,
+            "offset": .number(Double(request.offset)), "limit": .number(Double(request.limit)), "sort": .string(request.sort.rawValue),
+            "others": sum(others, rows: otherRows), "total": sum(total, rows: totalRows),
+        ])
     }
 }

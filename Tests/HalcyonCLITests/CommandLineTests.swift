@@ -46,6 +46,11 @@ struct CommandLineTests {
             (["usage", "--since", "2999-01-01T00:00:00Z"], "future"),
             (["usage", "--by", "tenant"], "--by"),
             (["usage", "--queue", "a b"], "--queue"),
+            (["usage", "--limit", "0"], "--limit"),
+            (["usage", "--limit", "100001"], "--limit"),
+            (["usage", "--offset", "-1"], "--offset"),
+            (["usage", "--sort", "name"], "--sort"),
+            (["usage", "--fair-key", String(repeating: "k", count: 201)], "--fair-key"),
             (["work", "--per-host-concurrency", "0"], "--per-host-concurrency"),
             (["work", "--webhook-attempts", "0"], "--webhook-attempts"),
             (["work", "--webhook-secret", "whsec_not base64!"], "whsec_"),
@@ -130,5 +135,36 @@ struct HostileRowCommandTests {
         let status = try HalcyonProcess(["status"], conninfo: db.conninfo)
         #expect(await status.wait(timeout: 60) == 0, "\(status.output)")
         #expect(status.output.contains("STORE"), "\(status.output)")
+    }
+}
+
+/// `halcyon usage` prints a page: the rows in the order asked, the others' sum, the total and
+/// where the next page starts; `--json` the same with `total_rows`, `more` and `next_offset`.
+@Suite(.enabled(if: TestEnvironment.available, "needs scripts/test (PostgreSQL, binary)"), .processes)
+struct UsageCommandTests {
+    @Test func usagePrintsAPageTheOthersAndTheTotal() async throws {
+        let db = try await TestDatabase.create()
+        try await db.query(
+            """
+            INSERT INTO halcyon.usage (queue, fair_key, hour, succeeded, decode_cpu_ms, bytes_fetched)
+            SELECT 'thumbs', 'user-' || k, date_trunc('hour', now()), k, 10 * k, 1000
+            FROM generate_series(1, 30) k
+            """)
+        let text = try HalcyonProcess(["usage", "--by", "fair-key", "--sort", "cpu", "--limit", "3"], conninfo: db.conninfo)
+        #expect(await text.wait(timeout: 60) == 0, "\(text.output)")
+        let lines = text.output.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }
+        let rows = lines.filter { $0.hasPrefix("thumbs") }
+        #expect(rows.map { $0.split(separator: " ", omittingEmptySubsequences: true)[1] } == ["user-30", "user-29", "user-28"], "\(text.output)")
+        #expect(lines.contains { $0.hasPrefix("others (27 rows)") && $0.contains(" \((1...27).reduce(0, +)) ") }, "\(text.output)")
+        #expect(lines.contains { $0.hasPrefix("total") && $0.contains(" 465 ") }, "\(text.output)")
+        #expect(lines.last == "rows 1–3 of 30; the next page: --offset 3", "\(text.output)")
+
+        let json = try HalcyonProcess(
+            ["usage", "--fair-key", "user-7", "--json"], conninfo: db.conninfo)
+        #expect(await json.wait(timeout: 60) == 0, "\(json.output)")
+        let page = JSONValue.parse(json.output)
+        #expect(page?["total_rows"]?.numberValue == 1 && page?["more"]?.boolValue == false && page?["next_offset"] == .null, "\(json.output)")
+        #expect(page?["rows"]?.arrayValue?.first?["fair_key"]?.stringValue == "user-7" && page?["by"]?.stringValue == "fair-key")
+        #expect(page?["total"]?["succeeded"]?.numberValue == 7 && page?["others"]?["rows"]?.numberValue == 0, "\(json.output)")
     }
 }

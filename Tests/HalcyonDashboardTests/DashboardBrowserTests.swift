@@ -57,7 +57,7 @@ struct DashboardBrowserTests {
         #expect(overview.contains("fetch.http_status"))
 
         let usage = try await browse(base + "/usage", "--dump-dom", profile: work.appendingPathComponent("p5"))
-        #expect(usage.contains("data-js=\"on\"") && usage.contains("<h2>Last 7 days</h2>"), "\(usage.suffix(3000))")
+        #expect(usage.contains("data-js=\"on\"") && usage.contains("<h2>Last 24 hours</h2>"), "\(usage.suffix(3000))")
         #expect(usage.contains("common share"), "the fixture's jobs, in the common share")
 
         let hostile = try await browse(base + "/jobs/\(f.hostile)", "--dump-dom", profile: work.appendingPathComponent("p2"))

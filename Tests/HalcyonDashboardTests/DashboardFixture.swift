@@ -56,6 +56,13 @@ struct DashboardFixture: Sendable {
 
     /// A dashboard over this database and store.
     func server(_ configure: (inout DashboardConfiguration) -> Void = { _ in }) async throws -> DashboardServer {
+        try await Self.server(db, store: store, configure)
+    }
+
+    /// A dashboard over `db` and the store at `store`, on a port of its own, quiet.
+    static func server(
+        _ db: TestDatabase, store: URL, _ configure: (inout DashboardConfiguration) -> Void = { _ in }
+    ) async throws -> DashboardServer {
         var c = DashboardConfiguration()
         c.port = 0
         c.storeRoot = store

@@ -50,7 +50,8 @@ struct DashboardPageTests {
         let succeeded = try #require(try await f.value("SELECT count(*)::text AS v FROM halcyon.jobs WHERE state = 'succeeded'"))
         let page = try await HTTP.get(server, "/usage")
         #expect(page.status == 200 && page.headers["content-type"] == "text/html; charset=utf-8")
-        #expect(page.text.contains("<h2>Last 24 hours</h2>") && page.text.contains("<h2>Last 7 days</h2>"), "\(page.text.prefix(2000))")
+        #expect(
+            page.text.contains("<h2>Last 24 hours</h2>") && page.text.contains("<a href=\"/usage?period=7d\">7d</a>"), "\(page.text.prefix(2000))")
         #expect(page.text.contains("<a href=\"/usage\" aria-current=\"page\">Usage</a>"), "the navigation marks the page")
         #expect(
             page.text.contains(
@@ -59,9 +60,17 @@ struct DashboardPageTests {
         let api = try await HTTP.get(server, "/api/usage")
         #expect(api.status == 200 && api.headers["content-type"] == "application/json")
         let json = try #require(JSONValue.parse(api.text))
-        for window in ["last_24h", "last_7d"] {
-            #expect(json[window]?["total"]?["succeeded"]?.numberValue == Double(succeeded), "\(api.text)")
-            #expect(json[window]?["rows"]?.arrayValue?.first?["fair_key"] == .null, "\(api.text)")
+        for period in ["24h", "7d"] {
+            let json = try #require(JSONValue.parse(try await HTTP.get(server, "/api/usage?period=\(period)").text))
+            #expect(json["period"]?.stringValue == period && json["sort"]?.stringValue == "cpu")
+            #expect(json["total"]?["succeeded"]?.numberValue == Double(succeeded), "\(json)")
+            #expect(json["rows"]?.arrayValue?.first?["fair_key"] == .null, "\(json)")
+            #expect(json["more"]?.boolValue == false && json["next_offset"] == .null && json["total_rows"]?.numberValue == 1, "\(json)")
+        }
+        #expect(json["period"]?.stringValue == "24h", "the default period")
+        for bad in ["period=1y", "sort=name", "offset=-1", "offset=100001", "queue=a%20b"] {
+            let refused = try await HTTP.get(server, "/api/usage?" + bad)
+            #expect(refused.status == 400 && JSONValue.parse(refused.text)?["error"]?.stringValue != nil, "\(bad): \(refused.status)")
         }
     }
 

@@ -3,7 +3,6 @@ import HalcyonDashboard
 import HalcyonQueue
 import HalcyonRuntime
 import HalcyonTestSupport
-import Logging
 import Testing
 
 /// Rows anyone with write access to the tables can make: numbers far out of any range where the
@@ -14,12 +13,7 @@ struct HostileRowTests {
         let db = try await TestDatabase.create()
         let id = try await HostileRows.insert(db)
         let measured = try await HostileRows.insertMeasured(db)
-        var configuration = DashboardConfiguration()
-        configuration.port = 0
-        configuration.storeRoot = try TestEnvironment.temporaryDirectory("hostile-rows-store")
-        var logger = Logger(label: "dashboard-test")
-        logger.logLevel = .critical
-        let server = try await DashboardServer.start(configuration: configuration, conninfo: db.conninfo, logger: logger)
+        let server = try await DashboardFixture.server(db, store: try TestEnvironment.temporaryDirectory("hostile-rows-store"))
         defer { server.stop() }
         for target in [
             "/jobs/\(id)", "/api/jobs/\(id)", "/jobs/\(measured)", "/api/jobs/\(measured)", "/", "/jobs", "/jobs?state=failed", "/api/overview",

@@ -77,7 +77,7 @@ import Testing
             SQL.RecordPrune(by: "w", pruned: [.succeeded: 2], took: .milliseconds(500)),
             SQL.RollUpUsage(limit: 50_000),
             SQL.PruneUsage(olderThan: .days(400), limit: 50_000),
-            SQL.UsageReport(since: Date(), byFairKey: true, hourly: true, queue: "q"),
+            SQL.UsageReport(request: UsageRequest(since: Date(), byFairKey: true, hourly: true, queue: "q", fairKey: "k", sort: .cpu)),
             SQL.LatestPrune(),
             SQL.RecordSweep(
                 record: JobQueue.SweepRecord(

@@ -207,9 +207,9 @@ struct QueryPlanTests {
             """)
         try await c.execute("ANALYZE halcyon.usage")
         let since = JobQueue.usageHour(Date().addingTimeInterval(-86_400))
-        let day = try await plan(c, SQL.UsageReport(since: since, byFairKey: true, hourly: false, queue: nil))
+        let day = try await plan(c, SQL.UsageReport(request: UsageRequest(since: since, byFairKey: true, sort: .cpu, limit: 50)))
         #expect(day.contains("usage_hour_idx") && !day.contains("Seq Scan on usage "), "usage report plan:\n\(day)")
-        let queue = try await plan(c, SQL.UsageReport(since: since, byFairKey: false, hourly: true, queue: "q1"))
+        let queue = try await plan(c, SQL.UsageReport(request: UsageRequest(since: since, hourly: true, queue: "q1")))
         #expect(!queue.contains("Seq Scan on usage "), "one queue's usage report plan:\n\(queue)")
     }
 

@@ -58,7 +58,7 @@ struct UsageTests {
         #expect(try await events(db) == 5)
 
         let since = JobQueue.usageHour(Date().addingTimeInterval(-3600))
-        let rows = try await q.usage(since: since, byFairKey: true)
+        let rows = try await q.usage(UsageRequest(since: since, byFairKey: true)).rows
         let t1 = try #require(rows.first { $0.fairKey == "t1" }), common = try #require(rows.first { $0.fairKey == "" })
         #expect(t1.succeeded == 2 && t1.retried == 1 && t1.failed == 0 && t1.storeHits == 1 && t1.bytesStored == 1000)
         #expect(common.cancelled == 1 && common.succeeded == 0 && common.retried == 1, "\(common)")
@@ -116,12 +116,13 @@ struct UsageTests {
         let since = JobQueue.usageHour(Date().addingTimeInterval(-4 * 3600))
         func reports() async throws -> [[Usage]] {
             [
-                try await a.usage(since: since), try await a.usage(since: since, byFairKey: true),
-                try await a.usage(since: since, byFairKey: true, hourly: true), try await a.usage(since: since, queue: "thumbs"),
+                try await a.usage(UsageRequest(since: since)).rows, try await a.usage(UsageRequest(since: since, byFairKey: true)).rows,
+                try await a.usage(UsageRequest(since: since, byFairKey: true, hourly: true)).rows,
+                try await a.usage(UsageRequest(since: since, queue: "thumbs")).rows,
             ]
         }
         let before = try await reports()
-        let total = Usage.total(before[0])
+        let total = try await a.usage(UsageRequest(since: since)).total
         #expect(total.succeeded + total.failed == 30000 && total.bytesFetched == 30000 * 1000 + 30000 * 30001 / 2)
 
         let started = ContinuousClock.now
@@ -143,12 +144,12 @@ struct UsageTests {
             VALUES ('default', 't1', 1, 0, 0, 0, 1, 1, 1, 1, 10, 10, 0)
             """)
         #expect(try await a.rollUpUsage() == JobQueue.UsageRollUp(events: 1, hours: 1))
-        #expect(Usage.total(try await a.usage(since: since)).succeeded == total.succeeded + 1)
+        #expect(try await a.usage(UsageRequest(since: since)).total.succeeded == total.succeeded + 1)
         // Retention: hours older than it go, newer stay.
         try await db.query("UPDATE halcyon.usage SET hour = hour - interval '30 days' WHERE queue = 'thumbs'")
         #expect(try await a.pruneUsage(olderThan: .days(10)) > 0)
-        #expect(try await a.usage(since: since.addingTimeInterval(-40 * 86400), queue: "thumbs").isEmpty)
-        #expect(!(try await a.usage(since: since, queue: "default")).isEmpty)
+        #expect(try await a.usage(UsageRequest(since: since.addingTimeInterval(-40 * 86400), queue: "thumbs")).rows.isEmpty)
+        #expect(!(try await a.usage(UsageRequest(since: since, queue: "default"))).rows.isEmpty)
     }
 
     func rollUpAll(_ q: JobQueue) async throws -> Int {

@@ -47,31 +47,115 @@ gone AS (
 SELECT count(*) AS n FROM gone;
 
 -- name: usageReport :many
--- Usage since $1 (timestamptz, taken back to the start of its hour: usage is kept by the hour),
--- per queue, or per queue and fair key when $2 (bool), per hour too when $3 (bool), of queue $4
--- only (NULL: every queue). The rolled-up hours plus the events not rolled up yet, so it is
--- exact at any moment. `fair_key` is '' for the common share (and when not by key), `hour` the
--- hour's start in UTC (`2026-11-28T01:00:00Z`), NULL when not hourly.
+-- One page of usage since $1 (timestamptz, taken back to the start of its hour: usage is kept by
+-- the hour): per queue, or per queue and fair key when $2 (bool), per hour too when $3 (bool);
+-- of queue $4 only (NULL: every queue) and fair key $5 only (NULL: every key, '' the common
+-- share). Rows are ordered by $6 — 'cpu', 'succeeded', 'failed' (cancelled included),
+-- 'fetched', 'stored' (largest first) or 'key' — then by queue, fair key and hour, and $7 of
+-- them are returned after skipping $8 (kind 'row'). Then one row of kind 'others', the sums of
+-- every row not on the page, and one of kind 'total', the sums of all; their `rows` is how many
+-- rows they cover. The rolled-up hours plus the events not rolled up yet, so it is exact at any
+-- moment; only the page leaves the database, whatever the number of keys.
+--
+-- In two passes, so that the cost of 300,000 keys is one hash of the keys with one sum each:
+-- `ranked` groups the hours by row with only the measure the page is ordered by, the page is
+-- its first $7 after $8, and only the page's rows are summed in full (`paged`); the totals are
+-- one ungrouped sum of the hours. (Summing every column of every row before choosing the page
+-- cost twice as much.) `fair_key` is '' for the common share (and when not by key), `hour` the
+-- hour's start in UTC (`2026-11-28T01:00:00Z`), NULL when not hourly. Sums are numeric and
+-- brought into bigint's range at the end: the tables are anyone's with write access.
 WITH since AS (
     SELECT date_trunc('hour', $1::timestamptz, 'UTC') AS at
 ),
-rows AS (
-    SELECT queue, fair_key, hour, succeeded, failed, cancelled, retried, decode_cpu_ms, process_cpu_ms, encode_cpu_ms, store_cpu_ms,
-           bytes_fetched, bytes_stored, store_hits
+hours AS NOT MATERIALIZED (
+    SELECT queue, CASE WHEN $2::bool THEN fair_key ELSE '' END AS fair_key, CASE WHEN $3::bool THEN hour END AS hour, succeeded,
+           failed, cancelled, retried, decode_cpu_ms, process_cpu_ms, encode_cpu_ms, store_cpu_ms, bytes_fetched, bytes_stored,
+           store_hits
     FROM halcyon.usage
-    WHERE hour >= (SELECT at FROM since) AND ($4::text IS NULL OR queue = $4::text)
+    WHERE hour >= (SELECT at FROM since) AND ($4::text IS NULL OR queue = $4::text) AND ($5::text IS NULL OR fair_key = $5::text)
     UNION ALL
-    SELECT queue, coalesce(fair_key, ''), date_trunc('hour', at, 'UTC'), succeeded, failed, cancelled, retried, decode_cpu_ms,
-           process_cpu_ms, encode_cpu_ms, store_cpu_ms, bytes_fetched, bytes_stored, store_hits
+    SELECT queue, CASE WHEN $2::bool THEN coalesce(fair_key, '') ELSE '' END, CASE WHEN $3::bool THEN date_trunc('hour', at, 'UTC') END,
+           succeeded, failed, cancelled, retried, decode_cpu_ms, process_cpu_ms, encode_cpu_ms, store_cpu_ms, bytes_fetched,
+           bytes_stored, store_hits
     FROM halcyon.usage_events
     WHERE at >= (SELECT at FROM since) AND ($4::text IS NULL OR queue = $4::text)
+      AND ($5::text IS NULL OR coalesce(fair_key, '') = $5::text)
+),
+ranked AS MATERIALIZED (
+    SELECT queue, fair_key, hour,
+           sum(CASE $6::text
+                   WHEN 'cpu' THEN decode_cpu_ms + process_cpu_ms + encode_cpu_ms + store_cpu_ms
+                   WHEN 'succeeded' THEN succeeded::float8
+                   WHEN 'failed' THEN failed::float8 + cancelled::float8
+                   WHEN 'fetched' THEN bytes_fetched::float8
+                   WHEN 'stored' THEN bytes_stored::float8
+               END) AS sort_value
+    FROM hours
+    GROUP BY 1, 2, 3
+),
+page AS MATERIALIZED (
+    SELECT * FROM ranked
+    ORDER BY sort_value DESC NULLS LAST, queue, fair_key, hour
+    LIMIT $7::int OFFSET $8::int
+),
+paged AS (
+    SELECT p.queue, p.fair_key, p.hour, p.sort_value, sum(h.succeeded) AS succeeded, sum(h.failed) AS failed,
+           sum(h.cancelled) AS cancelled, sum(h.retried) AS retried, sum(h.decode_cpu_ms) AS decode_cpu_ms,
+           sum(h.process_cpu_ms) AS process_cpu_ms, sum(h.encode_cpu_ms) AS encode_cpu_ms, sum(h.store_cpu_ms) AS store_cpu_ms,
+           sum(h.bytes_fetched) AS bytes_fetched, sum(h.bytes_stored) AS bytes_stored, sum(h.store_hits) AS store_hits
+    FROM page p
+    JOIN hours h ON h.queue = p.queue AND h.fair_key = p.fair_key AND h.hour IS NOT DISTINCT FROM p.hour
+    GROUP BY 1, 2, 3, 4
+),
+-- The sums of all rows and of the page, in one aggregate (`of`: 'all', 'page').
+sums AS (
+    SELECT of, CASE of WHEN 'all' THEN (SELECT count(*) FROM ranked) ELSE sum(n) END AS rows, coalesce(sum(succeeded), 0) AS succeeded,
+           coalesce(sum(failed), 0) AS failed, coalesce(sum(cancelled), 0) AS cancelled, coalesce(sum(retried), 0) AS retried,
+           coalesce(sum(decode_cpu_ms), 0) AS decode_cpu_ms, coalesce(sum(process_cpu_ms), 0) AS process_cpu_ms,
+           coalesce(sum(encode_cpu_ms), 0) AS encode_cpu_ms, coalesce(sum(store_cpu_ms), 0) AS store_cpu_ms,
+           coalesce(sum(bytes_fetched), 0) AS bytes_fetched, coalesce(sum(bytes_stored), 0) AS bytes_stored,
+           coalesce(sum(store_hits), 0) AS store_hits
+    FROM (
+        SELECT 'all' AS of, 1 AS n, succeeded, failed, cancelled, retried, decode_cpu_ms, process_cpu_ms, encode_cpu_ms, store_cpu_ms,
+               bytes_fetched, bytes_stored, store_hits
+        FROM hours
+        UNION ALL
+        SELECT 'page', 1, succeeded, failed, cancelled, retried, decode_cpu_ms, process_cpu_ms, encode_cpu_ms, store_cpu_ms, bytes_fetched,
+               bytes_stored, store_hits
+        FROM paged
+        UNION ALL
+        -- Both sums exist when nothing does.
+        SELECT of, 0, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL FROM (VALUES ('all'), ('page')) AS v (of)
+    ) s
+    GROUP BY of
+),
+-- The rows of the page, then the sums of the others and of all (`part` orders them).
+parts AS (
+    SELECT 'row' AS kind, 0 AS part, queue, fair_key, hour, 1::bigint AS rows, succeeded, failed, cancelled, retried, decode_cpu_ms,
+           process_cpu_ms, encode_cpu_ms, store_cpu_ms, bytes_fetched, bytes_stored, store_hits, sort_value
+    FROM paged
+    UNION ALL
+    SELECT 'others', 1, '', '', NULL, t.rows - p.rows, t.succeeded - p.succeeded, t.failed - p.failed, t.cancelled - p.cancelled,
+           t.retried - p.retried, t.decode_cpu_ms - p.decode_cpu_ms, t.process_cpu_ms - p.process_cpu_ms,
+           t.encode_cpu_ms - p.encode_cpu_ms, t.store_cpu_ms - p.store_cpu_ms, t.bytes_fetched - p.bytes_fetched,
+           t.bytes_stored - p.bytes_stored, t.store_hits - p.store_hits, NULL
+    FROM sums t, sums p
+    WHERE t.of = 'all' AND p.of = 'page'
+    UNION ALL
+    SELECT 'total', 2, '', '', NULL, rows, succeeded, failed, cancelled, retried, decode_cpu_ms, process_cpu_ms, encode_cpu_ms,
+           store_cpu_ms, bytes_fetched, bytes_stored, store_hits, NULL
+    FROM sums
+    WHERE of = 'all'
 )
-SELECT queue, CASE WHEN $2::bool THEN fair_key ELSE '' END AS fair_key,
-       CASE WHEN $3::bool THEN to_char(hour AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24":00:00Z"') END AS hour,
-       sum(succeeded)::bigint AS succeeded, sum(failed)::bigint AS failed, sum(cancelled)::bigint AS cancelled,
-       sum(retried)::bigint AS retried, sum(decode_cpu_ms)::float8 AS decode_cpu_ms, sum(process_cpu_ms)::float8 AS process_cpu_ms,
-       sum(encode_cpu_ms)::float8 AS encode_cpu_ms, sum(store_cpu_ms)::float8 AS store_cpu_ms,
-       sum(bytes_fetched)::bigint AS bytes_fetched, sum(bytes_stored)::bigint AS bytes_stored, sum(store_hits)::bigint AS store_hits
-FROM rows
-GROUP BY 1, 2, 3
-ORDER BY 1, 2, 3;
+SELECT kind, queue, fair_key, to_char(hour AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24":00:00Z"') AS hour, rows,
+       least(greatest(succeeded, -9223372036854775808), 9223372036854775807)::bigint AS succeeded,
+       least(greatest(failed, -9223372036854775808), 9223372036854775807)::bigint AS failed,
+       least(greatest(cancelled, -9223372036854775808), 9223372036854775807)::bigint AS cancelled,
+       least(greatest(retried, -9223372036854775808), 9223372036854775807)::bigint AS retried,
+       decode_cpu_ms::float8 AS decode_cpu_ms, process_cpu_ms::float8 AS process_cpu_ms, encode_cpu_ms::float8 AS encode_cpu_ms,
+       store_cpu_ms::float8 AS store_cpu_ms,
+       least(greatest(bytes_fetched, -9223372036854775808), 9223372036854775807)::bigint AS bytes_fetched,
+       least(greatest(bytes_stored, -9223372036854775808), 9223372036854775807)::bigint AS bytes_stored,
+       least(greatest(store_hits, -9223372036854775808), 9223372036854775807)::bigint AS store_hits
+FROM parts
+ORDER BY part, sort_value DESC NULLS LAST, queue, fair_key, hour;

@@ -31,28 +31,42 @@ extension SQL {
 
     struct UsageReport: Query {
         static let name = "usageReport"
-        var since: Date
-        var byFairKey: Bool
-        var hourly: Bool
-        var queue: String?
+        var request: UsageRequest
 
         func bind(_ p: inout QueryParameters) {
-            p.add(since)
-            p.add(byFairKey)
-            p.add(hourly)
-            p.add(queue)
+            p.add(request.since)
+            p.add(request.byFairKey)
+            p.add(request.hourly)
+            p.add(request.queue)
+            p.add(request.fairKey)
+            p.add(request.sort.rawValue)
+            p.add(request.limit)
+            p.add(request.offset)
         }
 
         struct Row: QueryRow {
             static let columns = [
-                "queue", "fair_key", "hour", "succeeded", "failed", "cancelled", "retried", "decode_cpu_ms", "process_cpu_ms",
+                "kind", "queue", "fair_key", "hour", "rows", "succeeded", "failed", "cancelled", "retried", "decode_cpu_ms", "process_cpu_ms",
                 "encode_cpu_ms", "store_cpu_ms", "bytes_fetched", "bytes_stored", "store_hits",
             ]
+            /// A row of the page, the sum of the others, or the sum of all (`kind`: `row`,
+            /// `others`, `total`).
+            enum Kind { case row, others, total }
+            var kind: Kind
+            /// How many rows a sum covers (1 for a row of the page).
+            var count: Int64
             var usage: Usage
 
             init?(_ row: RowReader) {
                 guard let queue = row.text("queue") else { return nil }
-                var u = Usage(queue: queue, fairKey: row.text("fair_key") ?? "", hour: row.text("hour"))
+                kind =
+                    switch row.text("kind") {
+                    case "others": .others
+                    case "total": .total
+                    default: .row
+                    }
+                count = row.int64("rows") ?? 0
+                var u = Usage(queue: kind == .row ? queue : "\(kind)", fairKey: row.text("fair_key") ?? "", hour: row.text("hour"))
                 u.succeeded = row.int64("succeeded") ?? 0
                 u.failed = row.int64("failed") ?? 0
                 u.cancelled = row.int64("cancelled") ?? 0
