@@ -97,6 +97,8 @@ struct Work: AsyncParsableCommand {
     var originalsTTL = TimeSpanArgument(Fetch.originalsTTL.defaultValue)
     @Option(help: ArgumentHelp(Settings.sweepInterval.help))
     var sweepInterval = TimeSpanArgument(Settings.sweepInterval.defaultValue)
+    @Option(help: ArgumentHelp(Settings.storeMinFree.help))
+    var storeMinFree = ByteSizeArgument(Settings.storeMinFree.defaultValue)
     @Option(help: "Serve Prometheus metrics on this port at /metrics (and /healthz). Default: off.")
     var metricsPort: Int?
     @Option(help: "Address the metrics port listens on (IPv4).")
@@ -282,6 +284,7 @@ struct Work: AsyncParsableCommand {
         configuration.limits.maxJobTime = maxJobTime.duration
         configuration.sweepInterval = sweepInterval.duration
         configuration.storeSizeLimit = sizeLimit.bytes
+        configuration.storeMinFree = storeMinFree.bytes
         configuration.queues = try queueSlots()
         configuration.webhooks = webhooks.configuration(environment)
         configuration.retainSucceeded = retainSucceeded?.duration

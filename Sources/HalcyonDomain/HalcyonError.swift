@@ -22,7 +22,7 @@ public struct ErrorCode: Hashable, Sendable, CustomStringConvertible {
             .httpStatus, .tooLarge, .tooManyRedirects, .blockedAddress, .notImage,
             .decodeFailed, .unsupportedFormat, .imageTooLarge, .processingFailed, .overMaxBytes, .watermarkTooLarge, .tooCostly,
             .tooSmallToScore,
-            .notCached, .fileNotFound:
+            .notCached, .fileNotFound, .resultTooLarge:
             return true
         default:
             return false
@@ -67,6 +67,14 @@ public struct ErrorCode: Hashable, Sendable, CustomStringConvertible {
     public static let tooSmallToScore = ErrorCode("image", "too_small_to_score")
 
     public static let writeFailed = ErrorCode("store", "write_failed")
+    /// The store cannot take writes: no space (`ENOSPC`), a quota (`EDQUOT`), read-only
+    /// (`EROFS`), no permission (`EACCES`, `EPERM`); a bucket whose quota is reached, or that
+    /// refuses a write a probe's write confirms. The worker's condition, not the job's: the job
+    /// goes back to `queued` unspent and claiming pauses until the store takes writes again.
+    public static let notWritable = ErrorCode("store", "not_writable")
+    /// The result is larger than the store can ever hold: its whole filesystem, its size limit,
+    /// or what a bucket takes in one object (`EntityTooLarge`).
+    public static let resultTooLarge = ErrorCode("store", "result_too_large")
     public static let notCached = ErrorCode("store", "not_cached")
     /// An object store (S3) could not be read: connection errors, timeouts and 5xx past the
     /// client's retries, or an answer that makes no sense.

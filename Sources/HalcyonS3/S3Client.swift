@@ -395,6 +395,18 @@ public struct S3Client: Sendable {
         return headers
     }
 
+    /// What a refused write means beyond this write: the bucket cannot take writes (a quota
+    /// reached, its storage full: `store.not_writable`), or the object is larger than the server
+    /// takes in one (`store.result_too_large`); nil for anything else.
+    static func writeRefusal(status: Int, code: String?) -> ErrorCode? {
+        if status == 507 { return .notWritable }
+        switch code {
+        case "QuotaExceeded", "XMinioAdminBucketQuotaExceeded", "XMinioStorageFull", "StorageFull", "InsufficientStorage": return .notWritable
+        case "EntityTooLarge": return .resultTooLarge
+        default: return nil
+        }
+    }
+
     /// Printable ASCII without leading or trailing spaces (what S3 keeps byte for byte in a header).
     private static func checkHeaderValue(_ value: String, _ what: String, _ code: ErrorCode) throws(HalcyonError) {
         let ok = value.utf8.allSatisfy { $0 >= 0x20 && $0 <= 0x7E } && value.first != " " && value.last != " "
@@ -436,6 +448,10 @@ public struct S3Client: Sendable {
                     throw HalcyonError(
                         errors.accessDenied, text, permanent: errors.accessDeniedIsPermanent, source: source,
                         detail: s3Error.requestID.map { "request id \($0)" })
+                }
+                if errors.status == .writeFailed, let code = Self.writeRefusal(status: status, code: s3Error.code) {
+                    throw HalcyonError(
+                        code, text, permanent: code == .resultTooLarge, source: source, detail: s3Error.requestID.map { "request id \($0)" })
                 }
                 var error = HalcyonError(errors.status, text, permanent: false, source: source, detail: s3Error.requestID.map { "request id \($0)" })
                 guard retryable else {

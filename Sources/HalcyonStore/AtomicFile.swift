@@ -33,9 +33,7 @@ enum AtomicFile {
         try makeDirectories(tmpDirectory) { (_: URL) throws(HalcyonError) in }
         let tmp = tmpDirectory.appendingPathComponent("\(final.lastPathComponent).\(getpid()).\(UInt32.random(in: 0...UInt32.max)).part")
         let fd = open(tmp.path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
-        guard fd >= 0 else {
-            throw HalcyonError(.writeFailed, "cannot create a temp file in \(tmpDirectory.path): \(String(cString: strerror(errno)))")
-        }
+        guard fd >= 0 else { throw storeWriteError(errno, "cannot create a temp file in \(tmpDirectory.path)") }
         var failure: Int32 = 0
         data.withUnsafeBytes { raw in
             var offset = 0
@@ -70,8 +68,7 @@ enum AtomicFile {
         }
         if failure != 0 {
             unlink(tmp.path)
-            throw HalcyonError(
-                .writeFailed, "writing \(data.count) bytes to \(final.lastPathComponent) failed: \(String(cString: strerror(failure)))")
+            throw storeWriteError(failure, "writing \(data.count) bytes to \(final.lastPathComponent) failed")
         }
         guard durable, outcome == .written else { return outcome }
         try sync(directory)
@@ -90,9 +87,7 @@ enum AtomicFile {
         }
         for dir in missing.reversed() {
             if mkdir(dir.path, 0o755) != 0 {
-                guard errno == EEXIST else {
-                    throw HalcyonError(.writeFailed, "cannot create \(dir.path): \(String(cString: strerror(errno)))")
-                }
+                guard errno == EEXIST else { throw storeWriteError(errno, "cannot create \(dir.path)") }
                 continue  // another writer made it; it syncs its parent
             }
             try sync(dir.deletingLastPathComponent())
@@ -101,10 +96,19 @@ enum AtomicFile {
 
     static func syncDirectory(_ directory: URL) throws(HalcyonError) {
         let dfd = open(directory.path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard dfd >= 0 else { throw HalcyonError(.writeFailed, "cannot open \(directory.path): \(String(cString: strerror(errno)))") }
+        guard dfd >= 0 else { throw storeWriteError(errno, "cannot open \(directory.path)") }
         defer { close(dfd) }
-        if fsync(dfd) != 0 {
-            throw HalcyonError(.writeFailed, "fsync of \(directory.path) failed: \(String(cString: strerror(errno)))")
-        }
+        if fsync(dfd) != 0 { throw storeWriteError(errno, "fsync of \(directory.path) failed") }
+    }
+}
+
+/// A store write's failure from its `errno`: `store.not_writable` when the store cannot take
+/// writes at all (no space, a quota, read-only, no permission: the worker's condition, not the
+/// job's), else `store.write_failed`. The message is `what` and the system's words.
+func storeWriteError(_ code: Int32, _ what: String) -> HalcyonError {
+    let message = "\(what): \(String(cString: strerror(code)))"
+    switch code {
+    case ENOSPC, EDQUOT, EROFS, EACCES, EPERM: return HalcyonError(.notWritable, message)
+    default: return HalcyonError(.writeFailed, message)
     }
 }

@@ -45,6 +45,36 @@ extension DiskStore: ResultStore {
         }
     }
 
+    /// `statvfs` of the root, on an I/O thread; nil when it cannot be read.
+    public func space() async -> StoreSpace? {
+        await onIOThread { () -> StoreSpace? in
+            var s = statvfs()
+            guard statvfs(rootPath, &s) == 0 else { return nil }
+            let unit = Int64(s.f_frsize)
+            return StoreSpace(freeBytes: Int64(s.f_bavail) * unit, totalBytes: Int64(s.f_blocks) * unit)
+        }
+    }
+
+    /// Bytes a probe writes: one page, enough to need a block of its own.
+    static let probeBytes = 4096
+
+    /// Writes `probeBytes` to a new file in `tmp/`, fsyncs it and removes it, on an I/O thread.
+    public func probeWrite() async throws(HalcyonError) {
+        try await onIOThread { () throws(HalcyonError) in
+            let tmp = tmpDirectory
+            try AtomicFile.makeDirectories(tmp) { (_: URL) throws(HalcyonError) in }
+            let probe = tmp.appendingPathComponent("probe-\(getpid())-\(UInt32.random(in: 0...UInt32.max))")
+            let fd = open(probe.path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+            guard fd >= 0 else { throw storeWriteError(errno, "cannot create a probe file in \(tmp.path)") }
+            defer { unlink(probe.path) }
+            let bytes = [UInt8](repeating: 0x5A, count: Self.probeBytes)
+            let written = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress!, $0.count) }
+            let failure = written == bytes.count ? (fsync(fd) == 0 ? 0 : errno) : (written < 0 ? errno : ENOSPC)
+            close(fd)
+            if failure != 0 { throw storeWriteError(failure, "a probe's write of \(Self.probeBytes) bytes in \(tmp.path) failed") }
+        }
+    }
+
     public var location: String { root.path }
 
     public var originals: any OriginalsCache { OriginalsStore(storeRoot: root) }

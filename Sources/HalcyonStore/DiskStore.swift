@@ -127,7 +127,7 @@ public struct DiskStore: Sendable {
     func touchObject(_ path: String, atLeastUntil expiry: Date, now: Date) throws(HalcyonError) -> Bool {
         try withLockedFile(path) { fd, st throws(HalcyonError) -> Bool in
             guard FileTimes(accessed: now, expires: max(FileTimes(st).expires, expiry)).write(to: fd) else {
-                throw HalcyonError(.writeFailed, "cannot set the times of \(path): \(String(cString: strerror(errno)))")
+                throw storeWriteError(errno, "cannot set the times of \(path)")
             }
             return true
         } ?? false

@@ -98,6 +98,28 @@ public protocol ResultStore: Sendable {
     /// directory, that a file can be made in it. A worker checks at start and refuses to run
     /// without access, and while the store refuses it later.
     func checkAccess() async throws(HalcyonError)
+
+    /// The free and total bytes of the store's filesystem (`statvfs`); nil for a bucket, which
+    /// says nothing of its room.
+    func space() async -> StoreSpace?
+
+    /// Writes a small probe and removes it: whether the store takes a write now (`checkAccess`
+    /// shows only that it lets this process in). Throws what a result's write would
+    /// (`store.not_writable`, `store.access_denied`, `store.write_failed`).
+    func probeWrite() async throws(HalcyonError)
+}
+
+/// The room on a disk store's filesystem, as `statvfs` gives it.
+public struct StoreSpace: Sendable, Equatable {
+    /// Bytes free to an unprivileged writer (`f_bavail`: what `df` calls available).
+    public var freeBytes: Int64
+    /// The filesystem's size.
+    public var totalBytes: Int64
+
+    public init(freeBytes: Int64, totalBytes: Int64) {
+        self.freeBytes = freeBytes
+        self.totalBytes = totalBytes
+    }
 }
 
 extension ResultStore {

@@ -70,9 +70,10 @@ public final class Worker: Service, Sendable, CustomStringConvertible {
     /// What the worker did so far (all of it once `run()` has returned).
     public var summary: WorkerSummary { state.summary }
 
-    /// Why the worker is not healthy now, or nil: the store refusing its credentials. What
-    /// `/healthz` answers with (503) while it lasts.
-    public var unhealthy: String? { state.storeRefusal.map { "the store refuses this worker's credentials: \($0)" } }
+    /// Why the worker is not healthy now, or nil: the store cannot take its results (refused
+    /// credentials, no space, read-only, free space under `--store-min-free`), so it claims
+    /// nothing. What `/healthz` answers with (503) while it lasts.
+    public var unhealthy: String? { state.storePause?.description }
 
     /// The waits between the store's checks at start: 500 ms, doubling, at most 5 s, jittered.
     static let storeCheckBackoff = Backoff(base: .milliseconds(500), maximum: .seconds(5), jitter: WorkerConfiguration.retryJitter)
@@ -175,6 +176,7 @@ public final class Worker: Service, Sendable, CustomStringConvertible {
     /// The worker's duties in start order; the group shuts them down in reverse.
     private func services(queue: JobQueue, maintenance: JobQueue, store: any ResultStore) -> [ServiceGroupConfiguration.ServiceConfiguration] {
         let configuration = configuration
+        let health = StoreHealth(store: store, configuration: configuration, state: state, metrics: metrics, logger: logger)
         var services: [ServiceGroupConfiguration.ServiceConfiguration] = [
             .init(service: LeaseKeeper(configuration: configuration, queue: maintenance, state: state, logger: logger)),
             .init(service: Rescuer(configuration: configuration, queue: maintenance, state: state, metrics: metrics, logger: logger)),
@@ -185,7 +187,9 @@ public final class Worker: Service, Sendable, CustomStringConvertible {
         }
         if configuration.sweepInterval > .zero {
             services.append(
-                .init(service: StoreSweeper(configuration: configuration, store: store, conninfo: conninfo, metrics: metrics, logger: logger)))
+                .init(
+                    service: StoreSweeper(
+                        configuration: configuration, store: store, health: health, conninfo: conninfo, metrics: metrics, logger: logger)))
         }
         // Shut down after the claimer: outcomes recorded at the end still get their deliveries started.
         services.append(
@@ -193,11 +197,11 @@ public final class Worker: Service, Sendable, CustomStringConvertible {
                 service: WebhookDeliverer(
                     worker: configuration, conninfo: conninfo, wake: state.webhooksDue,
                     stopRequested: { [state] in state.stopRequests > 0 }, logger: logger)))
-        let recorder = OutcomeRecorder(configuration: configuration, queue: queue, state: state, metrics: metrics, logger: logger)
+        let recorder = OutcomeRecorder(configuration: configuration, queue: queue, health: health, state: state, metrics: metrics, logger: logger)
         let claimer = Claimer(
             configuration: configuration, queue: queue,
-            runner: JobRunner(configuration: configuration, store: store, metrics: metrics, chainStarted: chainStarted),
-            recorder: recorder, state: state, metrics: metrics, logger: logger)
+            runner: JobRunner(configuration: configuration, store: store, health: health, metrics: metrics, chainStarted: chainStarted),
+            recorder: recorder, health: health, state: state, metrics: metrics, logger: logger)
         // Stopped or drained: the claimer returns, and the group shuts the rest down.
         services.append(.init(service: claimer, successTerminationBehavior: .gracefullyShutdownGroup))
         return services

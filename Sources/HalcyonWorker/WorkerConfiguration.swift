@@ -80,6 +80,9 @@ public struct WorkerConfiguration: Sendable {
     /// Bytes the store may hold before sweeps trim it to half by least recent access; nil for
     /// no limit (the default).
     public var storeSizeLimit: Int64?
+    /// A disk store: claiming pauses while its filesystem has fewer free bytes than this (at most
+    /// a twentieth of the filesystem's size); 0 turns it off. Default: `Settings.storeMinFree`.
+    public var storeMinFree: Int = Settings.storeMinFree.defaultValue
     /// The queues this worker claims from, each optionally with a limit on how many of its jobs
     /// take processing slots at once. Empty (the default): every queue, no per-queue limit.
     public var queues: [QueueSlots] = []
@@ -157,6 +160,10 @@ public struct WorkerConfiguration: Sendable {
         public static let sweepInterval = Setting.duration(
             "--sweep-interval", default: .seconds(600), .seconds(1)...(.days(30)), off: .zero,
             "How often a worker sweeps the store (expired files, dangling keys, --store-size-limit); one worker at a time")
+        public static let storeMinFree = Setting.bytes(
+            "--store-min-free", default: 64 << 20, 4096...(1 << 50), off: 0,
+            "A disk store: pause claiming while its filesystem has less free space than this (never more than a twentieth of the filesystem)",
+            detail: "Claiming resumes by itself once there is.")
         public static let retainSucceeded = Setting.duration(
             "--retain-succeeded", default: .zero, .minutes(1)...(.days(36_500)),
             "Delete succeeded rows this long after they finished (with each store sweep, one worker at a time)", detail: "Default: keep.")
@@ -191,6 +198,7 @@ public struct WorkerConfiguration: Sendable {
         try Settings.maxPendingBytes.check(maxPendingBytes)
         try Settings.mmapThreshold.check(mmapThreshold)
         try Settings.sweepInterval.check(sweepInterval)
+        try Settings.storeMinFree.check(storeMinFree)
         try Settings.retainSucceeded.check(retainSucceeded)
         try Settings.retainFailed.check(retainFailed)
         try Settings.retainUsage.check(retainUsage)

@@ -23,8 +23,8 @@ final class WorkerState: Sendable {
         var unreportedFailed = 0
         /// Exponential average of recent outcomes being store hits (1) or anything else (0).
         var recentHits = 0.0
-        /// Why the store refuses this worker's credentials, while it does.
-        var storeRefusal: String?
+        /// Why the store cannot take this worker's results, while it cannot (`StoreHealth`).
+        var storePause: StorePause?
     }
 
     private let state = Mutex(State())
@@ -86,24 +86,41 @@ final class WorkerState: Sendable {
 
     var recentHits: Double { state.withLock { $0.recentHits } }
 
-    /// Why the store refuses this worker's credentials, while it does: no job is claimed, and
-    /// `/healthz` says so.
-    var storeRefusal: String? { state.withLock { $0.storeRefusal } }
+    /// Why the store cannot take this worker's results, while it cannot: no job is claimed, and
+    /// `/healthz` says so (`StoreHealth` decides).
+    var storePause: StorePause? { state.withLock { $0.storePause } }
 
-    /// Notes the store's refusal (`store.access_denied`); true when it is news.
-    func storeRefused(_ message: String) -> Bool {
+    /// Notes a pause (the claim loop is woken); true when it is news. Already paused, the free
+    /// space wanted is raised to this pause's if larger, and the rest kept.
+    func storePaused(_ pause: StorePause) -> Bool {
         defer { wake.wake() }
         return state.withLock { s in
-            defer { s.storeRefusal = message }
-            return s.storeRefusal == nil
+            guard var current = s.storePause else {
+                s.storePause = pause
+                return true
+            }
+            current.neededBytes = max(current.neededBytes, pause.neededBytes)
+            if let space = pause.space { current.space = space }
+            s.storePause = current
+            return false
         }
     }
 
-    /// The store accepts the credentials again; true when it had refused them.
-    func storeAccepted() -> Bool {
+    /// Changes the pause in place, while there is one.
+    func updateStorePause(_ body: (inout StorePause) -> Void) {
         state.withLock { s in
-            defer { s.storeRefusal = nil }
-            return s.storeRefusal != nil
+            if var pause = s.storePause {
+                body(&pause)
+                s.storePause = pause
+            }
+        }
+    }
+
+    /// The store takes writes again; the pause that ended, if there was one.
+    func storeResumed() -> StorePause? {
+        state.withLock { s in
+            defer { s.storePause = nil }
+            return s.storePause
         }
     }
 }

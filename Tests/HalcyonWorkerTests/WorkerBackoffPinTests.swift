@@ -41,9 +41,9 @@ import Testing
         #expect(Self.same((1...6).map { b.delay(afterAttempt: $0, random: 1) }, [0.375, 0.75, 1.5, 3, 3.75, 3.75]))
     }
 
-    /// A store that refuses the worker, asked again: 1 s doubling to 30 s, shortened by up to a quarter.
+    /// A bucket that cannot take the worker's results, probed again: 1 s doubling to 30 s, shortened by up to a quarter.
     @Test func storeRefusals() {
-        let b = Claimer.storeRefusalBackoff
+        let b = StoreHealth.pauseBackoff
         #expect(Self.same((1...7).map { b.delay(afterAttempt: $0, random: 0) }, [1, 2, 4, 8, 16, 30, 30]))
         #expect(Self.same((1...7).map { b.delay(afterAttempt: $0, random: 1) }, [0.75, 1.5, 3, 6, 12, 22.5, 22.5]))
     }

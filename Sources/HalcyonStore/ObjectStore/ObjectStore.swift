@@ -254,6 +254,16 @@ public struct ObjectStore: ResultStore {
     public func checkAccess() async throws(HalcyonError) {
         _ = try await client.list(maxKeys: 1)
     }
+
+    /// Nil: a bucket says nothing of its room.
+    public func space() async -> StoreSpace? { nil }
+
+    /// Puts a small object under `tmp/` and deletes it (a failed delete leaves those few bytes).
+    public func probeWrite() async throws(HalcyonError) {
+        let key = "\(StoreLayout.tmpDirectory)/probe-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        _ = try await client.put(key, data: Data("halcyon probe\n".utf8), contentType: "text/plain", ifNoneMatch: false)
+        try? await client.delete(key)
+    }
 }
 
 /// An object in a bucket read range by range, each GET guarded by the ETag it had when opened.

@@ -23,6 +23,7 @@ struct Claimer: Service, CustomStringConvertible {
     let queue: JobQueue
     let runner: JobRunner
     let recorder: OutcomeRecorder
+    let health: StoreHealth
     let state: WorkerState
     let metrics: Metrics
     let logger: Logger
@@ -42,8 +43,10 @@ struct Claimer: Service, CustomStringConvertible {
     private func claimLoop() async {
         let stopping = { state.stopRequests > 0 }
         while !stopping() {
-            if state.storeRefusal != nil {
-                await waitForTheStore()
+            // A store that cannot take results (refused credentials, no space, read-only…): no claims.
+            await health.checkSpace()
+            if health.isPaused {
+                await health.waitUntilWritable()
                 continue
             }
             // Mostly store hits: large claims, and no siblings (a hit decodes nothing to share).
@@ -104,29 +107,6 @@ struct Claimer: Service, CustomStringConvertible {
                 }
             }
             await state.wake.wait(timeout: configuration.pollInterval)
-        }
-    }
-
-    /// The waits between asking a store that refuses this worker again: 1 s, doubling, at most
-    /// 30 s, jittered.
-    static let storeRefusalBackoff = Backoff(base: .seconds(1), maximum: .seconds(30), jitter: WorkerConfiguration.retryJitter)
-
-    /// While the store refuses this worker's credentials: no claims; the store is asked again
-    /// with backoff (`storeRefusalBackoff`) until it accepts them or the worker stops.
-    private func waitForTheStore() async {
-        let backoff = Self.storeRefusalBackoff
-        var attempt = 0
-        while state.storeRefusal != nil, state.stopRequests == 0 {
-            attempt += 1
-            await state.wake.wait(timeout: backoff.delay(afterAttempt: attempt))
-            guard state.stopRequests == 0 else { return }
-            let store = runner.store
-            do {
-                try await store.checkAccess()
-                if state.storeAccepted() { logger.notice("the store accepts this worker's credentials again; claiming again") }
-            } catch {
-                logger.warning("the store still refuses this worker", metadata: ["error": "\(error)", "checks": "\(attempt)"])
-            }
         }
     }
 

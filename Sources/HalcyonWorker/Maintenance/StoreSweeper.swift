@@ -7,7 +7,8 @@ import ServiceLifecycle
 
 /// Sweeps the store every `sweepInterval` (expired files, dangling keys, the size limit) when
 /// no other worker is sweeping, then applies row retention (`RowRetention`) when configured; the first sweep comes 5–30 s after start, so a fleet started
-/// together doesn't all try at once. A sweep in progress stops at its next file on shutdown.
+/// together doesn't all try at once, and a store that cannot take writes is swept at once when it
+/// has a size limit (`StoreHealth.sweepDue`). A sweep in progress stops at its next file on shutdown.
 struct StoreSweeper: Service, CustomStringConvertible {
     /// Its name only: ServiceLifecycle logs each service's description, and a reflected one
     /// would print the whole configuration (secrets included) and cost start-up time.
@@ -15,12 +16,13 @@ struct StoreSweeper: Service, CustomStringConvertible {
 
     let configuration: WorkerConfiguration
     let store: any ResultStore
+    let health: StoreHealth
     let conninfo: String
     let metrics: Metrics
     let logger: Logger
 
     func run() async {
-        await runPeriodically(every: configuration.sweepInterval) { cancel in await sweep(cancel: cancel) }
+        await runPeriodically(every: configuration.sweepInterval, wake: health.sweepDue) { cancel in await sweep(cancel: cancel) }
     }
 
     /// Sweeps if no other worker is sweeping (the sweep lease), on a connection of its own, so
@@ -43,6 +45,7 @@ struct StoreSweeper: Service, CustomStringConvertible {
                 return
             }
             metrics.swept(report)
+            await health.swept(freedBytes: report.freedBytes)
             let meta = StoreMaintenance.metadata(report)
             if report.failure != nil {
                 logger.warning("store sweep incomplete", metadata: meta)

@@ -32,7 +32,9 @@ public enum JobOutcome: String, Sendable, CaseIterable {
 /// `halcyon_rescued_jobs_total`, `halcyon_store_sweeps_total`, `halcyon_store_swept_bytes_total`.
 /// Timer (a histogram in Prometheus): `halcyon_stage_duration_seconds{stage}`. Gauges:
 /// `halcyon_jobs_in_flight`, `halcyon_processing_slots`, `halcyon_fetch_slots`,
-/// `halcyon_store_bytes` (after the last sweep this worker ran), `halcyon_worker_start_time_seconds`,
+/// `halcyon_store_bytes` (after the last sweep this worker ran), `halcyon_store_available` (0 while
+/// claiming is paused because the store cannot take results), `halcyon_store_free_bytes` and
+/// `halcyon_store_filesystem_bytes` (a disk store's filesystem), `halcyon_worker_start_time_seconds`,
 /// `halcyon_worker_restarts` (how often the supervisor restarted the image process before this one);
 /// per queue with a fleet-wide limit (`queues(_:)`, the same fleet-wide values from every
 /// worker): `halcyon_queue_max_running{queue}`, `halcyon_queue_max_per_second{queue}`,
@@ -56,6 +58,9 @@ public final class Metrics: Sendable {
     private let sweptBytes: CoreMetrics.Counter
     private let inFlight: CoreMetrics.Gauge
     private let storeBytes: CoreMetrics.Gauge
+    private let storeAvailable: CoreMetrics.Gauge
+    private let storeFreeBytes: CoreMetrics.Gauge
+    private let storeFilesystemBytes: CoreMetrics.Gauge
     /// The queue gauges now exported, by label and queue.
     private let queueGauges = Mutex<[QueueGauge: CoreMetrics.Gauge]>([:])
 
@@ -78,7 +83,11 @@ public final class Metrics: Sendable {
         sweptBytes = counter("halcyon_store_swept_bytes_total")
         inFlight = gauge("halcyon_jobs_in_flight")
         storeBytes = gauge("halcyon_store_bytes")
+        storeAvailable = gauge("halcyon_store_available")
+        storeFreeBytes = gauge("halcyon_store_free_bytes")
+        storeFilesystemBytes = gauge("halcyon_store_filesystem_bytes")
         inFlight.record(0)
+        storeAvailable.record(1)
         gauge("halcyon_processing_slots").record(processingSlots)
         gauge("halcyon_fetch_slots").record(fetchSlots)
         gauge("halcyon_worker_start_time_seconds").record(Date().timeIntervalSince1970.rounded())
@@ -113,6 +122,15 @@ public final class Metrics: Sendable {
     public func rescued(_ count: Int) { rescuedJobs.increment(by: count) }
     /// The jobs the worker holds now (fetching, waiting for a slot, processing, storing).
     public func jobsInFlight(_ count: Int) { inFlight.record(count) }
+
+    /// Whether the store takes this worker's results (0: claiming is paused for it).
+    public func storeAvailable(_ available: Bool) { storeAvailable.record(available ? 1 : 0) }
+
+    /// A disk store's filesystem as last read.
+    public func storeSpace(_ space: StoreSpace) {
+        storeFreeBytes.record(space.freeBytes)
+        storeFilesystemBytes.record(space.totalBytes)
+    }
 
     public func swept(_ report: SweepReport) {
         sweeps.increment()

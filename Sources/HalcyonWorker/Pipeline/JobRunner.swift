@@ -16,6 +16,8 @@ import HalcyonStore
 struct JobRunner: Sendable {
     let fetcher: Fetcher
     let store: any ResultStore
+    /// Judges a refused write: the store's condition (the worker pauses) or the job's own.
+    let health: StoreHealth
     let limits: ImageLimits
     let processSlots: AsyncSemaphore
     /// Local sources (`FetchRequest.isLocal`) read and not yet processed: twice the processing
@@ -44,9 +46,10 @@ struct JobRunner: Sendable {
     }
 
     init(
-        configuration: WorkerConfiguration, store: any ResultStore, metrics: Metrics,
+        configuration: WorkerConfiguration, store: any ResultStore, health: StoreHealth, metrics: Metrics,
         chainStarted: ChainStartedHook? = nil
     ) {
+        self.health = health
         self.metrics = metrics
         self.chainStarted = chainStarted
         var fetch = configuration.fetch
@@ -263,6 +266,7 @@ struct JobRunner: Sendable {
         timing: inout StageTimings
     ) async -> Result<JobResult, HalcyonError> {
         guard !cancel.isCancelled else { return .failure(.abandoned) }
+        if let tooLarge = health.refusal(forResultOf: image.data.count) { return .failure(tooLarge) }
         let store = self.store
         let info = ResultInfo(
             format: image.format.rawValue, width: image.width, height: image.height, facts: image.source, placeholders: image.placeholders,
@@ -283,7 +287,7 @@ struct JobRunner: Sendable {
             if plan.options.keepGPS { result.facts = image.source.map(SourceRecord.init) }  // the store's copy has no position
             return .success(result)
         } catch {
-            return .failure(HalcyonError.wrap(error))
+            return .failure(await health.judge(HalcyonError.wrap(error), bytes: image.data.count))
         }
     }
 

@@ -9,13 +9,15 @@ struct OutcomeRecorder: Sendable {
     let configuration: WorkerConfiguration
     let queue: JobQueue
     let completions: CompletionBatcher
+    let health: StoreHealth
     let state: WorkerState
     let metrics: Metrics
     let logger: Logger
 
-    init(configuration: WorkerConfiguration, queue: JobQueue, state: WorkerState, metrics: Metrics, logger: Logger) {
+    init(configuration: WorkerConfiguration, queue: JobQueue, health: StoreHealth, state: WorkerState, metrics: Metrics, logger: Logger) {
         self.configuration = configuration
         self.queue = queue
+        self.health = health
         self.state = state
         self.metrics = metrics
         self.logger = logger
@@ -48,20 +50,17 @@ struct OutcomeRecorder: Sendable {
         state.wake.wake()
         switch outcome {
         case .success(let result): await recordSuccess(job, result, webhook: webhook, timings: timings, log: log)
-        case .failure(let error) where error.code == .accessDenied: await releaseRefused(job, error, log: log)
+        case .failure(let error) where error.code == .accessDenied || error.code == .notWritable: await releaseRefused(job, error, log: log)
         case .failure(let error): await recordFailure(job, error, webhook: webhook, timings: timings, log: log)
         }
     }
 
-    /// The store refused this worker's credentials: not the job's fault. The job goes back to
-    /// `queued` with its attempt unspent, and the claimer stops claiming until the store accepts
-    /// the credentials again (`Claimer.waitForTheStore`).
+    /// The store cannot take this worker's results (refused credentials, no space, read-only…):
+    /// not the job's fault. The job goes back to `queued` with its attempt unspent, and the
+    /// claimer stops claiming until the store takes writes again (`StoreHealth`).
     private func releaseRefused(_ job: Job, _ error: HalcyonError, log: Logger) async {
-        if state.storeRefused(error.message) {
-            log.error(
-                "the store refuses this worker's credentials: jobs are released and no more are claimed until it accepts them",
-                metadata: ["code": "\(error.code)", "message": "\(error.message)"])
-        }
+        health.noteRefused(error)
+        log.info("job released without spending an attempt: the store cannot take its result", metadata: ["code": "\(error.code)"])
         let released = try? await recordOrGiveUp("release", log) { try await queue.release([job.claim], workerID: configuration.workerID) }
         let count = released.flatMap { $0 } ?? 0
         state.updateSummary { $0.released += count }
