@@ -30,6 +30,27 @@ public struct Usage: Sendable, Equatable {
         return overflow ? .max : sum
     }
 
+    /// These counts less `other`'s (saturating: the table is anyone's with write access).
+    func less(_ other: Usage) -> Usage {
+        func minus(_ a: Int64, _ b: Int64) -> Int64 {
+            let (difference, overflow) = a.subtractingReportingOverflow(b)
+            return overflow ? (b < 0 ? .max : .min) : difference
+        }
+        var u = self
+        u.succeeded = minus(succeeded, other.succeeded)
+        u.failed = minus(failed, other.failed)
+        u.cancelled = minus(cancelled, other.cancelled)
+        u.retried = minus(retried, other.retried)
+        u.decodeCPUms -= other.decodeCPUms
+        u.processCPUms -= other.processCPUms
+        u.encodeCPUms -= other.encodeCPUms
+        u.storeCPUms -= other.storeCPUms
+        u.bytesFetched = minus(bytesFetched, other.bytesFetched)
+        u.bytesStored = minus(bytesStored, other.bytesStored)
+        u.storeHits = minus(storeHits, other.storeHits)
+        return u
+    }
+
     /// CPU milliseconds of every stage.
     public var cpuMs: Double { decodeCPUms + processCPUms + encodeCPUms + storeCPUms }
 
@@ -86,10 +107,12 @@ extension JobQueue {
         for row in try await connection.rows(SQL.UsageReport(request: request)) {
             switch row.kind {
             case .row: report.rows.append(row.usage)
-            case .others: (report.others, report.otherRows) = (row.usage, row.count)
             case .total: (report.total, report.totalRows) = (row.usage, row.count)
             }
         }
+        report.others = report.rows.reduce(report.total) { $0.less($1) }
+        report.others.queue = "others"
+        report.otherRows = max(0, report.totalRows - Int64(report.rows.count))
         return report
     }
 

@@ -52,9 +52,9 @@ SELECT count(*) AS n FROM gone;
 -- of queue $4 only (NULL: every queue) and fair key $5 only (NULL: every key, '' the common
 -- share). Rows are ordered by $6 — 'cpu', 'succeeded', 'failed' (cancelled included),
 -- 'fetched', 'stored' (largest first) or 'key' — then by queue, fair key and hour, and $7 of
--- them are returned after skipping $8 (kind 'row'). Then one row of kind 'others', the sums of
--- every row not on the page, and one of kind 'total', the sums of all; their `rows` is how many
--- rows they cover. The rolled-up hours plus the events not rolled up yet, so it is exact at any
+-- them are returned after skipping $8 (kind 'row'). Then one row of kind 'total', the sums of
+-- all, whose `rows` is how many rows there are (the others, all but the page, are the total less
+-- the page: `JobQueue.usage` subtracts). The rolled-up hours plus the events not rolled up yet, so it is exact at any
 -- moment; only the page leaves the database, whatever the number of keys.
 --
 -- In two passes, so that the cost of 300,000 keys is one hash of the keys with one sum each:
@@ -107,45 +107,17 @@ paged AS (
     JOIN hours h ON h.queue = p.queue AND h.fair_key = p.fair_key AND h.hour IS NOT DISTINCT FROM p.hour
     GROUP BY 1, 2, 3, 4
 ),
--- The sums of all rows and of the page, in one aggregate (`of`: 'all', 'page').
-sums AS (
-    SELECT of, CASE of WHEN 'all' THEN (SELECT count(*) FROM ranked) ELSE sum(n) END AS rows, coalesce(sum(succeeded), 0) AS succeeded,
-           coalesce(sum(failed), 0) AS failed, coalesce(sum(cancelled), 0) AS cancelled, coalesce(sum(retried), 0) AS retried,
-           coalesce(sum(decode_cpu_ms), 0) AS decode_cpu_ms, coalesce(sum(process_cpu_ms), 0) AS process_cpu_ms,
-           coalesce(sum(encode_cpu_ms), 0) AS encode_cpu_ms, coalesce(sum(store_cpu_ms), 0) AS store_cpu_ms,
-           coalesce(sum(bytes_fetched), 0) AS bytes_fetched, coalesce(sum(bytes_stored), 0) AS bytes_stored,
-           coalesce(sum(store_hits), 0) AS store_hits
-    FROM (
-        SELECT 'all' AS of, 1 AS n, succeeded, failed, cancelled, retried, decode_cpu_ms, process_cpu_ms, encode_cpu_ms, store_cpu_ms,
-               bytes_fetched, bytes_stored, store_hits
-        FROM hours
-        UNION ALL
-        SELECT 'page', 1, succeeded, failed, cancelled, retried, decode_cpu_ms, process_cpu_ms, encode_cpu_ms, store_cpu_ms, bytes_fetched,
-               bytes_stored, store_hits
-        FROM paged
-        UNION ALL
-        -- Both sums exist when nothing does.
-        SELECT of, 0, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL FROM (VALUES ('all'), ('page')) AS v (of)
-    ) s
-    GROUP BY of
-),
--- The rows of the page, then the sums of the others and of all (`part` orders them).
+-- The rows of the page, then the sums of all (`part` orders them).
 parts AS (
     SELECT 'row' AS kind, 0 AS part, queue, fair_key, hour, 1::bigint AS rows, succeeded, failed, cancelled, retried, decode_cpu_ms,
            process_cpu_ms, encode_cpu_ms, store_cpu_ms, bytes_fetched, bytes_stored, store_hits, sort_value
     FROM paged
     UNION ALL
-    SELECT 'others', 1, '', '', NULL, t.rows - p.rows, t.succeeded - p.succeeded, t.failed - p.failed, t.cancelled - p.cancelled,
-           t.retried - p.retried, t.decode_cpu_ms - p.decode_cpu_ms, t.process_cpu_ms - p.process_cpu_ms,
-           t.encode_cpu_ms - p.encode_cpu_ms, t.store_cpu_ms - p.store_cpu_ms, t.bytes_fetched - p.bytes_fetched,
-           t.bytes_stored - p.bytes_stored, t.store_hits - p.store_hits, NULL
-    FROM sums t, sums p
-    WHERE t.of = 'all' AND p.of = 'page'
-    UNION ALL
-    SELECT 'total', 2, '', '', NULL, rows, succeeded, failed, cancelled, retried, decode_cpu_ms, process_cpu_ms, encode_cpu_ms,
-           store_cpu_ms, bytes_fetched, bytes_stored, store_hits, NULL
-    FROM sums
-    WHERE of = 'all'
+    SELECT 'total', 1, '', '', NULL, (SELECT count(*) FROM ranked), coalesce(sum(succeeded), 0), coalesce(sum(failed), 0),
+           coalesce(sum(cancelled), 0), coalesce(sum(retried), 0), coalesce(sum(decode_cpu_ms), 0), coalesce(sum(process_cpu_ms), 0),
+           coalesce(sum(encode_cpu_ms), 0), coalesce(sum(store_cpu_ms), 0), coalesce(sum(bytes_fetched), 0),
+           coalesce(sum(bytes_stored), 0), coalesce(sum(store_hits), 0), NULL
+    FROM hours
 )
 SELECT kind, queue, fair_key, to_char(hour AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24":00:00Z"') AS hour, rows,
        least(greatest(succeeded, -9223372036854775808), 9223372036854775807)::bigint AS succeeded,

@@ -49,11 +49,10 @@ extension SQL {
                 "kind", "queue", "fair_key", "hour", "rows", "succeeded", "failed", "cancelled", "retried", "decode_cpu_ms", "process_cpu_ms",
                 "encode_cpu_ms", "store_cpu_ms", "bytes_fetched", "bytes_stored", "store_hits",
             ]
-            /// A row of the page, the sum of the others, or the sum of all (`kind`: `row`,
-            /// `others`, `total`).
-            enum Kind { case row, others, total }
+            /// A row of the page, or the sums of all (`kind`: `row`, `total`).
+            enum Kind { case row, total }
             var kind: Kind
-            /// How many rows a sum covers (1 for a row of the page).
+            /// How many rows the sums cover (1 for a row of the page).
             var count: Int64
             var usage: Usage
 
@@ -61,7 +60,6 @@ extension SQL {
                 guard let queue = row.text("queue") else { return nil }
                 kind =
                     switch row.text("kind") {
-                    case "others": .others
                     case "total": .total
                     default: .row
                     }
