@@ -63,12 +63,17 @@ class Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
-    def serve_file(self, name):
-        path = os.path.join(self.server.root, os.path.basename(name))
+    def read_file(self, name):
+        """The bytes of the file NAME in the root, or None."""
         try:
-            with open(path, "rb") as f:
-                data = f.read()
+            with open(os.path.join(self.server.root, os.path.basename(name)), "rb") as f:
+                return f.read()
         except OSError:
+            return None
+
+    def serve_file(self, name):
+        data = self.read_file(name)
+        if data is None:
             return self.send_body(404, b"not found", "text/plain")
         etag = '"%s"' % hashlib.sha256(data).hexdigest()[:16]
         if self.headers.get("If-None-Match") == etag:
@@ -196,12 +201,8 @@ class Handler(BaseHTTPRequestHandler):
                 pass
             return
         if head == "drip" and len(parts) == 4:
-            fast, rate, name = int(parts[1]), max(10, int(parts[2])), parts[3]
-            path = os.path.join(self.server.root, os.path.basename(name))
-            try:
-                with open(path, "rb") as f:
-                    data = f.read()
-            except OSError:
+            fast, rate, data = int(parts[1]), max(10, int(parts[2])), self.read_file(parts[3])
+            if data is None:
                 return self.send_body(404, b"not found", "text/plain")
             self.send_response(200)
             self.send_header("Content-Type", "image/jpeg")

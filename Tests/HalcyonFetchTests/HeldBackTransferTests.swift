@@ -30,26 +30,30 @@ struct HeldBackTransferTests {
         }
     }
 
-    /// A 2 s limit for the whole transfer and, unless `lowSpeed` is false, a low-speed abort at
-    /// 1,000 bytes/s over 1 s.
-    static func client(lowSpeed: Bool = true) -> HTTPClient {
+    /// A `total` limit for the whole transfer and, unless `lowSpeed` is false, a low-speed abort
+    /// at 1,000 bytes/s over 1 s.
+    static func client(total: Duration = .seconds(2), lowSpeed: Bool = true) -> HTTPClient {
         var c = FetchConfiguration()
         c.addressPolicy = AddressPolicy(allowed: [CIDR("127.0.0.1/32")!])
-        c.totalTimeout = .seconds(2)
+        c.totalTimeout = total
         c.lowSpeedBytes = lowSpeed ? 1000 : 0
         c.lowSpeedTime = .seconds(1)
         return HTTPClient(configuration: c)
     }
 
     @Test func timeHeldBackCountsAgainstNoLimit() throws {
-        let body = Data((0..<(600 << 10)).map { UInt8(truncatingIfNeeded: $0 &* 31) })
-        let url = try Origin.publish("held-back-\(UUID().uuidString.prefix(8)).bin", body)
-        // Held back 3 s: past the whole transfer's 2 s and the low-speed abort's 1 s.
+        // 1,000 bytes at once, then 100,000 dripped at 20,000 bytes/s (5 s), well above the
+        // low-speed limit; held back 3 s at the first chunk. 5 s from start to end, past the whole
+        // transfer's 3.5 s; about 2 s of it running.
+        let name = "held-back-\(UUID().uuidString.prefix(8)).bin"
+        let body = Data((0..<101_000).map { UInt8(truncatingIfNeeded: $0 &* 31) })
+        _ = try Origin.publish(name, body)
         let started = ContinuousClock.now
-        let response = try Self.client().get(URL(string: url)!, cancel: CancellationFlag(), meter: PausingMeter(pause: 3))
+        let response = try Self.client(total: .milliseconds(3500)).get(
+            URL(string: TestEnvironment.origin + "/drip/1000/20000/\(name)")!, cancel: CancellationFlag(), meter: PausingMeter(pause: 3))
         #expect(response.status == 200)
         #expect(response.body == body)
-        #expect(ContinuousClock.now - started >= .seconds(3))
+        #expect(ContinuousClock.now - started >= .milliseconds(4500))
     }
 
     @Test func aSlowOriginStillTimesOut() throws {

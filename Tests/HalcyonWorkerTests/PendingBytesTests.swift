@@ -120,6 +120,26 @@ struct PendingBytesTests {
         return (span.value(0, "all_done") == "t" ? span.value(0, "s").flatMap(Double.init) : nil, rows.dictionaries)
     }
 
+    /// The origin's files for the budget tests (`slow`, the 5 MB `budget-fast.jpg` and a tiny
+    /// bystander, whose URL is returned) and a ready in-process worker with a budget of `budget`:
+    /// two processing slots, download slots and per-host downloads for every job at once.
+    static func budgetWorker(
+        _ db: TestDatabase, budget: String, slow: (name: String, data: Data), adjust: (inout WorkerConfiguration) -> Void = { _ in }
+    ) async throws -> (TestWorker, String) {
+        _ = try Origin.publish(slow.name, slow.data)
+        _ = try Origin.publish("budget-fast.jpg", try Self.paddedJPEG(megabytes: 5))
+        let tiny = try Origin.publish("budget-tiny.png", try SampleImages.solid(width: 8, height: 8, red: 9, green: 8, blue: 7))
+        let w = try TestWorker(
+            [
+                "work", "--store", try TestEnvironment.temporaryDirectory("store").path, "--allow-network", "127.0.0.1/32",
+                "--concurrency", "2", "--fetch-concurrency", "12", "--per-host-concurrency", "16", "--max-pending-bytes", budget,
+                "--log-level", "info",
+            ],
+            conninfo: db.conninfo, adjust: adjust)
+        try await w.ready()
+        return (w, tiny)
+    }
+
     /// An origin that sends most of a big source fast and then drips it (above the low-speed
     /// abort) used to hold the budget: the oldest transfer under way was the one allowed past it,
     /// and while it dripped, fast sources beside it waited to start — 47.8 s each for 5 MB
@@ -130,17 +150,7 @@ struct PendingBytesTests {
     @Test func aSlowOriginDoesNotHoldTheBudgetFromFastSources() async throws {
         let db = try await TestDatabase.create()
         let slow = try Self.paddedJPEG(megabytes: 12)
-        _ = try Origin.publish("budget-slow.jpg", slow)
-        _ = try Origin.publish("budget-fast.jpg", try Self.paddedJPEG(megabytes: 5))
-        let tiny = try Origin.publish("budget-tiny.png", try SampleImages.solid(width: 8, height: 8, red: 9, green: 8, blue: 7))
-        let w = try TestWorker(
-            [
-                "work", "--store", try TestEnvironment.temporaryDirectory("store").path, "--allow-network", "127.0.0.1/32",
-                "--concurrency", "2", "--fetch-concurrency", "12", "--per-host-concurrency", "16", "--max-pending-bytes", "32MiB",
-                "--log-level", "info",
-            ],
-            conninfo: db.conninfo)
-        try await w.ready()
+        let (w, tiny) = try await Self.budgetWorker(db, budget: "32MiB", slow: ("budget-slow.jpg", slow))
         let o = TestEnvironment.origin, tag = db.name
         func fast(_ run: String) -> [String] { (0..<4).map { "\(o)/files/budget-fast.jpg?\(tag)-\(run)=\($0)" } }
         // Alone, twice (the first warms connections up).
@@ -177,24 +187,17 @@ struct PendingBytesTests {
     }
 
     /// A transfer held back by the budget is paused, not slow: with a 1 MiB budget, three
-    /// dripping sources and four fast ones claimed together, every fast transfer waits its turn
-    /// for seconds — longer than the 2 s low-speed window here — and none fails `fetch.timeout`
-    /// or is downloaded twice. libcurl's own low-speed check counted the pause, and the fast
-    /// transfers failed with it.
+    /// sources that drip for 3 s after 8 MiB and four fast ones claimed together, the transfers
+    /// wait their turns for longer than the 5 s download timeout here (and the 2 s low-speed
+    /// window), and none fails `fetch.timeout` or is downloaded twice. libcurl's own limits
+    /// counted the pause, and the transfers that waited failed with them.
     @Test func aTransferHeldBackByTheBudgetDoesNotTimeOut() async throws {
         let db = try await TestDatabase.create()
-        let slow = try Self.paddedJPEG(megabytes: 2)
-        _ = try Origin.publish("budget-drip.jpg", slow)
-        _ = try Origin.publish("budget-fast.jpg", try Self.paddedJPEG(megabytes: 5))
-        let tiny = try Origin.publish("budget-tiny.png", try SampleImages.solid(width: 8, height: 8, red: 9, green: 8, blue: 7))
-        let w = try TestWorker(
-            [
-                "work", "--store", try TestEnvironment.temporaryDirectory("store").path, "--allow-network", "127.0.0.1/32",
-                "--concurrency", "2", "--fetch-concurrency", "12", "--per-host-concurrency", "16", "--max-pending-bytes", "1MiB",
-                "--log-level", "info",
-            ],
-            conninfo: db.conninfo, adjust: { $0.fetch.lowSpeedTime = .seconds(2) })
-        try await w.ready()
+        let slow = try Self.paddedJPEG(megabytes: 8)
+        let (w, tiny) = try await Self.budgetWorker(db, budget: "1MiB", slow: ("budget-drip.jpg", slow)) {
+            $0.fetch.totalTimeout = .seconds(5)
+            $0.fetch.lowSpeedTime = .seconds(2)
+        }
         let o = TestEnvironment.origin, tag = db.name
         // The drips: all but 6 KB at once, then 2 KB/s (3 s), above the 1 KB/s low-speed limit.
         let slowPaths = (0..<3).map { "/drip/\(slow.count - 6000)/2000/budget-drip.jpg?\(tag)-slow=\($0)" }
