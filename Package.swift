@@ -277,7 +277,7 @@ let package = Package(
             name: "HalcyonWorkerTests",
             dependencies: [
                 "HalcyonWorker", "HalcyonCommands", "HalcyonQueue", "HalcyonDomain", "HalcyonRuntime", "HalcyonImage", "HalcyonStore", "HalcyonS3",
-                "HalcyonEmbedded", "HalcyonSamples", "HalcyonHosts", "HalcyonCLI",
+                "HalcyonFetch", "HalcyonEmbedded", "HalcyonSamples", "HalcyonHosts", "HalcyonCLI",
                 "HalcyonTestSupport", .product(name: "Prometheus", package: "swift-prometheus"), .product(name: "Logging", package: "swift-log"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),

@@ -11,6 +11,10 @@ Serves files from --root and counts every request by path+query. Endpoints:
   /slow/SECONDS                       sleep, then 200 with a tiny body
   /slowfile/SECONDS/NAME              sleep, then serve NAME
   /trickle/BYTES_PER_SECOND/TOTAL     dribble bytes slowly
+  /drip/FAST_BYTES/BYTES_PER_SECOND/NAME
+                                      the file NAME: its first FAST_BYTES at once, the rest dripped
+                                      (a tenth of the rate every 100 ms); "burst PATH" is counted
+                                      once the fast part is sent
   /truncated/NAME                     promise the whole file, send half, close
   /huge/BYTES                         stream BYTES bytes without Content-Length
   /notimage                           HTML under Content-Type image/jpeg
@@ -59,12 +63,17 @@ class Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
-    def serve_file(self, name):
-        path = os.path.join(self.server.root, os.path.basename(name))
+    def read_file(self, name):
+        """The bytes of the file NAME in the root, or None."""
         try:
-            with open(path, "rb") as f:
-                data = f.read()
+            with open(os.path.join(self.server.root, os.path.basename(name)), "rb") as f:
+                return f.read()
         except OSError:
+            return None
+
+    def serve_file(self, name):
+        data = self.read_file(name)
+        if data is None:
             return self.send_body(404, b"not found", "text/plain")
         etag = '"%s"' % hashlib.sha256(data).hexdigest()[:16]
         if self.headers.get("If-None-Match") == etag:
@@ -188,6 +197,27 @@ class Handler(BaseHTTPRequestHandler):
                     self.wfile.write(b"\xff")
                     self.wfile.flush()
                     time.sleep(1.0 / rate)
+            except OSError:
+                pass
+            return
+        if head == "drip" and len(parts) == 4:
+            fast, rate, data = int(parts[1]), max(10, int(parts[2])), self.read_file(parts[3])
+            if data is None:
+                return self.send_body(404, b"not found", "text/plain")
+            self.send_response(200)
+            self.send_header("Content-Type", "image/jpeg")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            try:
+                self.wfile.write(data[:fast])
+                self.wfile.flush()
+                with lock:
+                    counts["burst " + self.path] = counts.get("burst " + self.path, 0) + 1
+                step = rate // 10
+                for at in range(fast, len(data), step):
+                    time.sleep(0.1)
+                    self.wfile.write(data[at:at + step])
+                    self.wfile.flush()
             except OSError:
                 pass
             return

@@ -60,7 +60,10 @@ public struct HTTPClient: Sendable {
         let source = url.absoluteString
         guard let handle = pool.take() else { throw HalcyonError(.internal, "curl_easy_init failed", source: source) }
         defer { pool.give(handle) }
-        let sink = BodySink(limit: maxBytes, cancel: cancel, policy: configuration.addressPolicy, meter: meter)
+        let settings = configuration
+        let sink = BodySink(
+            limit: maxBytes, cancel: cancel, policy: settings.addressPolicy, meter: meter, handle: handle,
+            deadlines: TransferDeadlines(total: settings.totalTimeout, lowSpeedBytes: settings.lowSpeedBytes, lowSpeedTime: settings.lowSpeedTime))
         let sinkPointer = Unmanaged.passRetained(sink)
         defer { sinkPointer.release() }
 
@@ -70,7 +73,6 @@ public struct HTTPClient: Sendable {
         }
         defer { curl_slist_free_all(list) }
 
-        let settings = configuration
         hc_setopt_string(handle, CURLOPT_URL, source)
         // No proxy, whatever http_proxy/HTTPS_PROXY/ALL_PROXY say: through a proxy the SSRF
         // guard would judge the proxy's address, not the origin's (an empty string is
@@ -90,10 +92,10 @@ public struct HTTPClient: Sendable {
             hc_setopt_long(handle, CURLOPT_FOLLOWLOCATION, 1)
             hc_setopt_long(handle, CURLOPT_MAXREDIRS, settings.maxRedirects)
         }
-        hc_setopt_long(handle, CURLOPT_CONNECTTIMEOUT_MS, Self.milliseconds(settings.connectTimeout.seconds))
-        hc_setopt_long(handle, CURLOPT_TIMEOUT_MS, Self.milliseconds(settings.totalTimeout.seconds))
-        hc_setopt_long(handle, CURLOPT_LOW_SPEED_LIMIT, settings.lowSpeedBytes)
-        hc_setopt_long(handle, CURLOPT_LOW_SPEED_TIME, Int(settings.lowSpeedTime.seconds.rounded(.up)))
+        // The whole transfer's limit and the low-speed abort are kept by the progress callback
+        // (`TransferDeadlines`), not by libcurl, whose clocks would count the time the meter
+        // holds the transfer back. Connecting is bounded here, by the shorter of the two limits.
+        hc_setopt_long(handle, CURLOPT_CONNECTTIMEOUT_MS, Self.milliseconds(min(settings.connectTimeout, settings.totalTimeout).seconds))
         hc_setopt_off(handle, CURLOPT_MAXFILESIZE_LARGE, curl_off_t(maxBytes))
         hc_setopt_long(handle, CURLOPT_NOSIGNAL, 1)
         hc_setopt_string(handle, CURLOPT_USERAGENT, settings.userAgent)
@@ -133,7 +135,7 @@ public struct HTTPClient: Sendable {
         hc_setopt_long(handle, CURLOPT_NOPROGRESS, 0)
         hc_setopt_pointer(handle, CURLOPT_XFERINFODATA, sinkPointer.toOpaque())
         hc_setopt_xferinfo(handle) { context, _, _, _, _ in
-            Unmanaged<BodySink>.fromOpaque(context!).takeUnretainedValue().cancel.isCancelled ? 1 : 0
+            Unmanaged<BodySink>.fromOpaque(context!).takeUnretainedValue().progress() ? 0 : 1
         }
 
         let code = curl_easy_perform(handle)
@@ -180,6 +182,8 @@ public struct HTTPClient: Sendable {
         switch code {
         case CURLE_OPERATION_TIMEDOUT:
             return HalcyonError(.timeout, "timed out: \(reason)", source: source)
+        case CURLE_ABORTED_BY_CALLBACK where sink.timedOut != nil:
+            return HalcyonError(.timeout, "timed out: \(sink.timedOut ?? reason)", source: source)
         case CURLE_TOO_MANY_REDIRECTS:
             return HalcyonError(.tooManyRedirects, reason, source: source)
         case CURLE_FILESIZE_EXCEEDED:
@@ -201,33 +205,67 @@ public struct HTTPClient: Sendable {
 }
 
 /// Per-transfer state shared with libcurl's callbacks: the body up to a byte limit, the
-/// cancellation flag, the address policy, the meter and why a connection was refused. Owned by
-/// one transfer on one thread.
+/// cancellation flag, the address policy, the meter, the time limits (counted without the time
+/// the meter held the transfer back) and why a connection was refused or the transfer timed
+/// out. Owned by one transfer on one thread.
 private final class BodySink {
     var data = Data()
     var overflowed = false
     var refusal: String?
+    /// Why the progress callback stopped the transfer for time (`fetch.timeout`).
+    var timedOut: String?
     let limit: Int
     let cancel: CancellationFlag
     let policy: AddressPolicy
     let meter: (any TransferMeter)?
+    /// The transfer's handle, to ask libcurl whether the request is under way.
+    let handle: OpaquePointer
+    var deadlines: TransferDeadlines
+    private var underWay = false
 
-    init(limit: Int, cancel: CancellationFlag, policy: AddressPolicy, meter: (any TransferMeter)?) {
+    init(
+        limit: Int, cancel: CancellationFlag, policy: AddressPolicy, meter: (any TransferMeter)?, handle: OpaquePointer,
+        deadlines: TransferDeadlines
+    ) {
         self.limit = limit
         self.cancel = cancel
         self.policy = policy
         self.meter = meter
+        self.handle = handle
+        self.deadlines = deadlines
     }
 
     /// False stops the transfer: over the limit, or cancelled (also while the meter held it).
+    /// The time the meter holds it back is taken off its clocks.
     func append(_ chunk: UnsafeRawBufferPointer) -> Bool {
         if cancel.isCancelled { return false }
         if data.count + chunk.count > limit {
             overflowed = true
             return false
         }
-        if let meter, !meter.received(chunk.count) { return false }
+        if let meter {
+            let asked = ContinuousClock.now
+            let goOn = meter.received(chunk.count)
+            deadlines.heldBack(for: ContinuousClock.now - asked)
+            if !goOn { return false }
+        }
         data.append(contentsOf: chunk)
+        return true
+    }
+
+    /// libcurl's progress callback: false stops the transfer — cancelled, or past a time limit
+    /// (`timedOut` says which).
+    func progress() -> Bool {
+        if cancel.isCancelled { return false }
+        if !underWay {
+            // The request has been sent once libcurl records the time before the transfer.
+            var sent: curl_off_t = 0
+            underWay = hc_getinfo_off(handle, CURLINFO_PRETRANSFER_TIME_T, &sent) == CURLE_OK && sent > 0
+        }
+        if let reason = deadlines.check(bytes: data.count, underWay: underWay) {
+            timedOut = reason
+            return false
+        }
         return true
     }
 }

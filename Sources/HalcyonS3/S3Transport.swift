@@ -115,8 +115,16 @@ final class S3Transport: Sendable {
         hc_setopt_string(handle, CURLOPT_PROTOCOLS_STR, "http,https")
         hc_setopt_long(handle, CURLOPT_FOLLOWLOCATION, 0)
         hc_setopt_long(handle, CURLOPT_NOSIGNAL, 1)
-        hc_setopt_long(handle, CURLOPT_CONNECTTIMEOUT_MS, Self.milliseconds(c.connectTimeout))
-        hc_setopt_long(handle, CURLOPT_TIMEOUT_MS, Self.milliseconds(c.requestTimeout))
+        if request.meter == nil {
+            hc_setopt_long(handle, CURLOPT_CONNECTTIMEOUT_MS, Self.milliseconds(c.connectTimeout))
+            hc_setopt_long(handle, CURLOPT_TIMEOUT_MS, Self.milliseconds(c.requestTimeout))
+        } else {
+            // A metered read may be held back by its meter: its request timeout is kept by the
+            // progress callback on the time it runs (`TransferDeadlines`), not by libcurl, which
+            // would count the pause; connecting stays bounded here.
+            hc_setopt_long(handle, CURLOPT_CONNECTTIMEOUT_MS, Self.milliseconds(min(c.connectTimeout, c.requestTimeout)))
+            sink.deadlines = TransferDeadlines(total: c.requestTimeout, lowSpeedBytes: 0, lowSpeedTime: .zero)
+        }
         hc_setopt_string(handle, CURLOPT_USERAGENT, c.userAgent)
         hc_setopt_slist(handle, CURLOPT_HTTPHEADER, list)
         switch request.method {
@@ -135,11 +143,11 @@ final class S3Transport: Sendable {
             return Unmanaged<ExchangeSink>.fromOpaque(context!).takeUnretainedValue().header(UnsafeRawBufferPointer(start: data, count: n)) ? n : 0
         }
 
-        if request.cancel != nil {
+        if request.cancel != nil || sink.deadlines != nil {
             hc_setopt_long(handle, CURLOPT_NOPROGRESS, 0)
             hc_setopt_pointer(handle, CURLOPT_XFERINFODATA, sinkPointer.toOpaque())
             hc_setopt_xferinfo(handle) { context, _, _, _, _ in
-                Unmanaged<ExchangeSink>.fromOpaque(context!).takeUnretainedValue().cancel?.isCancelled == true ? 1 : 0
+                Unmanaged<ExchangeSink>.fromOpaque(context!).takeUnretainedValue().progress() ? 0 : 1
             }
         }
 
@@ -161,6 +169,7 @@ final class S3Transport: Sendable {
         if code != CURLE_OK {
             let reason = String(cString: curl_easy_strerror(code))
             if request.cancel?.isCancelled == true { throw TransportFailure(kind: .cancelled, reason: reason) }
+            if let timedOut = sink.timedOut { throw TransportFailure(kind: .timeout, reason: timedOut) }
             if sink.overflowed && (200..<300).contains(sink.status) {
                 throw TransportFailure(kind: .tooLarge(sink.declaredLength ?? sink.body.count), reason: reason)
             }
@@ -195,6 +204,11 @@ private final class ExchangeSink {
     let meter: (any TransferMeter)?
     /// Allocate a declared body (within the bound) at once.
     let reserve: Bool
+    /// A metered read's time limit, counted without the time its meter held it back; nil when
+    /// libcurl keeps the request timeout itself.
+    var deadlines: TransferDeadlines?
+    /// Why the progress callback stopped the transfer for time.
+    var timedOut: String?
 
     init(limit: Int, errorLimit: Int, cancel: CancellationFlag?, meter: (any TransferMeter)? = nil, reserve: Bool = false) {
         self.meter = meter
@@ -242,8 +256,24 @@ private final class ExchangeSink {
             overflowed = true
             return false
         }
-        if let meter, !meter.received(chunk.count) { return false }
+        if let meter {
+            let asked = ContinuousClock.now
+            let goOn = meter.received(chunk.count)
+            deadlines?.heldBack(for: ContinuousClock.now - asked)
+            if !goOn { return false }
+        }
         body.append(contentsOf: chunk)
+        return true
+    }
+
+    /// libcurl's progress callback: false stops the transfer — cancelled, or past its time limit
+    /// (`timedOut` says so).
+    func progress() -> Bool {
+        if cancel?.isCancelled == true { return false }
+        if let reason = deadlines?.check(bytes: body.count, underWay: true) {
+            timedOut = reason
+            return false
+        }
         return true
     }
 }

@@ -39,8 +39,9 @@ public struct WorkerConfiguration: Sendable {
     public var statementTimeout: Duration = Settings.statementTimeout.defaultValue
     /// Bytes of sources held in memory — arriving, or downloaded and waiting for (or in) a
     /// processing slot: a download starts only while fewer are held, and one under way is held
-    /// back at its next chunk while more are (except the oldest). `pendingBytes(maxMemory:)`
-    /// gives the default.
+    /// back at its next chunk while more are (except one that is moving; the bytes of downloads
+    /// that stopped moving count against no one up to as much again: `PendingBytes`).
+    /// `pendingBytes(maxMemory:)` gives the default.
     public var maxPendingBytes: Int = Settings.maxPendingBytes.defaultValue
 
     /// The pending-bytes budget when none is given: `Settings.maxPendingBytes`' default, or a

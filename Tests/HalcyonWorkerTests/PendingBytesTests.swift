@@ -1,8 +1,10 @@
 import Foundation
+import HalcyonFetch
 import HalcyonImage
 import HalcyonQueue
 import HalcyonSamples
 import HalcyonTestSupport
+import HalcyonWorker
 import Testing
 
 /// Downloaded sources waiting for a processing slot are bounded in bytes, so a worker that
@@ -90,6 +92,129 @@ struct PendingBytesTests {
                 == "20")
         w.signal(SIGTERM)
         #expect(await w.wait(timeout: 30) == 0)
+    }
+
+    /// Enqueues a job for each of `sources` in one statement (one NOTIFY, one claim); their ids.
+    static func enqueue(_ db: TestDatabase, _ sources: [String], processors: String = "resize(64x64) |> format(png)") async throws -> [String] {
+        let array = "{" + sources.map { "\"\($0)\"" }.joined(separator: ",") + "}"
+        let rows = try await db.query(
+            "SELECT halcyon.enqueue(s, processors => $2) AS id FROM unnest($1::text[]) WITH ORDINALITY AS u(s, n) ORDER BY n", [array, processors])
+        return (0..<rows.count).compactMap { rows.value($0, "id") }
+    }
+
+    /// Waits until the jobs `ids` have all finished (or `timeout` seconds passed): the seconds
+    /// from their enqueueing to the last one's end, as the rows record them, and their rows.
+    static func finished(_ db: TestDatabase, _ ids: [String], timeout: Double) async throws -> (seconds: Double?, rows: [[String: String?]]) {
+        let list = "{" + ids.joined(separator: ",") + "}"
+        _ = try await waitUntil(timeout) {
+            try await db.query("SELECT count(*) AS n FROM halcyon.jobs WHERE id = ANY($1::bigint[]) AND finished_at IS NULL", [list])
+                .value(0, "n") == "0"
+        }
+        let span = try await db.query(
+            """
+            SELECT extract(epoch FROM max(finished_at) - min(created_at))::float8 AS s, bool_and(finished_at IS NOT NULL) AS all_done
+            FROM halcyon.jobs WHERE id = ANY($1::bigint[])
+            """, [list])
+        let rows = try await db.query(
+            "SELECT id, state::text, attempt, errors::text, last_error FROM halcyon.jobs WHERE id = ANY($1::bigint[]) ORDER BY id", [list])
+        return (span.value(0, "all_done") == "t" ? span.value(0, "s").flatMap(Double.init) : nil, rows.dictionaries)
+    }
+
+    /// The origin's files for the budget tests (`slow`, the 5 MB `budget-fast.jpg` and a tiny
+    /// bystander, whose URL is returned) and a ready in-process worker with a budget of `budget`:
+    /// two processing slots, download slots and per-host downloads for every job at once.
+    static func budgetWorker(
+        _ db: TestDatabase, budget: String, slow: (name: String, data: Data), adjust: (inout WorkerConfiguration) -> Void = { _ in }
+    ) async throws -> (TestWorker, String) {
+        _ = try Origin.publish(slow.name, slow.data)
+        _ = try Origin.publish("budget-fast.jpg", try Self.paddedJPEG(megabytes: 5))
+        let tiny = try Origin.publish("budget-tiny.png", try SampleImages.solid(width: 8, height: 8, red: 9, green: 8, blue: 7))
+        let w = try TestWorker(
+            [
+                "work", "--store", try TestEnvironment.temporaryDirectory("store").path, "--allow-network", "127.0.0.1/32",
+                "--concurrency", "2", "--fetch-concurrency", "12", "--per-host-concurrency", "16", "--max-pending-bytes", budget,
+                "--log-level", "info",
+            ],
+            conninfo: db.conninfo, adjust: adjust)
+        try await w.ready()
+        return (w, tiny)
+    }
+
+    /// An origin that sends most of a big source fast and then drips it (above the low-speed
+    /// abort) used to hold the budget: the oldest transfer under way was the one allowed past it,
+    /// and while it dripped, fast sources beside it waited to start — 47.8 s each for 5 MB
+    /// sources that take half a second alone. Now a transfer that stops moving parks its bytes
+    /// (up to as much again as the budget) and gives up its place: three dripping 12 MiB sources
+    /// fill a 32 MiB budget, and four 5 MB sources and a tiny bystander beside them take about
+    /// as long as alone, while the drips go on.
+    @Test func aSlowOriginDoesNotHoldTheBudgetFromFastSources() async throws {
+        let db = try await TestDatabase.create()
+        let slow = try Self.paddedJPEG(megabytes: 12)
+        let (w, tiny) = try await Self.budgetWorker(db, budget: "32MiB", slow: ("budget-slow.jpg", slow))
+        let o = TestEnvironment.origin, tag = db.name
+        func fast(_ run: String) -> [String] { (0..<4).map { "\(o)/files/budget-fast.jpg?\(tag)-\(run)=\($0)" } }
+        // Alone, twice (the first warms connections up).
+        var alone: [Double] = []
+        for run in ["alone1", "alone2"] {
+            let (seconds, rows) = try await Self.finished(db, try await Self.enqueue(db, fast(run)), timeout: 60)
+            #expect(rows.allSatisfy { $0["state"] == "succeeded" }, "\(rows)")
+            alone.append(try #require(seconds))
+        }
+        // Three drips: all but 60 KB at once, then 2 KB/s (30 s: longer than the test needs them).
+        let slowPaths = (0..<3).map { "/drip/\(slow.count - 60_000)/2000/budget-slow.jpg?\(tag)-slow=\($0)" }
+        let slowIDs = try await Self.enqueue(db, slowPaths.map { o + $0 })
+        #expect(
+            try await waitUntil(30) {
+                let counts = try Origin.counts()
+                return slowPaths.allSatisfy { counts["burst " + $0] == 1 }
+            }, "the slow sources' first parts did not arrive")
+        // Two windows of their running time and more: they are judged not moving.
+        try await Task.sleep(for: .seconds(4))
+        let ids = try await Self.enqueue(db, fast("beside") + [tiny + "?\(tag)-bystander"])
+        let (seconds, rows) = try await Self.finished(db, ids, timeout: 60)
+        let slowStates = try await db.query(
+            "SELECT count(*) FILTER (WHERE state = 'running') AS running FROM halcyon.jobs WHERE id = ANY($1::bigint[])",
+            ["{" + slowIDs.joined(separator: ",") + "}"]
+        ).value(0, "running")
+        print(
+            "pending bytes: 4 fast 5 MB sources alone \(alone.map { String(format: "%.2f s", $0) }), beside 3 dripping 12 MiB sources "
+                + "\(seconds.map { String(format: "%.2f s", $0) } ?? "not done in 60 s") (32 MiB budget)")
+        #expect(rows.allSatisfy { $0["state"] == "succeeded" && $0["attempt"] == "1" }, "\(rows)")
+        let beside = try #require(seconds, "the fast sources did not finish beside the slow ones within 60 s")
+        #expect(beside <= 2 * alone.max()!, "beside the slow sources \(beside) s, alone \(alone) s")
+        #expect(slowStates == "3", "the fast sources finished only after the slow ones")
+        await w.end()
+    }
+
+    /// A transfer held back by the budget is paused, not slow: with a 1 MiB budget, three
+    /// sources that drip for 3 s after 8 MiB and four fast ones claimed together, the transfers
+    /// wait their turns for longer than the 5 s download timeout here (and the 2 s low-speed
+    /// window), and none fails `fetch.timeout` or is downloaded twice. libcurl's own limits
+    /// counted the pause, and the transfers that waited failed with them.
+    @Test func aTransferHeldBackByTheBudgetDoesNotTimeOut() async throws {
+        let db = try await TestDatabase.create()
+        let slow = try Self.paddedJPEG(megabytes: 8)
+        let (w, tiny) = try await Self.budgetWorker(db, budget: "1MiB", slow: ("budget-drip.jpg", slow)) {
+            $0.fetch.totalTimeout = .seconds(5)
+            $0.fetch.lowSpeedTime = .seconds(2)
+        }
+        let o = TestEnvironment.origin, tag = db.name
+        // The drips: all but 6 KB at once, then 2 KB/s (3 s), above the 1 KB/s low-speed limit.
+        let slowPaths = (0..<3).map { "/drip/\(slow.count - 6000)/2000/budget-drip.jpg?\(tag)-slow=\($0)" }
+        let fastPaths = (0..<4).map { "/files/budget-fast.jpg?\(tag)-fast=\($0)" }
+        let bystander = tiny.dropFirst(o.count) + "?\(tag)-bystander"
+        let ids = try await Self.enqueue(db, (slowPaths + fastPaths + [String(bystander)]).map { o + $0 })
+        let (seconds, rows) = try await Self.finished(db, ids, timeout: 90)
+        let took = seconds.map { String(format: "%.2f s", $0) } ?? "not done in 90 s"
+        print("pending bytes: 3 drips, 4 fast 5 MB sources and a bystander with a 1 MiB budget: all done in \(took)")
+        #expect(rows.count == 8 && rows.allSatisfy { $0["state"] == "succeeded" && $0["attempt"] == "1" && $0["errors"] == "[]" }, "\(rows)")
+        // Each downloaded once: no transfer failed and was retried.
+        let counts = try Origin.counts()
+        for path in slowPaths + fastPaths + [String(bystander)] {
+            #expect(counts[path] == 1, "\(path) was requested \(counts[path] ?? 0) times")
+        }
+        #expect(!w.output.contains("fetch.timeout"), "\(w.output.suffix(3000))")
+        await w.end()
     }
 
     /// Downloads spend the memory `--max-memory` guards. Eight 60 MB sources (a JPEG and 60 MB

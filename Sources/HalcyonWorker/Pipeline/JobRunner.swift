@@ -56,7 +56,7 @@ struct JobRunner: Sendable {
         if fetch.originalsTTL > .zero, fetch.originals == nil {
             fetch.originals = store.originals
         }
-        pendingBytes = PendingBytes(limit: configuration.maxPendingBytes)
+        pendingBytes = PendingBytes(configuration: PendingBytes.Configuration(limit: configuration.maxPendingBytes))
         fetcher = Fetcher(configuration: fetch, concurrency: configuration.fetchConcurrency, gate: pendingBytes)
         self.store = store
         limits = configuration.limits

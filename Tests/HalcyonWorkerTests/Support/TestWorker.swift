@@ -36,10 +36,11 @@ final class TestWorker: Sendable {
 
     /// Starts a worker with `arguments` as `halcyon work` takes them (`work` first or not;
     /// `--database-url` is `conninfo`), with `environment` over this process's variables where
-    /// the command reads them (the AWS variables, `HALCYON_FILE_ROOTS`, …).
+    /// the command reads them (the AWS variables, `HALCYON_FILE_ROOTS`, …), and `adjust` applied
+    /// to the configuration the command made (for settings no option reaches).
     init(
         _ arguments: [String], conninfo: String, environment: [String: String] = [:],
-        sourceLocation: SourceLocation = #_sourceLocation
+        adjust: (inout WorkerConfiguration) -> Void = { _ in }, sourceLocation: SourceLocation = #_sourceLocation
     ) throws {
         if ProcessTurns.held == 0 {
             Issue.record("a test that runs a worker must carry the .workers trait (ProcessTurns)", sourceLocation: sourceLocation)
@@ -48,7 +49,9 @@ final class TestWorker: Sendable {
         let command = try Work.parse(options)
         var variables = ProcessInfo.processInfo.environment
         variables.merge(environment) { $1 }
-        configuration = try command.workerConfiguration(environment: variables)
+        var configuration = try command.workerConfiguration(environment: variables)
+        adjust(&configuration)
+        self.configuration = configuration
         let level = Logger.Level(rawValue: command.logging.logLevel) ?? .info
         let format = LogFormat(rawValue: command.logging.logFormat) ?? .text
         let log = CapturedLog()
