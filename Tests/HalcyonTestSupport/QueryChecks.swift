@@ -112,9 +112,26 @@ public enum QueryChecks {
     }
 
     /// The string literals of a statement (`'live'`): sample values of its text columns, which a
-    /// row type may read as one of a few words.
+    /// row type may read as one of a few words. An apostrophe in a `--` comment starts none.
     static func literals(in sql: String) -> [String] {
-        sql.split(separator: "'", omittingEmptySubsequences: false).enumerated().filter { $0.offset % 2 == 1 }.map { String($0.element) }
+        var literals: [String] = []
+        var current: String?
+        var chars = sql.makeIterator()
+        var previous: Character?
+        while let c = chars.next() {
+            if let literal = current {
+                if c == "'" { literals.append(literal) }
+                current = c == "'" ? nil : literal + String(c)
+            } else if c == "'" {
+                current = ""
+            } else if c == "-", previous == "-" {
+                while let skipped = chars.next(), skipped != "\n" {}
+                previous = nil
+                continue
+            }
+            previous = c
+        }
+        return literals
     }
 
     /// Values of a column of `type` for a trial row, as PostgreSQL writes them: the first for

@@ -104,12 +104,25 @@ struct ObjectStoreWorkerTests {
         #expect(row.value(0, "s") == "queued" && row.value(0, "attempt") == "0", "\(row.rows)")
     }
 
-    /// The store starts refusing the worker's credentials while it runs (a key revoked or
-    /// rotated: a proxy in front of the S3 server answers 403 SignatureDoesNotMatch): the jobs
-    /// caught by it go back to `queued` with their attempt unspent, no more are claimed,
-    /// `/healthz` answers 503 with the reason — and once the store accepts the credentials
-    /// again, the worker claims and every job succeeds, none charged.
-    @Test func whileTheStoreRefusesTheCredentialsJobsWaitUnchargedAndHealthSaysSo() async throws {
+    /// How the store starts refusing while the worker runs (a proxy in front of the S3 server).
+    enum Refusal: String, CaseIterable, Sendable {
+        /// A key revoked or rotated: every request answered 403 SignatureDoesNotMatch.
+        case credentials
+        /// A bucket policy that lets the key read but not write: writes answered 403 AccessDenied.
+        case writes
+
+        var signal: Int32 { self == .credentials ? SIGUSR1 : SIGHUP }
+        /// What the worker logs and `/healthz` says while paused, and logs when it resumes.
+        var paused: String { self == .credentials ? "refuses this worker's credentials" : "the store cannot take writes" }
+        var resumed: String { self == .credentials ? "the store accepts this worker's credentials again" : "the store takes writes again" }
+    }
+
+    /// The store starts refusing the worker while it runs — its credentials, or only its writes
+    /// once a probe's write confirms it: the jobs caught by it go back to `queued` with their
+    /// attempt unspent, no more are claimed, `/healthz` answers 503 with the reason — and once the
+    /// store takes writes again, the worker claims and every job succeeds, none charged.
+    @Test(arguments: Refusal.allCases)
+    func whileTheStoreRefusesJobsWaitUnchargedAndHealthSaysSo(_ refusal: Refusal) async throws {
         let db = try await TestDatabase.create()
         let socket = URL(fileURLWithPath: ProcessInfo.processInfo.environment["HALCYON_TEST_WORK"] ?? "/tmp").appendingPathComponent("s3/s3.sock")
         let dir = try TestEnvironment.temporaryDirectory("refusing-proxy")
@@ -142,22 +155,22 @@ struct ObjectStoreWorkerTests {
         let healthz = endpoint.replacingOccurrences(of: "/metrics", with: "/healthz")
         #expect(try await health(healthz) == (200, "ok\n"))
 
-        kill(proxy, SIGUSR1)  // the key is revoked
+        kill(proxy, refusal.signal)  // the key is revoked, or loses its right to write
         try await enqueue(3..<13)
-        #expect(try await waitUntil(120) { w.output.contains("the store refuses this worker's credentials") }, "\(w.output.suffix(2000))")
+        #expect(try await waitUntil(120) { w.output.contains(refusal.paused) }, "\(w.output.suffix(2000))")
         #expect(try await waitUntil(60) { (try? await health(healthz).status) == 503 })
-        #expect(try await health(healthz).body.contains("refuses this worker's credentials"))
+        #expect(try await health(healthz).body.contains(refusal.paused))
         try await Task.sleep(for: .seconds(3))
         #expect(try await helper.count(db, "state = 'failed'") == 0)
         #expect(try await helper.count(db, "state = 'queued' AND (attempt <> 0 OR errors <> '[]')") == 0, "a refused job was charged")
         #expect(try await helper.count(db, "state = 'running'") == 0, "jobs were claimed while the store refused")
 
-        kill(proxy, SIGUSR2)  // the key works again
+        kill(proxy, SIGUSR2)  // the key works again, writes too
         #expect(try await waitUntil(180) { try await helper.count(db, "state = 'succeeded'") == 13 }, "\(w.output.suffix(3000))")
         let charged = try await db.query("SELECT id, attempt, errors FROM halcyon.jobs WHERE attempt <> 1").rows
         #expect(charged.isEmpty, "\(charged)")
         #expect(try await health(healthz) == (200, "ok\n"))
-        #expect(w.output.contains("the store accepts this worker's credentials again"))
+        #expect(w.output.contains(refusal.resumed), "\(w.output.suffix(3000))")
         w.signal(SIGTERM)
         #expect(await w.wait(timeout: 60) == 0, "\(w.output.suffix(2000))")
     }

@@ -181,7 +181,9 @@ struct PendingBytesTests {
                 + "\(seconds.map { String(format: "%.2f s", $0) } ?? "not done in 60 s") (32 MiB budget)")
         #expect(rows.allSatisfy { $0["state"] == "succeeded" && $0["attempt"] == "1" }, "\(rows)")
         let beside = try #require(seconds, "the fast sources did not finish beside the slow ones within 60 s")
-        #expect(beside <= 2 * alone.max()!, "beside the slow sources \(beside) s, alone \(alone) s")
+        // Within twice their time alone (and a second of a busy machine's noise: held by the slow
+        // ones, they took 26–48 s).
+        #expect(beside <= 2 * alone.max()! + 1, "beside the slow sources \(beside) s, alone \(alone) s")
         #expect(slowStates == "3", "the fast sources finished only after the slow ones")
         await w.end()
     }

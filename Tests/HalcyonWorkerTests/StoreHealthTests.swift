@@ -78,7 +78,7 @@ struct StoreHealthTests {
     /// queued unspent. Once an operator frees space (deleting results as the store fills again),
     /// a worker resumes by itself and every job succeeds at its first attempt, the bystanders
     /// with their own outcomes; no temp file or partial object is left.
-    @Test(.workers, .timeLimit(.minutes(10))) func aFullStoreReleasesJobsUnchargedAndClaimingResumesWhenSpaceIsFreed() async throws {
+    @Test(.workers) func aFullStoreReleasesJobsUnchargedAndClaimingResumesWhenSpaceIsFreed() async throws {
         let fs = try SmallFilesystem(megabytes: 25)
         defer { fs.unmount() }
         let db = try await TestDatabase.create()
@@ -133,7 +133,7 @@ struct StoreHealthTests {
     /// With `--store-size-limit`, a full store is the sweep's to fix: the pause asks for a sweep
     /// at once, its trim makes room, and the worker resumes by itself — 120 jobs of 1.5 MB
     /// through a 25 MB store all succeed at their first attempt with nobody freeing anything.
-    @Test(.workers, .timeLimit(.minutes(10))) func withASizeLimitTheSweepsTrimMakesRoomAndEveryJobSucceeds() async throws {
+    @Test(.workers) func withASizeLimitTheSweepsTrimMakesRoomAndEveryJobSucceeds() async throws {
         let fs = try SmallFilesystem(megabytes: 25)
         defer { fs.unmount() }
         let db = try await TestDatabase.create()

@@ -59,8 +59,8 @@ SELECT count(*) AS n FROM gone;
 --
 -- In two passes, so that the cost of 300,000 keys is one hash of the keys with one sum each:
 -- `ranked` groups the hours by row with only the measure the page is ordered by, the page is
--- its first $7 after $8, and only the page's rows are summed in full (`paged`); the totals are
--- one ungrouped sum of the hours. (Summing every column of every row before choosing the page
+-- its first $7 after $8, and only the page's rows are summed in full (`page_hours`, `paged`);
+-- the totals are one ungrouped sum of the hours. (Summing every column of every row before choosing the page
 -- cost twice as much.) `fair_key` is '' for the common share (and when not by key), `hour` the
 -- hour's start in UTC (`2026-11-28T01:00:00Z`), NULL when not hourly. Sums are numeric and
 -- brought into bigint's range at the end: the tables are anyone's with write access.
@@ -98,13 +98,21 @@ page AS MATERIALIZED (
     ORDER BY sort_value DESC NULLS LAST, queue, fair_key, hour
     LIMIT $7::int OFFSET $8::int
 ),
+-- The hours of the page's queues and keys, read once through the primary key (a few index
+-- lookups, not a second pass over every hour) whatever the plan around them; by queue, the key
+-- is '' and that condition true. (Reports are planned for their parameters:
+-- `StatementSettings.reports`.)
+page_hours AS MATERIALIZED (
+    SELECT * FROM hours
+    WHERE queue = ANY (ARRAY(SELECT DISTINCT queue FROM page)) AND fair_key = ANY (ARRAY(SELECT fair_key FROM page))
+),
 paged AS (
     SELECT p.queue, p.fair_key, p.hour, p.sort_value, sum(h.succeeded) AS succeeded, sum(h.failed) AS failed,
            sum(h.cancelled) AS cancelled, sum(h.retried) AS retried, sum(h.decode_cpu_ms) AS decode_cpu_ms,
            sum(h.process_cpu_ms) AS process_cpu_ms, sum(h.encode_cpu_ms) AS encode_cpu_ms, sum(h.store_cpu_ms) AS store_cpu_ms,
            sum(h.bytes_fetched) AS bytes_fetched, sum(h.bytes_stored) AS bytes_stored, sum(h.store_hits) AS store_hits
     FROM page p
-    JOIN hours h ON h.queue = p.queue AND h.fair_key = p.fair_key AND h.hour IS NOT DISTINCT FROM p.hour
+    JOIN page_hours h ON h.queue = p.queue AND h.fair_key = p.fair_key AND h.hour IS NOT DISTINCT FROM p.hour
     GROUP BY 1, 2, 3, 4
 ),
 -- The rows of the page, then the sums of all (`part` orders them).
