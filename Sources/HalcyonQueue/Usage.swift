@@ -89,9 +89,83 @@ extension JobQueue {
     /// Events one roll-up statement moves at most.
     public static let usageRollUpBatch = 50_000
 
-    /// Moves up to `limit` usage events into their hours, in one statement.
+    /// Moves up to `limit` usage events into their hours and the totals of the windows they fall
+    /// in, in one statement, after locking the windows (`lockUsageWindows`) in its transaction.
     public func rollUpUsage(limit: Int = JobQueue.usageRollUpBatch) async throws -> UsageRollUp {
-        try await connection.row(SQL.RollUpUsage(limit: limit))?.rollUp ?? UsageRollUp(events: 0, hours: 0)
+        try await connection.withLocked { c in
+            try c.transactionLocked {
+                _ = try c.rowsLocked(SQL.LockUsageWindows())
+                return try c.rowLocked(SQL.RollUpUsage(limit: limit))?.rollUp ?? UsageRollUp(events: 0, hours: 0)
+            }
+        }
+    }
+
+    /// A window of running totals (`halcyon.usage_windows`): the last `span` of usage per queue
+    /// and fair key, kept by the roll-up so that a report over many keys reads one page of them.
+    public struct UsageWindow: Sendable, Equatable {
+        /// Its name (`24h`, `7d`), and how far back it reaches.
+        public var period: String
+        public var span: Duration
+        /// The first hour its totals count; nil while not built.
+        public var since: Date?
+        /// The first hour it should count now: the hour `span` ago.
+        public var target: Date
+
+        /// What the upkeep does to it, keeping hours for `retain`.
+        public func upkeep(retain: Duration) -> UsageWindowUpkeep.Action {
+            // A window longer than the retention would count hours the prune deletes.
+            if span > retain { return since == nil ? .none : .clear }
+            guard let since, since <= target else { return .build }
+            return since < target ? .slide : .none
+        }
+    }
+
+    /// What one upkeep of the windows did, per window.
+    public struct UsageWindowUpkeep: Sendable, Equatable {
+        public enum Action: String, Sendable { case none, build, slide, clear }
+        public struct Step: Sendable, Equatable {
+            public var period: String
+            public var action: Action
+            /// Totals (keys) built, or deleted by a slide or clear; hours subtracted by a slide.
+            public var totals = 0, hours = 0
+        }
+        public var steps: [Step] = []
+        public init() {}
+        /// Whether any window changed.
+        public var changed: Bool { steps.contains { $0.action != .none } }
+    }
+
+    /// How long building one window may take (one statement over its hours; 300,000 keys take
+    /// about 15 s), where other statements get `--statement-timeout`.
+    public static let usageWindowBuildTimeout: Duration = .seconds(600)
+
+    /// Builds, moves on or clears the usage windows (`UsageWindow.upkeep`), in one transaction
+    /// that holds their lock: no roll-up adds to them meanwhile, and a report sees either the
+    /// windows before or after. What the roll-up service runs before rolling up.
+    public func keepUsageWindows(retain: Duration) async throws -> UsageWindowUpkeep {
+        try await connection.withLocked { c in
+            try c.transactionLocked {
+                var upkeep = UsageWindowUpkeep()
+                for window in try c.rowsLocked(SQL.LockUsageWindows()).map(\.window) {
+                    var step = UsageWindowUpkeep.Step(period: window.period, action: window.upkeep(retain: retain))
+                    switch step.action {
+                    case .none: break
+                    case .clear:
+                        step.totals = try c.rowLocked(SQL.ClearUsageWindow(period: window.period))?.n ?? 0
+                    case .build:
+                        _ = try c.rowLocked(SQL.ClearUsageWindow(period: window.period))
+                        step.totals =
+                            try c.rowLocked(SQL.BuildUsageWindow(period: window.period), timeout: Self.usageWindowBuildTimeout.seconds)?.n ?? 0
+                    case .slide:
+                        let slid = try c.rowLocked(SQL.SlideUsageWindow(period: window.period))
+                        (step.hours, step.totals) = (slid?.hours ?? 0, slid?.totals ?? 0)
+                    }
+                    upkeep.steps.append(step)
+                }
+                if upkeep.steps.contains(where: { $0.action == .build }) { try c.runLocked(SQL.AnalyzeUsageTotals()) }
+                return upkeep
+            }
+        }
     }
 
     /// Deletes up to `limit` hours of usage that ended more than `olderThan` ago; how many went.
@@ -102,9 +176,21 @@ extension JobQueue {
     /// One page of usage (`UsageRequest`): its rows, in its order, and the sums of the rows
     /// not on it and of all — summed in the database, so only the page is read whatever the
     /// number of keys.
-    public func usage(_ request: UsageRequest) async throws -> UsageReport {
+    ///
+    /// A report by fair key over every key of the last 24 hours or 7 days (`since` the hour a
+    /// window counts from, not by the hour) reads the window's totals (`UsageReport.fromTotals`);
+    /// others, and any while that window is not built or has not moved on to the current hour
+    /// yet, sum the hours. `totals: false` always sums the hours (what the totals are checked
+    /// against).
+    public func usage(_ request: UsageRequest, totals: Bool = true) async throws -> UsageReport {
         var report = UsageReport(request: request)
-        for row in try await connection.rows(SQL.UsageReport(request: request)) {
+        var rows: [SQL.UsageReport.Row] = []
+        if totals, request.byFairKey, !request.hourly, request.fairKey == nil {
+            rows = try await connection.rows(SQL.UsageTotalsReport(request: request))
+            report.fromTotals = !rows.isEmpty
+        }
+        if rows.isEmpty { rows = try await connection.rows(SQL.UsageReport(request: request)) }
+        for row in rows {
             switch row.kind {
             case .row: report.rows.append(row.usage)
             case .total: (report.total, report.totalRows) = (row.usage, row.count)
@@ -179,6 +265,9 @@ public struct UsageReport: Sendable, Equatable {
     /// The sum of every row, and how many there are.
     public var total = Usage(queue: "total")
     public var totalRows: Int64 = 0
+    /// Whether it was read from a window's running totals (`halcyon.usage_totals`) rather than
+    /// summed from the hours: the same rows either way.
+    public var fromTotals = false
 
     public init(request: UsageRequest) { self.request = request }
 

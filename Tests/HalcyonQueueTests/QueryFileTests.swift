@@ -78,6 +78,12 @@ import Testing
             SQL.RollUpUsage(limit: 50_000),
             SQL.PruneUsage(olderThan: .days(400), limit: 50_000),
             SQL.UsageReport(request: UsageRequest(since: Date(), byFairKey: true, hourly: true, queue: "q", fairKey: "k", sort: .cpu)),
+            SQL.LockUsageWindows(),
+            SQL.ClearUsageWindow(period: "24h"),
+            SQL.BuildUsageWindow(period: "24h"),
+            SQL.SlideUsageWindow(period: "24h"),
+            SQL.AnalyzeUsageTotals(),
+            SQL.UsageTotalsReport(request: UsageRequest(since: Date(), byFairKey: true, queue: "q", sort: .cpu)),
             SQL.LatestPrune(),
             SQL.RecordSweep(
                 record: JobQueue.SweepRecord(

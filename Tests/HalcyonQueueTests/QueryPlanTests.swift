@@ -211,6 +211,25 @@ struct QueryPlanTests {
         #expect(day.contains("usage_hour_idx") && !day.contains("Seq Scan on usage "), "usage report plan:\n\(day)")
         let queue = try await plan(c, SQL.UsageReport(request: UsageRequest(since: since, hourly: true, queue: "q1")))
         #expect(!queue.contains("Seq Scan on usage "), "one queue's usage report plan:\n\(queue)")
+
+        // From the window's totals (built, then 20,000 more keys), a page in each order is read
+        // from that order's index.
+        _ = try await JobQueue(connection: c).keepUsageWindows(retain: .days(400))
+        try await c.execute(
+            """
+            INSERT INTO halcyon.usage_totals (period, queue, fair_key, hours, succeeded, failed, cancelled, retried, decode_cpu_ms,
+                                              process_cpu_ms, encode_cpu_ms, store_cpu_ms, bytes_fetched, bytes_stored, store_hits)
+            SELECT '24h', 'q0', 'more-' || k, 1, k % 7, k % 3, 0, 0, k % 11, 1, 1, 1, k % 13, k % 17, 0 FROM generate_series(1, 20000) k
+            """)
+        try await c.execute("ANALYZE halcyon.usage_totals")
+        let indexes: [UsageRequest.Sort: String] = [
+            .cpu: "usage_totals_cpu_idx", .succeeded: "usage_totals_succeeded_idx", .failed: "usage_totals_failed_idx",
+            .fetched: "usage_totals_fetched_idx", .stored: "usage_totals_stored_idx", .key: "usage_totals_pkey",
+        ]
+        for (sort, index) in indexes {
+            let totals = try await plan(c, SQL.UsageTotalsReport(request: UsageRequest(since: since, byFairKey: true, sort: sort, limit: 50)))
+            #expect(totals.contains(index), "usage totals report by \(sort) plan:\n\(totals)")
+        }
     }
 
     /// Statements only the CLI and the dashboard send, never prepared.

@@ -5,7 +5,7 @@ import HalcyonRuntime
 import HalcyonTestSupport
 import Testing
 
-/// Usage per queue and fair key (migrations/0016_usage.sql, 0019_usage_shares.sql, usage.sql) on a
+/// Usage per queue and fair key (migrations/0016_usage.sql, 0019_usage_shares.sql, 0020_usage_totals.sql, usage.sql) on a
 /// real database: which updates append an event, the bytes it bills, and the roll-up (alone, and two at once). The workers' side, against
 /// the jobs' own timings, is `UsageWorkerTests`.
 @Suite(.enabled(if: TestEnvironment.available, "needs scripts/test (PostgreSQL)"))
@@ -114,11 +114,16 @@ struct UsageTests {
             FROM generate_series(1, 30000) AS i
             """)
         let since = JobQueue.usageHour(Date().addingTimeInterval(-4 * 3600))
+        try await Self.awayFromTheHour()
+        let day = JobQueue.usageHour(Date().addingTimeInterval(-86_400))
+        _ = try await a.keepUsageWindows(retain: .days(400))
         func reports() async throws -> [[Usage]] {
-            [
+            let totals = try await a.usage(UsageRequest(since: day, byFairKey: true, sort: .cpu))
+            #expect(totals.fromTotals)
+            return [
                 try await a.usage(UsageRequest(since: since)).rows, try await a.usage(UsageRequest(since: since, byFairKey: true)).rows,
                 try await a.usage(UsageRequest(since: since, byFairKey: true, hourly: true)).rows,
-                try await a.usage(UsageRequest(since: since, queue: "thumbs")).rows,
+                try await a.usage(UsageRequest(since: since, queue: "thumbs")).rows, totals.rows,
             ]
         }
         let before = try await reports()
@@ -131,6 +136,7 @@ struct UsageTests {
         let (movedA, movedB) = try await (first, second)
         let took = ContinuousClock.now - started
         #expect(movedA + movedB == 30000, "moved \(movedA) + \(movedB)")
+        #expect(try await a.usage(UsageRequest(since: day, byFairKey: true), totals: false).total.succeeded == total.succeeded)
         #expect(try await events(db) == 0)
         let after = try await reports()
         for (x, y) in zip(before, after) { #expect(rounded(x) == rounded(y)) }
@@ -189,5 +195,110 @@ struct UsageTests {
         #expect(r.events == JobQueue.usageRollUpBatch && r.hours == 2400)
         #expect(try await q.rollUpUsage().events == 10000)
         print("usage roll-up: \(r.events) events into \(r.hours) hours in one statement: \(took)")
+    }
+
+    /// Every page in every order, of every key and of one queue, from the windows' running totals
+    /// and summed from the hours, over 24 hours and 7 days: the same rows and totals, whether the
+    /// events are pending, half or all rolled up, after the windows move on two hours, and after
+    /// a retention shorter than 7 days clears that window. Returns how many came from the totals.
+    func totalsAgreeWithTheHours(_ q: JobQueue, since: Date, _ note: String) async throws -> Int {
+        var fromTotals = 0
+        for sort in UsageRequest.Sort.allCases {
+            for queue in [nil, "thumbs"] as [String?] {
+                for (limit, offset) in [(25, 13), (1000, 0), (10, 300), (5, 590)] {
+                    let request = UsageRequest(since: since, byFairKey: true, queue: queue, sort: sort, limit: limit, offset: offset)
+                    let fast = try await q.usage(request), slow = try await q.usage(request, totals: false)
+                    #expect(rounded(fast.rows) == rounded(slow.rows), "\(note): \(request)")
+                    #expect(rounded([fast.total]) == rounded([slow.total]), "\(note): \(request)")
+                    #expect(fast.totalRows == slow.totalRows && !slow.fromTotals, "\(note): \(request)")
+                    if fast.fromTotals { fromTotals += 1 }
+                }
+            }
+        }
+        return fromTotals
+    }
+
+    /// Waits out the last two minutes of an hour: a window's hour and a report's must be the
+    /// same hour for the report to read the window.
+    static func awayFromTheHour() async throws {
+        let left = 3600 - Date().timeIntervalSince1970.truncatingRemainder(dividingBy: 3600)
+        if left < 120 { try await Task.sleep(for: .seconds(left + 1)) }
+    }
+
+    @Test func theWindowsTotalsAnswerWhatTheHoursDo() async throws {
+        try await Self.awayFromTheHour()
+        let db = try await TestDatabase.create()
+        let q = JobQueue(connection: try await db.connect())
+        let pages = UsageRequest.Sort.allCases.count * 2 * 4
+        // 600 keys of two queues (every 50th the common share), five hours each over the last 9
+        // days; CPU in halves and quarters, so that sums in any order are exact; many ties.
+        try await db.query(
+            """
+            INSERT INTO halcyon.usage (queue, fair_key, hour, succeeded, failed, cancelled, retried, decode_cpu_ms, process_cpu_ms,
+                                       encode_cpu_ms, store_cpu_ms, bytes_fetched, bytes_stored, store_hits)
+            SELECT CASE WHEN k % 3 = 0 THEN 'thumbs' ELSE 'default' END, CASE WHEN k % 50 = 0 THEN '' ELSE 'tenant-' || k END,
+                   date_trunc('hour', now()) - ((k * 7 + h * 13) % 216) * interval '1 hour', (k + h) % 4, h % 2, (k % 5 = 0)::int,
+                   h % 3, (k % 9) * 0.5, 0.25, h % 3, 0, (k % 10) * 100, k % 7, h % 2
+            FROM generate_series(1, 600) k, generate_series(0, 4) h
+            ON CONFLICT DO NOTHING
+            """)
+        func events(_ tag: String) async throws {
+            // Keys the windows have and new ones, the common share, now and 3 and 10 days ago.
+            try await db.query(
+                """
+                INSERT INTO halcyon.usage_events (at, queue, fair_key, succeeded, failed, cancelled, retried, decode_cpu_ms, process_cpu_ms,
+                                                  encode_cpu_ms, store_cpu_ms, bytes_fetched, bytes_stored, store_hits)
+                SELECT now() - (ARRAY[0, 0, 3, 10])[i % 4 + 1] * interval '1 day', CASE WHEN i % 2 = 0 THEN 'thumbs' ELSE 'default' END,
+                       CASE WHEN i % 5 = 0 THEN '\(tag)-' || (i % 40) WHEN i % 7 = 0 THEN NULL ELSE 'tenant-' || (i * 37 % 600) END,
+                       1, (i % 6 = 0)::int, 0, 0, i % 4 * 0.5, 8, 0.25, 0.25, 1000 * (i % 5), 10, 0
+                FROM generate_series(1, 400) AS i
+                """)
+        }
+        let day = JobQueue.usageHour(Date().addingTimeInterval(-86_400)), week = JobQueue.usageHour(Date().addingTimeInterval(-7 * 86_400))
+        #expect(try await totalsAgreeWithTheHours(q, since: day, "not built") == 0)
+
+        let built = try await q.keepUsageWindows(retain: .days(400))
+        #expect(built.steps.map(\.action) == [.build, .build] && built.steps.allSatisfy { $0.totals > 100 }, "\(built)")
+        #expect(try await q.keepUsageWindows(retain: .days(400)).changed == false)
+        try await events("new")
+        for since in [day, week] { #expect(try await totalsAgreeWithTheHours(q, since: since, "events pending") == pages) }
+        _ = try await q.rollUpUsage(limit: 150)
+        for since in [day, week] { #expect(try await totalsAgreeWithTheHours(q, since: since, "a third rolled up") == pages) }
+        _ = try await rollUpAll(q)
+        try await events("newer")
+        for since in [day, week] { #expect(try await totalsAgreeWithTheHours(q, since: since, "rolled up, more pending") == pages) }
+
+        // Two hours pass: everything is two hours older, the windows too. Until they move on,
+        // the hours answer; then the totals again, with the hours that left subtracted.
+        for shift in [
+            // (by way of a century ago: hours moved one at a time must not meet those not moved yet)
+            "UPDATE halcyon.usage SET hour = hour - interval '100 years'",
+            "UPDATE halcyon.usage SET hour = hour + interval '100 years' - interval '2 hours'",
+            "UPDATE halcyon.usage_events SET at = at - interval '2 hours'",
+            "UPDATE halcyon.usage_windows SET since = since - interval '2 hours'",
+        ] { try await db.query(shift) }
+        #expect(try await totalsAgreeWithTheHours(q, since: day, "windows behind") == 0)
+        let slid = try await q.keepUsageWindows(retain: .days(400))
+        #expect(slid.steps.map(\.action) == [.slide, .slide] && slid.steps.allSatisfy { $0.hours > 0 }, "\(slid)")
+        _ = try await rollUpAll(q)
+        for since in [day, week] { #expect(try await totalsAgreeWithTheHours(q, since: since, "moved on") == pages) }
+
+        // A retention shorter than 7 days clears that window; the prune never deletes an hour
+        // the 24-hour window counts, even asked to keep one hour only.
+        let cleared = try await q.keepUsageWindows(retain: .days(2))
+        #expect(cleared.steps.map(\.action) == [.none, .clear], "\(cleared)")
+        #expect(try await totalsAgreeWithTheHours(q, since: week, "7d cleared") == 0)
+        #expect(try await q.pruneUsage(olderThan: .hours(1), limit: 100_000) > 0)
+        #expect(try await totalsAgreeWithTheHours(q, since: day, "pruned") == pages)
+
+        // An event written by hand with a negative measure: the hours answer the reports that
+        // include its queue.
+        try await db.query(
+            """
+            INSERT INTO halcyon.usage_events (queue, fair_key, succeeded, failed, cancelled, retried, decode_cpu_ms, process_cpu_ms,
+                                              encode_cpu_ms, store_cpu_ms, bytes_fetched, bytes_stored, store_hits)
+            VALUES ('default', 'tenant-1', 1, 0, 0, 0, -5, 0, 0, 0, 0, 0, 0)
+            """)
+        #expect(try await totalsAgreeWithTheHours(q, since: day, "a negative event") == pages / 2)
     }
 }

@@ -264,9 +264,9 @@ extension PGConnection {
     }
 
     /// `row` for use inside `withLocked`.
-    public func rowLocked<Q: Query>(_ query: Q) throws -> Q.Row? {
+    public func rowLocked<Q: Query>(_ query: Q, timeout: Double? = nil) throws -> Q.Row? {
         assert(Q.statement.kind == .one, "\(Q.name) is :\(Q.statement.kind.rawValue), not :one")
-        return RowReader.decode(try executeLocked(query.text, query.parameters.values), as: Q.Row.self).first
+        return RowReader.decode(try executeLocked(query.text, query.parameters.values, timeout: timeout), as: Q.Row.self).first
     }
 
     /// `run` for use inside `withLocked`.

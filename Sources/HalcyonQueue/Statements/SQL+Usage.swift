@@ -29,6 +29,71 @@ extension SQL {
         }
     }
 
+    struct LockUsageWindows: Query {
+        static let name = "lockUsageWindows"
+
+        struct Row: QueryRow {
+            static let columns = ["period", "span", "since", "target"]
+            var window: JobQueue.UsageWindow
+            init?(_ row: RowReader) {
+                guard let period = row.text("period"), let span = row.double("span"), let target = row.double("target") else { return nil }
+                window = JobQueue.UsageWindow(
+                    period: period, span: .seconds(span), since: row.double("since").map { Date(timeIntervalSince1970: $0) },
+                    target: Date(timeIntervalSince1970: target))
+            }
+        }
+    }
+
+    struct ClearUsageWindow: Query {
+        typealias Row = CountRow
+        static let name = "clearUsageWindow"
+        var period: String
+        func bind(_ p: inout QueryParameters) { p.add(period) }
+    }
+
+    struct BuildUsageWindow: Query {
+        typealias Row = CountRow
+        static let name = "buildUsageWindow"
+        var period: String
+        func bind(_ p: inout QueryParameters) { p.add(period) }
+    }
+
+    struct AnalyzeUsageTotals: Query {
+        static let name = "analyzeUsageTotals"
+    }
+
+    struct SlideUsageWindow: Query {
+        static let name = "slideUsageWindow"
+        var period: String
+        func bind(_ p: inout QueryParameters) { p.add(period) }
+
+        struct Row: QueryRow {
+            static let columns = ["hours", "totals"]
+            var hours: Int
+            var totals: Int
+            init?(_ row: RowReader) {
+                hours = row.int("hours") ?? 0
+                totals = row.int("totals") ?? 0
+            }
+        }
+    }
+
+    /// `usageReport` from a window's totals (by fair key, not hourly, every key): no rows when
+    /// no window counts from the request's hour.
+    struct UsageTotalsReport: Query {
+        typealias Row = UsageReport.Row
+        static let name = "usageTotalsReport"
+        var request: UsageRequest
+
+        func bind(_ p: inout QueryParameters) {
+            p.add(request.since)
+            p.add(request.queue)
+            p.add(request.sort.rawValue)
+            p.add(request.limit)
+            p.add(request.offset)
+        }
+    }
+
     struct UsageReport: Query {
         static let name = "usageReport"
         var request: UsageRequest

@@ -4,9 +4,11 @@ import Logging
 import ServiceLifecycle
 
 /// The usage roll-up: every `usageInterval` (a minute), when no other worker is doing it (the
-/// lease `LeaseName.usageRollUp`), moves the usage events the finished attempts appended into
-/// their hours of `halcyon.usage` (a bounded statement at a time, at most `maxBatches` per run),
-/// then deletes hours older than `--retain-usage`. Always on: the events table would otherwise
+/// lease `LeaseName.usageRollUp`), keeps the windows of running totals (builds one not built,
+/// moves each on as hours leave it, clears one longer than `--retain-usage`), moves the usage
+/// events the finished attempts appended into their hours of `halcyon.usage` and the windows'
+/// totals (a bounded statement at a time, at most `maxBatches` per run), then deletes hours
+/// older than `--retain-usage`. Always on: the events table would otherwise
 /// grow with every job. The first run comes 5–30 s after start (a fleet started together does
 /// not all try at once).
 struct UsageRollUpService: Service, CustomStringConvertible {
@@ -34,11 +36,14 @@ struct UsageRollUpService: Service, CustomStringConvertible {
                 logger.debug("usage roll-up skipped: another worker is rolling up")
                 return
             }
-            let meta: Logger.Metadata = [
+            var meta: Logger.Metadata = [
                 "events": "\(report.events)", "hours": "\(report.hours)", "pruned_hours": "\(report.pruned)",
                 "took": "\(TimeSpan.format(report.seconds))",
             ]
-            if report.events + report.pruned > 0 {
+            for step in report.windows.steps where step.action != .none {
+                meta["window_\(step.period)"] = "\(step.action.rawValue) (totals \(step.totals), hours \(step.hours))"
+            }
+            if report.events + report.pruned > 0 || report.windows.changed {
                 logger.info("usage rolled up", metadata: meta)
             } else {
                 logger.debug("usage rolled up", metadata: meta)
@@ -51,6 +56,7 @@ struct UsageRollUpService: Service, CustomStringConvertible {
     /// What a run did.
     struct Report: Sendable {
         var events = 0, hours = 0, pruned = 0
+        var windows = JobQueue.UsageWindowUpkeep()
         var seconds = 0.0
     }
 
@@ -60,6 +66,9 @@ struct UsageRollUpService: Service, CustomStringConvertible {
         let lost = CancellationFlag()
         var report = try await queue.withLease(.usageRollUp, holder: JobQueue.leaseHolder(holder), lost: lost) {
             var report = Report()
+            // The windows first: an hour that left one is subtracted before the prune could
+            // delete it (the prune never deletes an hour a built window counts).
+            report.windows = try await queue.keepUsageWindows(retain: retain)
             for _ in 0..<maxBatches where !lost.isCancelled && !cancel.isCancelled {
                 let batch = try await queue.rollUpUsage()
                 report.events += batch.events
