@@ -3,6 +3,7 @@ import Dispatch
 import Foundation
 import HalcyonDomain
 import HalcyonRuntime
+import Synchronization
 
 /// One libpq connection. It is owned by a thread of its own (`SerialThread`): every libpq call
 /// runs there, off Swift's cooperative pool, never on two threads at once, and never waiting
@@ -37,6 +38,9 @@ public final class PGConnection: @unchecked Sendable {
     public let statementTimeout: Double?
     private let thread: SerialThread
     private var handle: OpaquePointer?  // touched only on `thread`
+    /// Raised by `abandon()` from any thread: a statement waiting for its result is cancelled
+    /// at once, as if its deadline had passed, and so is every later one on this connection.
+    private let abandoned = Atomic<Bool>(false)
     /// The last failed connection attempt: statements queued behind it fail at once for a
     /// moment instead of each waiting out its own connect timeout.
     private var lastConnectFailure: (at: ContinuousClock.Instant, error: DatabaseError)?  // touched only on `thread`
@@ -153,6 +157,9 @@ public final class PGConnection: @unchecked Sendable {
     @discardableResult
     public func executeLocked(_ sql: String, _ params: [String?] = [], timeout: Double? = nil) throws -> PGRows {
         precondition(thread.isCurrent, "a libpq call off its connection's thread")
+        if abandoned.load(ordering: .relaxed) {
+            throw DatabaseError(message: "statement not sent: the connection was abandoned (its caller is stopping)", connectionLost: true)
+        }
         try ensureConnected()
         let seconds = (timeout ?? statementTimeout).flatMap { $0.isFinite && $0 > 0 ? $0 : nil }
         let result = try run(sql, params, within: seconds)
@@ -286,13 +293,14 @@ public final class PGConnection: @unchecked Sendable {
         return PQgetResult(h)
     }
 
-    /// Polls the connection's socket for `events` until `end` (nil: for ever); false on timeout.
+    /// Polls the connection's socket for `events` until `end` (nil: for ever); false on timeout
+    /// or once the connection is abandoned (looked at every quarter of a second).
     private func waitForSocket(_ h: OpaquePointer, events: Int16, until end: ContinuousClock.Instant?) -> Bool {
         while true {
             let left = end.map { $0 - ContinuousClock.now } ?? .seconds(60)
-            guard left > .zero else { return false }
+            guard left > .zero, !abandoned.load(ordering: .relaxed) else { return false }
             var pfd = pollfd(fd: PQsocket(h), events: events, revents: 0)
-            let ms = Int32(min(left.seconds * 1000, 60_000).rounded(.up))
+            let ms = Int32(min(left.seconds * 1000, 250).rounded(.up))
             let n = poll(&pfd, 1, max(1, ms))
             if n > 0 { return true }
             if n < 0 && errno != EINTR { return true }  // let libpq see and report the error
@@ -306,8 +314,16 @@ public final class PGConnection: @unchecked Sendable {
         return DatabaseError(message: message, connectionLost: true)
     }
 
-    /// Past the deadline: ask the server to cancel (from another thread: `PQcancel` opens a
-    /// connection of its own and could block), drop this connection, report a transient error.
+    /// Cancels the statement this connection is waiting for, from any thread (its owner is
+    /// stopping: a long statement need not run to its end), and every later one: each fails at
+    /// once with a transient error and the connection is dropped. The server rolls back.
+    public func abandon() {
+        abandoned.store(true, ordering: .relaxed)
+    }
+
+    /// Past the deadline, or abandoned: ask the server to cancel (from another thread:
+    /// `PQcancel` opens a connection of its own and could block), drop this connection, report a
+    /// transient error.
     private func timedOut(after seconds: Double) -> DatabaseError {
         if let h = handle {
             if let cancel = PQgetCancel(h) {
@@ -321,6 +337,9 @@ public final class PGConnection: @unchecked Sendable {
             PQfinish(h)
         }
         handle = nil
+        if abandoned.load(ordering: .relaxed) {
+            return DatabaseError(message: "statement abandoned (its caller is stopping); cancelled and the connection closed", connectionLost: true)
+        }
         return DatabaseError(
             message: "statement timed out after \(TimeSpan.format(seconds)); cancelled and the connection reset",
             sqlState: DatabaseError.timedOutState, connectionLost: true)

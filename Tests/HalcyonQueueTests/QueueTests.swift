@@ -432,6 +432,35 @@ struct ClaimTests {
         await c.close()
     }
 
+    /// A connection abandoned from another task (its owner stopping) gives up the statement it
+    /// waits for within a moment — the server stops it too — and sends no other.
+    @Test func anAbandonedConnectionCancelsItsStatementAndSendsNoOther() async throws {
+        let db = try await TestDatabase.create()
+        let c = try await db.connect(statementTimeout: 600)
+        let started = ContinuousClock.now
+        let sleeper = Task { try await c.execute("SELECT pg_sleep(600), 'halcyon-abandon-test'") }
+        #expect(
+            try await waitUntil(60) {
+                try await db.query(
+                    "SELECT count(*) AS n FROM pg_stat_activity WHERE query LIKE '%halcyon-abandon-test%' AND state = 'active' AND pid <> pg_backend_pid()"
+                )
+                .value(0, "n") == "1"
+            })
+        c.abandon()
+        await #expect {
+            _ = try await sleeper.value
+        } throws: { ($0 as? DatabaseError).map { $0.message.contains("abandoned") && $0.isTransient } ?? false }
+        #expect(ContinuousClock.now - started < .seconds(300))  // of the 600 s sleep; a loaded test process wakes late
+        await #expect(throws: DatabaseError.self) { try await c.execute("SELECT 1") }
+        #expect(
+            try await waitUntil(120) {
+                try await db.query(
+                    "SELECT count(*) AS n FROM pg_stat_activity WHERE query LIKE '%halcyon-abandon-test%' AND state = 'active' AND pid <> pg_backend_pid()"
+                )
+                .value(0, "n") == "0"
+            })
+    }
+
     @Test func errorsThatPassAreTransientAndTheRestAreNot() {
         for state in ["40001", "40P01", "55P03", "57014", "53300", "08006", "57P01"] {
             #expect(DatabaseError(message: "", sqlState: state, connectionLost: false).isTransient, "\(state)")

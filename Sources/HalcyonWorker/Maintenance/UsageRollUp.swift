@@ -30,6 +30,9 @@ struct UsageRollUpService: Service, CustomStringConvertible {
         do {
             let connection = try await PGConnection.connect(conninfo, label: "usage", statementTimeout: configuration.statementTimeout.seconds)
             defer { Task { await connection.close() } }
+            // A stop cancels the statement under way (a window's build may take a while): its
+            // transaction rolls back, and the next run does it again.
+            cancel.onCancel { connection.abandon() }
             let report = try await Self.run(
                 JobQueue(connection: connection), holder: configuration.workerID, retain: configuration.retainUsage, cancel: cancel)
             guard let report else {
@@ -48,6 +51,8 @@ struct UsageRollUpService: Service, CustomStringConvertible {
             } else {
                 logger.debug("usage rolled up", metadata: meta)
             }
+        } catch  where cancel.isCancelled {
+            logger.info("usage roll-up stopped: the worker is stopping; the next run does it again", metadata: ["error": "\(error)"])
         } catch {
             logger.warning("usage roll-up failed", metadata: ["error": "\(error)"])
         }
