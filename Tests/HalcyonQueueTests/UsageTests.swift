@@ -205,7 +205,7 @@ struct UsageTests {
         var fromTotals = 0
         for sort in UsageRequest.Sort.allCases {
             for queue in [nil, "thumbs"] as [String?] {
-                for (limit, offset) in [(25, 13), (1000, 0), (10, 300), (5, 590)] {
+                for (limit, offset) in [(25, 13), (1000, 0), (5, 590)] {
                     let request = UsageRequest(since: since, byFairKey: true, queue: queue, sort: sort, limit: limit, offset: offset)
                     let fast = try await q.usage(request), slow = try await q.usage(request, totals: false)
                     #expect(rounded(fast.rows) == rounded(slow.rows), "\(note): \(request)")
@@ -229,7 +229,7 @@ struct UsageTests {
         try await Self.awayFromTheHour()
         let db = try await TestDatabase.create()
         let q = JobQueue(connection: try await db.connect())
-        let pages = UsageRequest.Sort.allCases.count * 2 * 4
+        let pages = UsageRequest.Sort.allCases.count * 2 * 3
         // 600 keys of two queues (every 50th the common share), five hours each over the last 9
         // days; CPU in halves and quarters, so that sums in any order are exact; many ties.
         try await db.query(

@@ -6,9 +6,12 @@
 -- Moves up to $1 events (any, skipping those another roll-up holds) into their hours of
 -- halcyon.usage, and adds them to the totals of every built window whose hours they fall in
 -- (halcyon.usage_totals, counting an hour row it created as one more hour), in one statement:
--- two roll-ups at once take different events, and an event is counted once whichever commits.
--- Run after `lockUsageWindows` in its transaction: one roll-up or window move at a time writes
--- the totals. Returns how many events moved and how many hours they touched.
+-- an event is counted once. Run after `lockUsageWindows` in its transaction: one roll-up or
+-- window move at a time reads the hours and writes the totals (two at once run one after the
+-- other and take different events). Every join is of a table, through its key, never of two
+-- of the statement's own results, whose sizes the planner cannot know (a plan comparing every
+-- pair of 50,000 rows runs for hours). Returns how many events moved and how many hours they
+-- touched.
 WITH taken AS (
     SELECT ctid AS row_id FROM halcyon.usage_events LIMIT $1::int FOR UPDATE SKIP LOCKED
 ),
@@ -24,6 +27,12 @@ grouped AS MATERIALIZED (
     FROM moved
     GROUP BY 1, 2, 3
 ),
+-- Whether each hour is new to halcyon.usage (looked up key by key).
+hours_new AS MATERIALIZED (
+    SELECT g.*, NOT EXISTS (SELECT 1 FROM halcyon.usage u WHERE u.queue = g.queue AND u.fair_key = g.fair_key AND u.hour = g.hour)
+                    AS created
+    FROM grouped g
+),
 rolled AS (
     INSERT INTO halcyon.usage AS u (queue, fair_key, hour, succeeded, failed, cancelled, retried, decode_cpu_ms, process_cpu_ms,
                                     encode_cpu_ms, store_cpu_ms, bytes_fetched, bytes_stored, store_hits)
@@ -37,22 +46,19 @@ rolled AS (
         encode_cpu_ms = u.encode_cpu_ms + excluded.encode_cpu_ms, store_cpu_ms = u.store_cpu_ms + excluded.store_cpu_ms,
         bytes_fetched = u.bytes_fetched + excluded.bytes_fetched, bytes_stored = u.bytes_stored + excluded.bytes_stored,
         store_hits = u.store_hits + excluded.store_hits
-    -- xmax is 0 on a row version this statement inserted (an hour new to the table).
-    RETURNING u.queue, u.fair_key, u.hour, u.xmax = 0 AS created
+    RETURNING 1
 ),
 -- What the moved events add to each built window's keys: their sums, the hours new to the table,
--- and whether the window has the key (`known`: looked up key by key, never a join whose plan
--- could compare every pair).
+-- and whether the window has the key (`known`, looked up key by key).
 adding AS MATERIALIZED (
     SELECT w.period, g.queue, g.fair_key,
            EXISTS (SELECT 1 FROM halcyon.usage_totals t WHERE t.period = w.period AND t.queue = g.queue AND t.fair_key = g.fair_key)
                AS known,
-           count(*) FILTER (WHERE r.created) AS hours, sum(g.succeeded) AS succeeded,
+           count(*) FILTER (WHERE g.created) AS hours, sum(g.succeeded) AS succeeded,
            sum(g.failed) AS failed, sum(g.cancelled) AS cancelled, sum(g.retried) AS retried, sum(g.decode_cpu_ms) AS decode_cpu_ms,
            sum(g.process_cpu_ms) AS process_cpu_ms, sum(g.encode_cpu_ms) AS encode_cpu_ms, sum(g.store_cpu_ms) AS store_cpu_ms,
            sum(g.bytes_fetched) AS bytes_fetched, sum(g.bytes_stored) AS bytes_stored, sum(g.store_hits) AS store_hits
-    FROM grouped g
-    JOIN rolled r ON r.queue = g.queue AND r.fair_key = g.fair_key AND r.hour = g.hour
+    FROM hours_new g
     JOIN halcyon.usage_windows w ON g.hour >= w.since
     GROUP BY 1, 2, 3
 ),
