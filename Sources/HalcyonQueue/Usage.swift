@@ -122,7 +122,8 @@ extension JobQueue {
 
     /// What one upkeep of the windows did, per window.
     public struct UsageWindowUpkeep: Sendable, Equatable {
-        public enum Action: String, Sendable { case none, build, slide, clear }
+        /// `rebuild`: moved on, found not to agree with its hours any more, built again.
+        public enum Action: String, Sendable { case none, build, slide, clear, rebuild }
         public struct Step: Sendable, Equatable {
             public var period: String
             public var action: Action
@@ -159,10 +160,18 @@ extension JobQueue {
                     case .slide:
                         let slid = try c.rowLocked(SQL.SlideUsageWindow(period: window.period))
                         (step.hours, step.totals) = (slid?.hours ?? 0, slid?.totals ?? 0)
+                        // Once an hour: still the sums of its hours? (Not when something else wrote them.)
+                        if try c.rowLocked(SQL.UsageWindowAgrees(period: window.period))?.agrees == false {
+                            step.action = .rebuild
+                            _ = try c.rowLocked(SQL.ClearUsageWindow(period: window.period))
+                            step.totals =
+                                try c.rowLocked(SQL.BuildUsageWindow(period: window.period), timeout: Self.usageWindowBuildTimeout.seconds)?.n ?? 0
+                        }
+                    case .rebuild: break
                     }
                     upkeep.steps.append(step)
                 }
-                if upkeep.steps.contains(where: { $0.action == .build }) { try c.runLocked(SQL.AnalyzeUsageTotals()) }
+                if upkeep.steps.contains(where: { $0.action == .build || $0.action == .rebuild }) { try c.runLocked(SQL.AnalyzeUsageTotals()) }
                 return upkeep
             }
         }

@@ -83,6 +83,7 @@ import Testing
             SQL.BuildUsageWindow(period: "24h"),
             SQL.SlideUsageWindow(period: "24h"),
             SQL.AnalyzeUsageTotals(),
+            SQL.UsageWindowAgrees(period: "24h"),
             SQL.UsageTotalsReport(request: UsageRequest(since: Date(), byFairKey: true, queue: "q", sort: .cpu)),
             SQL.LatestPrune(),
             SQL.RecordSweep(

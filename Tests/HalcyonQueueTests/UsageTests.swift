@@ -283,6 +283,25 @@ struct UsageTests {
         _ = try await rollUpAll(q)
         for since in [day, week] { #expect(try await totalsAgreeWithTheHours(q, since: since, "moved on") == pages) }
 
+        // Hours written by something that knows nothing of the windows (a worker of an earlier
+        // version rolling up, an edit by hand): when the windows next move on, they are found
+        // not to agree with their hours and built again.
+        try await db.query(
+            """
+            INSERT INTO halcyon.usage AS u (queue, fair_key, hour, succeeded, bytes_fetched)
+            VALUES ('default', 'tenant-1', date_trunc('hour', now()), 3, 999), ('thumbs', 'by-hand', date_trunc('hour', now()), 1, 5)
+            ON CONFLICT (queue, fair_key, hour) DO UPDATE SET succeeded = u.succeeded + 3, bytes_fetched = u.bytes_fetched + 999
+            """)
+        for shift in [
+            "UPDATE halcyon.usage SET hour = hour - interval '100 years'",
+            "UPDATE halcyon.usage SET hour = hour + interval '100 years' - interval '1 hour'",
+            "UPDATE halcyon.usage_events SET at = at - interval '1 hour'",
+            "UPDATE halcyon.usage_windows SET since = since - interval '1 hour'",
+        ] { try await db.query(shift) }
+        let rebuilt = try await q.keepUsageWindows(retain: .days(400))
+        #expect(rebuilt.steps.map(\.action) == [.rebuild, .rebuild], "\(rebuilt)")
+        for since in [day, week] { #expect(try await totalsAgreeWithTheHours(q, since: since, "built again") == pages) }
+
         // A retention shorter than 7 days clears that window; the prune never deletes an hour
         // the 24-hour window counts, even asked to keep one hour only.
         let cleared = try await q.keepUsageWindows(retain: .days(2))

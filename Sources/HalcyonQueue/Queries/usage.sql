@@ -180,6 +180,31 @@ summed AS (
 )
 SELECT count(*) AS n FROM built;
 
+-- name: usageWindowAgrees :one
+-- Whether window $1's sums per queue (halcyon.usage_window_sums) still count what its hours do:
+-- jobs of every outcome and bytes. They stop agreeing when something else writes the hours — a
+-- worker of an earlier version rolling up (it knows nothing of the windows), an edit by hand —
+-- and the upkeep then builds the window again. One pass over the window's hours; run when the
+-- window moves on (once an hour).
+WITH window_ AS (
+    SELECT since FROM halcyon.usage_windows WHERE period = $1::text
+),
+hours AS (
+    SELECT queue, sum(succeeded) AS succeeded, sum(failed) AS failed, sum(cancelled) AS cancelled, sum(retried) AS retried,
+           sum(bytes_fetched) AS bytes_fetched, sum(bytes_stored) AS bytes_stored
+    FROM halcyon.usage
+    WHERE hour >= (SELECT since FROM window_)
+    GROUP BY 1
+),
+sums AS (
+    SELECT queue, succeeded, failed, cancelled, retried, bytes_fetched, bytes_stored
+    FROM halcyon.usage_window_sums
+    WHERE period = $1::text AND keys > 0
+)
+SELECT NOT EXISTS (
+    (SELECT * FROM hours EXCEPT SELECT * FROM sums) UNION ALL (SELECT * FROM sums EXCEPT SELECT * FROM hours)
+) AS agrees;
+
 -- name: analyzeUsageTotals :exec
 -- After a window is built: its keys arrived all at once, and the reports' plans need their numbers.
 ANALYZE halcyon.usage_totals, halcyon.usage_window_sums;

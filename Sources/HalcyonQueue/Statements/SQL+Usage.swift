@@ -58,6 +58,18 @@ extension SQL {
         func bind(_ p: inout QueryParameters) { p.add(period) }
     }
 
+    struct UsageWindowAgrees: Query {
+        static let name = "usageWindowAgrees"
+        var period: String
+        func bind(_ p: inout QueryParameters) { p.add(period) }
+
+        struct Row: QueryRow {
+            static let columns = ["agrees"]
+            var agrees: Bool
+            init?(_ row: RowReader) { agrees = row.bool("agrees") ?? false }
+        }
+    }
+
     struct AnalyzeUsageTotals: Query {
         static let name = "analyzeUsageTotals"
     }
