@@ -147,6 +147,11 @@ extension JobQueue {
         try await connection.withLocked { c in
             try c.transactionLocked {
                 var upkeep = UsageWindowUpkeep()
+                /// Empties the window and fills it from its hours; how many keys it holds.
+                func build(_ period: String) throws -> Int {
+                    _ = try c.rowLocked(SQL.ClearUsageWindow(period: period))
+                    return try c.rowLocked(SQL.BuildUsageWindow(period: period), timeout: Self.usageWindowBuildTimeout.seconds)?.n ?? 0
+                }
                 for window in try c.rowsLocked(SQL.LockUsageWindows()).map(\.window) {
                     var step = UsageWindowUpkeep.Step(period: window.period, action: window.upkeep(retain: retain))
                     switch step.action {
@@ -154,18 +159,14 @@ extension JobQueue {
                     case .clear:
                         step.totals = try c.rowLocked(SQL.ClearUsageWindow(period: window.period))?.n ?? 0
                     case .build:
-                        _ = try c.rowLocked(SQL.ClearUsageWindow(period: window.period))
-                        step.totals =
-                            try c.rowLocked(SQL.BuildUsageWindow(period: window.period), timeout: Self.usageWindowBuildTimeout.seconds)?.n ?? 0
+                        step.totals = try build(window.period)
                     case .slide:
                         let slid = try c.rowLocked(SQL.SlideUsageWindow(period: window.period))
                         (step.hours, step.totals) = (slid?.hours ?? 0, slid?.totals ?? 0)
                         // Once an hour: still the sums of its hours? (Not when something else wrote them.)
                         if try c.rowLocked(SQL.UsageWindowAgrees(period: window.period))?.agrees == false {
                             step.action = .rebuild
-                            _ = try c.rowLocked(SQL.ClearUsageWindow(period: window.period))
-                            step.totals =
-                                try c.rowLocked(SQL.BuildUsageWindow(period: window.period), timeout: Self.usageWindowBuildTimeout.seconds)?.n ?? 0
+                            step.totals = try build(window.period)
                         }
                     case .rebuild: break
                     }
