@@ -30,9 +30,6 @@ struct UsageRollUpService: Service, CustomStringConvertible {
         do {
             let connection = try await PGConnection.connect(conninfo, label: "usage", statementTimeout: configuration.statementTimeout.seconds)
             defer { Task { await connection.close() } }
-            // A stop cancels the statement under way (a window's build may take a while): its
-            // transaction rolls back, and the next run does it again.
-            cancel.onCancel { connection.abandon() }
             let report = try await Self.run(
                 JobQueue(connection: connection), holder: configuration.workerID, retain: configuration.retainUsage, cancel: cancel)
             guard let report else {
@@ -65,8 +62,12 @@ struct UsageRollUpService: Service, CustomStringConvertible {
         var seconds = 0.0
     }
 
-    /// Rolls up and prunes under the lease; nil when another worker holds it.
+    /// Rolls up and prunes under the lease; nil when another worker holds it. Raising `cancel`
+    /// (a stop) cancels the statement under way — a window's build may take a while, a statement
+    /// may wait on a lock — and every later one on `queue`'s connection, which is the run's own:
+    /// its transaction rolls back, and the next run does the work again.
     static func run(_ queue: JobQueue, holder: String, retain: Duration, cancel: CancellationFlag) async throws -> Report? {
+        cancel.onCancel { queue.connection.abandon() }
         let started = ContinuousClock.now
         let lost = CancellationFlag()
         var report = try await queue.withLease(.usageRollUp, holder: JobQueue.leaseHolder(holder), lost: lost) {
