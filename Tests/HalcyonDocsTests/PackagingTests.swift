@@ -1,8 +1,8 @@
 import Foundation
 import Testing
 
-/// `docker/Dockerfile` is written and reviewed but not built here (no Docker engine): this keeps
-/// its package lists in step with `scripts/setup`, which the tests do exercise.
+/// `docker/Dockerfile` is built and run by `scripts/test-container` (Podman, after this suite in
+/// CI); this keeps its package lists in step with `scripts/setup`, which the suite exercises.
 @Suite struct PackagingTests {
     static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
 
