@@ -43,6 +43,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+// A scale's passes are compiled twice, for x86-64-v3 (AVX2 and FMA: Haswell, Zen and later) and
+// for the baseline, and the loader picks one for the CPU (an ifunc, as the resampler does); their
+// row helpers are inlined into each copy, to be compiled for its CPU. FMA rounds a multiply-add
+// once, so scores differ from the baseline's in the fourth or fifth digit.
+#define HOT __attribute__((target_clones("arch=x86-64-v3", "default")))
+#define INLINE __attribute__((always_inline)) inline
+
 enum { NUM_SCALES = 6, RADIUS = 5, RING = 2 * RADIUS + 1 };
 
 /// Lanes of the per-row sums: independent partial sums the compiler can keep in vector registers
@@ -153,7 +160,7 @@ static void source_init(source *src, const uint8_t *pixels, size_t stride, int c
 }
 
 /// Row `y` as linear R, G and B.
-static void source_row(const source *src, size_t y, size_t width, float *r, float *g, float *b) {
+INLINE static void source_row(const source *src, size_t y, size_t width, float *r, float *g, float *b) {
     const uint8_t *row = src->pixels + y * src->stride;
     const float *table = src->table;
     if (src->channels == 3) {
@@ -200,7 +207,7 @@ static inline float cube_root(float x) {
 
 /// A row of linear RGB → positive XYB (libjxl's ToXYB, then MakePositiveXYB). The output may be
 /// the input.
-static void xyb_row(const float *r, const float *g, const float *b, size_t n, float *ox, float *oy, float *ob) {
+INLINE static void xyb_row(const float *r, const float *g, const float *b, size_t n, float *ox, float *oy, float *ob) {
     // The opsin absorbance matrix and bias (libjxl lib/jxl/cms/opsin_params.h), as floats.
     const float m00 = 0.30f, m02 = 0.078f, m01 = 1.0f - m02 - m00;
     const float m10 = 0.23f, m12 = 0.078f, m11 = 1.0f - m12 - m10;
@@ -223,7 +230,7 @@ static void xyb_row(const float *r, const float *g, const float *b, size_t n, fl
 
 /// Row `y` (of `height`) of a plane into the next scale's row y / 2, a 2×2 box average in
 /// libjxl's order ((a + b) + c) + d, the last row and column repeated when the size is odd.
-static void downsample_row(const float *in, size_t width, size_t y, size_t height, float *out) {
+INLINE static void downsample_row(const float *in, size_t width, size_t y, size_t height, float *out) {
     const size_t pairs = width / 2;
     if (y % 2 == 0) {
         for (size_t x = 0; x < pairs; x++) out[x] = (0.0f + in[2 * x]) + in[2 * x + 1];
@@ -250,7 +257,7 @@ static void gaussian_taps(float taps[RADIUS + 1]) {
 }
 
 /// Blurs `in` horizontally into `out` (zeros beyond the ends); `padded` holds width + 2·RADIUS.
-static void blur_row(const float taps[RADIUS + 1], const float *in, size_t w, float *padded, float *out) {
+INLINE static void blur_row(const float taps[RADIUS + 1], const float *in, size_t w, float *padded, float *out) {
     float *p = padded + RADIUS;
     memset(padded, 0, RADIUS * sizeof(float));
     memcpy(p, in, w * sizeof(float));
@@ -266,7 +273,7 @@ static void blur_row(const float taps[RADIUS + 1], const float *in, size_t w, fl
 /// row h is row h − 1, and again for images shorter than the kernel), as in the Python port.
 /// Every row the window needs is still in the ring: within RADIUS of `y` when the image is
 /// taller than RADIUS, and all of them when it is shorter than RING.
-static void blur_column(const float taps[RADIUS + 1], const float *ring, size_t w, size_t y, size_t height,
+INLINE static void blur_column(const float taps[RADIUS + 1], const float *ring, size_t w, size_t y, size_t height,
                         float *restrict out) {
     const float *row[RING];
     const ptrdiff_t h = (ptrdiff_t)height;
@@ -343,7 +350,7 @@ typedef struct {
 
 /// Reads row `y` as linear RGB, adds it to the next scale's planes and writes it as XYB to
 /// `ox`, `oy` and `ob`.
-static void input_row(const scale_input *in, rows *r, size_t y, float *ox, float *oy, float *ob) {
+INLINE static void input_row(const scale_input *in, rows *r, size_t y, float *ox, float *oy, float *ob) {
     const size_t w = in->width, h = in->height, plane = w * h;
     float *lin[3];
     if (in->pixels) {
@@ -368,7 +375,7 @@ static size_t floats_per_set(const hc_ssim2_reference *ref) {
 }
 
 /// One scale of a set: its XYB planes, their blurs and variance maps, a row at a time.
-static void prepare_scale(const float taps[RADIUS + 1], ref_scale *sc, const scale_input *in, rows *r) {
+HOT static void prepare_scale(const float taps[RADIUS + 1], ref_scale *sc, const scale_input *in, rows *r) {
     const size_t w = sc->width, h = sc->height, n = w * h;
     for (size_t yy = 0; yy < h + RADIUS; yy++) {
         if (yy < h) {
@@ -481,7 +488,7 @@ void hc_ssim2_reference_free(hc_ssim2_reference *ref) {
 // MARK: - Scoring
 
 /// Adds `v` and its 4th powers to the lanes of `sum` and `sum4` (`w` a multiple of LANES).
-static void add_lanes(const float *v, size_t w, float sum[LANES], float sum4[LANES]) {
+INLINE static void add_lanes(const float *v, size_t w, float sum[LANES], float sum4[LANES]) {
     for (size_t i = 0; i < w; i += LANES)
         for (int l = 0; l < LANES; l++) {
             const float x = v[i + (size_t)l], x2 = x * x;
@@ -493,7 +500,7 @@ static void add_lanes(const float *v, size_t w, float sum[LANES], float sum4[LAN
 /// The sums of one row of one channel: the SSIM error (2.1: no luminance denominator; 1 − SSIM
 /// as an error), the edge ratio's artifact part and its detail-lost part, each with its 4th
 /// power. `terms` holds 3 rows rounded up to LANES.
-static void row_terms(const float *m1, const float *v1, const float *a, const float *m2, const float *s22,
+INLINE static void row_terms(const float *m1, const float *v1, const float *a, const float *m2, const float *s22,
                       const float *s12, const float *b, size_t w, float *terms, double sum[6]) {
     const size_t padded = (w + LANES - 1) / LANES * LANES;
     float *d = terms, *artifact = terms + padded, *lost = terms + 2 * padded;
@@ -523,7 +530,7 @@ static void row_terms(const float *m1, const float *v1, const float *a, const fl
 
 /// One scale: the distorted image's XYB rows, their blurs and the products' against the
 /// reference, and the norms.
-static void score_scale(const float taps[RADIUS + 1], const ref_scale *sc, const scale_input *in, rows *r,
+HOT static void score_scale(const float taps[RADIUS + 1], const ref_scale *sc, const scale_input *in, rows *r,
                         scale_norms *norms) {
     const size_t w = sc->width, h = sc->height, n = w * h;
     double sum[3][6] = {{0}};

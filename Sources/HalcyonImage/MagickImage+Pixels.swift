@@ -23,13 +23,20 @@ extension MagickImage {
     /// The first frame's 8-bit samples in sRGB, rows packed, RGB or RGBA (a converted copy for a
     /// frame in CMYK, Lab, YCbCr, …). `what` names the caller in errors.
     func firstFrameSamples8(for what: String) throws(HalcyonError) -> (pixels: [UInt8], width: Int, height: Int, channels: Int) {
-        MagickSetFirstIterator(wand)
+        try frameSamples8(0, for: what)
+    }
+
+    /// The same for frame `index` (0 ..< `frameCount`).
+    func frameSamples8(_ index: Int, for what: String) throws(HalcyonError) -> (pixels: [UInt8], width: Int, height: Int, channels: Int) {
+        guard index >= 0, index < frameCount, MagickSetIteratorIndex(wand, index) == MagickTrue else {
+            throw HalcyonError(.processingFailed, "\(what): no frame \(index) of \(frameCount)")
+        }
         let space = MagickGetImageColorspace(wand)
         var frame = wand
         var copy: OpaquePointer?
         defer { if let copy { DestroyMagickWand(copy) } }
         if space != sRGBColorspace, space != RGBColorspace, space != GRAYColorspace {
-            guard let made = MagickGetImage(wand) else { throw HalcyonError(.processingFailed, "\(what): copy the first frame") }
+            guard let made = MagickGetImage(wand) else { throw HalcyonError(.processingFailed, "\(what): copy frame \(index)") }
             copy = made
             guard MagickTransformImageColorspace(made, sRGBColorspace) == MagickTrue else {
                 throw Self.error(made, .processingFailed, "\(what): convert to sRGB")

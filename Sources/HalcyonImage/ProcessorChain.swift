@@ -44,6 +44,9 @@ public struct ProcessorChain: Sendable {
     /// The last `format` step, whose settings the encoder uses.
     var formatStep: FormatStep? { chain.formatStep }
 
+    /// The perceptual score its `format` step asks for (`min_score`); nil without one.
+    public var minScore: Double? { chain.formatStep?.minScore }
+
     /// Whether the output keeps every frame of an animation: GIF and WebP outputs animate (a
     /// `format(gif)` or `format(webp)`, or no `format` on such a source); any other output is
     /// the first frame, and the other frames are dropped before the first step.

@@ -142,6 +142,9 @@ public struct JobResult: Sendable, Equatable {
     /// known (`result_quality`, `result_score`; held to `ResultMeasures`' bounds when recorded).
     public var quality: Int?
     public var score: Double?
+    /// Whether `score` is below the chain's `min_score` (`result_target_missed`); nil when the
+    /// chain has no target or the result no score.
+    public var targetMissed: Bool?
 
     public init(
         key: String, digest: String, path: String, bytes: Int, width: Int, height: Int,

@@ -80,6 +80,23 @@ public enum SampleImages {
         return try image.encode()
     }
 
+    /// Uniform random RGB noise: no encoder keeps it at a high score short of lossless.
+    public static func noise(width: Int, height: Int, seed: UInt64, format: ImageFormat = .png) throws(HalcyonError) -> Data {
+        var rng = SplitMix(seed: seed)
+        let pixels = (0..<width * height * 3).map { _ in UInt8(truncatingIfNeeded: rng.next() >> 56) }
+        return try encode(pixels: pixels, width: width, height: height, alpha: false, format: format, quality: 100)
+    }
+
+    /// An animation whose frames are `stills` (encoded images of one size), in `format` (GIF or WebP).
+    public static func animation(_ stills: [(data: Data, format: ImageFormat)], format: ImageFormat = .gif) throws(HalcyonError) -> Data {
+        _ = MagickImage.genesisToken
+        let image = MagickImage(wand: NewMagickWand()!, format: format)
+        for still in stills { image.append(try MagickImage.decode(still.data, format: still.format)) }
+        image.outputFormat = format
+        image.outputQuality = 100
+        return try image.encode()
+    }
+
     public static func encode(pixels: [UInt8], width: Int, height: Int, alpha: Bool, format: ImageFormat, quality: Int) throws(HalcyonError) -> Data {
         _ = MagickImage.genesisToken
         let wand = NewMagickWand()!

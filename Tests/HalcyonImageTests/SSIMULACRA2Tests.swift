@@ -148,7 +148,7 @@ import Testing
     }
 
     @Test(.enabled(if: hasReference, "needs scripts/test's HALCYON_TEST_PYTHON"))
-    func agreesWithThePythonPortWithinAPoint() throws {
+    func agreesWithThePythonPortWithinAFifthOfAPoint() throws {
         let dir = try TestEnvironment.temporaryDirectory("ssimulacra2")
         var pairs: [Pair] = [], rows: [(name: String, distortion: Distortion, ours: Double)] = []
         for (i, c) in Self.corpus.enumerated() {
@@ -184,7 +184,7 @@ import Testing
             table +=
                 "  \(row.name.padding(toLength: 18, withPad: " ", startingAt: 0)) \(row.distortion.rawValue.padding(toLength: 7, withPad: " ", startingAt: 0))"
             table += " ours \(String(format: "%8.3f", row.ours))  python \(String(format: "%8.3f", python))  \(String(format: "%+.3f", difference))\n"
-            #expect(abs(difference) <= 1.0, "\(row.name), \(row.distortion): ours \(row.ours), python \(python)")
+            #expect(abs(difference) <= 0.2, "\(row.name), \(row.distortion): ours \(row.ours), python \(python)")
         }
         table += "  \(rows.count) pairs, max |ours - python| = \(String(format: "%.3f", worst))"
         print(table)

@@ -309,9 +309,10 @@ struct ApplicationTests {
         try #require(claims.count == 2)
         let identifier = String(repeating: "\\", count: 65536)
         let digest = String(repeating: "ab", count: 32)
-        let stored = JobResult(
+        var stored = JobResult(
             key: control + "@" + identifier, digest: digest, path: "objects/ab/ab/\(digest).jpg", bytes: 1, width: 1, height: 1, format: "jpeg",
             cacheHit: false, source: "data:" + String(repeating: "\u{2}", count: 14 << 10), quality: 82, score: 87.31)
+        stored.targetMissed = true
         _ = try await q.complete(claims[0], workerID: "w", result: stored)
         let sources = (0..<17).map {
             SourceFailure(
@@ -334,6 +335,7 @@ struct ApplicationTests {
             } else {
                 #expect(body?["result"]?["key"]?.stringValue == control + "@" + identifier, "the key is whole")
                 #expect(body?["result"]?["quality"] == .number(82) && body?["result"]?["score"] == .number(87.31))
+                #expect(body?["result"]?["target_missed"] == .bool(true))
             }
         }
     }

@@ -114,10 +114,13 @@ struct QueryPlanTests {
         #expect(rescue.contains("jobs_lease_idx"), "rescue plan:\n\(rescue)")
         let counts = try await plan(c, SQL.OverviewCounts(cap: 100_001))
         // The running rows through either partial index on them (which one is the planner's call:
-        // both were seen on the same generated table).
+        // both were seen on the same generated table), the failed and cancelled ones through theirs.
+        // The queued rows are half this table: reading their first 100,001 by index or the whole
+        // table in parallel cost about the same, and ANALYZE's sample decides — both were seen —
+        // so the queued part is bounded by its LIMIT (checked above), not held to an index.
         #expect(
-            counts.contains("jobs_unsuccessful_idx") && (counts.contains("jobs_lease_idx") || counts.contains("jobs_running_idx"))
-                && !counts.contains("Seq Scan on jobs"), "counts plan:\n\(counts)")
+            counts.contains("jobs_unsuccessful_idx") && (counts.contains("jobs_lease_idx") || counts.contains("jobs_running_idx")),
+            "counts plan:\n\(counts)")
         // The list's state filter is written in as literals, so a failed-only page reads failed rows.
         let failed = JobQueue.JobFilter(states: [.failed])
         let list = try await plan(c, SQL.CountFilteredCapped(filter: failed, cap: 10_001))

@@ -72,6 +72,7 @@ struct ApplicationWorkerTests {
         #expect(body?["tags"]?.arrayValue?.first?.stringValue == "upload:7")
         #expect(body?["result"]?["path"]?.stringValue?.isEmpty == false)
         #expect(body?["result"]?["quality"] == .null && body?["result"]?["score"] == .null, "a png has no quality; no score was asked for")
+        #expect(body?["result"]?["target_missed"] == .null, "no target")
         let row = try await db.query(
             "SELECT state::text, callback_status, callback_attempts, callback_error FROM halcyon.jobs WHERE id = $1::bigint", [String(good)])
         #expect(row.value(0, "state") == "succeeded")
@@ -313,6 +314,7 @@ struct ApplicationWorkerTests {
         let (png, _) = try WorkerTests.published()
         let source = "\(TestEnvironment.origin)/files/\(png)?cli=\(db.name)"
         let worker = try await helper.worker(db, store: store, ["--poll-interval", "200ms"])
+        defer { withExtendedLifetime(worker) {} }  // running to the end of the test
 
         let ok = try await run(db, ["enqueue", source, "--processors", "format(png)", "--wait", "--timeout", "60s"])
         #expect(ok.status == 0, "\(ok.output)")
@@ -387,6 +389,7 @@ struct ApplicationWorkerTests {
         if try await db.query("SELECT count(*) AS n FROM halcyon.row_prunes").value(0, "n") == "0" {
             let sweeper = try await helper.worker(
                 db, store: store, ["--queue", "none", "--sweep-interval", "1s", "--retain-succeeded", "1h", "--retain-failed", "1h"])
+            defer { withExtendedLifetime(sweeper) {} }
             #expect(try await waitUntil(120) { try await db.query("SELECT count(*) AS n FROM halcyon.row_prunes").value(0, "n") != "0" })
         }
         let old = try await db.query("SELECT state::text, count(*) AS n FROM halcyon.jobs WHERE source LIKE '%old.jpg' GROUP BY 1 ORDER BY 1")

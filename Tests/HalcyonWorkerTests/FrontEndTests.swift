@@ -48,8 +48,8 @@ struct FrontEndTests {
     }
 
     /// `quality=auto` and `format(auto)` end to end: the row records the quality chosen and the
-    /// score reached (the stored bytes' own, scored again here), a store hit reports the same,
-    /// and option `score` scores a fixed quality.
+    /// score reached (the stored bytes' own, scored again here), whether it missed its target, a
+    /// store hit reports the same, and option `score` scores a fixed quality.
     @Test func perceptualResultsRecordTheirQualityAndScore() async throws {
         try Origin.publish("camera.jpg", Self.camera)
         let db = try await TestDatabase.create()
@@ -58,6 +58,8 @@ struct FrontEndTests {
         let chains = [
             "resize(320x320) |> format(jpeg, quality=auto, min_score=80)", "resize(320x320) |> format(auto, min_score=75)",
             "resize(320x320) |> format(jpeg, quality=82)",
+            // A max_bytes no quality reaching the score fits in: the best that fits, its target missed.
+            "resize(320x320) |> format(jpeg, quality=auto, min_score=90, max_bytes=4000)",
         ]
         var ids: [String] = []
         for (i, chain) in chains.enumerated() {
@@ -65,13 +67,16 @@ struct FrontEndTests {
             ids.append(try await enqueue(db, url + "&c=\(i)", chain, i == 2 ? #"{"score": true}"# : "{}"))
         }
         try await drain(db, store)
-        func measures(_ id: String) async throws -> (quality: Int?, score: Double?, hit: String?, path: String?) {
+        func measures(_ id: String) async throws -> (quality: Int?, score: Double?, hit: String?, path: String?, missed: String?) {
             let r = try await db.query(
-                "SELECT result_quality, result_score, cache_hit, result_path, state::text, last_error FROM halcyon.jobs WHERE id = $1::bigint", [id])
+                """
+                SELECT result_quality, result_score, cache_hit, result_path, result_target_missed, state::text, last_error
+                FROM halcyon.jobs WHERE id = $1::bigint
+                """, [id])
             #expect(r.value(0, "state") == "succeeded", "\(r.value(0, "last_error") ?? "")")
             return (
                 r.value(0, "result_quality").flatMap { Int($0) }, r.value(0, "result_score").flatMap { Double($0) }, r.value(0, "cache_hit"),
-                r.value(0, "result_path")
+                r.value(0, "result_path"), r.value(0, "result_target_missed")
             )
         }
         let reference = try SSIMULACRA2Reference(
@@ -81,16 +86,22 @@ struct FrontEndTests {
             let m = try await measures(id)
             let score = try #require(m.score, "job \(id) has no score")
             #expect(score >= target && m.quality != nil, "job \(id): \(score) at \(m.quality ?? 0)")
+            #expect(m.missed == (target > 0 ? "f" : nil), "job \(id): result_target_missed \(m.missed ?? "NULL")")
             let bytes = try #require(FileManager.default.contents(atPath: store.appendingPathComponent(m.path ?? "").path))
             let format = try #require(ImageFormat.sniff(bytes))
             #expect(abs(try reference.score(encoded: bytes, format: format) - score) < 0.01, "the row's score is the stored bytes' own")
         }
         #expect(try await measures(ids[2]).quality == 82)
+        let missed = try await measures(ids[3])
+        #expect(missed.missed == "t" && (missed.score ?? 100) < 90, "\(missed)")
         // A hit reports what the stored result reached.
         let hit = try await enqueue(db, url + "&c=0", chains[0], "{}")
         try await drain(db, store)
         let first = try await measures(ids[0]), again = try await measures(hit)
-        #expect(again.hit == "t" && again.quality == first.quality && again.score == first.score)
+        #expect(again.hit == "t" && again.quality == first.quality && again.score == first.score && again.missed == "f")
+        let missedAgain = try await enqueue(db, url + "&c=3", chains[3], "{}")
+        try await drain(db, store)
+        #expect(try await measures(missedAgain).missed == "t", "a hit of a result under its target says so too")
     }
 
     @Test func factsAndPlaceholdersAreRecordedAndServedFromTheStore() async throws {

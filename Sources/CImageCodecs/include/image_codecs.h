@@ -97,6 +97,16 @@ int hc_avif_encode(const uint8_t *pixels, int width, int height, size_t stride, 
 int hc_webp_encode(const uint8_t *pixels, int width, int height, size_t stride, int channels, int quality, uint8_t **out,
                    size_t *out_size, char error[HC_ERROR_LENGTH]);
 
+/// Decodes an AVIF (libheif) or a still WebP (libwebp) that must be `width`×`height` (checked
+/// before any pixel is decoded) to packed 8-bit RGB, or RGBA (straight alpha) when the file has
+/// alpha: `*channels` 3 or 4. On success returns 0 and `*out` holds a buffer to release with
+/// `hc_free`; -1 with a message otherwise (-2: the WebP is an animation, for another decoder).
+/// For scoring an output: ImageMagick 6 drops an AVIF's alpha.
+int hc_avif_decode(const uint8_t *data, size_t size, int width, int height, uint8_t **out, int *channels,
+                   char error[HC_ERROR_LENGTH]);
+int hc_webp_decode(const uint8_t *data, size_t size, int width, int height, uint8_t **out, int *channels,
+                   char error[HC_ERROR_LENGTH]);
+
 void hc_free(void *pointer);
 
 /// The direct lane's Lanczos resample of 8-bit RGB (3 channels) or RGBA (4, filtered

@@ -106,6 +106,7 @@ struct JobPage {
                     .text("bytes", r.resultBytes.map { Format.bytes($0) }),
                     .text("quality", r.resultQuality.map(String.init)),
                     .text("score", r.resultScore.map { String(format: "%.2f", $0) }),
+                    .text("target", r.resultTargetMissed.map { $0 ? "missed: the search could not reach min_score" : "reached" }),
                     .text("store hit", r.cacheHit.map { $0 ? "yes" : "no" }),
                     .text("made from", r.resultSource),
                     .text("expires", m.resultExpires.map { Format.utc($0) + " UTC" }),

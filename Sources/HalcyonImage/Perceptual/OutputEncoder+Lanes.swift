@@ -4,11 +4,18 @@ import HalcyonDomain
 
 extension OutputEncoder {
     /// ImageMagick's lane: `image` after its chain's steps. The search scores an animation by
-    /// its first frame, then encodes every frame at the quality chosen.
+    /// its first frame, then encodes it whole and scores it over its frames (`AnimationScore`).
     static func magick(_ image: MagickImage, chain: ProcessorChain, scoreWanted: Bool) -> OutputEncoder {
         let step = chain.formatStep
         let isAnimation = image.frameCount > 1
         let still = Once { () throws(HalcyonError) in isAnimation ? try image.firstFrame() : image }
+        let reference = Once { () throws(HalcyonError) in
+            let pixels = try still.get()
+            // A JPEG-only output of transparent pixels is scored against them flattened, as
+            // the encoder writes them: the score measures the compression, not the flattening.
+            if step?.formats == [.jpeg], pixels.hasAlpha { try pixels.flattenOntoWhite() }
+            return try SSIMULACRA2Reference(pixels)
+        }
         return OutputEncoder(
             step: step, format: image.outputFormat, quality: image.outputQuality, isAnimation: isAnimation, scoreWanted: scoreWanted,
             predictionKey: chain.identifier,
@@ -22,13 +29,11 @@ extension OutputEncoder {
                     image.set(encoding, step)
                     return try image.encode()
                 } : nil,
-            makeScorer: { () throws(HalcyonError) in
-                let pixels = try still.get()
-                // A JPEG-only output of transparent pixels is scored against them flattened, as
-                // the encoder writes them: the score measures the compression, not the flattening.
-                if step?.formats == [.jpeg], pixels.hasAlpha { try pixels.flattenOntoWhite() }
-                return try SSIMULACRA2Reference(pixels)
-            })
+            scoreAll: isAnimation
+                ? { data, format throws(HalcyonError) in
+                    try AnimationScore(frames: image, first: reference.get()).score(encoded: data, format: format)
+                } : nil,
+            makeScorer: { () throws(HalcyonError) in try reference.get() })
     }
 
     /// The direct lane: 8-bit pixels after a resize, JPEG through libjpeg-turbo, WebP through

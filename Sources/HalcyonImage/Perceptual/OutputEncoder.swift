@@ -51,6 +51,8 @@ struct OutputEncoder {
     var encode: (Encoding) throws(HalcyonError) -> Data
     /// Encodes an animation whole, once the quality is chosen; nil when `encode` is the output.
     var encodeAll: ((Encoding) throws(HalcyonError) -> Data)?
+    /// Scores an encoded animation over its frames (`AnimationScore`); nil for a still.
+    var scoreAll: ((Data, ImageFormat) throws(HalcyonError) -> Double)?
     /// The scorer, made on first use (it copies the pixels into the metric's own planes).
     var makeScorer: () throws(HalcyonError) -> any OutputScorer
 
@@ -83,13 +85,21 @@ struct OutputEncoder {
             fitting: step?.maxBytes, quality: quality, minQuality: step?.minQuality ?? 1
         ) { q throws(HalcyonError) in try full(Encoding(format: format, quality: q)) }
         var output = EncodedOutput(data: data, format: format, quality: format.hasQuality ? used : nil)
-        if scoreWanted,
-            let score = try? makeScorer().score(encoded: encodeAll == nil ? data : encode(Encoding(format: format, quality: used)), format: format)
-        {
+        if scoreWanted, let score = try? scoreOutput(data, format: format, scorer: makeScorer()) {
             output.score = score
         }
         return output
     }
+
+    /// The score of an output as stored: a still's against the pixels, an animation's over its frames.
+    private func scoreOutput(_ data: Data, format: ImageFormat, scorer: any OutputScorer) throws(HalcyonError) -> Double {
+        if let scoreAll { return try scoreAll(data, format) }
+        return try scorer.score(encoded: data, format: format)
+    }
+
+    /// Whole encodes of an animation after its first frame's search: one when the first frame
+    /// speaks for the others, more when a later frame scores lower.
+    static let wholeAnimationEncodes = 3
 
     /// An encode of a perceptual search: JPEG with full-resolution chroma. SSIMULACRA2 weighs
     /// colour detail, and at the scores people ask for (≥ 80) 4:4:4 reaches them in fewer bytes
@@ -118,7 +128,7 @@ struct OutputEncoder {
                 // GIF: no quality to choose; its score is what it is.
                 let data = try (encodeAll ?? encode)(Encoding(format: format, quality: quality))
                 encodes += 1
-                let score = try? scorer.score(encoded: encodeAll == nil ? data : encode(Encoding(format: format, quality: quality)), format: format)
+                let score = try? scoreOutput(data, format: format, scorer: scorer)
                 return EncodedOutput(data: data, format: format, score: score, encodes: encodes)
             }
             let model = QualityModel.for(format, target: target)
@@ -146,22 +156,33 @@ struct OutputEncoder {
         guard let chosen else { throw HalcyonError(.processingFailed, "format(auto): no format to encode in") }
         let format = chosen.format
         var probe = chosen.probe
+        let whole = encodeAll ?? encode
+        if let encodeAll {
+            // The search scored the first frame. The animation is encoded whole and scored over its
+            // frames, and the quality moved until its worst frame reaches the target too (a flat
+            // first frame says little of textured later ones); no higher once it is over max_bytes.
+            let search = QualitySearch(
+                target: target, range: step.minQuality...100, maxEncodes: Self.wholeAnimationEncodes, tolerance: 2,
+                slope: QualityModel.for(format, target: target).slope, abandonAt: step.maxBytes.map { $0 + 1 })
+            let outcome = try search.run(start: probe.quality) { q throws(HalcyonError) in
+                let data = try encodeAll(Self.searched(format, q))
+                return Probe(quality: q, data: data, score: try scoreOutput(data, format: format, scorer: scorer))
+            }
+            encodes += outcome.probes.count
+            probe = outcome.reached ?? outcome.probes.max { $0.score < $1.score } ?? probe
+        }
         if let maxBytes = step.maxBytes, probe.data.count > maxBytes {
-            // The smallest result that reaches the score does not fit: the highest quality that does.
+            // The smallest result that reaches the score does not fit (an animation: all its
+            // frames): the highest quality that does.
             let (data, used) = try FormatStep.encode(
                 fitting: maxBytes, quality: max(probe.quality - 1, step.minQuality), minQuality: step.minQuality
             ) { q throws(HalcyonError) in
                 encodes += 1
-                return try encode(Self.searched(format, q))
+                return try whole(Self.searched(format, q))
             }
-            probe = Probe(quality: used, data: data, score: try scorer.score(encoded: data, format: format))
+            probe = Probe(quality: used, data: data, score: try scoreOutput(data, format: format, scorer: scorer))
         }
-        var output = EncodedOutput(data: probe.data, format: format, quality: probe.quality, score: probe.score, encodes: encodes)
-        if let encodeAll {
-            output.data = try encodeAll(Self.searched(format, probe.quality))
-            output.encodes += 1
-        }
-        return output
+        return EncodedOutput(data: probe.data, format: format, quality: probe.quality, score: probe.score, encodes: encodes)
     }
 }
 

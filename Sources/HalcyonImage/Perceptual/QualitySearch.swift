@@ -16,7 +16,8 @@ struct Probe: Sendable {
 /// next quality by interpolating the scores at its ends (a secant step; from one end only, the
 /// expected slope). It starts from a prediction, stops as soon as a reaching encode is within
 /// `tolerance` of the target or the bracket is one quality wide, and never encodes more than
-/// `maxEncodes` times.
+/// `maxEncodes` times. It gives up early when the score stops rising: two encodes that miss,
+/// whose rise carried on to the highest quality would still miss (a noise image asked for 95).
 struct QualitySearch {
     /// The score to reach.
     var target: Double
@@ -43,6 +44,8 @@ struct QualitySearch {
         var probes: [Probe]
         /// Whether it stopped because the format cannot beat `abandonAt`.
         var abandoned = false
+        /// Whether it stopped because no quality in range would reach the target.
+        var gaveUp = false
 
         /// The result: the reaching encode, else the best-scoring one.
         var best: Probe? { reached ?? probes.max { $0.score < $1.score } }
@@ -62,6 +65,10 @@ struct QualitySearch {
                 if miss.map({ p.quality > $0.quality }) ?? true { miss = p }
                 if let abandonAt, p.data.count >= abandonAt {
                     outcome.abandoned = true
+                    break
+                }
+                if outcome.reached == nil, outOfReach(outcome.probes) {
+                    outcome.gaveUp = true
                     break
                 }
             }
@@ -96,6 +103,21 @@ struct QualitySearch {
         case (nil, nil):
             return nil
         }
+    }
+
+    /// Score points a quality step may wander by (a real encoder's curve dips here and there).
+    static let noise = 1.0
+
+    /// Whether the last two encodes, both missing, say the target is out of reach: at least four
+    /// qualities apart (so their rise is more than an encoder's wobble), and the higher one's
+    /// score plus that rise carried on to the top of the range, plus `noise`, still under it.
+    func outOfReach(_ probes: [Probe]) -> Bool {
+        guard probes.count >= 2 else { return false }
+        let pair = [probes[probes.count - 2], probes[probes.count - 1]].sorted { $0.quality < $1.quality }
+        let (low, high) = (pair[0], pair[1])
+        guard high.quality - low.quality >= 4, low.score < target, high.score < target else { return false }
+        let rise = max(high.score - low.score, 0) / Double(high.quality - low.quality)
+        return high.score + rise * Double(range.upperBound - high.quality) + Self.noise < target
     }
 
     /// How far to move for `points` of score before the target is bracketed: by the slope the

@@ -1,3 +1,4 @@
+internal import CImageCodecs
 internal import CMagickWand
 internal import CPerceptual
 import Foundation
@@ -81,9 +82,40 @@ public final class SSIMULACRA2Reference: @unchecked Sendable {
         return try score(pixels: frame.pixels, width: frame.width, height: frame.height, channels: frame.channels)
     }
 
-    /// The score of an encoded image (its first frame), decoded as `format`.
+    /// The score of an encoded image (its first frame), decoded as `format`: AVIF by libheif and
+    /// a still WebP by libwebp, with their alpha (ImageMagick 6's AVIF reader drops it), anything
+    /// else by ImageMagick.
     public func score(encoded data: Data, format: ImageFormat) throws(HalcyonError) -> Double {
-        try score(try MagickImage.decode(data, format: format, firstFrameOnly: true))
+        if let decoded = try Self.decodeWithCodec(data, format: format, width: width, height: height) {
+            return try score(pixels: decoded.pixels, width: width, height: height, channels: decoded.channels)
+        }
+        return try score(try MagickImage.decode(data, format: format, firstFrameOnly: true))
+    }
+
+    /// `data` decoded by its codec's own library to 8-bit RGB(A) of the expected size; nil for a
+    /// format scored through ImageMagick (and an animated WebP).
+    static func decodeWithCodec(
+        _ data: Data, format: ImageFormat, width: Int, height: Int
+    ) throws(HalcyonError) -> (
+        pixels: [UInt8], channels: Int
+    )? {
+        guard format == .avif || format == .webp else { return nil }
+        var out: UnsafeMutablePointer<UInt8>?
+        var channels: Int32 = 0
+        var message = [CChar](repeating: 0, count: Int(HC_ERROR_LENGTH))
+        let status = data.withUnsafeBytes { raw in
+            let bytes = raw.bindMemory(to: UInt8.self).baseAddress
+            return format == .avif
+                ? hc_avif_decode(bytes, raw.count, Int32(width), Int32(height), &out, &channels, &message)
+                : hc_webp_decode(bytes, raw.count, Int32(width), Int32(height), &out, &channels, &message)
+        }
+        defer { hc_free(out) }
+        if status == -2 { return nil }
+        guard status == 0, let out else {
+            let reason = message.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
+            throw HalcyonError(.decodeFailed, "SSIMULACRA2: cannot decode the \(format.rawValue) output to score it: \(reason)")
+        }
+        return (Array(UnsafeBufferPointer(start: out, count: width * height * Int(channels))), Int(channels))
     }
 
     /// The score of 8-bit sRGB pixels laid out as for `init(pixels:width:height:channels:)`.

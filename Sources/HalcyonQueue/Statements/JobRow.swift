@@ -61,6 +61,8 @@ public struct JobRow: Sendable, Equatable {
     /// outside them is nil (a quality) or held to them (a score), NaN nil (`ResultMeasures`).
     public var resultQuality: Int?
     public var resultScore: Double?
+    /// Whether the result scores below its format step's `min_score`; nil without a target.
+    public var resultTargetMissed: Bool?
     /// The share of its queue it is taken from; nil: the queue's common share.
     public var fairKey: String?
 
@@ -132,6 +134,7 @@ public struct JobRow: Sendable, Equatable {
         Column("source_bytes", .bigint(\.sourceBytes)), Column("source_meta", .json(\.sourceMeta)),
         Column("placeholders", .json(\.placeholders)), Column("result_quality", .quality(\.resultQuality)),
         Column("result_score", .score(\.resultScore)), Column("fair_key", .text(\.fairKey)),
+        Column("result_target_missed", .boolean(\.resultTargetMissed)),
     ]
 
     static let columnsByName = Dictionary(uniqueKeysWithValues: schema.map { ($0.name, $0) })

@@ -97,6 +97,7 @@ extension SQL {
                 "source_meta": r.facts.map { .string($0.metaJSON) } ?? .null, "placeholders": r.placeholdersJSON.map { .string($0) } ?? .null,
                 "result_quality": ResultMeasures.quality(r.quality).map { .number(Double($0)) } ?? .null,
                 "result_score": ResultMeasures.score(r.score).map { .number($0) } ?? .null,
+                "result_target_missed": r.targetMissed.map { .bool($0) } ?? .null,
             ]
         }
 

@@ -157,11 +157,14 @@ struct JobPlan: Sendable {
 }
 
 extension JobResult {
-    /// The result recorded for a job whose output is `object` in the store.
-    init(key: String, object: StoredObject, info: ResultInfo, cacheHit: Bool, source: String?) {
+    /// The result recorded for a job whose output is `object` in the store; `target` is the
+    /// chain's `min_score` (a score recorded under it is a target missed).
+    init(key: String, object: StoredObject, info: ResultInfo, cacheHit: Bool, source: String?, target: Double?) {
+        let score = ResultMeasures.score(info.score)
         self.init(
             key: key, digest: object.digest, path: object.path, bytes: object.bytes,
             width: info.width, height: info.height, format: info.format, cacheHit: cacheHit, source: source,
-            facts: info.source, placeholdersJSON: info.placeholdersJSON, quality: info.quality, score: info.score)
+            facts: info.source, placeholdersJSON: info.placeholdersJSON, quality: info.quality, score: score)
+        targetMissed = target.flatMap { target in score.map { $0 < target } }
     }
 }

@@ -100,7 +100,8 @@ struct JobRunner: Sendable {
             let stored =
                 plan.options.placeholders == nil ? nil : hits.found[plan.storeKey]?.info.placeholdersJSON.flatMap(Placeholders.init(jsonText:))
             if let hit = hits.found[plan.storeKey], !plan.options.forceRefresh, plan.options.placeholders?.isSatisfied(by: stored) ?? true {
-                var result = JobResult(key: plan.resultKey, object: hit.object, info: hit.info, cacheHit: true, source: nil)
+                var result = JobResult(
+                    key: plan.resultKey, object: hit.object, info: hit.info, cacheHit: true, source: nil, target: plan.chain.minScore)
                 result.placeholdersJSON = plan.options.placeholders?.select(from: stored)?.json.jsonText
                 results[index] = .success(result)
                 timings[index].store = hits.secondsPerLookup
@@ -283,7 +284,8 @@ struct JobRunner: Sendable {
             }
             timing.storeCPU = cpu.seconds
             if !object.existed { metrics.stored(bytes: object.bytes) }
-            var result = JobResult(key: plan.resultKey, object: object, info: info, cacheHit: false, source: source)
+            var result = JobResult(
+                key: plan.resultKey, object: object, info: info, cacheHit: false, source: source, target: plan.chain.minScore)
             if plan.options.keepGPS { result.facts = image.source.map(SourceRecord.init) }  // the store's copy has no position
             return .success(result)
         } catch {
