@@ -46,11 +46,12 @@ static int avif_failed(struct heif_error e, const char *what, char error[HC_ERRO
 }
 
 int hc_avif_encode(const uint8_t *pixels, int width, int height, size_t stride, int channels, int quality,
-                   int full_chroma, int threads, uint8_t **out, size_t *out_size, char error[HC_ERROR_LENGTH]) {
+                   int full_chroma, int speed, int threads, uint8_t **out, size_t *out_size,
+                   char error[HC_ERROR_LENGTH]) {
     *out = NULL;
     *out_size = 0;
     if (!pixels || width < 1 || height < 1 || (channels != 3 && channels != 4) || stride < (size_t)width * channels ||
-        quality < 1 || quality > 100 || threads < 1) {
+        quality < 1 || quality > 100 || speed < 0 || speed > 9 || threads < 1) {
         if (error) snprintf(error, HC_ERROR_LENGTH, "invalid arguments");
         return -2;
     }
@@ -68,10 +69,12 @@ int hc_avif_encode(const uint8_t *pixels, int width, int height, size_t stride, 
         status = -1;
         goto done;
     }
-    char count[16];
+    char count[16], pace[16];
     snprintf(count, sizeof count, "%d", threads);
+    snprintf(pace, sizeof pace, "%d", speed);
     if (avif_failed(heif_encoder_set_lossy_quality(encoder, quality), "set the quality", error) ||
         avif_failed(heif_encoder_set_parameter(encoder, "chroma", full_chroma ? "444" : "420"), "set the chroma", error) ||
+        avif_failed(heif_encoder_set_parameter(encoder, "speed", pace), "set the speed", error) ||
         avif_failed(heif_encoder_set_parameter(encoder, "threads", count), "set the threads", error))
         goto done;
     if (channels == 4) {

@@ -88,7 +88,7 @@ struct Show: AsyncParsableCommand {
             "id", "state", "queue", "fair_key", "tags", "unique_key", "source", "fallback_sources", "processors", "cache_key", "options", "priority",
             "attempt", "max_attempts", "run_at", "locked_by", "locked_until", "created_at", "started_at", "finished_at",
             "source_format", "source_width", "source_height", "source_bytes", "source_meta", "result_key", "result_source", "result_format",
-            "result_width", "result_height", "result_bytes", "result_quality", "result_score", "result_target_missed",
+            "result_width", "result_height", "result_bytes", "result_quality", "result_chroma", "result_score", "result_target_missed",
             "result_digest", "result_path", "result_file", "result_object", "result_url", "result_expires", "result_last_access", "cache_hit",
             "placeholders", "last_error",
             "callback_status", "callback_attempts", "callback_at", "callback_error",

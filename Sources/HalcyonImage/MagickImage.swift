@@ -248,8 +248,10 @@ public final class MagickImage {
 
     /// Progressive JPEG / interlaced PNG output.
     public var progressive = false
-    /// JPEG and AVIF: full-resolution chroma (4:4:4) whatever the quality or the source's sampling.
-    public var fullChroma = false
+    /// JPEG: the chroma sampling, `.full` or `.half`, whatever the quality or the source's (the
+    /// others follow ImageMagick's rule); AVIF: `.full` for 4:4:4 (else 4:2:0). Nil: ImageMagick's
+    /// rule for JPEG (the source JPEG's sampling, else 4:4:4 from quality 90, 4:2:0 below).
+    public var chroma: ChromaSampling?
 
     /// Runs `body` on every frame (one for still images; animations are coalesced at decode).
     func forEachFrame(_ what: String, _ body: () -> MagickBooleanType) throws(HalcyonError) {
@@ -377,9 +379,11 @@ public final class MagickImage {
         if outputFormat == .jpeg {
             // Set or cleared at every encode: a wand encoded once with full chroma keeps no
             // sampling of it for the next (cleared, the writer follows ImageMagick's own rule).
-            if fullChroma {
-                var factors: [Double] = [1, 1]
-                MagickSetSamplingFactors(wand, 2, &factors)
+            // One factor per component, each its horizontal and vertical sampling alike (the
+            // wand lists them "2,1,1"): luma 2×2 and chroma 1×1 is 4:2:0.
+            if chroma == .full || chroma == .half {
+                var factors: [Double] = [chroma == .half ? 2 : 1, 1, 1]
+                MagickSetSamplingFactors(wand, 3, &factors)
             } else {
                 MagickSetSamplingFactors(wand, 0, nil)
             }

@@ -39,10 +39,10 @@ extension FormatStep: ImageProcessor {
     }
 
     /// A perceptual step's search: up to `QualitySearch.defaultMaxEncodes` encodes, each decoded
-    /// and scored, per format it may choose (plus the reference, prepared once).
+    /// and scored, per format it may choose, JPEG's at 4:2:0 too (plus the reference, prepared once).
     public func work(from input: ImageSize) -> Double {
         guard isPerceptual else { return 4 * 2 * Double(input.pixels) }
-        let probes = Double(QualitySearch.defaultMaxEncodes * max(1, formats.count) + 1)
+        let probes = Double(QualitySearch.defaultMaxEncodes * max(1, formats.count) + OutputEncoder.halfChromaEncodes + 1)
         return Double(input.pixels) * probes * Self.probeWork
     }
 

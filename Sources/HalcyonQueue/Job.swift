@@ -145,6 +145,8 @@ public struct JobResult: Sendable, Equatable {
     /// Whether `score` is below the chain's `min_score` (`result_target_missed`); nil when the
     /// chain has no target or the result no score.
     public var targetMissed: Bool?
+    /// A JPEG's chroma sampling (`result_chroma`).
+    public var chroma: ChromaSampling?
 
     public init(
         key: String, digest: String, path: String, bytes: Int, width: Int, height: Int,

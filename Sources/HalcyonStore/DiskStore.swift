@@ -28,10 +28,12 @@ public struct ResultInfo: Sendable, Equatable {
     /// to `ResultMeasures`' bounds): a hit reports the same.
     public var quality: Int?
     public var score: Double?
+    /// A JPEG's chroma sampling, when known.
+    public var chroma: ChromaSampling?
 
     public init(
         format: String, width: Int, height: Int, source: SourceRecord? = nil, placeholdersJSON: String? = nil, quality: Int? = nil,
-        score: Double? = nil
+        score: Double? = nil, chroma: ChromaSampling? = nil
     ) {
         self.format = format
         self.width = width
@@ -40,15 +42,17 @@ public struct ResultInfo: Sendable, Equatable {
         self.placeholdersJSON = placeholdersJSON
         self.quality = ResultMeasures.quality(quality)
         self.score = ResultMeasures.score(score)
+        self.chroma = chroma
     }
 
     /// A new result's info: `source` is kept without its GPS position.
     public init(
-        format: String, width: Int, height: Int, facts: SourceFacts?, placeholders: Placeholders?, quality: Int? = nil, score: Double? = nil
+        format: String, width: Int, height: Int, facts: SourceFacts?, placeholders: Placeholders?, quality: Int? = nil, score: Double? = nil,
+        chroma: ChromaSampling? = nil
     ) {
         self.init(
             format: format, width: width, height: height, source: facts.map { SourceRecord($0.withoutPosition) },
-            placeholdersJSON: placeholders?.json.jsonText, quality: quality, score: score)
+            placeholdersJSON: placeholders?.json.jsonText, quality: quality, score: score, chroma: chroma)
     }
 }
 
@@ -227,6 +231,7 @@ struct KeyRecord: Equatable {
         if let placeholders = info.placeholdersJSON { text += "placeholders \(placeholders)\n" }
         if let quality = info.quality { text += "quality \(quality)\n" }
         if let score = info.score { text += "score \(score)\n" }
+        if let chroma = info.chroma { text += "chroma \(chroma.rawValue)\n" }
         return text + "key \(escaped)\n"
     }
 
@@ -248,7 +253,7 @@ struct KeyRecord: Equatable {
 
     /// Nil for anything but a complete record. Read as bytes: a store hit parses one per job.
     init?(_ text: String) {
-        var version, object, bytesField, image, source, placeholders, quality, score, key: Substring?
+        var version, object, bytesField, image, source, placeholders, quality, score, chroma, key: Substring?
         for line in text.utf8.split(separator: UInt8(ascii: "\n")) {
             guard let space = line.firstIndex(of: UInt8(ascii: " ")) else { return nil }
             let value = Substring(line[line.index(after: space)...])
@@ -261,6 +266,7 @@ struct KeyRecord: Equatable {
             case "placeholders": placeholders = value
             case "quality": quality = value
             case "score": score = value
+            case "chroma": chroma = value
             case "key": key = value
             default: continue
             }
@@ -276,7 +282,8 @@ struct KeyRecord: Equatable {
         self.info = ResultInfo(
             format: String(image[0]), width: width, height: height, source: source.flatMap(Self.source),
             placeholdersJSON: placeholders.flatMap { $0.hasPrefix("{") && $0.hasSuffix("}") ? String($0) : nil },
-            quality: quality.flatMap(ResultMeasures.quality(text:)), score: score.flatMap(ResultMeasures.score(text:)))
+            quality: quality.flatMap(ResultMeasures.quality(text:)), score: score.flatMap(ResultMeasures.score(text:)),
+            chroma: chroma.flatMap { ChromaSampling(rawValue: String($0)) })
         guard key.utf8.contains(UInt8(ascii: "\\")) else {
             self.key = String(key)
             return

@@ -1,3 +1,4 @@
+internal import CMagickWand
 import Foundation
 import HalcyonDomain
 import HalcyonSamples
@@ -37,14 +38,22 @@ import Testing
         for target in [60.0, 75.0, 88.0] {
             let out = try Self.run(Self.photo, "resize(480x480) |> format(jpeg, quality=auto, min_score=\(Int(target)))", direct: direct)
             let quality = try #require(out.quality), score = try #require(out.score)
-            #expect(out.format == .jpeg && out.encodes <= 6, "\(out.encodes) encodes")
-            #expect(Self.componentSampling(out.data) == [0x11, 0x11, 0x11], "the search encodes 4:4:4 whatever the quality")
+            #expect(out.format == .jpeg && out.encodes <= 6 + OutputEncoder.halfChromaEncodes, "\(out.encodes) encodes")
+            let chroma = try #require(out.chroma)
+            let factors: [UInt8] = chroma == .full ? [0x11, 0x11, 0x11] : [0x22, 0x11, 0x11]
+            #expect(Self.componentSampling(out.data) == factors && [.full, .half].contains(chroma), "4:4:4 or 4:2:0, as recorded")
             #expect(score >= target && score < target + 6, "target \(target): \(score) at q\(quality)")
             #expect(abs(try reference.score(encoded: out.data, format: .jpeg) - score) < 0.01)
-            // One quality lower misses the target (or the search stopped within a point of it).
-            if quality > 10, score - target > 1 {
-                let lower = try Self.run(Self.photo, "resize(480x480) |> format(jpeg, quality=\(quality - 1))", direct: direct)
-                #expect(try reference.score(encoded: lower.data, format: .jpeg) < target, "q\(quality - 1) also reaches \(target)")
+            // One quality lower misses the target (or the search stopped within a point of it): at
+            // 4:4:4, searched in six encodes; 4:2:0 has two, kept only when they beat 4:4:4's bytes.
+            if quality > 10, score - target > 1, chroma == .full {
+                let image = try MagickImage.decode(
+                    try ImagePipeline.run(Self.photo, format: .jpeg, chain: ProcessorChain.parse("resize(480x480) |> format(png)")).data, format: .png
+                )
+                image.outputFormat = .jpeg
+                image.outputQuality = quality - 1
+                image.chroma = chroma
+                #expect(try reference.score(encoded: image.encode(), format: .jpeg) < target, "q\(quality - 1) \(chroma) also reaches \(target)")
             }
             if let last { #expect(quality >= last.quality && out.data.count >= last.bytes, "a higher target costs more") }
             last = (quality, out.data.count)
@@ -164,6 +173,22 @@ import Testing
         #expect(abs(try reference.score(encoded: webp.data, format: .webp) - (webp.score ?? 0)) < 0.01 && (webp.score ?? 0) >= 80)
     }
 
+    /// Every AVIF is encoded at `avifSpeed` (8): the bytes a search scores are the bytes stored,
+    /// and they are not libheif's default speed's.
+    @Test func avifIsEncodedAtItsSpeed() throws {
+        guard ImageFormat.avif.canEncode else { return }
+        let out = try Self.run(Self.photo, "resize(240x240) |> format(avif, quality=60)")
+        let image = try MagickImage.decode(try Self.run(Self.photo, "resize(240x240) |> format(png)").data, format: .png)
+        let pixels = try image.firstFrameSamples8(for: "test")
+        func encoded(_ speed: Int) throws -> Data {
+            try MagickImage.encodeAVIF(
+                pixels.pixels, width: pixels.width, height: pixels.height, channels: pixels.channels, quality: 60, fullChroma: false, speed: speed)
+        }
+        let (eight, six) = (try encoded(8), try encoded(6))
+        #expect(MagickImage.avifSpeed == 8 && out.data == eight)
+        #expect(out.data != six, "libheif's default speed gives other bytes")
+    }
+
     /// A target no quality reaches (noise asked for 95) is given up on once the score stops
     /// rising, and the best result found is returned below its target.
     @Test func anUnreachableTargetIsGivenUpEarly() throws {
@@ -224,10 +249,66 @@ import Testing
         let image = try MagickImage.decode(png, format: .png)
         image.outputFormat = .jpeg
         image.outputQuality = 80
-        image.fullChroma = true
+        image.chroma = .full
         #expect(Self.componentSampling(try image.encode()) == [0x11, 0x11, 0x11])
-        image.fullChroma = false
+        image.chroma = nil
         #expect(Self.componentSampling(try image.encode()) == [0x22, 0x11, 0x11])
+        image.outputQuality = 95
+        image.chroma = .half
+        let half = try image.encode()
+        #expect(Self.componentSampling(half) == [0x22, 0x11, 0x11] && ChromaSampling(jpeg: half) == .half)
+        image.chroma = nil
+        #expect(ChromaSampling(jpeg: try image.encode()) == .full, "ImageMagick's rule: 4:4:4 from quality 90")
+    }
+
+    /// The sampling read from a JPEG's frame header, past other segments; nil for anything else.
+    @Test func chromaIsReadFromTheFrameHeader() throws {
+        let grey = try MagickImage.decode(try SampleImages.photo(width: 64, height: 48, seed: 5, format: .png), format: .png)
+        grey.outputFormat = .jpeg
+        #expect(grey.transform(to: GRAYColorspace))
+        #expect(ChromaSampling(jpeg: try grey.encode()) == .grey)
+        let exif = SampleImages.withEXIFOrientation(try SampleImages.photo(width: 64, height: 48, seed: 5, quality: 80), 6)
+        #expect(ChromaSampling(jpeg: exif) == .half, "found past an APP1 segment")
+        // The source JPEG's 4:2:0 kept by the direct lane, in a progressive JPEG.
+        let progressive = try Self.run(Self.photo, "resize(64x64) |> format(jpeg, quality=95, progressive=true)")
+        #expect(Self.componentSampling(progressive.data) == [0x22, 0x11, 0x11] && progressive.chroma == .half)
+        let png = try SampleImages.photo(width: 64, height: 48, seed: 5, format: .png)
+        #expect(try Self.run(png, format: .png, "format(jpeg, quality=95, progressive=true)").chroma == .full)
+        for bad in [Data(), Data([0xFF, 0xD8]), Data([0xFF, 0xD8, 0xFF, 0xE0, 0x00, 0x01]), exif.prefix(30), Data(repeating: 0xFF, count: 64)] {
+            #expect(ChromaSampling(jpeg: bad) == nil)
+        }
+        #expect(try Self.run(Self.photo, "resize(64x64) |> format(png)").chroma == nil)
+    }
+
+    /// JPEG's search keeps 4:2:0 where it reaches the score in fewer bytes than 4:4:4 can (a
+    /// photograph of fruit, smooth colour), 4:4:4 where it does not (coffee: fine colour detail).
+    @Test func halfChromaIsKeptWhereItIsSmaller() throws {
+        let target = 78.0
+        for (name, expected) in [("fruits", ChromaSampling.half), ("coffee", .full)] {
+            let source = try Data(contentsOf: publicFixture("photos/\(name).jpg"))
+            let out = try Self.run(source, "resize(800x800) |> format(jpeg, quality=auto, min_score=\(Int(target)))", direct: false)
+            let reference = try Self.reference(source, "resize(800x800)")
+            // The oracle: the lowest 4:4:4 quality that reaches the target.
+            let pixels = try MagickImage.decode(
+                try ImagePipeline.run(source, format: .jpeg, chain: ProcessorChain.parse("resize(800x800) |> format(png)")).data, format: .png)
+            pixels.outputFormat = .jpeg
+            pixels.chroma = .full
+            var full: Data?
+            for q in 50...100 {
+                pixels.outputQuality = q
+                let data = try pixels.encode()
+                if try reference.score(encoded: data, format: .jpeg) >= target {
+                    full = data
+                    break
+                }
+            }
+            let oracle = try #require(full)
+            #expect(
+                out.chroma == expected && (out.score ?? 0) >= target, "\(name): \(out.chroma?.rawValue ?? "-") q\(out.quality ?? 0) \(out.score ?? 0)"
+            )
+            if expected == .half { #expect(out.data.count < oracle.count, "\(name): \(out.data.count) bytes, 4:4:4 at best \(oracle.count)") }
+            #expect(out.encodes <= 8, "\(name): \(out.encodes) encodes")
+        }
     }
 
     /// The formats `format(auto)` may choose for given pixels.

@@ -313,6 +313,7 @@ struct ApplicationTests {
             key: control + "@" + identifier, digest: digest, path: "objects/ab/ab/\(digest).jpg", bytes: 1, width: 1, height: 1, format: "jpeg",
             cacheHit: false, source: "data:" + String(repeating: "\u{2}", count: 14 << 10), quality: 82, score: 87.31)
         stored.targetMissed = true
+        stored.chroma = .half
         _ = try await q.complete(claims[0], workerID: "w", result: stored)
         let sources = (0..<17).map {
             SourceFailure(
@@ -335,7 +336,7 @@ struct ApplicationTests {
             } else {
                 #expect(body?["result"]?["key"]?.stringValue == control + "@" + identifier, "the key is whole")
                 #expect(body?["result"]?["quality"] == .number(82) && body?["result"]?["score"] == .number(87.31))
-                #expect(body?["result"]?["target_missed"] == .bool(true))
+                #expect(body?["result"]?["target_missed"] == .bool(true) && body?["result"]?["chroma"] == .string("4:2:0"))
             }
         }
     }

@@ -295,8 +295,13 @@ import Testing
             object: "objects/ab/cd/abcd.jpg", bytes: 12, info: ResultInfo(format: "jpeg", width: 1, height: 1, quality: 82, score: 87.31), key: "k")
         #expect(measured.text.hasSuffix("image jpeg 1x1\nquality 82\nscore 87.31\nkey k\n"), "\(measured.text)")
         #expect(KeyRecord(measured.text) == measured)
-        let garbled = KeyRecord("halcyon-key 1\nobject objects/ab/cd/abcd.jpg\nbytes 12\nimage jpeg 1x1\nquality -\nscore 1e400\nkey k\n")
-        #expect(garbled?.info.quality == nil && garbled?.info.score == nil && garbled?.key == "k")
+        let garbled = KeyRecord(
+            "halcyon-key 1\nobject objects/ab/cd/abcd.jpg\nbytes 12\nimage jpeg 1x1\nquality -\nscore 1e400\nchroma 9:9:9\nkey k\n")
+        #expect(garbled?.info.quality == nil && garbled?.info.score == nil && garbled?.info.chroma == nil && garbled?.key == "k")
+        // The chroma sampling of a JPEG, when known.
+        let sampled = KeyRecord(
+            object: "objects/ab/cd/abcd.jpg", bytes: 12, info: ResultInfo(format: "jpeg", width: 1, height: 1, quality: 80, chroma: .half), key: "k")
+        #expect(sampled.text.hasSuffix("quality 80\nchroma 4:2:0\nkey k\n") && KeyRecord(sampled.text) == sampled, "\(sampled.text)")
     }
 
     @Test func staleTempFilesAreSwept() throws {

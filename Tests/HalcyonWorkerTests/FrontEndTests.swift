@@ -67,16 +67,21 @@ struct FrontEndTests {
             ids.append(try await enqueue(db, url + "&c=\(i)", chain, i == 2 ? #"{"score": true}"# : "{}"))
         }
         try await drain(db, store)
-        func measures(_ id: String) async throws -> (quality: Int?, score: Double?, hit: String?, path: String?, missed: String?) {
+        func measures(
+            _ id: String
+        ) async throws -> (
+            quality: Int?, score: Double?, hit: String?, path: String?, missed: String?, chroma: String?, format: String?
+        ) {
             let r = try await db.query(
                 """
-                SELECT result_quality, result_score, cache_hit, result_path, result_target_missed, state::text, last_error
+                SELECT result_quality, result_score, cache_hit, result_path, result_target_missed, result_chroma, result_format,
+                       state::text, last_error
                 FROM halcyon.jobs WHERE id = $1::bigint
                 """, [id])
             #expect(r.value(0, "state") == "succeeded", "\(r.value(0, "last_error") ?? "")")
             return (
                 r.value(0, "result_quality").flatMap { Int($0) }, r.value(0, "result_score").flatMap { Double($0) }, r.value(0, "cache_hit"),
-                r.value(0, "result_path"), r.value(0, "result_target_missed")
+                r.value(0, "result_path"), r.value(0, "result_target_missed"), r.value(0, "result_chroma"), r.value(0, "result_format")
             )
         }
         let reference = try SSIMULACRA2Reference(
@@ -90,6 +95,8 @@ struct FrontEndTests {
             let bytes = try #require(FileManager.default.contents(atPath: store.appendingPathComponent(m.path ?? "").path))
             let format = try #require(ImageFormat.sniff(bytes))
             #expect(abs(try reference.score(encoded: bytes, format: format) - score) < 0.01, "the row's score is the stored bytes' own")
+            // A JPEG's sampling as its bytes say; none for other formats.
+            #expect(m.chroma == (format == .jpeg ? ChromaSampling(jpeg: bytes)?.rawValue : nil) && (m.format != "jpeg" || m.chroma != nil))
         }
         #expect(try await measures(ids[2]).quality == 82)
         let missed = try await measures(ids[3])
@@ -98,7 +105,8 @@ struct FrontEndTests {
         let hit = try await enqueue(db, url + "&c=0", chains[0], "{}")
         try await drain(db, store)
         let first = try await measures(ids[0]), again = try await measures(hit)
-        #expect(again.hit == "t" && again.quality == first.quality && again.score == first.score && again.missed == "f")
+        #expect(
+            again.hit == "t" && again.quality == first.quality && again.score == first.score && again.missed == "f" && again.chroma == first.chroma)
         let missedAgain = try await enqueue(db, url + "&c=3", chains[3], "{}")
         try await drain(db, store)
         #expect(try await measures(missedAgain).missed == "t", "a hit of a result under its target says so too")

@@ -83,12 +83,13 @@ int hc_png_encode(const uint8_t *pixels, int width, int height, int channels, in
 
 /// Encodes 8-bit RGB (`channels` 3) or RGBA (4, straight alpha) rows of `stride` bytes as an
 /// AVIF with libheif's AV1 encoder: `quality` 1–100 for colour and alpha, chroma 4:2:0 (or
-/// 4:4:4 with `full_chroma`), the encoder's default speed, `threads` worker threads (1 keeps
+/// 4:4:4 with `full_chroma`), aom's `speed` 0–9 (libheif's default is 6), `threads` worker threads (1 keeps
 /// one encode on one core, as the pipeline's other codecs). On success returns 0 and
 /// `*out`/`*out_size` hold a buffer to release with `hc_free`; -1 when this libheif has no AV1
 /// encoder, another negative value for any other failure, with a message.
 int hc_avif_encode(const uint8_t *pixels, int width, int height, size_t stride, int channels, int quality,
-                   int full_chroma, int threads, uint8_t **out, size_t *out_size, char error[HC_ERROR_LENGTH]);
+                   int full_chroma, int speed, int threads, uint8_t **out, size_t *out_size,
+                   char error[HC_ERROR_LENGTH]);
 
 /// Encodes 8-bit RGB (`channels` 3) or RGBA (4, straight alpha) rows of `stride` bytes as a
 /// WebP with libwebp: `quality` 0–100 (lossless at 100), everything else libwebp's defaults, as

@@ -105,6 +105,7 @@ struct JobPage {
                     .text("image", Self.size(format: r.resultFormat, width: r.resultWidth, height: r.resultHeight)),
                     .text("bytes", r.resultBytes.map { Format.bytes($0) }),
                     .text("quality", r.resultQuality.map(String.init)),
+                    .text("chroma", r.resultChroma),
                     .text("score", r.resultScore.map { String(format: "%.2f", $0) }),
                     .text("target", r.resultTargetMissed.map { $0 ? "missed: the search could not reach min_score" : "reached" }),
                     .text("store hit", r.cacheHit.map { $0 ? "yes" : "no" }),

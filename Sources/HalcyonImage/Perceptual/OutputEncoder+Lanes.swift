@@ -49,7 +49,7 @@ extension OutputEncoder {
                 let (format, quality) = (encoding.format, encoding.quality)
                 if format == .jpeg {
                     // ImageMagick's rule: the source JPEG's sampling, else 4:4:4 from quality 90, 4:2:0 below.
-                    let chroma = encoding.fullChroma ? (1, 1) : sampling ?? (quality >= 90 ? (1, 1) : (2, 2))
+                    let chroma = encoding.chroma?.lumaFactors ?? sampling ?? (quality >= 90 ? (1, 1) : (2, 2))
                     return try pixels.encodeJPEG(quality: quality, progressive: progressive, sampling: chroma)
                 }
                 if format == .webp { return try pixels.encodeWebP(quality: quality) }
@@ -77,7 +77,7 @@ extension MagickImage {
     fileprivate func set(_ encoding: Encoding, _ step: FormatStep?) {
         outputFormat = encoding.format
         outputQuality = encoding.quality
-        fullChroma = encoding.fullChroma
+        chroma = encoding.chroma
         if let step { progressive = step.progressive && (encoding.format == .jpeg || encoding.format == .png) }
     }
 }

@@ -1,11 +1,12 @@
 import Foundation
 import HalcyonDomain
 
-/// One encoding the search tried: its quality, bytes and score.
+/// One encoding the search tried: its quality, bytes and score (and, for JPEG, its chroma).
 struct Probe: Sendable {
     var quality: Int
     var data: Data
     var score: Double
+    var chroma: ChromaSampling? = nil
 }
 
 /// The lowest encoder quality whose output scores at least a target, in a bounded number of

@@ -63,6 +63,8 @@ public struct JobRow: Sendable, Equatable {
     public var resultScore: Double?
     /// Whether the result scores below its format step's `min_score`; nil without a target.
     public var resultTargetMissed: Bool?
+    /// A JPEG result's chroma sampling (`4:4:4`, `4:2:0`, …; the table's CHECK holds it to those).
+    public var resultChroma: String?
     /// The share of its queue it is taken from; nil: the queue's common share.
     public var fairKey: String?
 
@@ -134,7 +136,7 @@ public struct JobRow: Sendable, Equatable {
         Column("source_bytes", .bigint(\.sourceBytes)), Column("source_meta", .json(\.sourceMeta)),
         Column("placeholders", .json(\.placeholders)), Column("result_quality", .quality(\.resultQuality)),
         Column("result_score", .score(\.resultScore)), Column("fair_key", .text(\.fairKey)),
-        Column("result_target_missed", .boolean(\.resultTargetMissed)),
+        Column("result_target_missed", .boolean(\.resultTargetMissed)), Column("result_chroma", .text(\.resultChroma)),
     ]
 
     static let columnsByName = Dictionary(uniqueKeysWithValues: schema.map { ($0.name, $0) })

@@ -98,6 +98,7 @@ extension SQL {
                 "result_quality": ResultMeasures.quality(r.quality).map { .number(Double($0)) } ?? .null,
                 "result_score": ResultMeasures.score(r.score).map { .number($0) } ?? .null,
                 "result_target_missed": r.targetMissed.map { .bool($0) } ?? .null,
+                "result_chroma": r.chroma.map { .string($0.rawValue) } ?? .null,
             ]
         }
 

@@ -166,5 +166,6 @@ extension JobResult {
             width: info.width, height: info.height, format: info.format, cacheHit: cacheHit, source: source,
             facts: info.source, placeholdersJSON: info.placeholdersJSON, quality: info.quality, score: score)
         targetMissed = target.flatMap { target in score.map { $0 < target } }
+        chroma = info.chroma
     }
 }
