@@ -189,7 +189,8 @@ package enum QualityBench {
         """
 
     /// The port's score of each output against its lossless PNG; outputs are turned into sRGB
-    /// PNGs first (ImageMagick's decoder: Pillow may not read WebP or AVIF).
+    /// PNGs first (Pillow may not read WebP or AVIF), decoded as the worker's own score decodes
+    /// them: AVIF by libheif, WebP by libwebp, the rest by ImageMagick.
     private static func reference(python: String, pairs: [(lossless: Data, output: Data, format: ImageFormat)]) throws -> [Double] {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("halcyon-bench-q-\(getpid())")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
@@ -199,6 +200,13 @@ package enum QualityBench {
             let ref = dir.appendingPathComponent("\(i)-ref.png"), dist = dir.appendingPathComponent("\(i)-out.png")
             try p.lossless.write(to: ref)
             let image = try MagickImage.decode(p.output, format: p.format)
+            if let decoded = try SSIMULACRA2Reference.decodeWithCodec(p.output, format: p.format, width: image.width, height: image.height) {
+                try SampleImages.encode(
+                    pixels: decoded.pixels, width: image.width, height: image.height, alpha: decoded.channels == 4, format: .png, quality: 100
+                ).write(to: dist)
+                manifest.append([ref.path, dist.path])
+                continue
+            }
             // AVIF decodes as YCbCr: in sRGB, as the worker's own score reads it.
             try image.toSRGB()
             image.outputFormat = .png

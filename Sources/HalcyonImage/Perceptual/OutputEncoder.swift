@@ -109,10 +109,12 @@ struct OutputEncoder {
     }
 
     /// Encodes of JPEG at 4:2:0 after the 4:4:4 search found its answer: SSIMULACRA2 weighs colour
-    /// detail, so 4:2:0 needs a higher quality for the same score, and on about half the
-    /// photographs it still takes fewer bytes (on the 14 public ones, the better of the two was
-    /// 0.91–0.98× the bytes of 4:4:4 alone at scores 80–88, 0.89× at 65).
-    static let halfChromaEncodes = 2
+    /// detail, so 4:2:0 needs a higher quality for the same score (0–8 qualities more on the 14
+    /// public photographs), and on about half of them it still takes fewer bytes (the better of
+    /// the two was 0.91–0.98× the bytes of 4:4:4 alone at scores 80–88, 0.89× at 65). One encode,
+    /// where recent jobs of the chain needed (else 5 qualities above 4:4:4's): on bench Q it
+    /// saved 1.3 % of the bytes for about 5 % more CPU; two saved 1.5 % for 15 %.
+    static let halfChromaEncodes = 1
 
     /// The formats the step allows for these pixels: an animation goes to an animating format
     /// (WebP, else GIF, which has no quality); transparency rules JPEG out when another format
@@ -124,12 +126,12 @@ struct OutputEncoder {
         return formats.isEmpty ? [.jpeg] : formats
     }
 
-    /// The lowest JPEG quality at 4:2:0 reaching `target`, searched from where 4:4:4 reached it
-    /// (`reached`) plus the offset recent jobs of the chain needed, in `halfChromaEncodes` at
-    /// most, left at the first miss as large as `reached`; nil when none reaches it.
+    /// A JPEG at 4:2:0 reaching `target`, searched from where 4:4:4 reached it (`reached`) plus
+    /// the offset recent jobs of the chain needed (else 5), in `halfChromaEncodes` at most, left
+    /// at the first miss as large as `reached`; nil when none reaches it.
     private func halfChroma(after reached: Probe, target: Double, scorer: any OutputScorer, encodes: inout Int) throws(HalcyonError) -> Probe? {
         let key = "4:2:0 " + predictionKey
-        let offset = QualityModel.predictions.predict(key: key, format: .jpeg) ?? 2
+        let offset = QualityModel.predictions.predict(key: key, format: .jpeg) ?? 5
         let search = QualitySearch(
             target: target, range: reached.quality...100, maxEncodes: Self.halfChromaEncodes,
             slope: QualityModel.for(.jpeg, target: target).slope, abandonAt: reached.data.count)

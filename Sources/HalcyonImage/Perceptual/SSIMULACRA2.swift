@@ -94,7 +94,7 @@ public final class SSIMULACRA2Reference: @unchecked Sendable {
 
     /// `data` decoded by its codec's own library to 8-bit RGB(A) of the expected size; nil for a
     /// format scored through ImageMagick (and an animated WebP).
-    static func decodeWithCodec(
+    package static func decodeWithCodec(
         _ data: Data, format: ImageFormat, width: Int, height: Int
     ) throws(HalcyonError) -> (
         pixels: [UInt8], channels: Int
