@@ -35,6 +35,7 @@ public enum HeaderFuzz {
         _ = ImageFormat.unsupportedName(data, last: data.suffix(18))
         let declared = DeclaredSize.of(data, format: format)
         _ = DeclaredSize.jpegPrecision(data)
+        _ = DeclaredSize.jpegChroma(data)
         _ = DeclaredSize.jpegIsWhole(data)
         let limits = ImageLimits()
         let gif = DeclaredSize.gifFrames(data, maxFrames: limits.maxFrames)

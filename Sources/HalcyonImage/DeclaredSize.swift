@@ -22,17 +22,7 @@ package enum DeclaredSize {
             guard b.count >= 10 else { return nil }
             return (Int(b[6]) | Int(b[7]) << 8, Int(b[8]) | Int(b[9]) << 8)
         case .jpeg:
-            // Walk the marker segments up to the first start-of-frame.
-            var i = 2
-            while i + 9 < b.count, b[i] == 0xFF {
-                let marker = b[i + 1]
-                if marker == 0xFF { i += 1; continue }
-                if (0xC0...0xCF).contains(marker), ![0xC4, 0xC8, 0xCC].contains(marker) {
-                    return (be16(i + 7), be16(i + 5))
-                }
-                i += 2 + be16(i + 2)
-            }
-            return nil
+            return jpegFrameHeader(b).map { (be16($0 + 7), be16($0 + 5)) }
         default:
             return nil
         }
@@ -42,11 +32,33 @@ package enum DeclaredSize {
     /// extended and lossless processes), nil when no frame header is found in the first 64 KiB.
     package static func jpegPrecision(_ data: Data) -> Int? {
         let b = [UInt8](data.prefix(64 * 1024))
+        return jpegFrameHeader(b).map { Int(b[$0 + 4]) }
+    }
+
+    /// A JPEG's chroma sampling, from its first SOF's components (one: grey; three, chroma at
+    /// 1×1: the luma's factors say which); nil when no frame header is found in the first 64 KiB
+    /// or its sampling is none of `ChromaSampling`'s.
+    package static func jpegChroma(_ data: Data) -> ChromaSampling? {
+        let b = [UInt8](data.prefix(64 * 1024))
+        guard let sof = jpegFrameHeader(b) else { return nil }
+        let components = Int(b[sof + 9])
+        guard components == 1 || components == 3, sof + 10 + 3 * components <= b.count else { return nil }
+        if components == 1 { return .grey }
+        let factors = { (c: Int) in b[sof + 10 + 3 * c + 1] }
+        guard factors(1) == 0x11, factors(2) == 0x11 else { return nil }
+        return ChromaSampling(lumaH: Int(factors(0) >> 4), lumaV: Int(factors(0) & 0x0F))
+    }
+
+    /// Where a JPEG's first start-of-frame marker is (SOF0–SOF15 but DHT, JPG and DAC), the marker
+    /// segments before it walked by their lengths, its fixed fields (to the component count at
+    /// +9) within `b`; nil when there is none.
+    private static func jpegFrameHeader(_ b: [UInt8]) -> Int? {
+        guard b.count > 2, b[0] == 0xFF, b[1] == 0xD8 else { return nil }
         var i = 2
         while i + 9 < b.count, b[i] == 0xFF {
             let marker = b[i + 1]
             if marker == 0xFF { i += 1; continue }
-            if (0xC0...0xCF).contains(marker), ![0xC4, 0xC8, 0xCC].contains(marker) { return Int(b[i + 4]) }
+            if (0xC0...0xCF).contains(marker), ![0xC4, 0xC8, 0xCC].contains(marker) { return i }
             i += 2 + (Int(b[i + 2]) << 8 | Int(b[i + 3]))
         }
         return nil

@@ -233,7 +233,7 @@ public struct ProcessedImage: Sendable {
     /// How many encodes the output took (more than one: `max_bytes` or `quality=auto` searched).
     public var encodes = 1
     /// A JPEG's chroma sampling, read from its bytes; nil for other formats.
-    public var chroma: ChromaSampling? { format == .jpeg ? ChromaSampling(jpeg: data) : nil }
+    public var chroma: ChromaSampling? { format == .jpeg ? DeclaredSize.jpegChroma(data) : nil }
 
     /// Wall and CPU seconds of the shared decode, then of this chain's steps, then its encode.
     init(

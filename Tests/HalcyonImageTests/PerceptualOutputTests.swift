@@ -256,9 +256,9 @@ import Testing
         image.outputQuality = 95
         image.chroma = .half
         let half = try image.encode()
-        #expect(Self.componentSampling(half) == [0x22, 0x11, 0x11] && ChromaSampling(jpeg: half) == .half)
+        #expect(Self.componentSampling(half) == [0x22, 0x11, 0x11] && DeclaredSize.jpegChroma(half) == .half)
         image.chroma = nil
-        #expect(ChromaSampling(jpeg: try image.encode()) == .full, "ImageMagick's rule: 4:4:4 from quality 90")
+        #expect(DeclaredSize.jpegChroma(try image.encode()) == .full, "ImageMagick's rule: 4:4:4 from quality 90")
     }
 
     /// The sampling read from a JPEG's frame header, past other segments; nil for anything else.
@@ -266,16 +266,16 @@ import Testing
         let grey = try MagickImage.decode(try SampleImages.photo(width: 64, height: 48, seed: 5, format: .png), format: .png)
         grey.outputFormat = .jpeg
         #expect(grey.transform(to: GRAYColorspace))
-        #expect(ChromaSampling(jpeg: try grey.encode()) == .grey)
+        #expect(DeclaredSize.jpegChroma(try grey.encode()) == .grey)
         let exif = SampleImages.withEXIFOrientation(try SampleImages.photo(width: 64, height: 48, seed: 5, quality: 80), 6)
-        #expect(ChromaSampling(jpeg: exif) == .half, "found past an APP1 segment")
+        #expect(DeclaredSize.jpegChroma(exif) == .half, "found past an APP1 segment")
         // The source JPEG's 4:2:0 kept by the direct lane, in a progressive JPEG.
         let progressive = try Self.run(Self.photo, "resize(64x64) |> format(jpeg, quality=95, progressive=true)")
         #expect(Self.componentSampling(progressive.data) == [0x22, 0x11, 0x11] && progressive.chroma == .half)
         let png = try SampleImages.photo(width: 64, height: 48, seed: 5, format: .png)
         #expect(try Self.run(png, format: .png, "format(jpeg, quality=95, progressive=true)").chroma == .full)
         for bad in [Data(), Data([0xFF, 0xD8]), Data([0xFF, 0xD8, 0xFF, 0xE0, 0x00, 0x01]), exif.prefix(30), Data(repeating: 0xFF, count: 64)] {
-            #expect(ChromaSampling(jpeg: bad) == nil)
+            #expect(DeclaredSize.jpegChroma(bad) == nil)
         }
         #expect(try Self.run(Self.photo, "resize(64x64) |> format(png)").chroma == nil)
     }

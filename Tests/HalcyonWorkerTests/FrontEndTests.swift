@@ -96,7 +96,7 @@ struct FrontEndTests {
             let format = try #require(ImageFormat.sniff(bytes))
             #expect(abs(try reference.score(encoded: bytes, format: format) - score) < 0.01, "the row's score is the stored bytes' own")
             // A JPEG's sampling as its bytes say; none for other formats.
-            #expect(m.chroma == (format == .jpeg ? ChromaSampling(jpeg: bytes)?.rawValue : nil) && (m.format != "jpeg" || m.chroma != nil))
+            #expect(m.chroma == (format == .jpeg ? DeclaredSize.jpegChroma(bytes)?.rawValue : nil) && (m.format != "jpeg" || m.chroma != nil))
         }
         #expect(try await measures(ids[2]).quality == 82)
         let missed = try await measures(ids[3])
