@@ -53,7 +53,7 @@ let package = Package(
         // Optimised in debug builds too: its Gaussian loops run in every test that blurs.
         .target(
             name: "CImageCodecs", cSettings: [.unsafeFlags(["-O2"])],
-            linkerSettings: [.linkedLibrary("jpeg"), .linkedLibrary("png16"), .linkedLibrary("heif"), .linkedLibrary("webp")]),
+            linkerSettings: [.linkedLibrary("jpeg"), .linkedLibrary("png16"), .linkedLibrary("heif"), .linkedLibrary("webp"), .linkedLibrary("jxl")]),
         // Perceptual metrics in C (SSIMULACRA 2.1: a reference prepared once, scored against many
         // encodes). Optimised in debug builds too: the tests score hundreds of pairs.
         .target(name: "CPerceptual", cSettings: [.unsafeFlags(["-O2"])], linkerSettings: [.linkedLibrary("m")]),

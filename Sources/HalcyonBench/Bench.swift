@@ -75,10 +75,11 @@ package struct Bench: AsyncParsableCommand {
             Q (quality, in-process, no database): the repository's public photographs and \
             screenshots (or --q-images; × --scale below 1, at least 2) through resize(800x800, mode=fit); every fixed JPEG quality \
             75–100 scored by SSIMULACRA2; T = q82's score on the median image; then \
-            format(jpeg, quality=auto, min_score=T), format(auto, min_score=T) and, when AVIF \
-            encodes, format(auto, min_score=T, formats=jpeg|webp|avif), each interleaved with a \
-            q82 job: bytes, scores, encodes and time against q82's, and each output scored again \
-            by the PyPI ssimulacra2 package when a Python has it.
+            format(jpeg, quality=auto, min_score=T), format(auto, min_score=T), when AVIF \
+            encodes format(auto, min_score=T, formats=jpeg|webp), and format(jxl, quality=auto, \
+            min_score=T), each interleaved with a q82 job: bytes, scores, encodes and time against \
+            q82's, and each output scored again by the PyPI ssimulacra2 package when a Python has \
+            it; last, each JPEG source recompressed as JPEG XL (format(jxl, lossless=true)).
 
             --soak N: N queued jobs (the same backlog, none delayed) drained by two workers, with \
             throughput and the workers' RSS per tenth of the run: a slowdown or a leak shows as a \

@@ -9,7 +9,9 @@ import HalcyonSamples
 /// scored (SSIMULACRA2 against the chain's lossless pixels); the target T is the score fixed
 /// q82 reaches on the median image; then, image by image and interleaved with a plain q82 job
 /// (timed alike), `format(jpeg, quality=auto, min_score=T)`, `format(auto, min_score=T)` and,
-/// when this build writes AVIF, `format(auto, min_score=T, formats=jpeg|webp|avif)`.
+/// when this build writes AVIF, `format(auto, min_score=T, formats=jpeg|webp)`; then
+/// `format(jxl, quality=auto, min_score=T)`, and each JPEG source recompressed losslessly as
+/// JPEG XL (`format(jxl, lossless=true)`: bytes against the JPEG's).
 package enum QualityBench {
     package struct Source: Sendable {
         package var name: String
@@ -28,7 +30,7 @@ package enum QualityBench {
     package static let fixedQualities = [75, 80, 82, 85, 88, 90, 95]
     package static let scan = Array(75...100)
     /// The done-means bounds the report holds each ratio to.
-    package static let bounds = (bytesVsQ82: 1.0, bytesVsFixed: 0.75, referencePoints: 2.0, wallVsQ82: 5.0, autoVsJPEG: 0.8)
+    package static let bounds = (bytesVsQ82: 1.0, bytesVsFixed: 0.75, referencePoints: 2.0, wallVsQ82: 5.0, autoVsJPEG: 0.8, jxlVsJPEG: 1.0)
 
     /// One image's output under one chain.
     package struct Output: Sendable {
@@ -68,6 +70,8 @@ package enum QualityBench {
         package var autos: [Auto]
         /// Why the reference check did not run (nil: it ran).
         package var referenceSkipped: String?
+        /// The JPEG sources recompressed as JPEG XL: their bytes, and the JPEG XL files'.
+        package var recompressed: (jpegBytes: Int, jxlBytes: Int, count: Int) = (0, 0, 0)
 
         package func fixedTotal(_ q: Int) -> Int { fixed[q]?.reduce(0) { $0 + $1.bytes } ?? 0 }
         package func fixedLowest(_ q: Int) -> Double { fixed[q]?.map(\.score).min() ?? 0 }
@@ -106,6 +110,7 @@ package enum QualityBench {
         ]
         // The default formats include AVIF; without AVIF the two cheaper ones are all there is.
         if encodesAVIF { autos.append(("auto jpeg|webp", "\(resize) |> format(auto, min_score=\(t), formats=jpeg|webp)")) }
+        autos.append(("jxl auto", "\(resize) |> format(jxl, quality=auto, min_score=\(t))"))
         let q82Chain = try ProcessorChain.parse("\(resize) |> format(jpeg, quality=82)")
         var results = autos.map { Auto(name: $0.0, chain: $0.1, outputs: [], q82: []) }
         let parsed = try autos.map { try ProcessorChain.parse($0.1) }
@@ -132,7 +137,13 @@ package enum QualityBench {
                 skipped = "the Python reference failed: \(error)"
             }
         }
-        return Run(names: sources.map(\.name), fixed: fixed, target: target, fixedFloor: floor, autos: results, referenceSkipped: skipped)
+        var run = Run(names: sources.map(\.name), fixed: fixed, target: target, fixedFloor: floor, autos: results, referenceSkipped: skipped)
+        let recompress = try ProcessorChain.parse("format(jxl, lossless=true)")
+        for s in sources where s.format == .jpeg {
+            let out = try ImagePipeline.run(s.data, format: .jpeg, chains: [recompress])[0].get()
+            run.recompressed = (run.recompressed.jpegBytes + s.data.count, run.recompressed.jxlBytes + out.data.count, run.recompressed.count + 1)
+        }
+        return run
     }
 
     private static func timed(_ s: Source, _ chain: ProcessorChain) throws -> Output {
@@ -199,14 +210,15 @@ package enum QualityBench {
         for (i, p) in pairs.enumerated() {
             let ref = dir.appendingPathComponent("\(i)-ref.png"), dist = dir.appendingPathComponent("\(i)-out.png")
             try p.lossless.write(to: ref)
-            let image = try MagickImage.decode(p.output, format: p.format)
-            if let decoded = try SSIMULACRA2Reference.decodeWithCodec(p.output, format: p.format, width: image.width, height: image.height) {
+            let size = try MagickImage.decode(p.lossless, format: .png)
+            if let decoded = try SSIMULACRA2Reference.decodeWithCodec(p.output, format: p.format, width: size.width, height: size.height) {
                 try SampleImages.encode(
-                    pixels: decoded.pixels, width: image.width, height: image.height, alpha: decoded.channels == 4, format: .png, quality: 100
+                    pixels: decoded.pixels, width: size.width, height: size.height, alpha: decoded.channels == 4, format: .png, quality: 100
                 ).write(to: dist)
                 manifest.append([ref.path, dist.path])
                 continue
             }
+            let image = try MagickImage.decode(p.output, format: p.format)
             // AVIF decodes as YCbCr: in sRGB, as the worker's own score reads it.
             try image.toSRGB()
             image.outputFormat = .png
@@ -272,7 +284,10 @@ extension QualityBench.Run {
         for a in autos.dropFirst() {
             let key = a.name.replacingOccurrences(of: "|", with: "_").replacingOccurrences(of: " ", with: "_")
             out.append(
-                ("\(key)_bytes_vs_jpeg_auto", "\(a.name) bytes / jpeg auto's", Double(a.totalBytes) / Double(max(jpeg.totalBytes, 1)), b.autoVsJPEG))
+                (
+                    "\(key)_bytes_vs_jpeg_auto", "\(a.name) bytes / jpeg auto's", Double(a.totalBytes) / Double(max(jpeg.totalBytes, 1)),
+                    a.name.hasPrefix("jxl") ? b.jxlVsJPEG : b.autoVsJPEG
+                ))
             if let d = a.referenceDistances(target: target) {
                 out.append(("\(key)_max_reference_distance", "\(a.name) max |reference − T| (points)", d.fromTarget, b.referencePoints))
             }
@@ -331,6 +346,12 @@ extension QualityBench.Run {
             }
         }
         if let referenceSkipped { out += "  reference check skipped: \(referenceSkipped)\n" }
+        if recompressed.count > 0 {
+            out += String(
+                format: "  the %d JPEG sources recompressed as JPEG XL (lossless=true, reconstructable): %@ KB of %@ KB, %.3f×\n", recompressed.count,
+                kb(recompressed.jxlBytes) as NSString, kb(recompressed.jpegBytes) as NSString,
+                Double(recompressed.jxlBytes) / Double(max(recompressed.jpegBytes, 1)))
+        }
         for r in ratios {
             out += "  " + r.label.padding(toLength: 62, withPad: " ", startingAt: 0)
             out += String(format: " %6.2f (want ≤ %.2f) %@\n", r.value, r.bound, r.value <= r.bound ? "passed" : "FAILED")
@@ -348,6 +369,10 @@ extension QualityBench.Run {
             "resize": .string(QualityBench.resize), "images": .array(names.map { .string($0) }), "target": round(target),
             "fixed_floor_quality": fixedFloor.map { .number(Double($0)) } ?? .null,
             "reference_skipped": referenceSkipped.map { .string($0) } ?? .null,
+            "jxl_recompression": [
+                "jpegs": .number(Double(recompressed.count)), "jpeg_bytes": .number(Double(recompressed.jpegBytes)),
+                "jxl_bytes": .number(Double(recompressed.jxlBytes)),
+            ],
         ]
         o["fixed"] = .array(
             QualityBench.scan.map { q in

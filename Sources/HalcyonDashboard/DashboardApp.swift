@@ -242,7 +242,7 @@ struct DashboardApp: Sendable {
     static let expiresAt = HTTPField.Name("Expires-At")!
 
     static let mimeTypes: [ImageFormat: String] = [
-        .jpeg: "image/jpeg", .png: "image/png", .gif: "image/gif", .webp: "image/webp", .avif: "image/avif", .heic: "image/heic",
+        .jpeg: "image/jpeg", .png: "image/png", .gif: "image/gif", .webp: "image/webp", .avif: "image/avif", .jxl: "image/jxl", .heic: "image/heic",
         .tiff: "image/tiff", .bmp: "image/bmp",
     ]
 

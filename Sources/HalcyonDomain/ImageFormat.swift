@@ -1,7 +1,8 @@
 /// The image formats Halcyon reads and writes, as identified by magic bytes. Only these ever
 /// reach ImageMagick; the sniffed format also names the decoder, so bytes cannot pick their own.
+/// JPEG XL is written only (by libjxl): `sniff` does not take it as a source.
 public enum ImageFormat: String, Sendable, CaseIterable {
-    case jpeg, png, gif, webp, avif, heic, tiff, bmp
+    case jpeg, png, gif, webp, avif, heic, tiff, bmp, jxl
 
     /// The file extension used in the store.
     public var fileExtension: String {
@@ -12,6 +13,9 @@ public enum ImageFormat: String, Sendable, CaseIterable {
         }
     }
 
+    /// Whether Halcyon decodes it (every format but JPEG XL, which it only writes).
+    public var isDecoded: Bool { self != .jxl }
+
     /// The formats decoded, for messages: `JPEG, PNG, GIF, WebP, AVIF, HEIC, TIFF and BMP`.
     public static let supportedNames = "JPEG, PNG, GIF, WebP, AVIF, HEIC, TIFF and BMP"
 
@@ -21,7 +25,18 @@ public enum ImageFormat: String, Sendable, CaseIterable {
     /// ImageMagick's coder name.
     public var magickName: String { rawValue.uppercased() }
 
-    /// Identifies `bytes` by their magic numbers; nil for anything else.
+    /// Identifies an output's `bytes`: `sniff`'s formats and JPEG XL (a bare codestream or the
+    /// ISO BMFF container).
+    public static func sniffOutput(_ bytes: some Collection<UInt8>) -> ImageFormat? {
+        sniff(bytes) ?? (isJPEGXL(Array(bytes.prefix(12))) ? .jxl : nil)
+    }
+
+    private static func isJPEGXL(_ b: [UInt8]) -> Bool {
+        b.starts(with: [0xFF, 0x0A]) || b.starts(with: [0x00, 0x00, 0x00, 0x0C, 0x4A, 0x58, 0x4C, 0x20, 0x0D, 0x0A, 0x87, 0x0A])
+    }
+
+    /// Identifies a source's `bytes` by their magic numbers: the formats Halcyon decodes; nil
+    /// for anything else.
     public static func sniff(_ bytes: some Collection<UInt8>) -> ImageFormat? {
         let b = Array(bytes.prefix(32))
         func starts(_ magic: [UInt8], at offset: Int = 0) -> Bool {
@@ -58,7 +73,7 @@ public enum ImageFormat: String, Sendable, CaseIterable {
         if starts([0x00, 0x00, 0x02, 0x00]) && b.count >= 6 && b[4] > 0 { return "CUR (Windows cursor)" }
         if starts([0x0A]) && b.count >= 4 && [0, 2, 3, 4, 5].contains(b[1]) && b[2] == 1 && [1, 2, 4, 8].contains(b[3]) { return "PCX" }
         if starts([0x00, 0x00, 0x00, 0x0C, 0x6A, 0x50, 0x20, 0x20]) || starts([0xFF, 0x4F, 0xFF, 0x51]) { return "JPEG 2000" }
-        if starts([0xFF, 0x0A]) || starts([0x00, 0x00, 0x00, 0x0C, 0x4A, 0x58, 0x4C, 0x20]) { return "JPEG XL" }
+        if isJPEGXL(b) { return "JPEG XL" }
         if starts([0x76, 0x2F, 0x31, 0x01]) { return "OpenEXR" }
         if text("DDS ") { return "DDS" }
         if text("qoif") { return "QOI" }

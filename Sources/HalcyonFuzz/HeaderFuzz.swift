@@ -31,7 +31,8 @@ public enum HeaderFuzz {
     static let planRefusals: Set<ErrorCode> = [.imageTooLarge, .tooCostly]
 
     public static func run(_ data: Data) {
-        let format = ImageFormat.sniff(data) ?? ImageFormat.allCases[Int(data.first ?? 0) % ImageFormat.allCases.count]
+        let decoded = ImageFormat.allCases.filter(\.isDecoded)
+        let format = ImageFormat.sniff(data) ?? decoded[Int(data.first ?? 0) % decoded.count]
         _ = ImageFormat.unsupportedName(data, last: data.suffix(18))
         let declared = DeclaredSize.of(data, format: format)
         _ = DeclaredSize.jpegPrecision(data)

@@ -30,19 +30,12 @@ extension MagickImage {
     package static func encodeAVIF(
         _ pixels: [UInt8], width: Int, height: Int, channels: Int, quality: Int, fullChroma: Bool, speed: Int = avifSpeed
     ) throws(HalcyonError) -> Data {
-        var out: UnsafeMutablePointer<UInt8>?
-        var size = 0
-        var message = [CChar](repeating: 0, count: Int(HC_ERROR_LENGTH))
-        let status = pixels.withUnsafeBufferPointer {
-            hc_avif_encode(
-                $0.baseAddress, Int32(width), Int32(height), width * channels, Int32(channels), Int32(min(max(quality, 1), 100)),
-                fullChroma ? 1 : 0, Int32(min(max(speed, 0), 9)), 1, &out, &size, &message)
+        try codecOutput("encode avif", library: "libheif") { out, size, message in
+            pixels.withUnsafeBufferPointer {
+                hc_avif_encode(
+                    $0.baseAddress, Int32(width), Int32(height), width * channels, Int32(channels), Int32(min(max(quality, 1), 100)),
+                    fullChroma ? 1 : 0, Int32(min(max(speed, 0), 9)), 1, &out, &size, message)
+            }
         }
-        guard status == 0, let out else {
-            let reason = String(decoding: message.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
-            throw HalcyonError(.processingFailed, "encode avif: \(reason.isEmpty ? "libheif failed" : reason)")
-        }
-        defer { hc_free(out) }
-        return Data(bytes: out, count: size)
     }
 }

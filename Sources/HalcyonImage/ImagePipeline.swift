@@ -185,14 +185,18 @@ public struct ImageLimits: Sendable {
                 )
             }
         }
-        if let step = processor as? FormatStep, step.isPerceptual {
-            // The score's reference planes, besides the image: 48 bytes a pixel (96 with alpha),
-            // counted at the budget's 20 bytes a pixel.
-            let held = output.pixels.multipliedReportingOverflow(by: FormatStep.scoredPixelCost)
+        if let step = processor as? FormatStep, step.isPerceptual || step.formats.contains(.jxl) {
+            // Besides the image: the score's reference planes, 48 bytes a pixel (96 with alpha),
+            // and libjxl's working memory (`jxlPixelCost`), counted at the budget's 20 bytes a pixel.
+            let cost =
+                (step.isPerceptual ? FormatStep.scoredPixelCost : 0)
+                + (step.formats.contains(.jxl) ? FormatStep.jxlPixelCost(FormatStep.jxlEffort(step.effort, for: output.pixels)) : 0)
+            let held = output.pixels.multipliedReportingOverflow(by: cost)
             guard !held.overflow, held.partialValue <= maxPixels else {
+                let why = step.isPerceptual ? "to score \(output)" : "to encode \(output) as jxl"
                 throw HalcyonError(
                     .imageTooLarge,
-                    "step \(index + 1), \(processor.identifier), would hold \(Self.megapixels(held.overflow ? Int.max : held.partialValue)) to score \(output), over the \(budget) budget"
+                    "step \(index + 1), \(processor.identifier), would hold \(Self.megapixels(held.overflow ? Int.max : held.partialValue)) \(why), over the \(budget) budget"
                 )
             }
         }
@@ -479,9 +483,12 @@ public enum ImagePipeline {
                 try cancel.check()
                 let process = clock.lap()
                 encodeStarted = StageClock.threadCPUSeconds()
-                let output = try OutputEncoder.magick(
-                    image, chain: chain, scoreWanted: scoreWanted(i) && limits.canScore(ImageSize(width: image.width, height: image.height))
-                ).run()
+                let output =
+                    try format == .jpeg && chain.recompressesJPEG
+                    ? Self.recompress(data, image: image, chain: chain)
+                    : OutputEncoder.magick(
+                        image, chain: chain, scoreWanted: scoreWanted(i) && limits.canScore(ImageSize(width: image.width, height: image.height))
+                    ).run()
                 var result = ProcessedImage(output, width: image.width, height: image.height, decode: decode, process: process, encode: clock.lap())
                 result.source = facts
                 result.placeholders = placeholders
@@ -490,6 +497,19 @@ public enum ImagePipeline {
             cost.chains[i] = Self.chainCost(results[i]!, started: started, encodeStarted: encodeStarted)
         }
         return results.map { $0! }
+    }
+
+    /// `format(jxl, lossless=true)` of an untouched JPEG: the source's bytes recompressed
+    /// (reconstructable byte for byte; no quality), or — a JPEG libjxl cannot take (arithmetic
+    /// coding, say) — its decoded pixels, losslessly (quality 100).
+    private static func recompress(_ jpeg: Data, image: MagickImage, chain: ProcessorChain) throws(HalcyonError) -> EncodedOutput {
+        let effort = FormatStep.jxlEffort(image.jxlEffort, for: image.width * image.height)
+        do {
+            return EncodedOutput(data: try MagickImage.transcodeJPEGToJXL(jpeg, effort: effort), format: .jxl, quality: nil)
+        } catch  where error.code == .unsupportedFormat {
+            image.outputQuality = 100
+            return EncodedOutput(data: try image.encode(), format: .jxl, quality: 100)
+        }
     }
 
     /// A chain's own CPU on this thread from `started` to now, whatever its outcome: its encode

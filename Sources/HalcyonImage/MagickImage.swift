@@ -14,6 +14,8 @@ public final class MagickImage {
     public var outputQuality: Int = 85
     /// PNG's zlib level, 0–9 (`format(png, compression=…)`; ImageMagick's own default is 7).
     public var pngCompression = FormatStep.defaultCompression
+    /// JPEG XL's effort as the step asks it, 1–9 (lowered for large outputs when encoding).
+    public var jxlEffort = FormatStep.defaultEffort
     /// Raised when the job is abandoned: Halcyon's own loops (each frame, each band of a
     /// resize) stop at their next check; an ImageMagick call runs to its end.
     var cancellation: CancellationFlag?
@@ -105,6 +107,7 @@ public final class MagickImage {
     /// Reads the headers of every frame, without decoding pixels.
     public static func ping(_ data: Data, format: ImageFormat) throws(HalcyonError) -> Header {
         _ = genesis
+        try refuseUndecoded(format)
         let wand = NewMagickWand()!
         defer { DestroyMagickWand(wand) }
         MagickSetFormat(wand, format.magickName)
@@ -129,6 +132,13 @@ public final class MagickImage {
             canvas: pageWidth > 0 && pageHeight > 0 ? ImageSize(width: pageWidth, height: pageHeight) : nil)
     }
 
+    /// Only formats Halcyon decodes reach ImageMagick's readers (a JPEG XL is written only).
+    private static func refuseUndecoded(_ format: ImageFormat) throws(HalcyonError) {
+        guard format.isDecoded else {
+            throw HalcyonError(.unsupportedFormat, "a \(format.rawValue) image: Halcyon decodes \(ImageFormat.supportedNames)")
+        }
+    }
+
     /// Decodes `data` as `format` (set explicitly, so the bytes cannot choose their coder).
     /// `shrinkHint` (JPEG only) lets the decoder reduce the image, never below that size.
     /// `firstFrameOnly`: the coder reads the first frame (page, layer) and nothing else — for a
@@ -138,6 +148,7 @@ public final class MagickImage {
         _ data: Data, format: ImageFormat, shrinkHint: (width: Int, height: Int)? = nil, firstFrameOnly: Bool = false
     ) throws(HalcyonError) -> MagickImage {
         _ = genesis
+        try refuseUndecoded(format)
         // The object owns the wand from here on; its deinit destroys it on every path.
         let image = MagickImage(wand: NewMagickWand()!, format: format)
         let wand = image.wand
@@ -190,6 +201,7 @@ public final class MagickImage {
         let copy = MagickImage(wand: CloneMagickWand(wand)!, format: outputFormat)
         copy.outputQuality = outputQuality
         copy.progressive = progressive
+        copy.jxlEffort = jxlEffort
         copy.cancellation = cancellation
         copy.watermarks = watermarks
         return copy
@@ -337,6 +349,7 @@ public final class MagickImage {
         copy.outputQuality = outputQuality
         copy.progressive = progressive
         copy.pngCompression = pngCompression
+        copy.jxlEffort = jxlEffort
         copy.cancellation = cancellation
         return copy
     }
@@ -369,6 +382,7 @@ public final class MagickImage {
         if outputFormat == .jpeg, hasAlpha { try flattenOntoWhite() }
         if outputFormat == .png, !progressive, let png = try encodeDirectPNG() { return png }
         if outputFormat == .avif { return try encodeAVIF() }
+        if outputFormat == .jxl { return try encodeJXL() }
         // The wand-level format was set to the input coder for decoding; it would win over the
         // image's own format when writing, so both are set.
         try check(MagickSetFormat(wand, outputFormat.magickName), "set format")

@@ -52,6 +52,11 @@ public struct ProcessorChain: Sendable {
     /// the first frame, and the other frames are dropped before the first step.
     func keepsFrames(of source: ImageFormat) -> Bool { (outputFormat ?? source).animates }
 
+    /// Whether a JPEG source's output is the source itself recompressed (`format(jxl,
+    /// lossless=true)` and no other step): nothing touches its pixels or metadata, so the JPEG
+    /// can be given back byte for byte.
+    var recompressesJPEG: Bool { formatStep?.lossless == true && processors.allSatisfy { $0 is FormatStep } }
+
     /// Whether the first pixel-changing step is a resize or downsample.
     var startsByShrinking: Bool {
         processors.first(where: { !($0 is FormatStep || $0 is StripStep || $0 is AutoOrientStep) }) is any ShrinkingProcessor

@@ -29,18 +29,43 @@ import Testing
         #expect(try Chain.parse("resize(10x10) |> format(auto)").outputFormat == nil)
     }
 
+    /// JPEG XL: `effort` and `lossless` in the identifier (effort always: it changes the bytes).
+    @Test func jpegXLStepsHaveExactIdentifiers() throws {
+        func id(_ text: String) throws -> String { try Chain.parse(text).identifier }
+        #expect(try id("format(jxl)") == "format(jxl,quality=85,effort=7)")
+        #expect(try id("format(jxl, quality=70, effort=3)") == "format(jxl,quality=70,effort=3)")
+        #expect(try id("format(jxl, lossless=true)") == "format(jxl,lossless=true,effort=7)")
+        #expect(try id("format(jxl, lossless=false, quality=90)") == "format(jxl,quality=90,effort=7)")
+        #expect(try id("format(jxl, quality=auto, min_score=85, effort=9)") == "format(jxl,quality=auto,min_score=85,effort=9)")
+        #expect(
+            try id("format(auto, formats=jxl|jpeg, effort=5)") == "format(auto,min_score=80,formats=jpeg|jxl,effort=5,progressive=false)")
+        for text in ["format(jxl, lossless=true, effort=1)", "format(auto, formats=jpeg|jxl)", "format(jxl, quality=auto, max_bytes=9000)"] {
+            let first = try id(text)
+            #expect(try id(first) == first)
+        }
+        let step = try #require(try Chain.parse("format(jxl, lossless=true)").formatStep)
+        #expect(step.lossless && step.quality == 100 && step.minScore == nil)
+    }
+
     @Test(arguments: [
-        ("format(png, quality=auto)", "quality=auto only with jpeg, webp or avif"),
+        ("format(png, quality=auto)", "quality=auto only with jpeg, webp, avif or jxl"),
         ("format(jpeg, quality=auto, min_score=29)", "'min_score' from 30 to 95"),
         ("format(jpeg, quality=auto, min_score=96)", "'min_score' from 30 to 95"),
         ("format(jpeg, quality=80, min_score=80)", "min_score only with quality=auto or format(auto)"),
         ("format(jpeg, formats=jpeg|webp)", "formats only with format(auto)"),
-        ("format(auto, formats=png)", "jpeg, webp, avif in 'formats'"),
+        ("format(auto, formats=png)", "jpeg, webp, avif, jxl in 'formats'"),
         ("format(auto, formats=jpeg|jpeg)", "each of 'formats' once"),
         ("format(auto, quality=80)", "quality=auto or none with format(auto)"),
         ("format(auto, compression=9)", "compression only with png"),
-        ("format(gif, quality=auto)", "quality=auto only with jpeg, webp or avif"),
+        ("format(gif, quality=auto)", "quality=auto only with jpeg, webp, avif or jxl"),
         ("resize(10x10, mode=fill|fit)", "for 'mode'"),
+        ("format(jpeg, effort=5)", "effort only with jxl"),
+        ("format(auto, effort=5)", "effort only with jxl"),
+        ("format(jxl, effort=10)", "'effort' from 1 to 9"),
+        ("format(webp, lossless=true)", "lossless only with jxl"),
+        ("format(jxl, lossless=true, quality=90)", "lossless=true alone"),
+        ("format(jxl, lossless=true, quality=auto)", "lossless=true alone"),
+        ("format(jxl, lossless=true, max_bytes=5000)", "lossless=true alone"),
     ])
     func badPerceptualStepsAreRefused(chain: String, expected: String) {
         do {

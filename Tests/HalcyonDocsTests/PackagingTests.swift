@@ -17,13 +17,15 @@ import Testing
         #expect(
             dev == [
                 "libpq-dev", "libcurl4-openssl-dev", "libmagickwand-dev", "libjpeg62-turbo-dev", "libpng-dev", "libheif-dev", "libwebp-dev",
-                "libssl-dev",
+                "libjxl-dev", "libssl-dev",
             ])
         for package in dev.union(["pkg-config"]) {
             #expect(dockerfile.contains(" \(package)"), "docker/Dockerfile's build stage lacks \(package)")
         }
         // The runtime stage has each library's runtime package, and ships migrations and policy.
-        for package in ["libpq5", "libcurl4", "libmagickwand-6.q16-6", "libjpeg62-turbo", "libpng16-16", "libheif1", "libwebp7", "libssl3"] {
+        for package in [
+            "libpq5", "libcurl4", "libmagickwand-6.q16-6", "libjpeg62-turbo", "libpng16-16", "libheif1", "libwebp7", "libjxl0.7", "libssl3",
+        ] {
             #expect(dockerfile.contains(" \(package)"), "runtime stage lacks \(package)")
         }
         #expect(dockerfile.contains("COPY migrations ") && dockerfile.contains("COPY policy "))

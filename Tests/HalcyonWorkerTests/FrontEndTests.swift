@@ -174,6 +174,9 @@ struct FrontEndTests {
         let db = try await TestDatabase.create()
         let store = try TestEnvironment.temporaryDirectory("store")
         let photo = "\(TestEnvironment.origin)/files/camera.jpg?t=\(db.name)", gif = "\(TestEnvironment.origin)/files/anim.gif?t=\(db.name)"
+        // A JPEG XL is written, not read: as a source it is an unsupported format.
+        try Origin.publish("camera.jxl", try ImagePipeline.run(Self.camera, format: .jpeg, chain: ProcessorChain.parse("format(jxl, effort=1)")).data)
+        let jxl = "\(TestEnvironment.origin)/files/camera.jxl?t=\(db.name)"
         let cases: [(source: String, chain: String, expect: String)] = [
             (photo, "resize(200x300, mode=fill, gravity=attention) |> format(png)", "png 200x300"),
             (photo, "crop(300x200, gravity=fp(0.8,0.2)) |> border(4, color=white) |> pad(320x320) |> format(png)", "png 320x320"),
@@ -182,6 +185,9 @@ struct FrontEndTests {
             (photo, "resize(100x100, mode=fill, gravity=middle)", "job.invalid_chain"),
             (photo, "crop(10x10, gravity=fp(2,0))", "job.invalid_chain"),
             (photo, "format(jpeg, quality=20, max_bytes=150)", "image.over_max_bytes"),
+            (photo, "resize(200x200) |> format(jxl, quality=70, effort=3)", "jxl 200x150"),
+            (photo, "format(jxl, lossless=true, effort=3)", "jxl 640x480"),
+            (jxl, "resize(10x10)", "image.unsupported_format"),
         ]
         var ids: [String] = []
         for c in cases { ids.append(try await enqueue(db, c.source, c.chain, "{}")) }
@@ -201,6 +207,15 @@ struct FrontEndTests {
         }
         let webp = try await db.query("SELECT result_bytes FROM halcyon.jobs WHERE id = $1::bigint", [ids[2]])
         #expect(Int(webp.value(0, "result_bytes") ?? "") ?? .max <= 9000)
+        // JPEG XL results are stored as .jxl; the recompressed JPEG records no quality.
+        let jxlRows = try await db.query(
+            "SELECT result_path, result_quality FROM halcyon.jobs WHERE id IN ($1::bigint, $2::bigint) ORDER BY id", [ids[7], ids[8]])
+        for row in 0..<2 {
+            let path = try #require(jxlRows.value(row, "result_path"))
+            let stored = try #require(FileManager.default.contents(atPath: store.appendingPathComponent(path).path))
+            #expect(path.hasSuffix(".jxl") && ImageFormat.sniffOutput(stored) == .jxl, "\(path)")
+        }
+        #expect(jxlRows.value(0, "result_quality") == "70" && jxlRows.value(1, "result_quality") == nil, "\(jxlRows.dictionaries)")
         let animated = try await db.query("SELECT result_path FROM halcyon.jobs WHERE id = $1::bigint", [ids[3]])
         let bytes = try #require(FileManager.default.contents(atPath: store.appendingPathComponent(animated.value(0, "result_path") ?? "").path))
         #expect(bytes.range(of: Data("ANMF".utf8)) != nil, "an animated WebP has ANMF frames")

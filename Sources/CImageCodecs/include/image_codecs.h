@@ -108,6 +108,28 @@ int hc_avif_decode(const uint8_t *data, size_t size, int width, int height, uint
 int hc_webp_decode(const uint8_t *data, size_t size, int width, int height, uint8_t **out, int *channels,
                    char error[HC_ERROR_LENGTH]);
 
+/// libjxl's distance (0 lossless … 25) for a quality 1–100: `JxlEncoderDistanceFromQuality` of
+/// libjxl 0.9 and later, cjxl's `-q` scale (90 → 1.0, "visually lossless").
+float hc_jxl_distance(int quality);
+
+/// Encodes packed 8-bit sRGB (`channels` 3) or RGBA (4, straight alpha) pixels as a JPEG XL
+/// codestream with libjxl at `quality` (100: lossless) and `effort` 1–9, one thread. On success
+/// returns 0 and `*out`/`*out_size` hold a buffer to release with `hc_free`; negative with a
+/// message otherwise.
+int hc_jxl_encode(const uint8_t *pixels, int width, int height, int channels, int quality, int effort, uint8_t **out,
+                  size_t *out_size, char error[HC_ERROR_LENGTH]);
+
+/// Recompresses a JPEG losslessly as a JPEG XL file that keeps the data to reconstruct the
+/// original byte for byte (`djxl out.jxl out.jpg`). 0 on success (as `hc_jxl_encode`); -1 when
+/// libjxl cannot take this JPEG (arithmetic coding, unusual layouts); -2 for any other failure.
+int hc_jxl_transcode_jpeg(const uint8_t *jpeg, size_t size, int effort, uint8_t **out, size_t *out_size,
+                          char error[HC_ERROR_LENGTH]);
+
+/// Decodes a JPEG XL image that must be `width`×`height` (checked before any pixel is decoded)
+/// to packed 8-bit sRGB, or RGBA when it has alpha (as `hc_avif_decode`).
+int hc_jxl_decode(const uint8_t *data, size_t size, int width, int height, uint8_t **out, int *channels,
+                  char error[HC_ERROR_LENGTH]);
+
 void hc_free(void *pointer);
 
 /// The direct lane's Lanczos resample of 8-bit RGB (3 channels) or RGBA (4, filtered

@@ -18,7 +18,7 @@ extension ImageFormat {
                 defer { DestroyPixelWand(gray) }
                 PixelSetColor(gray, "gray")
                 guard MagickNewImage(image.wand, 16, 16, gray) == MagickTrue else { return false }
-                return (try? image.encode()).map { ImageFormat.sniff($0) == format } ?? false
+                return (try? image.encode()).map { ImageFormat.sniffOutput($0) == format } ?? false
             })
     }()
 }

@@ -63,6 +63,7 @@ extension OutputEncoder {
                 image.outputQuality = quality
                 image.progressive = progressive && format == .png
                 image.pngCompression = compression
+                image.jxlEffort = chain.formatStep?.effort ?? FormatStep.defaultEffort
                 return try image.encode()
             },
             makeScorer: { () throws(HalcyonError) in

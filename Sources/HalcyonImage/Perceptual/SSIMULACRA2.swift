@@ -82,9 +82,9 @@ public final class SSIMULACRA2Reference: @unchecked Sendable {
         return try score(pixels: frame.pixels, width: frame.width, height: frame.height, channels: frame.channels)
     }
 
-    /// The score of an encoded image (its first frame), decoded as `format`: AVIF by libheif and
-    /// a still WebP by libwebp, with their alpha (ImageMagick 6's AVIF reader drops it), anything
-    /// else by ImageMagick.
+    /// The score of an encoded image (its first frame), decoded as `format`: AVIF by libheif, a
+    /// still WebP by libwebp and JPEG XL by libjxl, with their alpha (ImageMagick 6's AVIF reader
+    /// drops it; it has no JPEG XL reader), anything else by ImageMagick.
     public func score(encoded data: Data, format: ImageFormat) throws(HalcyonError) -> Double {
         if let decoded = try Self.decodeWithCodec(data, format: format, width: width, height: height) {
             return try score(pixels: decoded.pixels, width: width, height: height, channels: decoded.channels)
@@ -99,15 +99,17 @@ public final class SSIMULACRA2Reference: @unchecked Sendable {
     ) throws(HalcyonError) -> (
         pixels: [UInt8], channels: Int
     )? {
-        guard format == .avif || format == .webp else { return nil }
+        guard [.avif, .webp, .jxl].contains(format) else { return nil }
         var out: UnsafeMutablePointer<UInt8>?
         var channels: Int32 = 0
         var message = [CChar](repeating: 0, count: Int(HC_ERROR_LENGTH))
         let status = data.withUnsafeBytes { raw in
             let bytes = raw.bindMemory(to: UInt8.self).baseAddress
-            return format == .avif
-                ? hc_avif_decode(bytes, raw.count, Int32(width), Int32(height), &out, &channels, &message)
-                : hc_webp_decode(bytes, raw.count, Int32(width), Int32(height), &out, &channels, &message)
+            return switch format {
+            case .avif: hc_avif_decode(bytes, raw.count, Int32(width), Int32(height), &out, &channels, &message)
+            case .jxl: hc_jxl_decode(bytes, raw.count, Int32(width), Int32(height), &out, &channels, &message)
+            default: hc_webp_decode(bytes, raw.count, Int32(width), Int32(height), &out, &channels, &message)
+            }
         }
         defer { hc_free(out) }
         if status == -2 { return nil }
