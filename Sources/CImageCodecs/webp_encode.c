@@ -2,7 +2,10 @@
 // WebP writer uses (libwebp's defaults — method 4, no sharp YUV, one thread — with the quality
 // given and lossless at 100) and the same picture it builds (ARGB; opaque lossy RGB straight to
 // YUV through the same conversion), so the bytes are the ones it writes, without making an
-// ImageMagick image (16-bit pixels) of the 8-bit pixels first.
+// ImageMagick image (16-bit pixels) of the 8-bit pixels first. Method 4 is also where bytes per
+// CPU turn (the 14 public photographs at 800 px, bytes at equal SSIMULACRA2 70-85 against 4): 2
+// takes 0.43x the CPU for 1.05-1.10x the bytes, 3 the same as 4, 5 1.15x for 0.97-0.99x, 6 2.2x
+// for 0.95-0.96x.
 
 #include "image_codecs.h"
 

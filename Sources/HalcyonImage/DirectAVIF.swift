@@ -30,11 +30,11 @@ extension MagickImage {
     package static func encodeAVIF(
         _ pixels: [UInt8], width: Int, height: Int, channels: Int, quality: Int, fullChroma: Bool, speed: Int = avifSpeed
     ) throws(HalcyonError) -> Data {
-        try codecOutput("encode avif", library: "libheif") { out, size, message in
+        try CodecOutput.take("encode avif", library: "libheif") { out, size, message in
             pixels.withUnsafeBufferPointer {
                 hc_avif_encode(
                     $0.baseAddress, Int32(width), Int32(height), width * channels, Int32(channels), Int32(min(max(quality, 1), 100)),
-                    fullChroma ? 1 : 0, Int32(min(max(speed, 0), 9)), 1, &out, &size, message)
+                    fullChroma ? 1 : 0, Int32(min(max(speed, 0), 9)), 1, out, size, message)
             }
         }
     }

@@ -18,11 +18,11 @@ extension MagickImage {
     package static func encodeJXL(
         _ pixels: [UInt8], width: Int, height: Int, channels: Int, quality: Int, effort: Int
     ) throws(HalcyonError) -> Data {
-        try Self.codecOutput("encode jxl", library: "libjxl") { out, size, message in
+        try CodecOutput.take("encode jxl", library: "libjxl") { out, size, message in
             pixels.withUnsafeBufferPointer {
                 hc_jxl_encode(
                     $0.baseAddress, Int32(width), Int32(height), Int32(channels), Int32(min(max(quality, 1), 100)),
-                    Int32(min(max(effort, 1), 9)), &out, &size, message)
+                    Int32(min(max(effort, 1), 9)), out, size, message)
             }
         }
     }
@@ -30,10 +30,10 @@ extension MagickImage {
     /// A JPEG's own bytes recompressed losslessly as JPEG XL, with what `djxl` needs to give the
     /// JPEG back byte for byte. `image.unsupported_format` when libjxl cannot take this JPEG.
     package static func transcodeJPEGToJXL(_ jpeg: Data, effort: Int) throws(HalcyonError) -> Data {
-        try Self.codecOutput("recompress the JPEG as jxl", library: "libjxl", refused: .unsupportedFormat) { out, size, message in
+        try CodecOutput.take("recompress the JPEG as jxl", library: "libjxl", refused: .unsupportedFormat) { out, size, message in
             jpeg.withUnsafeBytes {
                 hc_jxl_transcode_jpeg(
-                    $0.baseAddress?.assumingMemoryBound(to: UInt8.self), $0.count, Int32(min(max(effort, 1), 9)), &out, &size, message)
+                    $0.baseAddress?.assumingMemoryBound(to: UInt8.self), $0.count, Int32(min(max(effort, 1), 9)), out, size, message)
             }
         }
     }

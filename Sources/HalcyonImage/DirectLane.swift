@@ -198,7 +198,7 @@ package final class PixelBuffer: @unchecked Sendable {
     /// lane does for a JPEG output.
     func encodeJPEG(quality: Int, progressive: Bool, sampling: (h: Int, v: Int)) throws(HalcyonError) -> Data {
         let rgb = channels == 3 ? self : flattenedOnWhite()
-        return try Self.encoded("jpeg") { out, length, error in
+        return try CodecOutput.take("encode jpeg", library: "libjpeg") { out, length, error in
             hc_jpeg_encode_rgb(
                 rgb.bytes, Int32(width), Int32(height), rgb.stride, Int32(quality), progressive ? 1 : 0, Int32(sampling.h), Int32(sampling.v),
                 out, length, error)
@@ -212,25 +212,9 @@ package final class PixelBuffer: @unchecked Sendable {
         guard width <= Self.webPMaxSide, height <= Self.webPMaxSide else {
             throw HalcyonError(.imageTooLarge, "encode webp: \(width)x\(height) is beyond WebP's \(Self.webPMaxSide) pixels a side")
         }
-        return try Self.encoded("webp") { out, length, error in
+        return try CodecOutput.take("encode webp", library: "libwebp") { out, length, error in
             hc_webp_encode(bytes, Int32(width), Int32(height), stride, Int32(channels), Int32(quality), out, length, error)
         }
-    }
-
-    /// The output of one of the C encoders (`hc_jpeg_encode_rgb`, `hc_webp_encode`): 0 and a
-    /// buffer to `hc_free`, or a message, which becomes `image.processing_failed`.
-    private static func encoded(
-        _ format: String,
-        _ encode: (UnsafeMutablePointer<UnsafeMutablePointer<UInt8>?>, UnsafeMutablePointer<Int>, UnsafeMutablePointer<CChar>) -> Int32
-    ) throws(HalcyonError) -> Data {
-        var out: UnsafeMutablePointer<UInt8>?
-        var length = 0
-        let message = withUnsafeTemporaryAllocation(of: CChar.self, capacity: Int(HC_ERROR_LENGTH)) { error -> String? in
-            encode(&out, &length, error.baseAddress!) == 0 ? nil : String(cString: error.baseAddress!)
-        }
-        guard message == nil, let out else { throw HalcyonError(.processingFailed, "encode \(format): \(message ?? "no output")") }
-        defer { hc_free(out) }
-        return Data(bytes: out, count: length)
     }
 
     /// The widest and tallest WebP (libwebp's `WEBP_MAX_DIMENSION`).
