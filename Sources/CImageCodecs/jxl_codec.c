@@ -121,10 +121,16 @@ int hc_jxl_transcode_jpeg(const uint8_t *jpeg, size_t size, int effort, uint8_t 
         failed = "frame settings";
     else if (JxlEncoderFrameSettingsSetOption(settings, JXL_ENC_FRAME_SETTING_EFFORT, effort) != JXL_ENC_SUCCESS)
         failed = "effort";
-    else if (JxlEncoderAddJPEGFrame(settings, jpeg, size) != JXL_ENC_SUCCESS)
-        failed = "JPEG (libjxl recompresses baseline and progressive Huffman-coded JPEGs only)";
     if (failed) {
-        snprintf(error, HC_ERROR_LENGTH, "libjxl refused the %s", failed);
+        snprintf(error, HC_ERROR_LENGTH, "libjxl refused the %s (error %d)", failed, (int)JxlEncoderGetError(encoder));
+        JxlEncoderDestroy(encoder);
+        return -2;
+    }
+    // Only here does libjxl judge the JPEG itself: arithmetic coding, 12 bits, CMYK or YCCK,
+    // some samplings and profiles it cannot keep reconstructable.
+    if (JxlEncoderAddJPEGFrame(settings, jpeg, size) != JXL_ENC_SUCCESS) {
+        snprintf(error, HC_ERROR_LENGTH, "libjxl cannot recompress this JPEG reconstructably (error %d)",
+                 (int)JxlEncoderGetError(encoder));
         JxlEncoderDestroy(encoder);
         return -1;
     }
@@ -169,6 +175,10 @@ int hc_jxl_decode(const uint8_t *data, size_t size, int width, int height, uint8
             format.num_channels = (uint32_t)count;
         } else if (status == JXL_DEC_NEED_IMAGE_OUT_BUFFER) {
             size_t needed = 0;
+            if (pixels) {
+                snprintf(error, HC_ERROR_LENGTH, "more than one frame");
+                goto done;
+            }
             if (JxlDecoderImageOutBufferSize(decoder, &format, &needed) != JXL_DEC_SUCCESS ||
                 needed != (size_t)width * height * count || !(pixels = malloc(needed)) ||
                 JxlDecoderSetImageOutBuffer(decoder, &format, pixels, needed) != JXL_DEC_SUCCESS) {

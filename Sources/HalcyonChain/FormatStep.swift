@@ -59,10 +59,15 @@ public struct FormatStep: ChainStepDefinition {
     public var effort = FormatStep.defaultEffort
     public static let defaultEffort = 7
     public static let effortRange = 1...9
-    /// jxl only: a mathematically lossless output — from an untouched JPEG source (a chain of this
-    /// step alone), the JPEG itself recompressed, reconstructable byte for byte (`djxl`); from
-    /// anything else, the pixels. Takes no quality.
+    /// jxl only: a lossless output — from an untouched JPEG source (a chain of this step alone),
+    /// the JPEG's own coded data recompressed, reconstructable byte for byte (`djxl`); from
+    /// anything else, the chain's 8-bit sRGB pixels exactly. Takes no quality.
     public var lossless = false
+    /// With `lossless=true` on an untouched JPEG: keep its metadata (EXIF with any GPS position,
+    /// XMP, comments, bytes after the image), so that `djxl` gives back the original file byte
+    /// for byte. Without it the metadata is dropped first, as from every other output (the
+    /// orientation is kept): `djxl` gives back the JPEG's image data byte for byte.
+    public var keepMetadata = false
     /// The score `quality=auto` aims at when the step names none: "very high quality" on
     /// SSIMULACRA2's scale (no difference seen side by side at 1:1; 90 is visually lossless,
     /// 70 high, 50 medium, 30 low).
@@ -92,7 +97,10 @@ public struct FormatStep: ChainStepDefinition {
     public init(step: ChainStep) throws(ChainError) {
         var a = try StepArguments(
             step,
-            keys: ["format", "quality", "progressive", "max_bytes", "min_quality", "compression", "min_score", "formats", "effort", "lossless"])
+            keys: [
+                "format", "quality", "progressive", "max_bytes", "min_quality", "compression", "min_score", "formats", "effort", "lossless",
+                "keep_metadata",
+            ])
         let isAuto = a.peekWord("format") == "auto"
         if isAuto {
             _ = a.take("format")
@@ -136,6 +144,10 @@ public struct FormatStep: ChainStepDefinition {
             formats = format.map { [$0] } ?? []
         }
         progressive = try a.bool("progressive", default: false)
+        if named.contains("keep_metadata") {
+            guard lossless else { throw refuse("keep_metadata", "keep_metadata only with jxl and lossless=true") }
+            keepMetadata = try a.bool("keep_metadata", default: false)
+        }
         if named.contains("effort") {
             guard format == .jxl || (isAuto && formats.contains(.jxl)) else { throw refuse("effort", "effort only with jxl") }
             effort = Int(try a.number("effort", range: Double(Self.effortRange.lowerBound)...Double(Self.effortRange.upperBound)).rounded())
@@ -169,6 +181,7 @@ public struct FormatStep: ChainStepDefinition {
             if format == nil { parts.append("formats=\(formats.map(\.rawValue).joined(separator: "|"))") }
         } else if lossless {
             parts.append("lossless=true")
+            if keepMetadata { parts.append("keep_metadata=true") }
         } else if format?.hasQuality == true {
             parts.append("quality=\(quality)")
         }

@@ -37,6 +37,10 @@ public enum HeaderFuzz {
         let declared = DeclaredSize.of(data, format: format)
         _ = DeclaredSize.jpegPrecision(data)
         _ = DeclaredSize.jpegChroma(data)
+        if let stripped = JPEGMetadata.stripped(data, orientation: Int(data.last ?? 0) % 9) {
+            precondition(stripped.starts(with: [0xFF, 0xD8]) && stripped.suffix(2) == Data([0xFF, 0xD9]), "a stripped JPEG lost its SOI or EOI")
+            precondition(stripped.count <= data.count + 36, "stripping grew the JPEG by \(stripped.count - data.count) bytes")
+        }
         _ = DeclaredSize.jpegIsWhole(data)
         let limits = ImageLimits()
         let gif = DeclaredSize.gifFrames(data, maxFrames: limits.maxFrames)

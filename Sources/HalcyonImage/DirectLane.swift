@@ -60,7 +60,7 @@ package enum DirectLane {
             ($0 as? ResizeStep).map { !$0.gravity.readsPixels } ?? false || $0 is DownsampleStep || $0 is FormatStep
                 || $0 is StripStep
                 || $0 is AutoOrientStep
-        } && chain.outputFormat != .gif && !chain.recompressesJPEG
+        } && chain.outputFormat != .gif && chain.recompression == nil
     }
 
     /// The source, when its headers say this lane decodes it exactly as ImageMagick would.

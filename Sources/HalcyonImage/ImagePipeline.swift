@@ -190,7 +190,8 @@ public struct ImageLimits: Sendable {
             // and libjxl's working memory (`jxlPixelCost`), counted at the budget's 20 bytes a pixel.
             let cost =
                 (step.isPerceptual ? FormatStep.scoredPixelCost : 0)
-                + (step.formats.contains(.jxl) ? FormatStep.jxlPixelCost(FormatStep.jxlEffort(step.effort, for: output.pixels)) : 0)
+                + (step.formats.contains(.jxl)
+                    ? FormatStep.jxlPixelCost(FormatStep.jxlEffort(step.effort, for: output.pixels), lossless: step.writesLosslessJXL) : 0)
             let held = output.pixels.multipliedReportingOverflow(by: cost)
             guard !held.overflow, held.partialValue <= maxPixels else {
                 let why = step.isPerceptual ? "to score \(output)" : "to encode \(output) as jxl"
@@ -483,12 +484,14 @@ public enum ImagePipeline {
                 try cancel.check()
                 let process = clock.lap()
                 encodeStarted = StageClock.threadCPUSeconds()
-                let output =
-                    try format == .jpeg && chain.recompressesJPEG
-                    ? Self.recompress(data, image: image, chain: chain)
-                    : OutputEncoder.magick(
+                let output: EncodedOutput
+                if format == .jpeg, let step = chain.recompression {
+                    output = try Self.recompress(data, image: image, step: step)
+                } else {
+                    output = try OutputEncoder.magick(
                         image, chain: chain, scoreWanted: scoreWanted(i) && limits.canScore(ImageSize(width: image.width, height: image.height))
                     ).run()
+                }
                 var result = ProcessedImage(output, width: image.width, height: image.height, decode: decode, process: process, encode: clock.lap())
                 result.source = facts
                 result.placeholders = placeholders
@@ -500,16 +503,19 @@ public enum ImagePipeline {
     }
 
     /// `format(jxl, lossless=true)` of an untouched JPEG: the source's bytes recompressed
-    /// (reconstructable byte for byte; no quality), or — a JPEG libjxl cannot take (arithmetic
-    /// coding, say) — its decoded pixels, losslessly (quality 100).
-    private static func recompress(_ jpeg: Data, image: MagickImage, chain: ProcessorChain) throws(HalcyonError) -> EncodedOutput {
+    /// (reconstructable byte for byte; no quality) — its metadata dropped first unless the step
+    /// keeps it (`JPEGMetadata`) — or, a JPEG libjxl cannot take so (arithmetic coding, CMYK,
+    /// …) or whose markers do not walk, its decoded pixels, losslessly (quality 100).
+    private static func recompress(_ jpeg: Data, image: MagickImage, step: FormatStep) throws(HalcyonError) -> EncodedOutput {
         let effort = FormatStep.jxlEffort(image.jxlEffort, for: image.width * image.height)
-        do {
-            return EncodedOutput(data: try MagickImage.transcodeJPEGToJXL(jpeg, effort: effort), format: .jxl, quality: nil)
-        } catch  where error.code == .unsupportedFormat {
-            image.outputQuality = 100
-            return EncodedOutput(data: try image.encode(), format: .jxl, quality: 100)
+        let orientation = ExifLocator.block(in: jpeg, format: .jpeg).flatMap(ExifReader.init)?.read().orientation ?? 1
+        if let source = step.keepMetadata ? jpeg : JPEGMetadata.stripped(jpeg, orientation: orientation) {
+            do {
+                return EncodedOutput(data: try MagickImage.transcodeJPEGToJXL(source, effort: effort), format: .jxl, quality: nil)
+            } catch  where error.code == .unsupportedFormat {}
         }
+        image.outputQuality = 100
+        return EncodedOutput(data: try image.encode(), format: .jxl, quality: 100)
     }
 
     /// A chain's own CPU on this thread from `started` to now, whatever its outcome: its encode

@@ -40,32 +40,51 @@ extension FormatStep: ImageProcessor {
 
     /// A perceptual step's search: up to `QualitySearch.defaultMaxEncodes` encodes, each decoded
     /// and scored, per format it may choose, JPEG's at 4:2:0 too (plus the reference, prepared once).
-    /// A JPEG XL encode costs more, by effort (`jxlEncodeWork`).
+    /// A JPEG XL encode costs more, by effort and lossless or not (`jxlEncodeWork`); with
+    /// `max_bytes`, up to 9 of them.
     public func work(from input: ImageSize) -> Double {
         let pixels = Double(input.pixels)
-        let jxl = formats.contains(.jxl) ? Self.jxlEncodeWork(Self.jxlEffort(effort, for: input.pixels)) : 0
-        guard isPerceptual else { return pixels * (4 * 2 + jxl) }
+        let jxl =
+            formats.contains(.jxl) ? Self.jxlEncodeWork(Self.jxlEffort(effort, for: input.pixels), lossless: writesLosslessJXL) : 0
+        guard isPerceptual else { return pixels * (4 * 2 + jxl * (maxBytes == nil ? 1 : 9)) }
         let probes = Double(QualitySearch.defaultMaxEncodes * max(1, formats.count) + OutputEncoder.halfChromaEncodes + 1)
         return pixels * (probes * Self.probeWork + Double(QualitySearch.defaultMaxEncodes) * jxl)
     }
 
-    /// One JPEG XL encode's work per pixel, in pixel-taps (about a nanosecond each): libjxl 0.7 on
-    /// one core here takes about 100 ns a pixel at efforts 1–4, 230 at 5–6, 380 at 7, 2,750 at
-    /// 8 and 5,250 at 9.
-    static func jxlEncodeWork(_ effort: Int) -> Double {
-        switch effort {
-        case ...4: 100
-        case 5, 6: 250
-        case 7: 400
-        case 8: 3000
-        default: 5500
+    /// Whether the output is a lossless JPEG XL (`lossless=true`, or a fixed quality of 100).
+    var writesLosslessJXL: Bool { format == .jxl && minScore == nil && quality >= 100 }
+
+    /// One JPEG XL encode's work per pixel, in pixel-taps (about a nanosecond each), as libjxl 0.7
+    /// takes on one core (photographs, 0.5–12 megapixels): lossy about 100 ns a pixel at efforts
+    /// 1–4, 230 at 5–6, 380 at 7, 2,750 at 8 and 5,250 at 9; lossless 280 at 3, 1,550 at 5,
+    /// 2,500–4,600 at 7 and 26,000–46,000 at 9.
+    static func jxlEncodeWork(_ effort: Int, lossless: Bool) -> Double {
+        switch (effort, lossless) {
+        case (...4, false): 100
+        case (5...6, false): 250
+        case (7, false): 400
+        case (8, false): 3000
+        case (_, false): 5500
+        case (...3, true): 400
+        case (4...6, true): 2000
+        case (7, true): 4600
+        case (8, true): 25000
+        case (_, true): 47000
         }
     }
 
-    /// Pixels of the budget one JPEG XL output pixel holds while libjxl encodes it: about 48
-    /// bytes a pixel up to effort 7 and 260 at 8 and 9 (measured on a 12-megapixel photograph),
-    /// against the budget's 20 bytes a pixel.
-    static func jxlPixelCost(_ effort: Int) -> Int { effort > defaultEffort ? 13 : 3 }
+    /// Pixels of the budget one JPEG XL output pixel holds while libjxl encodes it: lossy, about
+    /// 48 bytes a pixel up to effort 7 (a 12-megapixel photograph, 549 MB with its 8-bit copy)
+    /// and 260–290 at 8 and 9 (1 megapixel at 9: 287 MB); lossless about 80 up to 7 and 150 at
+    /// 9 — against the budget's 20 bytes a pixel.
+    static func jxlPixelCost(_ effort: Int, lossless: Bool) -> Int {
+        switch (effort > defaultEffort, lossless) {
+        case (false, false): 3
+        case (false, true): 4
+        case (true, false): 15
+        case (true, true): 8
+        }
+    }
 
     public func process(_ image: MagickImage) throws(HalcyonError) {
         if let format { image.outputFormat = format.imageFormat }

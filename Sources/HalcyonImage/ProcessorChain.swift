@@ -52,10 +52,13 @@ public struct ProcessorChain: Sendable {
     /// the first frame, and the other frames are dropped before the first step.
     func keepsFrames(of source: ImageFormat) -> Bool { (outputFormat ?? source).animates }
 
-    /// Whether a JPEG source's output is the source itself recompressed (`format(jxl,
-    /// lossless=true)` and no other step): nothing touches its pixels or metadata, so the JPEG
-    /// can be given back byte for byte.
-    var recompressesJPEG: Bool { formatStep?.lossless == true && processors.allSatisfy { $0 is FormatStep } }
+    /// The `format(jxl, lossless=true)` step when a JPEG source's output is the source itself
+    /// recompressed (no other step, not even `strip` or `auto_orient`: nothing touches its
+    /// pixels, so the JPEG's coded data can be given back byte for byte); nil otherwise.
+    var recompression: FormatStep? {
+        guard let step = formatStep, step.lossless, processors.allSatisfy({ $0 is FormatStep }) else { return nil }
+        return step
+    }
 
     /// Whether the first pixel-changing step is a resize or downsample.
     var startsByShrinking: Bool {

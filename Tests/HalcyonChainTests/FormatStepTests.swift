@@ -35,6 +35,8 @@ import Testing
         #expect(try id("format(jxl)") == "format(jxl,quality=85,effort=7)")
         #expect(try id("format(jxl, quality=70, effort=3)") == "format(jxl,quality=70,effort=3)")
         #expect(try id("format(jxl, lossless=true)") == "format(jxl,lossless=true,effort=7)")
+        #expect(try id("format(jxl, lossless=true, keep_metadata=true)") == "format(jxl,lossless=true,keep_metadata=true,effort=7)")
+        #expect(try id("format(jxl, lossless=true, keep_metadata=false)") == "format(jxl,lossless=true,effort=7)")
         #expect(try id("format(jxl, lossless=false, quality=90)") == "format(jxl,quality=90,effort=7)")
         #expect(try id("format(jxl, quality=auto, min_score=85, effort=9)") == "format(jxl,quality=auto,min_score=85,effort=9)")
         #expect(
@@ -66,6 +68,8 @@ import Testing
         ("format(jxl, lossless=true, quality=90)", "lossless=true alone"),
         ("format(jxl, lossless=true, quality=auto)", "lossless=true alone"),
         ("format(jxl, lossless=true, max_bytes=5000)", "lossless=true alone"),
+        ("format(jxl, keep_metadata=true)", "keep_metadata only with jxl and lossless=true"),
+        ("format(jpeg, keep_metadata=true)", "keep_metadata only with jxl and lossless=true"),
     ])
     func badPerceptualStepsAreRefused(chain: String, expected: String) {
         do {

@@ -108,29 +108,62 @@ import Testing
         let names = Self.photos.map { "photos/\($0).jpg" } + ["libjpeg-turbo/testorig.jpg", "libjpeg-turbo/testimgint.jpg"]
         var saved: [String] = []
         for name in names {
+            // These carry no metadata: dropping it changes nothing.
             let jpeg = try Data(contentsOf: publicFixture(name))
-            for direct in [true, false] {
-                let out = try Self.run(jpeg, "format(jxl, lossless=true, effort=\(direct ? 7 : 3))", direct: direct)
+            for effort in [7, 3] {
+                let out = try Self.run(jpeg, "format(jxl, lossless=true, effort=\(effort))")
                 #expect(out.format == .jxl && out.quality == nil, "\(name)")
                 #expect(out.data.count < jpeg.count, "\(name): \(out.data.count) bytes from \(jpeg.count)")
                 #expect(try Self.djxl(out.data, to: "back.jpg") == jpeg, "\(name): not reconstructed byte for byte")
-                if direct { saved.append(String(format: "%.2f", Double(out.data.count) / Double(jpeg.count))) }
+                if effort == 7 { saved.append(String(format: "%.2f", Double(out.data.count) / Double(jpeg.count))) }
             }
         }
         print("jxl recompression, bytes against the JPEG: \(saved.joined(separator: " "))")
-        // A JPEG with an EXIF rotation: libjxl carries it into the codestream, so djxl's pixels
-        // are upright, at the size recorded (the size every other output of it has).
+        // A JPEG with an EXIF rotation: its EXIF is dropped but its orientation kept (a minimal
+        // EXIF of its own, which libjxl carries into the codestream), so djxl's pixels are upright,
+        // at the size recorded (the size every other output of it has); the image data is the
+        // original's byte for byte. With keep_metadata=true the whole file comes back.
         let rotated = try Data(contentsOf: publicFixture("exif-orientation-examples/Landscape_6.jpg"))
         let upright = try Self.run(rotated, "format(jxl, lossless=true)")
-        #expect(try Self.djxl(upright.data, to: "back.jpg") == rotated)
+        let back = try Self.djxl(upright.data, to: "back.jpg")
+        #expect(back != rotated && back.suffix(from: back.count - 40_000) == rotated.suffix(from: rotated.count - 40_000))
+        #expect(back.range(of: Data(JPEGMetadata.minimalEXIF(orientation: 6).dropFirst(4))) != nil, "the orientation's EXIF")
         let shown = try Self.samples(Self.djxl(upright.data, to: "out.png"))
         let png = try Self.run(rotated, "format(png)")
         #expect((shown.width, shown.height) == (upright.width, upright.height) && (png.width, png.height) == (upright.width, upright.height))
+        #expect(try Self.djxl(Self.run(rotated, "format(jxl, lossless=true, keep_metadata=true)").data, to: "back.jpg") == rotated)
         let arithmetic = try Data(contentsOf: publicFixture("libjpeg-turbo/testimgari.jpg"))
         let kept = try Self.run(arithmetic, "format(jxl, lossless=true)")
         #expect(kept.format == .jxl && kept.quality == 100)
         let decoded = try Self.run(arithmetic, "format(png)")
         #expect(try Self.samples(Self.djxl(kept.data, to: "out.png")).pixels == Self.samples(decoded.data).pixels)
+    }
+
+    /// Metadata a user did not ask to publish — comments, XMP, IPTC, a payload after the image —
+    /// is dropped before the recompression, as from every other output; `keep_metadata=true`
+    /// keeps the file whole.
+    @Test func recompressionDropsMetadataUnlessAskedToKeepIt() throws {
+        let photo = [UInt8](try Data(contentsOf: publicFixture("photos/dog.jpg")))
+        func segment(_ marker: UInt8, _ text: String) -> [UInt8] {
+            let payload = Array(text.utf8)
+            return [0xFF, marker, UInt8((payload.count + 2) >> 8), UInt8((payload.count + 2) & 0xFF)] + payload
+        }
+        let laden = Data(
+            photo[0..<20] + segment(0xFE, "secret comment") + segment(0xE1, "http://ns.adobe.com/xap/1.0/\0<x:xmpmeta>secret xmp")
+                + segment(0xED, "Photoshop 3.0\0secret iptc") + photo[20...] + Array("PK\u{3}\u{4}secret zip".utf8))
+        #expect(Array(photo[2...3]) == [0xFF, 0xE0] && photo[4] == 0 && photo[5] == 16, "dog.jpg starts with a 16-byte JFIF segment")
+        let out = try Self.run(laden, "format(jxl, lossless=true)")
+        #expect(out.data.range(of: Data("secret".utf8)) == nil)
+        #expect(try Self.djxl(out.data, to: "back.jpg") == Data(photo))
+        let kept = try Self.run(laden, "format(jxl, lossless=true, keep_metadata=true)")
+        #expect(try Self.djxl(kept.data, to: "back.jpg") == laden)
+        // The walk: a truncated JPEG is not stripped (nil: the pipeline refuses such a source before
+        // this); a JPEG without metadata comes out as it went in; the minimal EXIF reads back as
+        // its orientation.
+        #expect(JPEGMetadata.stripped(Data(photo.prefix(photo.count / 2)), orientation: 1) == nil)
+        #expect(JPEGMetadata.stripped(Data(photo), orientation: 1) == Data(photo))
+        let exif = Data(JPEGMetadata.minimalEXIF(orientation: 8).dropFirst(10))
+        #expect(ExifReader(exif)?.read().orientation == 8)
     }
 
     /// Efforts above 7 hold about five times the memory: a large output is encoded at 7, and
@@ -153,5 +186,13 @@ import Testing
         let e9 = try #require(ProcessorChain.parse("format(jxl, effort=9)").formatStep)
         #expect(e9.work(from: small) > 10 * e7.work(from: small))
         #expect(e9.work(from: large) == e7.work(from: large))
+        // A lossless encode costs several times a lossy one, in work and in memory.
+        let lossless = try #require(ProcessorChain.parse("format(jxl, lossless=true)").formatStep)
+        #expect(lossless.writesLosslessJXL && !e7.writesLosslessJXL && lossless.work(from: large) > 10 * e7.work(from: large))
+        #expect(FormatStep.jxlPixelCost(7, lossless: true) > FormatStep.jxlPixelCost(7, lossless: false))
+        // quality=auto never searches up to JPEG XL's lossless 100.
+        let noise = try SampleImages.noise(width: 64, height: 64, seed: 3)
+        let auto = try Self.run(noise, format: .png, "format(jxl, quality=auto, min_score=95, effort=3)")
+        #expect((auto.quality ?? 100) <= 99, "quality \(String(describing: auto.quality))")
     }
 }

@@ -121,7 +121,8 @@ int hc_jxl_encode(const uint8_t *pixels, int width, int height, int channels, in
 
 /// Recompresses a JPEG losslessly as a JPEG XL file that keeps the data to reconstruct the
 /// original byte for byte (`djxl out.jxl out.jpg`). 0 on success (as `hc_jxl_encode`); -1 when
-/// libjxl cannot take this JPEG (arithmetic coding, unusual layouts); -2 for any other failure.
+/// libjxl cannot take this JPEG (arithmetic coding, 12 bits, CMYK, some samplings and profiles);
+/// -2 for any other failure.
 int hc_jxl_transcode_jpeg(const uint8_t *jpeg, size_t size, int effort, uint8_t **out, size_t *out_size,
                           char error[HC_ERROR_LENGTH]);
 

@@ -73,7 +73,7 @@ struct OutputEncoder {
     private func unscored(_ step: FormatStep, target: Double) throws(HalcyonError) -> EncodedOutput {
         let allowed = step.formats.map(\.imageFormat).filter(\.canEncode)
         let format = step.format?.imageFormat ?? (allowed.contains(.webp) ? .webp : allowed.first ?? .jpeg)
-        let quality = QualityModel.for(format, target: target).start
+        let quality = min(QualityModel.for(format, target: target).start, Self.highestSearched(format))
         let (data, used) = try FormatStep.encode(fitting: step.maxBytes, quality: quality, minQuality: min(step.minQuality, quality)) {
             q throws(HalcyonError) in try (encodeAll ?? encode)(Self.searched(format, q))
         }
@@ -97,6 +97,10 @@ struct OutputEncoder {
         if let scoreAll { return try scoreAll(data, format) }
         return try scorer.score(encoded: data, format: format)
     }
+
+    /// The highest quality a search uses: 100, but 99 for JPEG XL, whose 100 is a lossless encode
+    /// (10–20 times the CPU of a lossy one, and rarely the smallest that reaches a score).
+    static func highestSearched(_ format: ImageFormat) -> Int { format == .jxl ? 99 : 100 }
 
     /// Whole encodes of an animation after its first frame's search: one when the first frame
     /// speaks for the others, more when a later frame scores lower.
@@ -159,7 +163,7 @@ struct OutputEncoder {
             }
             let model = QualityModel.for(format, target: target)
             let search = QualitySearch(
-                target: target, range: step.minQuality...100, slope: model.slope,
+                target: target, range: step.minQuality...Self.highestSearched(format), slope: model.slope,
                 abandonAt: chosen.flatMap { $0.probe.score >= target ? $0.probe.data.count : nil })
             let start = QualityModel.predictions.predict(key: predictionKey, format: format) ?? model.start
             let outcome = try search.run(start: start) { q throws(HalcyonError) in
