@@ -144,14 +144,22 @@ public struct ImageLimits: Sendable {
 
     /// Walks `chain` from a decoded image of `frames` frames of `size`, checking each step's
     /// output before it exists, and the chain's estimated work against `maxWork`.
-    package func plan(_ chain: ProcessorChain, from start: ImageSize, frames: Int, watermarks: [String: WatermarkSource] = [:]) throws(HalcyonError) {
+    /// `recompression`: the chain recompresses a JPEG source as JPEG XL (`ProcessorChain.recompression`),
+    /// which costs far less than encoding its pixels.
+    package func plan(
+        _ chain: ProcessorChain, from start: ImageSize, frames: Int, watermarks: [String: WatermarkSource] = [:], recompression: Bool = false
+    ) throws(HalcyonError) {
         var size = start, work = 0.0
         for (i, processor) in chain.processors.enumerated() {
-            work += processor.work(from: size) * Double(max(1, frames))
+            if recompression, let step = processor as? FormatStep {
+                work += step.recompressionWork(from: size)
+            } else {
+                work += processor.work(from: size) * Double(max(1, frames))
+            }
             if let step = processor as? WatermarkStep, let mark = watermarks[step.source] {
                 work += 8 * Double(step.markPixels(mark, on: size))
             }
-            size = try check(step: i, processor, from: size, frames: frames, watermarks: watermarks)
+            size = try check(step: i, processor, from: size, frames: frames, watermarks: watermarks, recompression: recompression)
         }
         guard work <= maxWork else {
             let image = frames > 1 ? "\(frames) frames of \(start)" : "an image of \(start)"
@@ -171,7 +179,8 @@ public struct ImageLimits: Sendable {
     /// within the budget.
     @discardableResult
     func check(
-        step index: Int, _ processor: any ImageProcessor, from size: ImageSize, frames: Int, watermarks: [String: WatermarkSource] = [:]
+        step index: Int, _ processor: any ImageProcessor, from size: ImageSize, frames: Int, watermarks: [String: WatermarkSource] = [:],
+        recompression: Bool = false
     ) throws(HalcyonError) -> ImageSize {
         let output = processor.outputSize(from: size)
         try check(output, frames: frames, what: "step \(index + 1), \(processor.identifier),")
@@ -188,10 +197,11 @@ public struct ImageLimits: Sendable {
         if let step = processor as? FormatStep, step.isPerceptual || step.formats.contains(.jxl) {
             // Besides the image: the score's reference planes, 48 bytes a pixel (96 with alpha),
             // and libjxl's working memory (`jxlPixelCost`), counted at the budget's 20 bytes a pixel.
+            let effort = FormatStep.jxlEffort(step.effort, for: output.pixels)
             let cost =
                 (step.isPerceptual ? FormatStep.scoredPixelCost : 0)
-                + (step.formats.contains(.jxl)
-                    ? FormatStep.jxlPixelCost(FormatStep.jxlEffort(step.effort, for: output.pixels), lossless: step.writesLosslessJXL) : 0)
+                + (!step.formats.contains(.jxl)
+                    ? 0 : recompression ? FormatStep.jxlRecompressionPixelCost : FormatStep.jxlPixelCost(effort, lossless: step.writesLosslessJXL))
             let held = output.pixels.multipliedReportingOverflow(by: cost)
             guard !held.overflow, held.partialValue <= maxPixels else {
                 let why = step.isPerceptual ? "to score \(output)" : "to encode \(output) as jxl"
@@ -402,7 +412,9 @@ public enum ImagePipeline {
         let decodedSize = header.decodedFrameSize
         var results: [Result<ProcessedImage, HalcyonError>?] = chains.map { chain in
             do throws(HalcyonError) {
-                try limits.plan(chain, from: decodedSize, frames: chain.keepsFrames(of: format) ? header.frames : 1, watermarks: watermarks)
+                try limits.plan(
+                    chain, from: decodedSize, frames: chain.keepsFrames(of: format) ? header.frames : 1, watermarks: watermarks,
+                    recompression: format == .jpeg && chain.recompression != nil)
                 return nil
             } catch {
                 return .failure(error)
@@ -471,7 +483,7 @@ public enum ImagePipeline {
                     // The plan used the header's size; this is the image's own, just before the step.
                     try limits.check(
                         step: n, processor, from: ImageSize(width: image.width, height: image.height), frames: image.frameCount,
-                        watermarks: watermarks)
+                        watermarks: watermarks, recompression: format == .jpeg && chain.recompression != nil)
                     do throws(HalcyonError) {
                         try processor.process(image)
                         if graySRGBAfterShrink, processor is any ShrinkingProcessor { try image.toSRGB() }
@@ -486,7 +498,7 @@ public enum ImagePipeline {
                 encodeStarted = StageClock.threadCPUSeconds()
                 let output: EncodedOutput
                 if format == .jpeg, let step = chain.recompression {
-                    output = try Self.recompress(data, image: image, step: step)
+                    output = try Self.recompress(data, image: image, step: step, chain: chain, limits: limits)
                 } else {
                     output = try OutputEncoder.magick(
                         image, chain: chain, scoreWanted: scoreWanted(i) && limits.canScore(ImageSize(width: image.width, height: image.height))
@@ -505,8 +517,11 @@ public enum ImagePipeline {
     /// `format(jxl, lossless=true)` of an untouched JPEG: the source's bytes recompressed
     /// (reconstructable byte for byte; no quality) — its metadata dropped first unless the step
     /// keeps it (`JPEGMetadata`) — or, a JPEG libjxl cannot take so (arithmetic coding, CMYK,
-    /// …) or whose markers do not walk, its decoded pixels, losslessly (quality 100).
-    private static func recompress(_ jpeg: Data, image: MagickImage, step: FormatStep) throws(HalcyonError) -> EncodedOutput {
+    /// …) or whose markers do not walk, its decoded pixels, losslessly (quality 100) — when the
+    /// limits allow that far costlier encode (planned again without the recompression).
+    private static func recompress(
+        _ jpeg: Data, image: MagickImage, step: FormatStep, chain: ProcessorChain, limits: ImageLimits
+    ) throws(HalcyonError) -> EncodedOutput {
         let effort = FormatStep.jxlEffort(image.jxlEffort, for: image.width * image.height)
         let orientation = ExifLocator.block(in: jpeg, format: .jpeg).flatMap(ExifReader.init)?.read().orientation ?? 1
         if let source = step.keepMetadata ? jpeg : JPEGMetadata.stripped(jpeg, orientation: orientation) {
@@ -514,6 +529,7 @@ public enum ImagePipeline {
                 return EncodedOutput(data: try MagickImage.transcodeJPEGToJXL(source, effort: effort), format: .jxl, quality: nil)
             } catch  where error.code == .unsupportedFormat {}
         }
+        try limits.plan(chain, from: ImageSize(width: image.width, height: image.height), frames: 1)
         image.outputQuality = 100
         return EncodedOutput(data: try image.encode(), format: .jxl, quality: 100)
     }

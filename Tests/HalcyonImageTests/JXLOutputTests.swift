@@ -166,6 +166,28 @@ import Testing
         #expect(ExifReader(exif)?.read().orientation == 8)
     }
 
+    /// A JPEG's recompression is planned as what it costs (a fraction of a lossless encode of its
+    /// pixels), and its fallback to pixels is held to the limits before it runs.
+    @Test func recompressionIsBudgetedAsItself() throws {
+        let chain = try ProcessorChain.parse("format(jxl, lossless=true)")
+        let camera = ImageSize(width: 8000, height: 6000)
+        try ImageLimits().plan(chain, from: camera, frames: 1, recompression: true)
+        let refused = #expect(throws: HalcyonError.self) { try ImageLimits().plan(chain, from: camera, frames: 1) }
+        #expect(refused?.code == .imageTooLarge)
+        func run(_ name: String, maxPixels: Int) throws -> ProcessedImage {
+            var limits = ImageLimits()
+            limits.maxPixels = maxPixels
+            let jpeg = try Data(contentsOf: publicFixture(name))
+            return try ImagePipeline.run(jpeg, format: .jpeg, chains: [chain], limits: limits)[0].get()
+        }
+        // dog.jpg is 0.48 megapixels: recompressed within 1 megapixel, which its lossless pixels are not.
+        #expect(try run("photos/dog.jpg", maxPixels: 1_000_000).quality == nil)
+        // An arithmetic-coded JPEG cannot be recompressed; its pixels' lossless encode is over the budget.
+        let fallback = #expect(throws: HalcyonError.self) { try run("libjpeg-turbo/testimgari.jpg", maxPixels: 100_000) }
+        #expect(fallback?.code == .imageTooLarge, "\(String(describing: fallback))")
+        #expect(try run("libjpeg-turbo/testimgari.jpg", maxPixels: 1_000_000).quality == 100)
+    }
+
     /// Efforts above 7 hold about five times the memory: a large output is encoded at 7, and
     /// the budget counts libjxl's working memory before anything is decoded.
     @Test func largeOutputsAreBoundedBeforeTheEncode() throws {
