@@ -1,16 +1,17 @@
 import HalcyonDomain
 
 /// `format(jpeg|png|webp|gif|avif|jxl|auto, quality=85|auto, progressive=false, max_bytes=none,
-/// min_quality=10, compression=6, min_score=80, formats=jpeg|webp|avif, effort=7, lossless=false)`
-/// — the output encoding (Kingfisher's `FormatIndicatedCacheSerializer`).
+/// min_quality=10, compression=6, min_score=80, formats=jpeg|webp|avif, effort=7, lossless=false,
+/// keep_metadata=false)` — the output encoding (Kingfisher's `FormatIndicatedCacheSerializer`).
 ///
 /// `quality` (1–100) applies to jpeg, webp, avif and jxl; `quality=auto` picks, per image, the lowest
 /// quality whose output scores at least `min_score` (SSIMULACRA2, 30–95) against the chain's own
 /// pixels. `format(auto)` also picks the format: the smallest of `formats` that reaches the
 /// score. `progressive` applies to jpeg (progressive scan) and png (Adam7 interlace);
 /// `max_bytes` (with `min_quality`) to the formats with a quality; `compression` (zlib's level,
-/// 0–9) to png; `effort` (libjxl's, 1–9) and `lossless` to jxl. Parameters that mean nothing for a format, an absent `max_bytes` and the
-/// default `compression` are left out of its identifier.
+/// 0–9) to png; `effort` (libjxl's, 1–9), `lossless` and `keep_metadata` to jxl. Parameters that
+/// mean nothing for a format, an absent `max_bytes` and the default `compression` are left out of
+/// its identifier.
 public struct FormatStep: ChainStepDefinition {
     /// The formats a chain may ask for by name.
     public enum Format: String, Sendable, CaseIterable {
