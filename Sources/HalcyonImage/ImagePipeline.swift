@@ -498,7 +498,7 @@ public enum ImagePipeline {
                 encodeStarted = StageClock.threadCPUSeconds()
                 let output: EncodedOutput
                 if format == .jpeg, let step = chain.recompression {
-                    output = try Self.recompress(data, image: image, step: step, chain: chain, limits: limits)
+                    output = try Self.recompress(data, orientation: facts.orientation, image: image, step: step, chain: chain, limits: limits)
                 } else {
                     output = try OutputEncoder.magick(
                         image, chain: chain, scoreWanted: scoreWanted(i) && limits.canScore(ImageSize(width: image.width, height: image.height))
@@ -519,11 +519,12 @@ public enum ImagePipeline {
     /// keeps it (`JPEGMetadata`) — or, a JPEG libjxl cannot take so (arithmetic coding, CMYK,
     /// …) or whose markers do not walk, its decoded pixels, losslessly (quality 100) — when the
     /// limits allow that far costlier encode (planned again without the recompression).
+    /// `orientation` is the source's EXIF orientation as its facts read it: what the stripped
+    /// JPEG keeps of its EXIF.
     private static func recompress(
-        _ jpeg: Data, image: MagickImage, step: FormatStep, chain: ProcessorChain, limits: ImageLimits
+        _ jpeg: Data, orientation: Int, image: MagickImage, step: FormatStep, chain: ProcessorChain, limits: ImageLimits
     ) throws(HalcyonError) -> EncodedOutput {
         let effort = FormatStep.jxlEffort(image.jxlEffort, for: image.width * image.height)
-        let orientation = ExifLocator.block(in: jpeg, format: .jpeg).flatMap(ExifReader.init)?.read().orientation ?? 1
         if let source = step.keepMetadata ? jpeg : JPEGMetadata.stripped(jpeg, orientation: orientation) {
             do {
                 return EncodedOutput(data: try MagickImage.transcodeJPEGToJXL(source, effort: effort), format: .jxl, quality: nil)

@@ -136,13 +136,14 @@ struct OutputEncoder {
     private func halfChroma(after reached: Probe, target: Double, scorer: any OutputScorer, encodes: inout Int) throws(HalcyonError) -> Probe? {
         let key = "4:2:0 " + predictionKey
         let offset = QualityModel.predictions.predict(key: key, format: .jpeg) ?? 5
+        let model = QualityModel.for(.jpeg, target: target)
         let search = QualitySearch(
-            target: target, range: reached.quality...100, maxEncodes: Self.halfChromaEncodes,
-            slope: QualityModel.for(.jpeg, target: target).slope, abandonAt: reached.data.count)
-        let outcome = try search.run(start: reached.quality + max(offset, 0)) { q throws(HalcyonError) in
-            let data = try encode(Self.searched(.jpeg, q, chroma: .half))
-            return Probe(quality: q, data: data, score: try scorer.score(encoded: data, format: .jpeg), chroma: .half)
-        }
+            target: target, range: reached.quality...100, maxEncodes: Self.halfChromaEncodes, slope: model.slope,
+            abandonAt: reached.data.count, chroma: .half)
+        let outcome = try search.run(
+            start: reached.quality + max(offset, 0),
+            encode: { q throws(HalcyonError) in try encode(Self.searched(.jpeg, q, chroma: .half)) },
+            score: { data throws(HalcyonError) in try scorer.score(encoded: data, format: .jpeg) })
         encodes += outcome.probes.count
         guard let half = outcome.reached else { return nil }
         QualityModel.predictions.record(key: key, format: .jpeg, quality: half.quality - reached.quality)
@@ -164,12 +165,11 @@ struct OutputEncoder {
             let model = QualityModel.for(format, target: target)
             let search = QualitySearch(
                 target: target, range: step.minQuality...Self.highestSearched(format), slope: model.slope,
-                abandonAt: chosen.flatMap { $0.probe.score >= target ? $0.probe.data.count : nil })
+                abandonAt: chosen.flatMap { $0.probe.score >= target ? $0.probe.data.count : nil }, chroma: format == .jpeg ? .full : nil)
             let start = QualityModel.predictions.predict(key: predictionKey, format: format) ?? model.start
-            let outcome = try search.run(start: start) { q throws(HalcyonError) in
-                let data = try encode(Self.searched(format, q))
-                return Probe(quality: q, data: data, score: try scorer.score(encoded: data, format: format), chroma: format == .jpeg ? .full : nil)
-            }
+            let outcome = try search.run(
+                start: start, encode: { q throws(HalcyonError) in try encode(Self.searched(format, q)) },
+                score: { data throws(HalcyonError) in try scorer.score(encoded: data, format: format) })
             encodes += outcome.probes.count
             guard var best = outcome.best else { continue }
             if let reached = outcome.reached {
@@ -198,13 +198,13 @@ struct OutputEncoder {
             // The search scored the first frame. The animation is encoded whole and scored over its
             // frames, and the quality moved until its worst frame reaches the target too (a flat
             // first frame says little of textured later ones); no higher once it is over max_bytes.
+            let model = QualityModel.for(format, target: target)
             let search = QualitySearch(
                 target: target, range: step.minQuality...100, maxEncodes: Self.wholeAnimationEncodes, tolerance: 2,
-                slope: QualityModel.for(format, target: target).slope, abandonAt: step.maxBytes.map { $0 + 1 })
-            let outcome = try search.run(start: probe.quality) { q throws(HalcyonError) in
-                let data = try encodeAll(Self.searched(format, q))
-                return Probe(quality: q, data: data, score: try scoreOutput(data, format: format, scorer: scorer))
-            }
+                slope: model.slope, abandonAt: step.maxBytes.map { $0 + 1 })
+            let outcome = try search.run(
+                start: probe.quality, encode: { q throws(HalcyonError) in try encodeAll(Self.searched(format, q)) },
+                score: { data throws(HalcyonError) in try scoreOutput(data, format: format, scorer: scorer) })
             encodes += outcome.probes.count
             probe = outcome.reached ?? outcome.probes.max { $0.score < $1.score } ?? probe
         }

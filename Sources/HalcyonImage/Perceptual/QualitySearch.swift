@@ -5,8 +5,12 @@ import HalcyonDomain
 struct Probe: Sendable {
     var quality: Int
     var data: Data
+    /// `unscored` for an encode the search did not score (it could not win).
     var score: Double
     var chroma: ChromaSampling? = nil
+
+    /// The score of an encode left unscored: below every real one, so it never counts as reaching.
+    static let unscored = -Double.infinity
 }
 
 /// The lowest encoder quality whose output scores at least a target, in a bounded number of
@@ -19,6 +23,8 @@ struct Probe: Sendable {
 /// `tolerance` of the target or the bracket is one quality wide, and never encodes more than
 /// `maxEncodes` times. It gives up early when the score stops rising: two encodes that miss,
 /// whose rise carried on to the highest quality would still miss (a noise image asked for 95).
+/// Its last allowed encode is not scored when it is already as large as `abandonAt`: whatever
+/// its score, it cannot win and nothing follows it (the one 4:2:0 try of a JPEG search).
 struct QualitySearch {
     /// The score to reach.
     var target: Double
@@ -34,6 +40,8 @@ struct QualitySearch {
     /// Gives up (returns what it has) once a missing encode is at least this large: a larger
     /// quality would only be larger still. For `format(auto)`, the smallest output found so far.
     var abandonAt: Int?
+    /// The chroma sampling every encode of this search uses (JPEG), recorded on its probes.
+    var chroma: ChromaSampling? = nil
 
     static let defaultMaxEncodes = 6
 
@@ -52,13 +60,21 @@ struct QualitySearch {
         var best: Probe? { reached ?? probes.max { $0.score < $1.score } }
     }
 
-    /// Runs the search from `start`, encoding and scoring with `probe`.
-    func run(start: Int, _ probe: (Int) throws(HalcyonError) -> Probe) throws(HalcyonError) -> Outcome {
+    /// Runs the search from `start`: `encode` makes a quality's bytes, `score` scores them.
+    func run(
+        start: Int, encode: (Int) throws(HalcyonError) -> Data, score: (Data) throws(HalcyonError) -> Double
+    ) throws(HalcyonError) -> Outcome {
         var outcome = Outcome(probes: [])
         var miss: Probe?  // the highest quality seen below the target
         var quality = min(max(start, range.lowerBound), range.upperBound)
         while outcome.probes.count < maxEncodes {
-            let p = try probe(quality)
+            let data = try encode(quality)
+            if let abandonAt, data.count >= abandonAt, outcome.probes.count + 1 == maxEncodes {
+                outcome.probes.append(Probe(quality: quality, data: data, score: Probe.unscored, chroma: chroma))
+                outcome.abandoned = true
+                break
+            }
+            let p = Probe(quality: quality, data: data, score: try score(data), chroma: chroma)
             outcome.probes.append(p)
             if p.score >= target {
                 if outcome.reached.map({ p.quality < $0.quality }) ?? true { outcome.reached = p }
