@@ -18,8 +18,8 @@ struct Enqueue: AsyncParsableCommand {
 
             Each line is an object with "source" and optionally "processors", "cache_key", \
             "fallback_sources", "options", "priority", "max_attempts", "run_at", "queue", \
-            "unique_key", "tags", "fair_key". The batch is checked first and inserted in one transaction: one \
-            bad line enqueues nothing.
+            "unique_key", "tags", "fair_key", "traceparent", "tracestate". The batch is checked first and \
+            inserted in one transaction: one bad line enqueues nothing.
 
             Unique keys: while a job with the same --unique-key is queued or running, its id is \
             printed instead of a new one (standard error says which lines were duplicates).
@@ -27,6 +27,10 @@ struct Enqueue: AsyncParsableCommand {
             Fair keys: within a queue and priority, workers take jobs round-robin between the \
             --fair-key values that have jobs waiting (jobs without one share one turn), so one \
             key's backlog does not hold up another key's jobs.
+
+            Trace context: --traceparent (and --tracestate) carry the W3C Trace Context of the \
+            request that enqueues the job; the worker's log lines about the job carry its trace id \
+            (trace_id).
 
             --wait: then wait for the jobs as `halcyon wait` does (same exit codes: 0 all \
             succeeded, 1 some failed or were cancelled, 2 timeout).
@@ -64,6 +68,13 @@ struct Enqueue: AsyncParsableCommand {
         help: ArgumentHelp(
             "The share of its queue the job is taken from, e.g. a tenant (1–\(FairKey.maxBytes) bytes; default: the queue's common share)."))
     var fairKey: String?
+    @Option(
+        help: ArgumentHelp(
+            "The W3C traceparent of the request that enqueues the job: 00-<32 hex digits: trace id>-<16 hex digits: parent id>-<2 hex digits: flags>."
+        ))
+    var traceparent: String?
+    @Option(help: ArgumentHelp("The W3C tracestate that goes with --traceparent (key=value members separated by commas)."))
+    var tracestate: String?
     @Option(help: "Enqueue every line of this JSON-lines file ('-' for standard input).")
     var file: String?
     @Flag(help: "Wait until the jobs are finished (see `halcyon wait`).")
@@ -73,7 +84,7 @@ struct Enqueue: AsyncParsableCommand {
     func validate() throws {
         if (source == nil) == (file == nil) { throw ValidationError("give either a SOURCE or --file") }
         let jobOptions = !fallbacks.isEmpty || !processors.isEmpty || cacheKey != nil || !optionPairs.isEmpty || uniqueKey != nil || !tags.isEmpty
-        if file != nil && (jobOptions || fairKey != nil) {
+        if file != nil && (jobOptions || fairKey != nil || traceparent != nil || tracestate != nil) {
             throw ValidationError("--file takes every field from its lines; drop the other job options")
         }
     }
@@ -97,6 +108,7 @@ struct Enqueue: AsyncParsableCommand {
             job.uniqueKey = uniqueKey
             job.tags = tags
             job.fairKey = fairKey
+            job.trace = try traceContext(traceparent, tracestate, where: "--")
             var options: [String: JSONValue] = [:]
             for pair in optionPairs {
                 guard let eq = pair.firstIndex(of: "=") else { throw ValidationError("--option needs key=value, got '\(pair)'") }
@@ -162,6 +174,15 @@ struct Enqueue: AsyncParsableCommand {
         }
     }
 
+    /// The trace context of a job, checked as the table checks it (`TraceContext`); nil without
+    /// a traceparent. `context`: where the values came from, for the error.
+    private func traceContext(_ traceparent: String?, _ tracestate: String?, where context: String) throws -> TraceContext? {
+        if let problem = TraceContext.problem(traceparent: traceparent, tracestate: tracestate) {
+            throw CommandFailure("\(context == "--" ? "--" : context)\(problem)")
+        }
+        return try traceparent.map { p throws in try TraceContext(traceparent: p, tracestate: tracestate) }
+    }
+
     /// The jobs of a JSON-lines file, each with its line number.
     private func readLines(_ path: String) throws -> [(line: Int, job: JobQueue.NewJob)] {
         let data: Data
@@ -179,7 +200,7 @@ struct Enqueue: AsyncParsableCommand {
             guard case .object(let o)? = JSONValue.parse(text) else { throw CommandFailure("\(at)not a JSON object") }
             let known: Set<String> = [
                 "source", "processors", "cache_key", "fallback_sources", "options", "priority", "max_attempts", "run_at", "queue",
-                "unique_key", "tags", "fair_key",
+                "unique_key", "tags", "fair_key", "traceparent", "tracestate",
             ]
             if let unknown = o.keys.sorted().first(where: { !known.contains($0) }) { throw CommandFailure("\(at)unknown field '\(unknown)'") }
             guard let source = o["source"]?.stringValue else { throw CommandFailure("\(at)\"source\" (a string) is required") }
@@ -225,6 +246,13 @@ struct Enqueue: AsyncParsableCommand {
             if let v = o["fair_key"], v != .null {
                 guard let s = v.stringValue else { throw CommandFailure("\(at)\"fair_key\" must be a string") }; job.fairKey = s
             }
+            var trace: [String?] = [nil, nil]
+            for (i, key) in ["traceparent", "tracestate"].enumerated() {
+                if let v = o[key], v != .null {
+                    guard let s = v.stringValue else { throw CommandFailure("\(at)\"\(key)\" must be a string") }; trace[i] = s
+                }
+            }
+            job.trace = try traceContext(trace[0], trace[1], where: at)
             try check(job, where: at)
             jobs.append((index + 1, job))
         }

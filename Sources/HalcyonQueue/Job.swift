@@ -31,6 +31,8 @@ public struct Job: Sendable, Identifiable {
     public var isolatedKeys: Bool
     /// The share of its queue it was taken from; nil: the queue's common share.
     public var fairKey: String?
+    /// The enqueuer's W3C traceparent (`TraceContext`), which the table checked; nil: none.
+    public var traceparent: String?
 
     public init(
         id: Int64, source: String, fallbackSources: [String] = [], processors: String = "",
@@ -67,7 +69,7 @@ extension Job {
     /// that each of them reaches the job.
     static let claimedColumns = [
         "id", "source", "fallback_sources", "processors", "cache_key", "options", "priority", "attempt", "max_attempts", "queue",
-        "fair_key",
+        "fair_key", "traceparent",
     ]
 
     /// The job of a claimed `row`, with what the claim says beside it: how long it waited,
@@ -86,6 +88,7 @@ extension Job {
         maxAttempts = row.maxAttempts ?? Job.defaultMaxAttempts
         queue = row.queue ?? QueueName.default
         fairKey = row.fairKey
+        traceparent = row.traceparent
         self.queueWait = max(0, queueWait ?? 0)
         self.claimedAt = claimedAt
         self.isolatedKeys = isolatedKeys ?? false
@@ -95,6 +98,9 @@ extension Job {
 extension Job {
     /// This job as claimed: its id and this attempt.
     public var claim: Claim { Claim(id: id, attempt: attempt, stamp: claimedAt) }
+
+    /// The trace id of the request that enqueued it (its traceparent's), for log lines about it.
+    public var traceID: String? { traceparent.map { String(TraceContext.traceID(of: $0)) } }
 }
 
 /// One claim of a job: its id, the attempt it was claimed for and when it was claimed. Every

@@ -23,6 +23,8 @@ extension JobQueue {
         public var tags: [String] = []
         /// The share of its queue it is taken from (`FairKey`); nil: the common share.
         public var fairKey: String?
+        /// The enqueuer's W3C trace context (`TraceContext`); nil: none.
+        public var trace: TraceContext?
 
         /// What a unique key's bytes may be (the table's `jobs_unique_key_length` check says the same).
         public static let uniqueKeyBytes = 1...1024

@@ -36,6 +36,9 @@ struct CommandLineTests {
             (["enqueue", "https://example.com/a.jpg", "--max-attempts", "99999999999"], "max_attempts"),
             (["enqueue", "https://example.com/a.jpg", "--queue", "no spaces"], "queue name"),
             (["enqueue", "https://example.com/a.jpg", "--tag", ""], "tag"),
+            (["enqueue", "https://example.com/a.jpg", "--traceparent", "00-abc"], "--traceparent must be a W3C traceparent"),
+            (["enqueue", "https://example.com/a.jpg", "--tracestate", "a=1"], "--tracestate needs a traceparent"),
+            (["enqueue", "--file", "-", "--traceparent", "00-abc"], "--file takes every field"),
             (["work", "--queue", "backfill=0"], "--queue"),
             (["work", "--queue", "a b"], "--queue"),
             (["work", "--retain-usage", "1h"], "--retain-usage"),
@@ -95,12 +98,40 @@ struct CommandLineTests {
         for (line, message) in [
             (#"{"source":"https://x/a.jpg","priority":1e20}"#, #"line 2: "priority" must be an integer from -32768 to 32767"#),
             (#"{"source":"https://x/a.jpg","max_attempts":1e300}"#, #"line 2: "max_attempts" must be an integer from 1 to"#),
+            (#"{"source":"https://x/a.jpg","traceparent":"00-abc"}"#, #"line 2: traceparent must be a W3C traceparent"#),
+            (#"{"source":"https://x/a.jpg","traceparent":7}"#, #"line 2: "traceparent" must be a string"#),
         ] {
             try (#"{"source":"https://x/ok.jpg"}"# + "\n" + line + "\n").write(to: file, atomically: true, encoding: .utf8)
             let (status, output) = try await run(["enqueue", "--file", file.path])
             #expect(status == 1, "exit \(status.map(String.init) ?? "none"): \(output)")
             #expect(output.contains(message), "\(output)")
         }
+    }
+}
+
+/// A job's trace context from `halcyon enqueue` (an option, a JSON line) to `show`.
+@Suite(.enabled(if: TestEnvironment.available, "needs scripts/test (PostgreSQL, binary)"), .processes)
+struct TraceContextCommandTests {
+    @Test func enqueueCarriesTheTraceContextAndShowPrintsIt() async throws {
+        let db = try await TestDatabase.create()
+        let parent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+        let enqueue = try HalcyonProcess(
+            ["enqueue", "https://example.com/a.jpg", "--traceparent", parent, "--tracestate", "congo=t61rcWkgMzE"], conninfo: db.conninfo)
+        #expect(await enqueue.wait(timeout: 60) == 0, "\(enqueue.output)")
+        let id = try #require(enqueue.output.split(separator: "\n").last.map(String.init))
+        let show = try HalcyonProcess(["show", id, "--json"], conninfo: db.conninfo)
+        #expect(await show.wait(timeout: 60) == 0, "\(show.output)")
+        let object = JSONValue.parse(show.output)
+        #expect(object?["traceparent"]?.stringValue == parent && object?["tracestate"]?.stringValue == "congo=t61rcWkgMzE", "\(show.output)")
+        let text = try HalcyonProcess(["show", id], conninfo: db.conninfo)
+        #expect(await text.wait(timeout: 60) == 0 && text.output.contains("traceparent         \(parent)"), "\(text.output)")
+        // From a JSON line, with no tracestate.
+        let file = try TestEnvironment.temporaryDirectory("cli").appendingPathComponent("traced.jsonl")
+        try #"{"source":"https://x/b.jpg","traceparent":"\#(parent)"}"#.write(to: file, atomically: true, encoding: .utf8)
+        let lines = try HalcyonProcess(["enqueue", "--file", file.path], conninfo: db.conninfo)
+        #expect(await lines.wait(timeout: 60) == 0, "\(lines.output)")
+        let rows = try await db.query("SELECT count(*) AS n FROM halcyon.jobs WHERE traceparent = $1", [parent])
+        #expect(rows.value(0, "n") == "2")
     }
 }
 

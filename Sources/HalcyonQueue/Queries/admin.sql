@@ -4,12 +4,13 @@
 -- name: enqueue :one
 -- $1 source, $2 processors, $3 cache_key, $4 fallback_sources (text[]), $5 options (jsonb), $6
 -- priority, $7 max_attempts, $8 run_at (NULL = now), $9 queue, $10 unique_key, $11 tags (text[]),
--- $12 fair_key (NULL = the queue's common share).
+-- $12 fair_key (NULL = the queue's common share), $13 traceparent and $14 tracestate (the
+-- enqueuer's W3C trace context, NULL = none).
 -- Returns the id and whether it is a new row (false: a duplicate unique_key).
 SELECT id, inserted FROM halcyon.enqueue_job(
     source => $1, processors => $2, cache_key => $3, fallback_sources => $4::text[], options => $5::jsonb,
     priority => $6::int, max_attempts => $7::int, run_at => coalesce($8::timestamptz, now()),
-    queue => $9, unique_key => $10, tags => $11::text[], fair_key => $12);
+    queue => $9, unique_key => $10, tags => $11::text[], fair_key => $12, traceparent => $13, tracestate => $14);
 
 -- name: showJob :one
 -- The whole row of job $1: every column of `halcyon.jobs`, in the table's order (the columns of

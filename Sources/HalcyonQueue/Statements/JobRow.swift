@@ -67,6 +67,9 @@ public struct JobRow: Sendable, Equatable {
     public var resultChroma: String?
     /// The share of its queue it is taken from; nil: the queue's common share.
     public var fairKey: String?
+    /// The enqueuer's W3C trace context (the table's checks hold both to the specification).
+    public var traceparent: String?
+    public var tracestate: String?
 
     public init(id: Int64) {
         self.id = id
@@ -137,6 +140,7 @@ public struct JobRow: Sendable, Equatable {
         Column("placeholders", .json(\.placeholders)), Column("result_quality", .quality(\.resultQuality)),
         Column("result_score", .score(\.resultScore)), Column("fair_key", .text(\.fairKey)),
         Column("result_target_missed", .boolean(\.resultTargetMissed)), Column("result_chroma", .text(\.resultChroma)),
+        Column("traceparent", .text(\.traceparent)), Column("tracestate", .text(\.tracestate)),
     ]
 
     static let columnsByName = Dictionary(uniqueKeysWithValues: schema.map { ($0.name, $0) })

@@ -21,6 +21,8 @@ extension SQL {
             p.add(job.uniqueKey)
             p.add(job.tags)
             p.add(job.fairKey)
+            p.add(job.trace?.traceparent)
+            p.add(job.trace?.tracestate)
         }
 
         struct Row: QueryRow {

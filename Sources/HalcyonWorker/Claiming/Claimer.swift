@@ -145,10 +145,7 @@ struct Claimer: Service, CustomStringConvertible {
     private func execute(_ plans: [JobPlan], flags: [CancellationFlag], hits: JobRunner.StoreHits) async {
         for plan in plans {
             logger.debug(
-                "job claimed",
-                metadata: [
-                    "job": "\(plan.job.id)", "attempt": "\(plan.job.attempt)", "queue_wait": "\(TimeSpan.format(plan.job.queueWait))",
-                ])
+                "job claimed", metadata: plan.job.logMetadata.merging(["queue_wait": "\(TimeSpan.format(plan.job.queueWait))"]) { a, _ in a })
         }
         let started = ContinuousClock.now
         let outcomes = await runner.run(plans, cancels: flags, hits: hits)

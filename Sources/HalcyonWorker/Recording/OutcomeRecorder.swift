@@ -30,8 +30,7 @@ struct OutcomeRecorder: Sendable {
     func record(_ plan: JobPlan, _ outcome: Result<JobResult, HalcyonError>, timings: StageTimings, cancel: CancellationFlag) async {
         let job = plan.job, webhook = plan.wantsWebhook
         var log = logger
-        log[metadataKey: "job"] = "\(job.id)"
-        log[metadataKey: "attempt"] = "\(job.attempt)"
+        for (key, value) in job.logMetadata { log[metadataKey: key] = value }
         defer {
             state.withHeld { $0.drop(job) }
             state.wake.wake()

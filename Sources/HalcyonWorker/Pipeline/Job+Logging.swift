@@ -1,0 +1,13 @@
+import HalcyonQueue
+import Logging
+
+extension Job {
+    /// What every log line about this claim of the job names: `job`, `attempt`, and `trace_id`
+    /// when it was enqueued with a traceparent (the enqueuer's trace, so that a log search by a
+    /// request's trace id finds the jobs it enqueued).
+    var logMetadata: Logger.Metadata {
+        var metadata: Logger.Metadata = ["job": "\(id)", "attempt": "\(attempt)"]
+        if let traceID { metadata["trace_id"] = "\(traceID)" }
+        return metadata
+    }
+}
