@@ -106,7 +106,8 @@ class Handler(BaseHTTPRequestHandler):
             seen.append({"status": status, "signature_ok": signature_ok, "body": body.decode("utf-8", "replace"), "at": time.time(),
                          "attempt_header": self.headers.get("X-Halcyon-Delivery-Attempt"),
                          "webhook_id": self.headers.get("webhook-id"), "webhook_timestamp": self.headers.get("webhook-timestamp"),
-                         "webhook_signature": self.headers.get("webhook-signature")})
+                         "webhook_signature": self.headers.get("webhook-signature"),
+                         "traceparent": self.headers.get("traceparent"), "tracestate": self.headers.get("tracestate")})
         extra = {"Retry-After": retry_after} if retry_after is not None and status not in (200, 401) else None
         return self.send_body(status, b"webhook %d" % status, "text/plain", extra)
 

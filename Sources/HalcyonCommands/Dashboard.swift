@@ -55,6 +55,11 @@ struct Dashboard: AsyncParsableCommand {
     var statementTimeout = TimeSpanArgument(Settings.statementTimeout.defaultValue)
     @Option(help: ArgumentHelp(Settings.maxResultStreams.help))
     var maxResultStreams = Settings.maxResultStreams.defaultValue
+    @Option(
+        help: ArgumentHelp(
+            "Your tracing UI's page of a trace, with {trace_id} where the trace id goes: a job enqueued with a traceparent links there (default: HALCYON_DASHBOARD_TRACE_URL; none: the trace id is shown as text)."
+        ))
+    var traceURL: String?
 
     private typealias Settings = DashboardConfiguration.Settings
 
@@ -80,6 +85,7 @@ struct Dashboard: AsyncParsableCommand {
         c.pageSize = pageSize
         c.statementTimeout = statementTimeout.duration
         c.maxResultStreams = maxResultStreams
+        c.traceURL = traceURL ?? variable("HALCYON_DASHBOARD_TRACE_URL")
         return c
     }
 

@@ -39,6 +39,10 @@ public struct DashboardConfiguration: Sendable, CustomStringConvertible, CustomD
     public var deadAfter: Duration = .seconds(60)
     /// Jobs per page of the list.
     public var pageSize = Settings.pageSize.defaultValue
+    /// Where a job's trace is shown, `{trace_id}` standing for its trace id (your tracing UI's
+    /// trace page, e.g. `https://jaeger.example.com/trace/{trace_id}`): a job enqueued with a
+    /// traceparent links there. Nil: the trace id is shown as text.
+    public var traceURL: String?
     /// Counts stop here and say "N+" (the overview's per-state counts, the list's match count).
     public var countCap = QueueOverview.defaultCap
     /// The database statement deadline (a pathological filter is cut off here).
@@ -75,7 +79,7 @@ public struct DashboardConfiguration: Sendable, CustomStringConvertible, CustomD
                 "viewerToken": viewerToken == nil ? "none" : "redacted", "store": store as Any, "liveInterval": liveInterval,
                 "deadAfter": deadAfter, "pageSize": pageSize, "countCap": countCap, "statementTimeout": statementTimeout,
                 "connections": connections, "maxResultBytes": maxResultBytes, "maxResultStreams": maxResultStreams,
-                "resultStallTimeout": resultStallTimeout, "http": http,
+                "resultStallTimeout": resultStallTimeout, "http": http, "traceURL": traceURL as Any,
             ])
     }
 
@@ -107,6 +111,27 @@ public struct DashboardConfiguration: Sendable, CustomStringConvertible, CustomD
         if let problem { throw HalcyonError(.invalidOptions, problem) }
     }
 
+    /// Why `url` cannot be a `--trace-url`, or nil: an http(s) URL of at most 2,048 bytes, with a
+    /// host, holding `{trace_id}`.
+    static func traceURLProblem(_ url: String) -> String? {
+        let lower = url.lowercased()
+        guard url.utf8.count <= 2048, lower.hasPrefix("http://") || lower.hasPrefix("https://"), url.contains(Self.traceIDPlaceholder),
+            let parsed = URL(string: url.replacingOccurrences(of: Self.traceIDPlaceholder, with: "0")), parsed.host?.isEmpty == false
+        else {
+            return "--trace-url must be an http(s) URL of at most 2048 bytes holding {trace_id}, e.g. https://jaeger.example.com/trace/{trace_id}"
+        }
+        return nil
+    }
+
+    /// What `traceURL` holds in place of a trace id.
+    public static let traceIDPlaceholder = "{trace_id}"
+
+    /// The trace page of `traceID` (32 hex digits, which the table guarantees), or nil without a
+    /// `traceURL`.
+    func traceLink(_ traceID: String) -> String? {
+        traceURL.map { $0.replacingOccurrences(of: Self.traceIDPlaceholder, with: traceID) }
+    }
+
     /// Whether `address` is a loopback address (127.0.0.0/8).
     public var isLoopback: Bool { Self.isLoopback(address) }
 
@@ -131,6 +156,7 @@ public struct DashboardConfiguration: Sendable, CustomStringConvertible, CustomD
     public var problem: String? {
         var a = in_addr()
         guard inet_pton(AF_INET, address, &a) == 1 else { return "--address '\(address)' is not an IPv4 address" }
+        if let traceURL, let problem = Self.traceURLProblem(traceURL) { return problem }
         if let authToken, authToken.count < Self.minimumTokenLength {
             return "the auth token has \(authToken.count) characters; at least \(Self.minimumTokenLength) are required"
         }

@@ -14,6 +14,21 @@ extension JobQueue {
         /// The same for every attempt of this delivery, new when the job finishes again
         /// (`job_<id>_<finished_at in UTC, to the microsecond>`): Standard Webhooks' `webhook-id`.
         public var messageID: String
+        /// The job's trace context as its row holds it (the table checks it; a sender checks it
+        /// again, `traceHeaders`, before it becomes a header).
+        public var traceparent: String? = nil
+        public var tracestate: String? = nil
+
+        /// The `traceparent` and `tracestate` headers of a delivery: the job's trace context, so
+        /// that the receiver's trace joins the request that enqueued the job. Only values the
+        /// W3C format allows become headers (a row edited past the table's checks cannot put a
+        /// line break into a request).
+        public var traceHeaders: [String: String] {
+            guard let traceparent, TraceContext.isValid(traceparent: traceparent) else { return [:] }
+            var headers = ["traceparent": traceparent]
+            if let tracestate, TraceContext.isValid(tracestate: tracestate) { headers["tracestate"] = tracestate }
+            return headers
+        }
     }
 
     /// The largest webhook body: every field it carries is bounded (a cache key of 8 KiB, a

@@ -1,7 +1,8 @@
 import Foundation
-import HalcyonQueue
 import HalcyonTestSupport
 import Testing
+
+@testable import HalcyonQueue
 
 /// A job's trace context (`traceparent`, `tracestate`, migration 0022): held to the W3C Trace
 /// Context format by the table and the enqueue functions, carried to the claimed job; the CLI's
@@ -120,5 +121,19 @@ struct TraceContextTests {
         }
         let shown = try #require(try await queue.job(id: a))
         #expect(shown.traceparent == Self.valid && shown.tracestate == "rojo=1")
+    }
+
+    /// A delivery's trace headers come only from values the format allows: a row edited past the
+    /// table's checks cannot put a line break (a second header, a second request) into one.
+    @Test func webhookHeadersCarryOnlyValidContexts() {
+        func headers(_ traceparent: String?, _ tracestate: String?) -> [String: String] {
+            JobQueue.Callback(jobID: 1, attempt: 1, url: "https://x", body: "{}", messageID: "m", traceparent: traceparent, tracestate: tracestate)
+                .traceHeaders
+        }
+        #expect(headers(Self.valid, "rojo=1") == ["traceparent": Self.valid, "tracestate": "rojo=1"])
+        #expect(headers(Self.valid, nil) == ["traceparent": Self.valid])
+        #expect(headers(Self.valid, "rojo=1\r\nX-Evil: 1") == ["traceparent": Self.valid])
+        #expect(headers(Self.valid + "\r\nX-Evil: 1", "rojo=1").isEmpty)
+        #expect(headers(nil, "rojo=1").isEmpty && headers(nil, nil).isEmpty)
     }
 }

@@ -22,9 +22,11 @@ struct ApplicationWorkerTests {
         return (await p.wait(timeout: timeout), p.output)
     }
 
-    /// The receiver answers 500 twice, then 200: exactly one accepted, correctly signed delivery.
-    /// A callback to a private address fails with `fetch.blocked_address` on the row, and the
-    /// job stays succeeded.
+    static let traceparent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+
+    /// The receiver answers 500 twice, then 200: exactly one accepted, correctly signed delivery,
+    /// each attempt with the job's trace context. A callback to a private address fails with
+    /// `fetch.blocked_address` on the row, and the job stays succeeded.
     @Test func webhooksAreSignedRetriedAndRecordedWithoutTouchingTheJob() async throws {
         let db = try await TestDatabase.create()
         let store = try TestEnvironment.temporaryDirectory("webhook-store")
@@ -32,8 +34,11 @@ struct ApplicationWorkerTests {
         let secret = "secret-\(db.name)"
         let receiver = "\(TestEnvironment.origin)/webhook/\(db.name)/2?secret=\(secret)"
         let good = try await db.query(
-            "SELECT halcyon.enqueue($1, processors => 'format(png)', options => jsonb_build_object('callback_url', $2::text), tags => '{upload:7}') AS id",
-            ["\(TestEnvironment.origin)/files/\(png)?webhook=\(db.name)", receiver]
+            """
+            SELECT halcyon.enqueue($1, processors => 'format(png)', options => jsonb_build_object('callback_url', $2::text), tags => '{upload:7}',
+                                   traceparent => $3, tracestate => 'rojo=1') AS id
+            """,
+            ["\(TestEnvironment.origin)/files/\(png)?webhook=\(db.name)", receiver, Self.traceparent]
         ).value(0, "id").flatMap { Int64($0) }!
         let blocked = try await db.query(
             "SELECT halcyon.enqueue($1, processors => 'format(png)', options => '{\"callback_url\": \"http://10.0.0.1/hook\"}') AS id",
@@ -51,6 +56,8 @@ struct ApplicationWorkerTests {
         #expect(deliveries.map { $0["status"]?.numberValue } == [500, 500, 200])
         #expect(deliveries.allSatisfy { $0["signature_ok"]?.boolValue == true })
         #expect(deliveries.map { $0["attempt_header"]?.stringValue } == ["1", "2", "3"])
+        // Every attempt carries the job's trace context, as the enqueuer gave it.
+        #expect(deliveries.allSatisfy { $0["traceparent"]?.stringValue == Self.traceparent && $0["tracestate"]?.stringValue == "rojo=1" })
         // Standard Webhooks: one message id for the three attempts, a timestamp per attempt, and a
         // signature the reference library accepts; one changed byte of the body or a timestamp
         // older than its 5 minutes and it refuses.
@@ -70,6 +77,7 @@ struct ApplicationWorkerTests {
         #expect(body?["id"]?.numberValue == Double(good))
         #expect(body?["state"]?.stringValue == "succeeded")
         #expect(body?["tags"]?.arrayValue?.first?.stringValue == "upload:7")
+        #expect(body?["trace_id"]?.stringValue == "0af7651916cd43dd8448eb211c80319c")
         #expect(body?["result"]?["path"]?.stringValue?.isEmpty == false)
         #expect(body?["result"]?["quality"] == .null && body?["result"]?["score"] == .null, "a png has no quality; no score was asked for")
         #expect(body?["result"]?["target_missed"] == .null, "no target")

@@ -16,6 +16,8 @@ struct JobPage {
         /// The stored result's expiry, nil when it is not in the store (swept, or another store).
         var resultExpires: Date?
         var resultInStore: Bool
+        /// Its trace's page in the operator's tracing UI (`--trace-url`), when it has a trace.
+        var traceLink: String? = nil
     }
     struct Outcome {
         let digest: String
@@ -85,6 +87,12 @@ struct JobPage {
         let tags = r.tags ?? []
         inputs.append(.links("tags", tags.map { Row.Link(href: "/jobs?tag=\(Format.percent($0))", text: $0) }))
         inputs.append(.text("unique key", r.uniqueKey))
+        if let traceparent = r.traceparent {
+            let traceID = String(TraceContext.traceID(of: traceparent))
+            inputs.append(m.traceLink.map { .links("trace", [Row.Link(href: $0, text: traceID)]) } ?? .text("trace", traceID))
+            inputs.append(.text("traceparent", traceparent))
+            inputs.append(.text("tracestate", r.tracestate))
+        }
         inputs.append(.text("priority", r.priority.map(String.init)))
         inputs.append(.text("attempts", "\(r.attempt ?? 0) of \(r.maxAttempts.map(String.init) ?? "?")"))
         inputs.append(.text("created", Format.time(r.createdAt)))

@@ -4,8 +4,8 @@
 -- name: takeCallbacks :many
 -- Takes up to $1 due deliveries for $2 seconds (another worker may take one again after that: a
 -- worker that died mid-delivery loses nothing), counting the attempt. Returns each job's id,
--- this attempt, the URL, the message id (the same for every attempt of one delivery) and the
--- JSON body.
+-- this attempt, the URL, the message id (the same for every attempt of one delivery), the JSON
+-- body, and the job's trace context (sent as the delivery's traceparent and tracestate headers).
 WITH due AS (
     SELECT id FROM halcyon.jobs
     WHERE callback_status = 'pending' AND callback_at <= now()
@@ -16,11 +16,12 @@ WITH due AS (
 UPDATE halcyon.jobs j
 SET callback_at = now() + make_interval(secs => $2::float8), callback_attempts = j.callback_attempts + 1
 FROM due WHERE j.id = due.id
-RETURNING j.id, j.callback_attempts, j.options ->> 'callback_url' AS url,
+RETURNING j.id, j.callback_attempts, j.options ->> 'callback_url' AS url, j.traceparent, j.tracestate,
     'job_' || j.id || '_' || to_char(j.finished_at AT TIME ZONE 'UTC', 'YYYYMMDDHH24MISSUS') AS message_id,
     jsonb_build_object(
         'id', j.id, 'state', j.state, 'queue', j.queue, 'tags', j.tags, 'attempt', j.attempt,
         'finished_at', j.finished_at, 'cache_hit', j.cache_hit,
+        'trace_id', CASE WHEN j.traceparent IS NOT NULL THEN substr(j.traceparent, 4, 32) END,
         'result', CASE WHEN j.state = 'succeeded' THEN jsonb_build_object(
             'key', j.result_key, 'digest', j.result_digest, 'path', j.result_path, 'bytes', j.result_bytes,
             'width', j.result_width, 'height', j.result_height, 'format', j.result_format, 'source', j.result_source,

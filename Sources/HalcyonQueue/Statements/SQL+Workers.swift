@@ -149,13 +149,15 @@ extension SQL {
         }
 
         struct Row: QueryRow {
-            static let columns = ["id", "callback_attempts", "url", "message_id", "body"]
+            static let columns = ["id", "callback_attempts", "url", "message_id", "body", "traceparent", "tracestate"]
             var callback: JobQueue.Callback
 
             init?(_ row: RowReader) {
                 guard let id = row.int64("id"), let attempt = row.int("callback_attempts"), let url = row.text("url"), let body = row.text("body")
                 else { return nil }
-                callback = JobQueue.Callback(jobID: id, attempt: attempt, url: url, body: body, messageID: row.text("message_id") ?? "job_\(id)")
+                callback = JobQueue.Callback(
+                    jobID: id, attempt: attempt, url: url, body: body, messageID: row.text("message_id") ?? "job_\(id)",
+                    traceparent: row.text("traceparent"), tracestate: row.text("tracestate"))
             }
         }
     }

@@ -389,7 +389,7 @@ public struct WebhookDeliverer: Service, CustomStringConvertible {
         var headers = [
             "Content-Type": "application/json", "X-Halcyon-Job": "\(callback.jobID)", "X-Halcyon-Delivery-Attempt": "\(callback.attempt)",
             "webhook-id": callback.messageID, "webhook-timestamp": "\(timestamp)",
-        ]
+        ].merging(callback.traceHeaders) { a, _ in a }
         if let signature {
             headers.merge(signature.headers(messageID: callback.messageID, timestamp: timestamp, body: body)) { $1 }
         }
