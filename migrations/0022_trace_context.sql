@@ -22,14 +22,17 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
 $$;
 
 -- True for a tracestate list the specification accepts: at most 32 members (empty ones between
--- commas are allowed and not counted), each `key=value` — a key of lowercase letters, digits and
--- `_-*/` (with an optional `@system` part for multi-tenant vendors), a value of printable ASCII
--- but `,` and `=`, not ending in a space — and 512 bytes in all.
+-- commas are allowed and not counted), each `key=value` by Trace Context Level 1's grammar — a
+-- simple key (a lowercase letter, then up to 255 lowercase letters, digits and `_-*/`) or a
+-- multi-tenant one (`tenant@system`: a lowercase letter or digit and up to 240 more, then a
+-- lowercase letter and up to 13 more), a value of printable ASCII but `,` and `=`, not ending in
+-- a space — no key twice, and 512 bytes in all.
 CREATE FUNCTION halcyon.is_valid_tracestate(value text) RETURNS boolean
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
     SELECT octet_length(value) <= 512
-       AND coalesce(bool_and(m ~ '^[a-z0-9][_0-9a-z*/-]{0,255}(@[a-z][_0-9a-z*/-]{0,13})?=[\x20-\x2b\x2d-\x3c\x3e-\x7e]{0,255}[\x21-\x2b\x2d-\x3c\x3e-\x7e]$'), true)
+       AND coalesce(bool_and(m ~ '^([a-z][_0-9a-z*/-]{0,255}|[a-z0-9][_0-9a-z*/-]{0,240}@[a-z][_0-9a-z*/-]{0,13})=[\x20-\x2b\x2d-\x3c\x3e-\x7e]{0,255}[\x21-\x2b\x2d-\x3c\x3e-\x7e]$'), true)
        AND count(*) <= 32
+       AND count(DISTINCT split_part(m, '=', 1)) = count(*)
     FROM unnest(string_to_array(value, ',')) AS raw(member),
          LATERAL (SELECT btrim(raw.member, E' \t') AS m) AS trimmed
     WHERE m <> ''
@@ -38,9 +41,13 @@ $$;
 ALTER TABLE halcyon.jobs
     ADD COLUMN traceparent text,
     ADD COLUMN tracestate text,
-    -- NULL (most rows) short-circuits the checks, which run on every UPDATE of a row.
-    ADD CONSTRAINT jobs_traceparent_format CHECK (traceparent IS NULL OR halcyon.is_valid_traceparent(traceparent)),
-    ADD CONSTRAINT jobs_tracestate_format CHECK (tracestate IS NULL OR (traceparent IS NOT NULL AND halcyon.is_valid_tracestate(tracestate)));
+    -- NULL (most rows) short-circuits the checks, which run on every UPDATE of a row (a traced
+    -- row's claim and lease renewals evaluate them). NOT VALID: every existing row holds NULL in
+    -- the new columns, so there is nothing to check, and a scan of a large table under this
+    -- statement's exclusive lock would hold up the claims; new and updated rows are checked.
+    ADD CONSTRAINT jobs_traceparent_format CHECK (traceparent IS NULL OR halcyon.is_valid_traceparent(traceparent)) NOT VALID,
+    ADD CONSTRAINT jobs_tracestate_format
+        CHECK (tracestate IS NULL OR (traceparent IS NOT NULL AND halcyon.is_valid_tracestate(tracestate))) NOT VALID;
 
 COMMENT ON COLUMN halcyon.jobs.traceparent IS 'the enqueuer''s W3C traceparent (00-<trace id>-<parent id>-<flags>); the worker''s log lines about the job carry its trace id';
 COMMENT ON COLUMN halcyon.jobs.tracestate IS 'the enqueuer''s W3C tracestate, carried with its traceparent';

@@ -29,8 +29,8 @@ struct Enqueue: AsyncParsableCommand {
             key's backlog does not hold up another key's jobs.
 
             Trace context: --traceparent (and --tracestate) carry the W3C Trace Context of the \
-            request that enqueues the job; the worker's log lines about the job carry its trace id \
-            (trace_id).
+            request that enqueues the job; the worker's log lines about its claim, outcome and \
+            webhook deliveries carry its trace id (trace_id).
 
             --wait: then wait for the jobs as `halcyon wait` does (same exit codes: 0 all \
             succeeded, 1 some failed or were cancelled, 2 timeout).

@@ -99,8 +99,10 @@ extension Job {
     /// This job as claimed: its id and this attempt.
     public var claim: Claim { Claim(id: id, attempt: attempt, stamp: claimedAt) }
 
-    /// The trace id of the request that enqueued it (its traceparent's), for log lines about it.
-    public var traceID: String? { traceparent.map { String(TraceContext.traceID(of: $0)) } }
+    /// The trace id of the request that enqueued it (its traceparent's), for log lines about it;
+    /// nil without one, or for a traceparent the W3C format does not allow (a row edited past the
+    /// table's checks: its text never reaches a log line).
+    public var traceID: String? { traceparent.flatMap(TraceContext.validTraceID(of:)) }
 }
 
 /// One claim of a job: its id, the attempt it was claimed for and when it was claimed. Every

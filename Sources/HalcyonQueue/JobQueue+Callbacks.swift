@@ -19,6 +19,9 @@ extension JobQueue {
         public var traceparent: String? = nil
         public var tracestate: String? = nil
 
+        /// The trace id of its traceparent, when that has the W3C format (for log lines).
+        public var traceID: String? { traceparent.flatMap(TraceContext.validTraceID(of:)) }
+
         /// The `traceparent` and `tracestate` headers of a delivery: the job's trace context, so
         /// that the receiver's trace joins the request that enqueued the job. Only values the
         /// W3C format allows become headers (a row edited past the table's checks cannot put a
@@ -26,7 +29,10 @@ extension JobQueue {
         public var traceHeaders: [String: String] {
             guard let traceparent, TraceContext.isValid(traceparent: traceparent) else { return [:] }
             var headers = ["traceparent": traceparent]
-            if let tracestate, TraceContext.isValid(tracestate: tracestate) { headers["tracestate"] = tracestate }
+            // An empty list (the format allows one) is not sent, as the specification asks of senders.
+            if let tracestate, TraceContext.isValid(tracestate: tracestate), !TraceContext.members(of: tracestate).isEmpty {
+                headers["tracestate"] = tracestate
+            }
             return headers
         }
     }

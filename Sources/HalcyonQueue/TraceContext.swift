@@ -23,6 +23,12 @@ public struct TraceContext: Sendable, Equatable {
         traceparent.dropFirst(3).prefix(32)
     }
 
+    /// The trace id of `traceparent` when it has the W3C format, else nil (a value read back
+    /// from a row whose checks were bypassed).
+    public static func validTraceID(of traceparent: String) -> String? {
+        isValid(traceparent: traceparent) ? String(traceID(of: traceparent)) : nil
+    }
+
     /// A context from its two headers; throws `problem`'s reason.
     public init(traceparent: String, tracestate: String? = nil) throws(TraceContextError) {
         if let problem = Self.problem(traceparent: traceparent, tracestate: tracestate) { throw TraceContextError(reason: problem) }
@@ -61,17 +67,24 @@ public struct TraceContext: Sendable, Equatable {
     }
 
     /// A tracestate the specification accepts: at most 32 `key=value` members (empty ones
-    /// between commas allowed, not counted), 512 bytes in all.
+    /// between commas allowed, not counted), no key twice, 512 bytes in all.
     public static func isValid(tracestate value: String) -> Bool {
         guard value.utf8.count <= maxBytes else { return false }
-        let members = value.split(separator: ",", omittingEmptySubsequences: false)
-            .map { $0.trimmingCharacters(in: CharacterSet(charactersIn: " \t")) }.filter { !$0.isEmpty }
-        return members.count <= maxMembers && members.allSatisfy(isValid(member:))
+        let members = self.members(of: value)
+        guard members.count <= maxMembers, members.allSatisfy(isValid(member:)) else { return false }
+        return Set(members.map { $0.prefix { $0 != "=" } }).count == members.count
     }
 
-    /// `key=value`: a key of lowercase letters, digits and `_-*/` starting with a letter or
-    /// digit (at most 256; an optional `@system` of at most 14 starting with a letter), a value
-    /// of 1–256 printable ASCII characters but `,` and `=`, not ending in a space.
+    /// The non-empty members of a tracestate list, without the spaces and tabs around them.
+    static func members(of value: String) -> [String] {
+        value.split(separator: ",", omittingEmptySubsequences: false)
+            .map { $0.trimmingCharacters(in: CharacterSet(charactersIn: " \t")) }.filter { !$0.isEmpty }
+    }
+
+    /// `key=value` (Trace Context Level 1's grammar): a simple key — a lowercase letter, then
+    /// up to 255 lowercase letters, digits and `_-*/` — or a multi-tenant key — a lowercase
+    /// letter or digit and up to 240 more, `@`, a lowercase letter and up to 13 more; a value of
+    /// 1–256 printable ASCII characters but `,` and `=`, not ending in a space.
     static func isValid(member: String) -> Bool {
         let b = Array(member.utf8)
         guard let eq = b.firstIndex(of: 0x3D) else { return false }
@@ -80,12 +93,17 @@ public struct TraceContext: Sendable, Equatable {
         let digit = { (c: UInt8) in c >= 0x30 && c <= 0x39 }
         let keyChar = { (c: UInt8) in lower(c) || digit(c) || c == 0x5F || c == 0x2D || c == 0x2A || c == 0x2F }
         let parts = key.split(separator: 0x40, omittingEmptySubsequences: false)
-        guard parts.count <= 2, let tenant = parts.first, let first = tenant.first, lower(first) || digit(first),
-            tenant.count <= 256, tenant.allSatisfy(keyChar)
-        else { return false }
-        if parts.count == 2 {
+        guard let tenant = parts.first, let first = tenant.first, tenant.allSatisfy(keyChar) else { return false }
+        switch parts.count {
+        case 1:
+            guard lower(first), tenant.count <= 256 else { return false }
+        case 2:
             let system = parts[1]
-            guard let s = system.first, lower(s), system.count <= 14, system.allSatisfy(keyChar) else { return false }
+            guard lower(first) || digit(first), tenant.count <= 241, let s = system.first, lower(s), system.count <= 14,
+                system.allSatisfy(keyChar)
+            else { return false }
+        default:
+            return false
         }
         guard (1...256).contains(value.count), let last = value.last, last != 0x20 else { return false }
         return value.allSatisfy { $0 >= 0x20 && $0 <= 0x7E && $0 != 0x2C && $0 != 0x3D }

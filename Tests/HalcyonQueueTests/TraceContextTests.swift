@@ -36,8 +36,16 @@ struct TraceContextTests {
         ("rojo=1 , ,congo=2", true),  // spaces around members, an empty member
         ("tenant@vendor=v", true),
         ("a*b/c_d-e=x y", true),
-        (Array(repeating: "k=v", count: 32).joined(separator: ","), true),
-        (Array(repeating: "k=v", count: 33).joined(separator: ","), false),
+        ((0..<32).map { "k\($0)=v" }.joined(separator: ","), true),
+        ((0..<33).map { "k\($0)=v" }.joined(separator: ","), false),
+        ("k=1,k=2", false),  // a key twice
+        ("1abc=v", false),  // a simple key starts with a letter
+        ("1abc@vendor=v", true),  // a tenant id may start with a digit
+        ("t" + String(repeating: "a", count: 240) + "@v=1", true),  // a tenant id of 241
+        ("t" + String(repeating: "a", count: 241) + "@v=1", false),
+        ("k" + String(repeating: "a", count: 255) + "=1", true),  // a simple key of 256
+        ("k" + String(repeating: "a", count: 256) + "=1", false),
+        ("", true), (" , ", true),  // empty lists are allowed (and not sent)
         ("Rojo=1", false),  // uppercase key
         ("rojo=", false),  // empty value
         ("rojo=a ", true),  // a trailing space is the list's own whitespace, trimmed
@@ -135,5 +143,6 @@ struct TraceContextTests {
         #expect(headers(Self.valid, "rojo=1\r\nX-Evil: 1") == ["traceparent": Self.valid])
         #expect(headers(Self.valid + "\r\nX-Evil: 1", "rojo=1").isEmpty)
         #expect(headers(nil, "rojo=1").isEmpty && headers(nil, nil).isEmpty)
+        #expect(headers(Self.valid, " , ") == ["traceparent": Self.valid], "an empty list is not sent")
     }
 }

@@ -49,6 +49,9 @@ struct ApplicationWorkerTests {
             try await db.query("SELECT count(*) AS n FROM halcyon.jobs WHERE callback_status IN ('delivered', 'failed')").value(0, "n") == "2"
         }
         #expect(settled, "\(worker.output)")
+        // The two retried attempts are logged (info) with the job's trace id.
+        let retries = worker.output.split(separator: "\n").filter { $0.contains("webhook delivery failed; will retry") && $0.contains("job=\(good)") }
+        #expect(retries.count == 2 && retries.allSatisfy { $0.contains("trace_id=0af7651916cd43dd8448eb211c80319c") }, "\(worker.output)")
         guard case .array(let deliveries)? = JSONValue.parse(try Origin.get("\(TestEnvironment.origin)/_webhooks/\(db.name)")) else {
             Issue.record("no deliveries")
             return

@@ -16,19 +16,20 @@ WITH due AS (
 UPDATE halcyon.jobs j
 SET callback_at = now() + make_interval(secs => $2::float8), callback_attempts = j.callback_attempts + 1
 FROM due WHERE j.id = due.id
-RETURNING j.id, j.callback_attempts, j.options ->> 'callback_url' AS url, j.traceparent, j.tracestate,
+RETURNING j.id, j.callback_attempts, j.options ->> 'callback_url' AS url,
     'job_' || j.id || '_' || to_char(j.finished_at AT TIME ZONE 'UTC', 'YYYYMMDDHH24MISSUS') AS message_id,
     jsonb_build_object(
         'id', j.id, 'state', j.state, 'queue', j.queue, 'tags', j.tags, 'attempt', j.attempt,
         'finished_at', j.finished_at, 'cache_hit', j.cache_hit,
-        'trace_id', CASE WHEN j.traceparent IS NOT NULL THEN substr(j.traceparent, 4, 32) END,
+        'trace_id', CASE WHEN halcyon.is_valid_traceparent(j.traceparent) THEN substr(j.traceparent, 4, 32) END,
         'result', CASE WHEN j.state = 'succeeded' THEN jsonb_build_object(
             'key', j.result_key, 'digest', j.result_digest, 'path', j.result_path, 'bytes', j.result_bytes,
             'width', j.result_width, 'height', j.result_height, 'format', j.result_format, 'source', j.result_source,
             'quality', j.result_quality, 'score', j.result_score, 'target_missed', j.result_target_missed,
             'chroma', j.result_chroma) END,
         'error', CASE WHEN j.state = 'failed' THEN (j.errors -> -1) - 'sources' END
-    )::text AS body;
+    )::text AS body,
+    j.traceparent, j.tracestate;
 
 -- name: putBackCallback :one
 -- Puts back a delivery just taken, its attempt not spent, due in $3 seconds. $1 id, $2 the

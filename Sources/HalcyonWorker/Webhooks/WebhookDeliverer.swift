@@ -340,6 +340,7 @@ public struct WebhookDeliverer: Service, CustomStringConvertible {
         var meta: Logger.Metadata = [
             "job": "\(callback.jobID)", "attempt": "\(callback.attempt)", "took": "\(TimeSpan.format(ContinuousClock.now - started))",
         ]
+        if let traceID = callback.traceID { meta["trace_id"] = "\(traceID)" }
         switch outcome {
         case .delivered: logger.debug("webhook delivered", metadata: meta)
         case .retry(let after, let error):
@@ -356,7 +357,9 @@ public struct WebhookDeliverer: Service, CustomStringConvertible {
             }
         } catch {
             // Not recorded: the delivery stays pending and is taken again after its hold.
-            logger.warning("could not record a webhook delivery", metadata: ["job": "\(callback.jobID)", "error": "\(error)"])
+            var meta: Logger.Metadata = ["job": "\(callback.jobID)", "error": "\(error)"]
+            if let traceID = callback.traceID { meta["trace_id"] = "\(traceID)" }
+            logger.warning("could not record a webhook delivery", metadata: meta)
         }
         return verdict
     }
