@@ -175,10 +175,11 @@ struct Enqueue: AsyncParsableCommand {
     }
 
     /// The trace context of a job, checked as the table checks it (`TraceContext`); nil without
-    /// a traceparent. `context`: where the values came from, for the error.
+    /// a traceparent. `context` prefixes the error: where the values came from (`--` for the
+    /// options, so that it names `--traceparent`; `line N: ` for a JSON line).
     private func traceContext(_ traceparent: String?, _ tracestate: String?, where context: String) throws -> TraceContext? {
         if let problem = TraceContext.problem(traceparent: traceparent, tracestate: tracestate) {
-            throw CommandFailure("\(context == "--" ? "--" : context)\(problem)")
+            throw CommandFailure("\(context)\(problem)")
         }
         return try traceparent.map { p throws in try TraceContext(traceparent: p, tracestate: tracestate) }
     }
