@@ -170,9 +170,7 @@ struct DashboardApp: Sendable {
             }
         }
         // Only a traceparent of the W3C format (the table's checks; a row edited past them is shown, not linked).
-        let traceLink = row.traceparent.flatMap {
-            TraceContext.isValid(traceparent: $0) ? configuration.traceLink(String(TraceContext.traceID(of: $0))) : nil
-        }
+        let traceLink = row.traceparent.flatMap(TraceContext.validTraceID(of:)).flatMap(configuration.traceLink)
         let model = JobPage.Model(row: row, identifier: identifier, resultExpires: expires, resultInStore: inStore, traceLink: traceLink)
         let view = JobPage(model, csrf: csrf(context), notice: Self.notice(HTTPForm.query(request)))
         return page(.ok, "Job \(id)", view.render(), request: request, live: true, active: "Jobs")
