@@ -117,12 +117,17 @@ let package = Package(
         .target(
             name: "HalcyonStoreMaintenance",
             dependencies: ["HalcyonRuntime", "HalcyonQueue", "HalcyonStore", .product(name: "Logging", package: "swift-log")]),
+        // Traces: spans exported over OTLP/HTTP (protobuf written here, POSTed through libcurl),
+        // configured by OpenTelemetry's environment variables.
+        .target(
+            name: "HalcyonTracing",
+            dependencies: ["CCurl", "HalcyonCurl", "HalcyonDomain", "HalcyonRuntime", .product(name: "Logging", package: "swift-log")]),
         // The worker runtime: claim loop, slots, heartbeat, rescuer, graceful stop.
         .target(
             name: "HalcyonWorker",
             dependencies: [
                 "HalcyonDomain", "HalcyonRuntime", "HalcyonQueue", "HalcyonFetch", "HalcyonChain", "HalcyonImage", "HalcyonStore",
-                "HalcyonStoreMaintenance", "HalcyonHTTP", "HalcyonS3",
+                "HalcyonStoreMaintenance", "HalcyonHTTP", "HalcyonS3", "HalcyonTracing",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
@@ -192,7 +197,7 @@ let package = Package(
             name: "HalcyonCommands",
             dependencies: [
                 "HalcyonDomain", "HalcyonRuntime", "HalcyonQueue", "HalcyonFetch", "HalcyonChain", "HalcyonImage", "HalcyonStore",
-                "HalcyonStoreMaintenance", "HalcyonWorker",
+                "HalcyonStoreMaintenance", "HalcyonWorker", "HalcyonTracing",
                 "HalcyonCLI", "HalcyonEmbedded", "HalcyonDashboard",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -283,6 +288,12 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]),
         .testTarget(name: "HalcyonFuzzTests", dependencies: ["HalcyonFuzz"]),
+        // The span exporter against an OTLP receiver that decodes with OpenTelemetry's own definitions.
+        .testTarget(
+            name: "HalcyonTracingTests",
+            dependencies: [
+                "HalcyonTracing", "HalcyonDomain", "HalcyonRuntime", "HalcyonTestSupport", .product(name: "Logging", package: "swift-log"),
+            ]),
         // The documentation's runnable examples, the CLI reference's freshness and the install.
         .testTarget(name: "HalcyonDocsTests", dependencies: ["HalcyonRuntime", "HalcyonDemo", "HalcyonEmbedded", "HalcyonTestSupport"]),
     ],

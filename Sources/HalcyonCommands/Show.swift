@@ -85,7 +85,8 @@ struct Show: AsyncParsableCommand {
             return
         }
         let order = [
-            "id", "state", "queue", "fair_key", "tags", "unique_key", "traceparent", "tracestate", "source", "fallback_sources", "processors",
+            "id", "state", "queue", "fair_key", "tags", "unique_key", "traceparent", "tracestate", "trace_id", "source", "fallback_sources",
+            "processors",
             "cache_key", "options", "priority",
             "attempt", "max_attempts", "run_at", "locked_by", "locked_until", "created_at", "started_at", "finished_at",
             "source_format", "source_width", "source_height", "source_bytes", "source_meta", "result_key", "result_source", "result_format",

@@ -7,6 +7,7 @@ import HalcyonFetch
 import HalcyonImage
 import HalcyonQueue
 import HalcyonRuntime
+import HalcyonTracing
 import HalcyonWorker
 import Logging
 import Metrics
@@ -121,6 +122,11 @@ struct Work: AsyncParsableCommand {
     var retainFailed: TimeSpanArgument?
     @Option(help: ArgumentHelp(Settings.retainUsage.help))
     var retainUsage = TimeSpanArgument(Settings.retainUsage.defaultValue)
+    @Option(
+        help: ArgumentHelp(
+            "With tracing on (OTEL_EXPORTER_OTLP_ENDPOINT set), what a job's span is to the span that enqueued it (its traceparent): child (in the enqueuer's trace), link (a trace of its own, linked) or none. Also HALCYON_TRACE_PARENT. Default: child.",
+            valueName: "mode"))
+    var traceParent: TraceParentMode?
 
     /// Called as each chain's image work starts (`Halcyon.main(chainStarted:)`): nil in `halcyon`.
     static let chainStarted = Mutex<ChainStartedHook?>(nil)
@@ -132,7 +138,12 @@ struct Work: AsyncParsableCommand {
     func validate() throws {
         let ports = MetricsExporter.ports
         if let p = metricsPort, !ports.contains(p) { throw ValidationError("--metrics-port must be \(ports.lowerBound)…\(ports.upperBound)") }
-        let configuration = try workerConfiguration()
+        let configuration: WorkerConfiguration
+        do {
+            configuration = try workerConfiguration()
+        } catch let error as HalcyonError {
+            throw ValidationError(error.message)
+        }
         do {
             try configuration.validate()
             var supervisor = SupervisorConfiguration(workerID: configuration.workerID, arguments: [])
@@ -290,6 +301,12 @@ struct Work: AsyncParsableCommand {
         configuration.retainSucceeded = retainSucceeded?.duration
         configuration.retainFailed = retainFailed?.duration
         configuration.retainUsage = retainUsage.duration
+        configuration.tracing = try TracingConfiguration(environment: environment)
+        if let mode = traceParent ?? environment["HALCYON_TRACE_PARENT"].flatMap(TraceParentMode.init(rawValue:)) {
+            configuration.tracing.parentMode = mode
+        } else if let text = environment["HALCYON_TRACE_PARENT"], !text.isEmpty {
+            throw ValidationError("HALCYON_TRACE_PARENT must be child, link or none, not '\(text.prefix(40))'")
+        }
         var fetch = configuration.fetch
         let environmentRoots = (environment["HALCYON_FILE_ROOTS"] ?? "").split(separator: ",").map(String.init)
         fetch.fileRoots = (fileRoots + environmentRoots).filter { !$0.isEmpty }
@@ -344,3 +361,5 @@ private struct StartingAfter<Wrapped: Service>: Service, CustomStringConvertible
         try await service.run()
     }
 }
+
+extension TraceParentMode: ExpressibleByArgument {}

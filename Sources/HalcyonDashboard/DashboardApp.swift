@@ -169,8 +169,9 @@ struct DashboardApp: Sendable {
                 inStore = true
             }
         }
-        // Only a traceparent of the W3C format (the table's checks; a row edited past them is shown, not linked).
-        let traceLink = row.traceparent.flatMap(TraceContext.validTraceID(of:)).flatMap(configuration.traceLink)
+        // The trace its spans went to, else the enqueuer's; only an id of the W3C format (the
+        // table's checks; a row edited past them is shown, not linked).
+        let traceLink = JobPage.traceID(of: row).flatMap { TraceContext.isValid(traceID: $0) ? $0 : nil }.flatMap(configuration.traceLink)
         let model = JobPage.Model(row: row, identifier: identifier, resultExpires: expires, resultInStore: inStore, traceLink: traceLink)
         let view = JobPage(model, csrf: csrf(context), notice: Self.notice(HTTPForm.query(request)))
         return page(.ok, "Job \(id)", view.render(), request: request, live: true, active: "Jobs")

@@ -33,6 +33,12 @@ public struct Job: Sendable, Identifiable {
     public var fairKey: String?
     /// The enqueuer's W3C traceparent (`TraceContext`), which the table checked; nil: none.
     public var traceparent: String?
+    /// The enqueuer's `tracestate`, which travels with its traceparent (read by a worker that
+    /// exports spans); nil: none.
+    public var tracestate: String?
+    /// The trace an earlier attempt's spans were exported in (`trace_id`), which later attempts
+    /// keep; nil: none yet.
+    public var recordedTraceID: String?
 
     public init(
         id: Int64, source: String, fallbackSources: [String] = [], processors: String = "",
@@ -69,7 +75,7 @@ extension Job {
     /// that each of them reaches the job.
     static let claimedColumns = [
         "id", "source", "fallback_sources", "processors", "cache_key", "options", "priority", "attempt", "max_attempts", "queue",
-        "fair_key", "traceparent",
+        "fair_key", "traceparent", "tracestate", "trace_id",
     ]
 
     /// The job of a claimed `row`, with what the claim says beside it: how long it waited,
@@ -89,6 +95,8 @@ extension Job {
         queue = row.queue ?? QueueName.default
         fairKey = row.fairKey
         traceparent = row.traceparent
+        tracestate = row.tracestate
+        recordedTraceID = row.traceID
         self.queueWait = max(0, queueWait ?? 0)
         self.claimedAt = claimedAt
         self.isolatedKeys = isolatedKeys ?? false

@@ -18,6 +18,9 @@ extension JobQueue {
         /// again, `traceHeaders`, before it becomes a header).
         public var traceparent: String? = nil
         public var tracestate: String? = nil
+        /// The trace the job's spans were exported in (`trace_id`); a worker with tracing on puts
+        /// the delivery's `webhook` span there.
+        public var recordedTraceID: String? = nil
 
         /// The trace id of its traceparent, when that has the W3C format (for log lines).
         public var traceID: String? { traceparent.flatMap(TraceContext.validTraceID(of:)) }

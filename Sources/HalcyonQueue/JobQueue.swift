@@ -170,6 +170,12 @@ public struct JobQueue: Sendable {
         return try await connection.rows(SQL.Release(claims: claims, workerID: workerID)).count
     }
 
+    /// Records the trace each held claim's spans are exported in (`trace_id`), one per claim.
+    public func recordTraceIDs(_ traces: [(claim: Claim, traceID: String)], workerID: String) async throws {
+        guard !traces.isEmpty else { return }
+        try await connection.run(SQL.RecordTraceIDs(claims: traces.map(\.claim), workerID: workerID, traceIDs: traces.map(\.traceID)))
+    }
+
     /// A job whose lease ended, after rescue.
     public struct Rescued: Sendable {
         public var id: Int64

@@ -23,6 +23,12 @@ public struct TraceContext: Sendable, Equatable {
         traceparent.dropFirst(3).prefix(32)
     }
 
+    /// A trace id as the `trace_id` column holds it: 32 lowercase hex digits, not all zero.
+    public static func isValid(traceID: String) -> Bool {
+        traceID.utf8.count == 32 && traceID.utf8.allSatisfy { (48...57).contains($0) || (97...102).contains($0) }
+            && traceID.utf8.contains { $0 != 48 }
+    }
+
     /// The trace id of `traceparent` when it has the W3C format, else nil (a value read back
     /// from a row whose checks were bypassed).
     public static func validTraceID(of traceparent: String) -> String? {

@@ -4,6 +4,7 @@ import HalcyonImage
 import HalcyonQueue
 import HalcyonRuntime
 import HalcyonStore
+import HalcyonTracing
 import Logging
 import ServiceLifecycle
 
@@ -33,6 +34,8 @@ public final class Worker: Service, Sendable, CustomStringConvertible {
     private let logger: Logger
     private let state: WorkerState
     private let chainStarted: ChainStartedHook?
+    /// Exports the jobs' spans; nil with tracing off.
+    private let tracer: JobTracer?
 
     /// How long the worker's last writes (its totals, "stopped") may take at exit.
     static let finalBookkeeping: Duration = .seconds(3)
@@ -53,6 +56,9 @@ public final class Worker: Service, Sendable, CustomStringConvertible {
         var logger = logger
         logger[metadataKey: "worker"] = "\(configuration.workerID)"
         self.logger = logger
+        tracer =
+            configuration.tracing.isEnabled
+            ? JobTracer(configuration: configuration.tracing, workerID: configuration.workerID, metrics: metrics, logger: logger) : nil
     }
 
     /// First call: stop claiming, let in-flight jobs finish within the grace period, release
@@ -155,7 +161,9 @@ public final class Worker: Service, Sendable, CustomStringConvertible {
         try await ServiceGroup(configuration: .init(services: services(queue: queue, maintenance: maintenance, store: store), logger: logger)).run()
 
         // The last bookkeeping waits a few seconds at most: a worker told to stop must not
-        // hang on a database that stopped answering.
+        // hang on a database that stopped answering. The spans held are exported meanwhile,
+        // within as long (and the grace): a collector that hangs never holds the exit back.
+        async let flushed: Void? = tracer?.shutdown(within: min(configuration.grace, Self.finalBookkeeping))
         let unreported = state.takeUnreported()
         _ = await withTimeLimit(Self.finalBookkeeping.seconds) {
             try await maintenance.heartbeatWorker(id: configuration.workerID, done: unreported.done, failed: unreported.failed)
@@ -163,6 +171,7 @@ public final class Worker: Service, Sendable, CustomStringConvertible {
             await connection.close()
             await maintenanceConnection.close()
         }
+        _ = await flushed
         let summary = state.summary
         logger.info(
             "worker stopped",
@@ -196,12 +205,12 @@ public final class Worker: Service, Sendable, CustomStringConvertible {
             .init(
                 service: WebhookDeliverer(
                     worker: configuration, conninfo: conninfo, wake: state.webhooksDue,
-                    stopRequested: { [state] in state.stopRequests > 0 }, logger: logger)))
+                    stopRequested: { [state] in state.stopRequests > 0 }, tracer: tracer, logger: logger)))
         let recorder = OutcomeRecorder(configuration: configuration, queue: queue, health: health, state: state, metrics: metrics, logger: logger)
         let claimer = Claimer(
             configuration: configuration, queue: queue,
             runner: JobRunner(configuration: configuration, store: store, health: health, metrics: metrics, chainStarted: chainStarted),
-            recorder: recorder, health: health, state: state, metrics: metrics, logger: logger)
+            recorder: recorder, health: health, state: state, metrics: metrics, tracer: tracer, logger: logger)
         // Stopped or drained: the claimer returns, and the group shuts the rest down.
         services.append(.init(service: claimer, successTerminationBehavior: .gracefullyShutdownGroup))
         return services

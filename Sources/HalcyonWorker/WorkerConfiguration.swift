@@ -6,6 +6,7 @@ import HalcyonQueue
 import HalcyonRuntime
 import HalcyonS3
 import HalcyonStore
+import HalcyonTracing
 
 /// Everything a worker needs to know, with the defaults `halcyon work` documents.
 public struct WorkerConfiguration: Sendable {
@@ -89,6 +90,8 @@ public struct WorkerConfiguration: Sendable {
     public var queues: [QueueSlots] = []
     /// Webhook delivery (`options.callback_url`).
     public var webhooks = WebhookConfiguration()
+    /// Span export (OpenTelemetry, OTLP/HTTP); off unless an endpoint is set.
+    public var tracing = TracingConfiguration()
     /// Rows retention, run with the store sweep (every `sweepInterval`, one worker at a time):
     /// succeeded rows finished longer ago than this are deleted. Nil (default): kept.
     public var retainSucceeded: Duration?
@@ -203,6 +206,7 @@ public struct WorkerConfiguration: Sendable {
         try Settings.retainSucceeded.check(retainSucceeded)
         try Settings.retainFailed.check(retainFailed)
         try Settings.retainUsage.check(retainUsage)
+        try tracing.validate()
         if usageInterval <= .zero { throw HalcyonError(.invalidOptions, "the usage roll-up interval must be positive") }
         if let interval = queueMetricsInterval, interval <= .zero {
             throw HalcyonError(.invalidOptions, "the queue metrics interval must be positive")

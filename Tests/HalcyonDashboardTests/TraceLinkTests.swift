@@ -29,6 +29,14 @@ struct TraceLinkTests {
         let text = try await HTTP.get(plain, "/jobs/\(id)").text
         #expect(text.contains(Self.traceID) && !text.contains("jaeger"))
 
+        // A job whose spans went to a trace of its own (`trace_id`, link mode): that trace is the link.
+        let own = "0af7651916cd43dd8448eb211c80319c"
+        try await db.query("UPDATE halcyon.jobs SET trace_id = $1 WHERE id = \(id)", [own])
+        let ownPage = try await HTTP.get(linked, "/jobs/\(id)").text
+        #expect(ownPage.contains("href=\"https://jaeger.example.com/trace/\(own)?x=1\"") && ownPage.contains(Self.traceparent), "\(ownPage)")
+        // The table refuses a trace id that is not one.
+        await #expect(throws: (any Error).self) { try await db.query("UPDATE halcyon.jobs SET trace_id = 'ABC' WHERE id = \(id)") }
+
         // A row whose traceparent the table would refuse (its check dropped): text, not a link.
         try await db.query("ALTER TABLE halcyon.jobs DROP CONSTRAINT jobs_traceparent_format")
         let markup = "00-\"><script>alert(1)</script>-00f067aa0ba902b7-01"

@@ -44,6 +44,7 @@ import Testing
             SQL.MarkOutcomeRejected(rejection: rejection),
             SQL.Release(claims: [claim, Claim(id: 2, attempt: 1)], workerID: "w"),
             SQL.HeartbeatJobs(claims: [claim], workerID: "w", lease: .seconds(30)),
+            SQL.RecordTraceIDs(claims: [claim], workerID: "w", traceIDs: ["4bf92f3577b34da6a3ce929d0e0e4736"]),
             SQL.Rescue(scan: SQL.ExpiredScan(limit: 10, excluding: [3])),
             SQL.ExpiredLeases(scan: SQL.ExpiredScan(limit: 10, excluding: [])),
             SQL.RescueOne(id: 1),

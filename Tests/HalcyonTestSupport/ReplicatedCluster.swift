@@ -110,7 +110,7 @@ public final class ReplicatedCluster: Sendable {
     }
 
     /// A TCP port nothing listens on now (the kernel's choice for an ephemeral bind).
-    static func freePort() throws -> Int {
+    public static func freePort() throws -> Int {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw ReplicatedClusterError("socket: \(String(cString: strerror(errno)))") }
         defer { close(fd) }

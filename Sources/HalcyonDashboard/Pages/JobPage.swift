@@ -8,6 +8,12 @@ import HalcyonStore
 /// its expiry, the source's facts, stage timings, every attempt's error, and retry/cancel (for
 /// the operator).
 struct JobPage {
+    /// The trace a job's page shows: the one its spans were exported in (`trace_id`), else its
+    /// enqueuer's (its traceparent's).
+    static func traceID(of row: JobRow) -> String? {
+        row.traceID ?? row.traceparent.map { String(TraceContext.traceID(of: $0)) }
+    }
+
     /// The row as `JobQueue.show` returns it, with what the dashboard adds.
     struct Model {
         var row: JobRow
@@ -87,9 +93,10 @@ struct JobPage {
         let tags = r.tags ?? []
         inputs.append(.links("tags", tags.map { Row.Link(href: "/jobs?tag=\(Format.percent($0))", text: $0) }))
         inputs.append(.text("unique key", r.uniqueKey))
-        if let traceparent = r.traceparent {
-            let traceID = String(TraceContext.traceID(of: traceparent))
+        if let traceID = Self.traceID(of: r) {
             inputs.append(m.traceLink.map { .links("trace", [Row.Link(href: $0, text: traceID)]) } ?? .text("trace", traceID))
+        }
+        if let traceparent = r.traceparent {
             inputs.append(.text("traceparent", traceparent))
             inputs.append(.text("tracestate", r.tracestate))
         }

@@ -5,7 +5,9 @@
 -- Takes up to $1 due deliveries for $2 seconds (another worker may take one again after that: a
 -- worker that died mid-delivery loses nothing), counting the attempt. Returns each job's id,
 -- this attempt, the URL, the message id (the same for every attempt of one delivery), the JSON
--- body, and the job's trace context (sent as the delivery's traceparent and tracestate headers).
+-- body, and the job's trace context (sent as the delivery's traceparent and tracestate headers)
+-- with the trace its spans were exported in. The body's `trace_id` is that trace's, else the
+-- enqueuer's.
 WITH due AS (
     SELECT id FROM halcyon.jobs
     WHERE callback_status = 'pending' AND callback_at <= now()
@@ -21,7 +23,7 @@ RETURNING j.id, j.callback_attempts, j.options ->> 'callback_url' AS url,
     jsonb_build_object(
         'id', j.id, 'state', j.state, 'queue', j.queue, 'tags', j.tags, 'attempt', j.attempt,
         'finished_at', j.finished_at, 'cache_hit', j.cache_hit,
-        'trace_id', CASE WHEN halcyon.is_valid_traceparent(j.traceparent) THEN substr(j.traceparent, 4, 32) END,
+        'trace_id', coalesce(j.trace_id, CASE WHEN halcyon.is_valid_traceparent(j.traceparent) THEN substr(j.traceparent, 4, 32) END),
         'result', CASE WHEN j.state = 'succeeded' THEN jsonb_build_object(
             'key', j.result_key, 'digest', j.result_digest, 'path', j.result_path, 'bytes', j.result_bytes,
             'width', j.result_width, 'height', j.result_height, 'format', j.result_format, 'source', j.result_source,
@@ -29,7 +31,7 @@ RETURNING j.id, j.callback_attempts, j.options ->> 'callback_url' AS url,
             'chroma', j.result_chroma) END,
         'error', CASE WHEN j.state = 'failed' THEN (j.errors -> -1) - 'sources' END
     )::text AS body,
-    j.traceparent, j.tracestate;
+    j.traceparent, j.tracestate, j.trace_id;
 
 -- name: putBackCallback :one
 -- Puts back a delivery just taken, its attempt not spent, due in $3 seconds. $1 id, $2 the

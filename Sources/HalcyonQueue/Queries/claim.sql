@@ -196,7 +196,7 @@ WITH wanted AS (
     -- could become a scan of the whole table when its statistics are off.
     WHERE j.id = ANY((SELECT chosen FROM ids) || ARRAY(SELECT id FROM siblings))
     RETURNING j.id, j.source, j.fallback_sources, j.processors, j.cache_key, j.options::text AS options,
-              j.priority, j.attempt, j.max_attempts, j.queue, j.fair_key, j.traceparent, j.run_at,
+              j.priority, j.attempt, j.max_attempts, j.queue, j.fair_key, j.traceparent, j.tracestate, j.trace_id, j.run_at,
               to_char(j.started_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS claimed_at,
               extract(epoch FROM (now() - j.run_at))::float8 AS queue_wait
 ), turned AS (
@@ -243,7 +243,7 @@ WITH wanted AS (
     FROM (SELECT queue, count(*) AS n FROM claimed GROUP BY queue) c
     WHERE $8::bool AND q.name = c.queue AND q.max_per_second IS NOT NULL
 )
-SELECT id, source, fallback_sources, processors, cache_key, options, priority, attempt, max_attempts, queue, fair_key, traceparent, queue_wait, claimed_at,
+SELECT id, source, fallback_sources, processors, cache_key, options, priority, attempt, max_attempts, queue, fair_key, traceparent, tracestate, trace_id, queue_wait, claimed_at,
        (SELECT w.isolated_keys FROM wanted w WHERE w.name = claimed.queue) AS isolated_keys
 FROM claimed ORDER BY priority DESC, run_at, id;
 

@@ -97,3 +97,13 @@ FROM unnest($1::bigint[], $2::int[], $4::text[]) AS c(id, attempt, stamp)
 WHERE j.id = c.id AND j.attempt = c.attempt AND j.state = 'running' AND j.locked_by = $3
   AND (c.stamp IS NULL OR j.started_at = (c.stamp)::timestamptz)
 RETURNING j.id;
+
+-- name: recordTraceIDs :exec
+-- Records the trace each held claim's spans are exported in (a worker with tracing on, right
+-- after the claim). $1 ids (bigint[]), $2 their attempts (int[]), $3 worker id, $4 the trace ids
+-- (text[], 32 lowercase hex digits). A row that already holds its id is not written again.
+UPDATE halcyon.jobs j
+SET trace_id = c.trace_id
+FROM unnest($1::bigint[], $2::int[], $4::text[]) AS c(id, attempt, trace_id)
+WHERE j.id = c.id AND j.attempt = c.attempt AND j.state = 'running' AND j.locked_by = $3
+  AND j.trace_id IS DISTINCT FROM c.trace_id;

@@ -70,6 +70,8 @@ public struct JobRow: Sendable, Equatable {
     /// The enqueuer's W3C trace context (the table's checks hold both to the specification).
     public var traceparent: String?
     public var tracestate: String?
+    /// The trace its attempts' spans were exported in (32 lowercase hex digits); nil: none.
+    public var traceID: String?
 
     public init(id: Int64) {
         self.id = id
@@ -141,6 +143,7 @@ public struct JobRow: Sendable, Equatable {
         Column("result_score", .score(\.resultScore)), Column("fair_key", .text(\.fairKey)),
         Column("result_target_missed", .boolean(\.resultTargetMissed)), Column("result_chroma", .text(\.resultChroma)),
         Column("traceparent", .text(\.traceparent)), Column("tracestate", .text(\.tracestate)),
+        Column("trace_id", .text(\.traceID)),
     ]
 
     static let columnsByName = Dictionary(uniqueKeysWithValues: schema.map { ($0.name, $0) })

@@ -186,6 +186,20 @@ extension SQL {
         }
     }
 
+    struct RecordTraceIDs: Query {
+        static let name = "recordTraceIDs"
+        var claims: [HalcyonQueue.Claim]
+        var workerID: String
+        var traceIDs: [String]
+
+        func bind(_ p: inout QueryParameters) {
+            p.add(claims.map(\.id))
+            p.add(claims.map(\.attempt))
+            p.add(workerID)
+            p.add(traceIDs)
+        }
+    }
+
     struct HeartbeatJobs: Query {
         static let name = "heartbeatJobs"
         var claims: [HalcyonQueue.Claim]

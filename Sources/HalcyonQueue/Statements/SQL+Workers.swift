@@ -149,7 +149,7 @@ extension SQL {
         }
 
         struct Row: QueryRow {
-            static let columns = ["id", "callback_attempts", "url", "message_id", "body", "traceparent", "tracestate"]
+            static let columns = ["id", "callback_attempts", "url", "message_id", "body", "traceparent", "tracestate", "trace_id"]
             var callback: JobQueue.Callback
 
             init?(_ row: RowReader) {
@@ -157,7 +157,7 @@ extension SQL {
                 else { return nil }
                 callback = JobQueue.Callback(
                     jobID: id, attempt: attempt, url: url, body: body, messageID: row.text("message_id") ?? "job_\(id)",
-                    traceparent: row.text("traceparent"), tracestate: row.text("tracestate"))
+                    traceparent: row.text("traceparent"), tracestate: row.text("tracestate"), recordedTraceID: row.text("trace_id"))
             }
         }
     }

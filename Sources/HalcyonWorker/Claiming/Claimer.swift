@@ -4,6 +4,7 @@ import HalcyonImage
 import HalcyonQueue
 import HalcyonRuntime
 import HalcyonStore
+import HalcyonTracing
 import Logging
 import ServiceLifecycle
 
@@ -26,6 +27,8 @@ struct Claimer: Service, CustomStringConvertible {
     let health: StoreHealth
     let state: WorkerState
     let metrics: Metrics
+    /// Exports each traced attempt's spans; nil with tracing off.
+    let tracer: JobTracer?
     let logger: Logger
 
     func run() async {
@@ -90,7 +93,11 @@ struct Claimer: Service, CustomStringConvertible {
                 claimed = JobPlan.with(presets: presets, named: named, claimed)
             }
             if !claimed.isEmpty {
-                let groups = JobPlan.groups(of: claimed, maxDataBytes: runner.fetcher.configuration.maxDataBytes)
+                var groups = JobPlan.groups(of: claimed, maxDataBytes: runner.fetcher.configuration.maxDataBytes)
+                if let tracer {
+                    let now = WallTime.now()
+                    for g in groups.indices { for p in groups[g].indices { groups[g][p].trace = tracer.begin(groups[g][p].job, at: now) } }
+                }
                 let flags = groups.map { $0.map { _ in CancellationFlag() } }
                 state.withHeld { held in
                     for (plans, flags) in zip(groups, flags) {
@@ -131,9 +138,12 @@ struct Claimer: Service, CustomStringConvertible {
         }
     }
 
-    /// Looks up a claim's stored results, then runs its groups side by side.
+    /// Looks up a claim's stored results (and records its traced jobs' trace ids meanwhile),
+    /// then runs its groups side by side.
     private func execute(_ groups: [[JobPlan]], flags: [[CancellationFlag]]) async {
+        async let traced: Void = recordTraceIDs(groups.flatMap { $0 })
         let hits = await runner.lookUp(groups.flatMap { $0 })
+        await traced
         await withDiscardingTaskGroup { group in
             for (plans, flags) in zip(groups, flags) {
                 group.addTask { await execute(plans, flags: flags, hits: hits) }
@@ -141,11 +151,27 @@ struct Claimer: Service, CustomStringConvertible {
         }
     }
 
+    /// Records the trace each traced job's spans go to (`trace_id`) where the row does not hold
+    /// it yet. A failure costs the jobs nothing: it is logged, and their spans exported all the same.
+    private func recordTraceIDs(_ plans: [JobPlan]) async {
+        let traces = plans.compactMap { plan -> (claim: Claim, traceID: String)? in
+            guard let trace = plan.trace else { return nil }
+            let id = trace.traceID.description
+            return plan.job.recordedTraceID == id ? nil : (plan.job.claim, id)
+        }
+        guard !traces.isEmpty else { return }
+        do {
+            try await queue.recordTraceIDs(traces, workerID: configuration.workerID)
+        } catch {
+            logger.warning("could not record the jobs' trace ids", metadata: ["jobs": "\(traces.count)", "error": "\(error)"])
+        }
+    }
+
     /// Runs one group of jobs that share a source and records each outcome.
     private func execute(_ plans: [JobPlan], flags: [CancellationFlag], hits: JobRunner.StoreHits) async {
         for plan in plans {
             logger.debug(
-                "job claimed", metadata: plan.job.logMetadata.merging(["queue_wait": "\(TimeSpan.format(plan.job.queueWait))"]) { a, _ in a })
+                "job claimed", metadata: plan.logMetadata.merging(["queue_wait": "\(TimeSpan.format(plan.job.queueWait))"]) { a, _ in a })
         }
         let started = ContinuousClock.now
         let outcomes = await runner.run(plans, cancels: flags, hits: hits)
@@ -156,7 +182,13 @@ struct Claimer: Service, CustomStringConvertible {
                 timings.total = total
                 metrics.observe(timings)
                 group.addTask {
-                    await recorder.record(plan, outcomes[index].result, timings: timings, cancel: flags[index])
+                    let outcome = outcomes[index]
+                    let recorded = await recorder.record(plan, outcome.result, timings: timings, cancel: flags[index])
+                    if let tracer, let trace = plan.trace {
+                        var error: HalcyonError?
+                        if case .failure(let e) = outcome.result { error = e }
+                        tracer.finish(plan.job, trace, stages: outcome.stages, links: outcome.links, outcome: recorded, error: error)
+                    }
                 }
             }
         }

@@ -56,6 +56,7 @@ public final class Metrics: Sendable {
     private let rescuedJobs: CoreMetrics.Counter
     private let sweeps: CoreMetrics.Counter
     private let sweptBytes: CoreMetrics.Counter
+    private let droppedSpans: CoreMetrics.Counter
     private let inFlight: CoreMetrics.Gauge
     private let storeBytes: CoreMetrics.Gauge
     private let storeAvailable: CoreMetrics.Gauge
@@ -81,6 +82,7 @@ public final class Metrics: Sendable {
         rescuedJobs = counter("halcyon_rescued_jobs_total")
         sweeps = counter("halcyon_store_sweeps_total")
         sweptBytes = counter("halcyon_store_swept_bytes_total")
+        droppedSpans = counter("halcyon_trace_spans_dropped_total")
         inFlight = gauge("halcyon_jobs_in_flight")
         storeBytes = gauge("halcyon_store_bytes")
         storeAvailable = gauge("halcyon_store_available")
@@ -120,6 +122,8 @@ public final class Metrics: Sendable {
     public func stored(bytes: Int) { storedBytes.increment(by: bytes) }
     public func decoded() { decodes.increment() }
     public func rescued(_ count: Int) { rescuedJobs.increment(by: count) }
+    /// Spans not exported: the span queue was full, the collector failed or a stop's deadline came.
+    public func spansDropped(_ count: Int) { droppedSpans.increment(by: count) }
     /// The jobs the worker holds now (fetching, waiting for a slot, processing, storing).
     public func jobsInFlight(_ count: Int) { inFlight.record(count) }
 

@@ -11,3 +11,17 @@ extension Job {
         return metadata
     }
 }
+
+extension JobPlan {
+    /// Its job's log metadata (`Job.logMetadata`); for an attempt whose spans are exported, the
+    /// trace they are in (`trace_id`) and its `process` span (`span_id`), so that a log search
+    /// and the trace viewer meet.
+    var logMetadata: Logger.Metadata {
+        var metadata = job.logMetadata
+        if let trace {
+            metadata["trace_id"] = "\(trace.traceID)"
+            metadata["span_id"] = "\(trace.spanID)"
+        }
+        return metadata
+    }
+}

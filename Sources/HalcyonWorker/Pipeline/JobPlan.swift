@@ -5,6 +5,7 @@ import HalcyonImage
 import HalcyonQueue
 import HalcyonRuntime
 import HalcyonStore
+import HalcyonTracing
 
 /// One claimed job, judged once right after the claim: its options, its processor chain, its
 /// sources and headers (the fetch request) and the key its result is stored under. Everything
@@ -14,6 +15,8 @@ import HalcyonStore
 struct JobPlan: Sendable {
     let job: Job
     let validated: Result<Valid, HalcyonError>
+    /// This attempt's trace, when the worker exports spans and the job is sampled.
+    var trace: JobTrace?
 
     /// What a valid job will do.
     struct Valid: Sendable {

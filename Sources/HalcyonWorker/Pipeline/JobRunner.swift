@@ -5,6 +5,7 @@ import HalcyonImage
 import HalcyonQueue
 import HalcyonRuntime
 import HalcyonStore
+import HalcyonTracing
 
 /// Runs planned jobs' pipelines — store lookup, fetch (source, then fallbacks), process,
 /// store — and returns what to record. The jobs come judged (`JobPlan`, made right after the
@@ -43,6 +44,10 @@ struct JobRunner: Sendable {
     struct Outcome: Sendable {
         var result: Result<JobResult, HalcyonError>
         var timings: StageTimings
+        /// Its stages as spans, for a traced job (`JobPlan.trace`); empty otherwise.
+        var stages: [StageSpan] = []
+        /// Spans of other jobs' traces its attempt used: a download it shared.
+        var links: [SpanContext] = []
     }
 
     init(
@@ -72,6 +77,8 @@ struct JobRunner: Sendable {
     struct StoreHits: Sendable {
         var found: [String: CachedResult] = [:]
         var secondsPerLookup: Double = 0
+        /// When the lookups began (a traced hit's `store` span).
+        var started = WallTime.now()
     }
 
     /// Runs a group of planned jobs with the same source; the outcomes are in the order of
@@ -79,6 +86,7 @@ struct JobRunner: Sendable {
     /// gone. `hits` holds what `lookUp` found for them.
     func run(_ plans: [JobPlan], cancels: [CancellationFlag], hits: StoreHits) async -> [Outcome] {
         var results = [Result<JobResult, HalcyonError>?](repeating: nil, count: plans.count)
+        var traces = plans.map { _ in (stages: [StageSpan](), links: [SpanContext]()) }
         var timings = plans.map { plan -> StageTimings in
             var timing = StageTimings()
             timing.queueWait = plan.job.queueWait
@@ -106,6 +114,12 @@ struct JobRunner: Sendable {
                 results[index] = .success(result)
                 timings[index].store = hits.secondsPerLookup
                 metrics.cacheHit()
+                if plans[index].trace != nil {
+                    traces[index].stages.append(
+                        StageSpan(
+                            name: "store", start: hits.started, end: hits.started.adding(seconds: hits.secondsPerLookup),
+                            attributes: [("halcyon.store.outcome", .string("hit")), ("halcyon.store.object", .string(hit.object.path))]))
+                }
             } else if plan.options.onlyFromCache {
                 results[index] = .failure(
                     HalcyonError(.notCached, "no unexpired stored result for '\(plan.resultKey.prefix(300))' (only_from_cache)"))
@@ -114,14 +128,18 @@ struct JobRunner: Sendable {
             }
         }
         if !misses.isEmpty {
-            let outcomes = await runMisses(misses.map(\.plan), cancel: Self.allCancelled(misses.map { cancels[$0.index] }))
+            let outcomes = await runMisses(
+                misses.map(\.plan), traces: misses.map { plans[$0.index].trace }, cancel: Self.allCancelled(misses.map { cancels[$0.index] }))
             for ((index, _), outcome) in zip(misses, outcomes) {
                 timings[index] = outcome.timings
                 timings[index].queueWait = plans[index].job.queueWait
                 results[index] = outcome.result
+                traces[index] = (outcome.stages, outcome.links)
             }
         }
-        return zip(results, timings).map { Outcome(result: $0 ?? .failure(.abandoned), timings: $1) }
+        return results.indices.map { i in
+            Outcome(result: results[i] ?? .failure(.abandoned), timings: timings[i], stages: traces[i].stages, links: traces[i].links)
+        }
     }
 
     /// Looks up the stored results of the valid plans that may use one (the store's calls hold no
@@ -133,26 +151,30 @@ struct JobRunner: Sendable {
         }
         guard !lookups.isEmpty else { return StoreHits() }
         let store = self.store
-        let started = ContinuousClock.now
+        let started = ContinuousClock.now, wall = WallTime.now()
         let found = await store.lookup(lookups, now: Date())
-        return StoreHits(found: found, secondsPerLookup: (ContinuousClock.now - started).seconds / Double(lookups.count))
+        return StoreHits(found: found, secondsPerLookup: (ContinuousClock.now - started).seconds / Double(lookups.count), started: wall)
     }
 
-    /// A miss's outcome and its stage timings (all but the queue wait).
-    private typealias Attempt = (result: Result<JobResult, HalcyonError>, timings: StageTimings)
+    /// A miss's outcome, its stage timings (all but the queue wait) and, traced, its spans.
+    private typealias Attempt = (result: Result<JobResult, HalcyonError>, timings: StageTimings, stages: [StageSpan], links: [SpanContext])
 
     /// Fetch once (the group shares its sources and headers), decode once, one chain per job,
     /// store each result under its key. Nothing starts once `cancel` is raised (every job of the
     /// group released, cancelled or lost): not the download, not the wait for a slot, not the
     /// next step or the store.
-    private func runMisses(_ plans: [JobPlan.Valid], cancel: CancellationFlag) async -> [Attempt] {
+    private func runMisses(_ plans: [JobPlan.Valid], traces: [JobTrace?], cancel: CancellationFlag) async -> [Attempt] {
         // From the first byte fetched to the last stored, the group's jobs hold memory here: a
         // memory kill charges them wherever they are (the supervisor is told).
         let holders = plans.map(\.jobID)
         report(.holding(holders))
         defer { report(.dropped(holders)) }
         var timings = StageTimings()
-        func all(_ error: HalcyonError) -> [Attempt] { plans.map { _ in (.failure(error), timings) } }
+        // Traced jobs' spans: the shared download is a span of the first traced job's, linked
+        // from the others'.
+        let tracing = traces.contains { $0 != nil }
+        var stages = plans.map { _ in [StageSpan]() }, links = plans.map { _ in [SpanContext]() }
+        func all(_ error: HalcyonError) -> [Attempt] { plans.indices.map { (.failure(error), timings, stages[$0], links[$0]) } }
         // The watermarks the chains draw (a job whose watermark cannot be had fails with its
         // error), loaded first: a local source's read permit is never held waiting on a network.
         let (marks, markFailures) = await loadWatermarks(plans, cancel: cancel)
@@ -161,13 +183,24 @@ struct JobRunner: Sendable {
         var holdsLocal = local
         defer { if holdsLocal { localReads.signal() } }
         let fetched: FetchedImage
-        let fetchStarted = ContinuousClock.now
+        let fetchStarted = ContinuousClock.now, fetchWall = tracing ? WallTime.now() : WallTime(nanoseconds: 0)
+        func traceFetch(_ outcome: Result<FetchedImage, HalcyonError>) {
+            guard let owner = traces.firstIndex(where: { $0 != nil }), let trace = traces[owner] else { return }
+            let span = StageSpans.fetch(
+                outcome, request: plans[0].fetch, start: fetchWall, seconds: timings.fetch ?? 0, sharedBy: plans.count)
+            stages[owner].append(span)
+            for i in plans.indices where i != owner && traces[i] != nil {
+                links[i].append(SpanContext(traceID: trace.traceID, spanID: span.spanID, traceState: trace.traceState))
+            }
+        }
         do {
             fetched = try await fetcher.fetch(plans[0].fetch, cancel: cancel)
             timings.fetch = (ContinuousClock.now - fetchStarted).seconds
             metrics.fetched(bytes: fetched.data.count)
+            if tracing { traceFetch(.success(fetched)) }
         } catch {
             timings.fetch = (ContinuousClock.now - fetchStarted).seconds
+            if tracing { traceFetch(.failure(error)) }
             return all(error)
         }
         // Held until processed: transfers wait (`PendingBytes`) while too many bytes are.
@@ -187,6 +220,7 @@ struct JobRunner: Sendable {
                 let scores = runnable.map { plans[$0].options.score }
                 let ids = runnable.map { plans[$0].jobID }, sources = plans[0].fetch.sources.map(\.text)
                 let report = self.report
+                let phases = tracing ? PhaseClock() : nil
                 let run = try await processSlots.withPermit(cancel: cancel, lane: plans[0].share) {
                     try await Blocking.run(.processing) {
                         // What a crash in here would cost, told to the supervisor first: every
@@ -197,6 +231,7 @@ struct JobRunner: Sendable {
                             fetched.data, format: fetched.format, chains: chains, limits: limits, cancel: cancel, placeholders: placeholders,
                             scores: scores, watermarks: marks,
                             phases: { phase in
+                                phases?.mark(phase)
                                 switch phase {
                                 case .decoding: report(.started(ids, .now(decoding: true)))
                                 case .chain(let i):
@@ -216,8 +251,15 @@ struct JobRunner: Sendable {
                 }
                 for (i, result) in zip(runnable, try run.outcome.get()) { processed[i] = result }
                 metrics.decoded()
+                if let phases {
+                    for (n, i) in runnable.enumerated() where traces[i] != nil {
+                        if case .success(let image)? = processed[i] {
+                            stages[i] += StageSpans.image(image, chain: plans[i].chain, phases: phases, index: n, sharedBy: runnable.count)
+                        }
+                    }
+                }
             } catch {
-                return plans.indices.map { (.failure(HalcyonError.wrap(error)), shares[$0]) }
+                return plans.indices.map { (.failure(HalcyonError.wrap(error)), shares[$0], stages[$0], links[$0]) }
             }
         }
         if holdsLocal {
@@ -225,16 +267,18 @@ struct JobRunner: Sendable {
             holdsLocal = false
         }
         var out: [Attempt] = []
-        for ((plan, result), share) in zip(zip(plans, processed), shares) {
+        for (i, ((plan, result), share)) in zip(zip(plans, processed), shares).enumerated() {
             var timing = share
             switch result ?? .failure(.abandoned) {
-            case .failure(let error): out.append((.failure(error), timing))
+            case .failure(let error): out.append((.failure(error), timing, stages[i], links[i]))
             case .success(let image):
                 timing.decode = image.decodeSeconds
                 timing.process = image.processSeconds
                 timing.encode = image.encodeSeconds
+                let storeWall = traces[i] != nil ? WallTime.now() : nil
                 let stored = await store(image, plan, source: fetched.source, cancel: cancel, timing: &timing)
-                out.append((stored, timing))
+                if let storeWall { stages[i].append(StageSpans.store(stored, start: storeWall, seconds: timing.store ?? 0)) }
+                out.append((stored, timing, stages[i], links[i]))
             }
         }
         return out

@@ -26,11 +26,17 @@ struct OutcomeRecorder: Sendable {
         }
     }
 
-    /// Records one job's outcome (unless it is no longer ours) and frees its place.
-    func record(_ plan: JobPlan, _ outcome: Result<JobResult, HalcyonError>, timings: StageTimings, cancel: CancellationFlag) async {
+    /// Records one job's outcome (unless it is no longer ours) and frees its place; returns how
+    /// the attempt ended.
+    @discardableResult
+    func record(
+        _ plan: JobPlan, _ outcome: Result<JobResult, HalcyonError>, timings: StageTimings, cancel: CancellationFlag
+    ) async
+        -> JobOutcome
+    {
         let job = plan.job, webhook = plan.wantsWebhook
         var log = logger
-        for (key, value) in job.logMetadata { log[metadataKey: key] = value }
+        for (key, value) in plan.logMetadata { log[metadataKey: key] = value }
         defer {
             state.withHeld { $0.drop(job) }
             state.wake.wake()
@@ -39,7 +45,7 @@ struct OutcomeRecorder: Sendable {
         guard state.withHeld({ $0.holds(job) }), !cancel.isCancelled else {
             log.debug("job abandoned; outcome not recorded")
             metrics.count(.abandoned)
-            return
+            return .abandoned
         }
         // The slot is free once the result is in the store; writing the outcome (a group
         // commit, a round trip) overlaps the next claim instead of gating it.
@@ -48,9 +54,11 @@ struct OutcomeRecorder: Sendable {
         state.noteOutcome(hit: hit)
         state.wake.wake()
         switch outcome {
-        case .success(let result): await recordSuccess(job, result, webhook: webhook, timings: timings, log: log)
-        case .failure(let error) where error.code == .accessDenied || error.code == .notWritable: await releaseRefused(job, error, log: log)
-        case .failure(let error): await recordFailure(job, error, webhook: webhook, timings: timings, log: log)
+        case .success(let result): return await recordSuccess(job, result, webhook: webhook, timings: timings, log: log)
+        case .failure(let error) where error.code == .accessDenied || error.code == .notWritable:
+            await releaseRefused(job, error, log: log)
+            return .released
+        case .failure(let error): return await recordFailure(job, error, webhook: webhook, timings: timings, log: log)
         }
     }
 
@@ -66,7 +74,7 @@ struct OutcomeRecorder: Sendable {
         metrics.count(.released, jobs: count)
     }
 
-    private func recordSuccess(_ job: Job, _ result: JobResult, webhook: Bool, timings: StageTimings, log: Logger) async {
+    private func recordSuccess(_ job: Job, _ result: JobResult, webhook: Bool, timings: StageTimings, log: Logger) async -> JobOutcome {
         let recorded: Bool?
         do {
             recorded = try await recordOrGiveUp("complete", log) {
@@ -74,7 +82,7 @@ struct OutcomeRecorder: Sendable {
             }
         } catch {
             await rejected(job, webhook: webhook, outcome: "success", error, log: log)
-            return
+            return .rejected
         }
         if recorded == true {
             state.updateSummary { $0.succeeded += 1 }
@@ -83,9 +91,10 @@ struct OutcomeRecorder: Sendable {
         }
         metrics.count(recorded == true ? .succeeded : .abandoned)
         log.debug("job succeeded", metadata: ["key": "\(result.key)", "path": "\(result.path)", "bytes": "\(result.bytes)"])
+        return recorded == true ? .succeeded : .abandoned
     }
 
-    private func recordFailure(_ job: Job, _ error: HalcyonError, webhook: Bool, timings: StageTimings, log: Logger) async {
+    private func recordFailure(_ job: Job, _ error: HalcyonError, webhook: Bool, timings: StageTimings, log: Logger) async -> JobOutcome {
         let delay = configuration.backoff.delay(afterAttempt: job.attempt)
         let recorded: JobQueue.FailOutcome?
         do {
@@ -94,7 +103,7 @@ struct OutcomeRecorder: Sendable {
             }
         } catch let refusal {
             await rejected(job, webhook: webhook, outcome: "failure (\(error.code))", refusal, log: log)
-            return
+            return .rejected
         }
         var meta: Logger.Metadata = ["code": "\(error.code)", "message": "\(error.message)"]
         if let source = error.source { meta["source"] = "\(source.prefix(200))" }
@@ -105,14 +114,17 @@ struct OutcomeRecorder: Sendable {
             state.updateSummary { $0.failed += 1 }
             state.unreported(failed: 1)
             log.notice("job failed", metadata: meta)
+            return .failed
         case .retryScheduled?:
             metrics.count(.retried, code: error.code)
             state.updateSummary { $0.retried += 1 }
             meta["retry_in"] = "\(TimeSpan.format(delay))"
             log.info("job failed; retry scheduled", metadata: meta)
+            return .retried
         default:
             metrics.count(.abandoned, code: error.code)
             log.debug("job failure not recorded (no longer ours)", metadata: meta)
+            return .abandoned
         }
     }
 

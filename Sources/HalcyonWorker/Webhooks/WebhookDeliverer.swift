@@ -66,14 +66,17 @@ public struct WebhookDeliverer: Service, CustomStringConvertible {
     let wake: WakeSignal
     /// Whether the worker was asked to stop (a signal, not the end of a drain).
     let stopRequested: @Sendable () -> Bool
+    /// Exports a `webhook` span of each delivery of a traced job; nil with tracing off.
+    var tracer: JobTracer? = nil
     let logger: Logger
     /// Delivering only, with `drain`: finish as soon as nothing is due, not at a shutdown.
     var drainsFromStart = false
 
     init(
         worker configuration: WorkerConfiguration, conninfo: String, wake: WakeSignal, stopRequested: @escaping @Sendable () -> Bool,
-        logger: Logger
+        tracer: JobTracer? = nil, logger: Logger
     ) {
+        self.tracer = tracer
         self.configuration = Settings(configuration)
         self.conninfo = conninfo
         self.wake = wake
@@ -317,11 +320,16 @@ public struct WebhookDeliverer: Service, CustomStringConvertible {
         let started = ContinuousClock.now
         let outcome: JobQueue.CallbackOutcome
         let verdict: HostGate.Verdict
+        // A traced job's delivery is a span of its trace, and the receiver's trace its child.
+        let span = tracer?.webhookSpan(callback)
+        var failure: HalcyonError?
+        defer { if let span { tracer?.finish(span, callback, error: failure) } }
         do {
-            try await post(callback, http: http, signature: signature, cancel: cancel)
+            try await post(callback, http: http, signature: signature, traceparent: span?.traceparent, cancel: cancel)
             outcome = .delivered
             verdict = .answered
         } catch {
+            failure = error
             if cancel.isCancelled && error.code == .cancelled {
                 // Stopped mid-delivery: try again soon, from whichever worker is running. (A
                 // delivery that failed for a reason of its own is recorded as that.)
@@ -376,7 +384,7 @@ public struct WebhookDeliverer: Service, CustomStringConvertible {
     /// One POST; throws the categorized error of a failed delivery (a 3xx is not followed and
     /// counts as a permanent `fetch.http_status`).
     private func post(
-        _ callback: JobQueue.Callback, http: HTTPClient, signature: WebhookSignature?, cancel: CancellationFlag
+        _ callback: JobQueue.Callback, http: HTTPClient, signature: WebhookSignature?, traceparent: String?, cancel: CancellationFlag
     ) async throws(HalcyonError) {
         guard let url = URL(string: callback.url), let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https", url.host != nil
         else {
@@ -393,6 +401,7 @@ public struct WebhookDeliverer: Service, CustomStringConvertible {
             "Content-Type": "application/json", "X-Halcyon-Job": "\(callback.jobID)", "X-Halcyon-Delivery-Attempt": "\(callback.attempt)",
             "webhook-id": callback.messageID, "webhook-timestamp": "\(timestamp)",
         ].merging(callback.traceHeaders) { a, _ in a }
+        if let traceparent { headers["traceparent"] = traceparent }
         if let signature {
             headers.merge(signature.headers(messageID: callback.messageID, timestamp: timestamp, body: body)) { $1 }
         }
