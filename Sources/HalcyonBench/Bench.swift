@@ -171,6 +171,9 @@ package struct Bench: AsyncParsableCommand {
     /// W1's second Halcyon row: the same jobs with every placeholder.
     static let placeholdersTool = "halcyon +placeholders"
     static let placeholderOptions = #"{"placeholders": ["blurhash", "thumbhash", "dominant_color"]}"#
+    /// W1's third Halcyon row: the same jobs with tracing on, every span exported to a local
+    /// collector stand-in (`OTLPSink`) every 100 ms.
+    static let tracedTool = "halcyon +tracing"
 
     package func validate() throws {
         guard scale > 0, scale <= 10 else { throw ValidationError("--scale must be in (0, 10]") }
@@ -298,6 +301,17 @@ package struct Bench: AsyncParsableCommand {
                     try await runHalcyon(
                         corpus, conninfo: conninfo, scratch: scratch, quality: quality, options: Self.placeholderOptions, hits: false
                     ).w1)
+                // The same W1 with every job's spans exported (the issue's bar: ≤ 3 % more CPU per image).
+                let sink = try OTLPSink()
+                defer { sink.stop() }
+                record(
+                    .w1, Self.tracedTool,
+                    try await runHalcyon(
+                        corpus, conninfo: conninfo, scratch: scratch, quality: quality, hits: false,
+                        environment: ["OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": sink.endpoint, "OTEL_BSP_SCHEDULE_DELAY": "100"]
+                    ).w1)
+                let taken = sink.taken
+                print("round \(round): W1 traced: \(taken.requests) exports, \(taken.bytes / 1024) KiB of spans taken")
                 print("round \(round): H \(hits.line)")
                 if let objectStore {
                     let (w1, objectHits) = try await runHalcyon(
@@ -360,7 +374,8 @@ package struct Bench: AsyncParsableCommand {
             }
         }
         let order = [
-            "halcyon", Self.objectStoreTool, Self.placeholdersTool, BenchFloor.tool, "pillow draft", "pillow", "vipsthumbnail", "convert tuned",
+            "halcyon", Self.objectStoreTool, Self.placeholdersTool, Self.tracedTool, BenchFloor.tool, "pillow draft", "pillow", "vipsthumbnail",
+            "convert tuned",
             "convert naive",
         ]
         func summarised(_ scenario: BenchPeers.Scenario) -> [BenchResult] {

@@ -21,16 +21,18 @@ extension Bench {
     /// run's own) puts the store there instead of a directory, and is emptied after.
     func runHalcyon(
         _ corpus: BenchCorpus, conninfo: String, scratch: URL, quality: BenchQuality, options: String = "{}", hits measureHits: Bool = true,
-        bucket: String? = nil
+        bucket: String? = nil, environment: [String: String] = [:]
     ) async throws -> (w1: BenchRun, hits: HitRun?) {
         try await Self.emptyingAfter(bucket) {
             try await measureHalcyon(
-                corpus, conninfo: conninfo, scratch: scratch, quality: quality, options: options, hits: measureHits, bucket: bucket)
+                corpus, conninfo: conninfo, scratch: scratch, quality: quality, options: options, hits: measureHits, bucket: bucket,
+                environment: environment)
         }
     }
 
     private func measureHalcyon(
-        _ corpus: BenchCorpus, conninfo: String, scratch: URL, quality: BenchQuality, options: String, hits measureHits: Bool, bucket: String?
+        _ corpus: BenchCorpus, conninfo: String, scratch: URL, quality: BenchQuality, options: String, hits measureHits: Bool, bucket: String?,
+        environment: [String: String]
     ) async throws -> (w1: BenchRun, hits: HitRun?) {
         let c = try await PGConnection.connect(conninfo)
         try await Self.ensureOnlyBenchJobs(c)
@@ -53,7 +55,7 @@ extension Bench {
         let progress = ProgressReporter(conninfo: conninfo, label: "images", expected: corpus.files.count, since: started)
         let cpuBefore = MachineCPU.now()
         let database = DatabaseCPU(conninfo: conninfo)
-        let usage = try await drainWorker(conninfo: conninfo, store: store, corpus: corpus, scratch: scratch)
+        let usage = try await drainWorker(conninfo: conninfo, store: store, corpus: corpus, scratch: scratch, environment: environment)
         let seconds = Date().timeIntervalSince(started)  // before the reporter's last tick
         let machine = MachineCPU.now().flatMap { cpuBefore?.shares(until: $0) }
         let databaseSeconds = await database.spent()
@@ -179,8 +181,10 @@ extension Bench {
         try await drainWorker(conninfo: conninfo, store: store.path, corpus: corpus, scratch: scratch)
     }
 
-    /// The same with `store` a directory or `s3://…`.
-    func drainWorker(conninfo: String, store: String, corpus: BenchCorpus, scratch: URL) async throws -> Subprocess.Usage {
+    /// The same with `store` a directory or `s3://…`, and `environment` over the bench's own variables.
+    func drainWorker(
+        conninfo: String, store: String, corpus: BenchCorpus, scratch: URL, environment: [String: String] = [:]
+    ) async throws -> Subprocess.Usage {
         let log = scratch.appendingPathComponent("worker.log").path
         let pid = try Subprocess.spawn(
             workerExecutable,
@@ -188,7 +192,8 @@ extension Bench {
                 "work", "--drain", "--database-url", conninfo, "--store", store, "--file-root", corpus.directory.path,
                 "--log-level", "warning", "--worker-id", "halcyon-bench-\(getpid())", "--no-progress",
                 "--sweep-interval", "0s",
-            ] + (workerConcurrency.map { ["--concurrency", String($0)] } ?? []), outputPath: log)
+            ] + (workerConcurrency.map { ["--concurrency", String($0)] } ?? []), outputPath: log,
+            environment: environment.isEmpty ? nil : ProcessInfo.processInfo.environment.merging(environment) { $1 })
         let usage = try await Blocking.run { Subprocess.waitWithUsage(pid) }
         guard usage.status == 0 else { throw CommandFailure("the worker exited \(usage.status); see \(log)") }
         return usage

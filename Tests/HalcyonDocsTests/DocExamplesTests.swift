@@ -93,7 +93,11 @@ final class PageRun: Sendable {
         try FileManager.default.copyItem(at: samples, to: images)
         try directory.path.write(to: state.appendingPathComponent("cwd"), atomically: true, encoding: .utf8)
 
-        let bin = URL(fileURLWithPath: TestEnvironment.binary).deletingLastPathComponent().path
+        var bin = URL(fileURLWithPath: TestEnvironment.binary).deletingLastPathComponent().path
+        // `python3` is scripts/test's venv (psycopg, OpenTelemetry's SDK), as an application's would be.
+        if let python = ProcessInfo.processInfo.environment["HALCYON_TEST_PYTHON"] {
+            bin += ":" + URL(fileURLWithPath: python).deletingLastPathComponent().path
+        }
         // Nothing of the test run's own: no HALCYON_MIGRATIONS (the binary finds its resources
         // itself), no PG* variables.
         var env = [
@@ -130,6 +134,10 @@ final class PageRun: Sendable {
             let file = state.appendingPathComponent("example-\(example.line).sql")
             try example.code.write(to: file, atomically: true, encoding: .utf8)
             body = "psql \"${DATABASE_URL:-$(halcyon embedded url)}\" -X -q -v ON_ERROR_STOP=1 -f '\(file.path)'"
+        case .python:
+            let file = state.appendingPathComponent("example-\(example.line).py")
+            try example.code.write(to: file, atomically: true, encoding: .utf8)
+            body = "python3 '\(file.path)'"
         }
         let q = state.path
         let script = """

@@ -36,7 +36,7 @@ struct DocParserTests {
     }
 
     @Test func malformedMarkersAreErrors() {
-        #expect(throws: DocFormatError.self) { try DocParser.page("```python runnable\nx\n```\n", path: "p.md") }
+        #expect(throws: DocFormatError.self) { try DocParser.page("```ruby runnable\nx\n```\n", path: "p.md") }
         #expect(throws: DocFormatError.self) { try DocParser.page("```sh runnable exits=1\nx\n```\n", path: "p.md") }
         #expect(throws: DocFormatError.self) { try DocParser.page("```text output\nx\n```\n", path: "p.md") }
         #expect(throws: DocFormatError.self) { try DocParser.page("<!-- doctest: embeded -->\n", path: "p.md") }
