@@ -65,7 +65,7 @@ public final class SpanExporter: @unchecked Sendable {
     public var exported: Int { condition.withLock { exportedCount } }
 
     /// How long an export may go unanswered before a stop stops waiting for the collector.
-    public static let stallLimit: Duration = .milliseconds(500)
+    public static let stallLimit: Duration = .milliseconds(250)
 
     /// Exports what the queue holds and stops the thread, returning by `within` at the latest —
     /// or as soon as an export has gone unanswered for `stallLimit` (a hung collector, which

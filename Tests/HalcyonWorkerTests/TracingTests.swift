@@ -164,7 +164,7 @@ struct TracingTests {
             }
         }
         // Neither the drain nor the exit is held back: a hung export is given up at the stop
-        // after `SpanExporter.stallLimit` (half a second), well within the grace.
+        // after `SpanExporter.stallLimit` (a quarter of a second), well within the grace.
         let off = seconds["off"] ?? 0
         for name in ["dead", "hanging", "refusing"] {
             #expect((seconds[name] ?? .infinity) <= off * 1.25 + 1.5, "\(seconds)")
