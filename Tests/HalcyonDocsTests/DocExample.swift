@@ -4,11 +4,12 @@ import Testing
 /// One fenced example of a documentation page that the doc test runs.
 ///
 /// The convention (docs/architecture.md, "Documentation"): a fence whose info string is
-/// `sh runnable`, `sql runnable` or `python runnable` (optionally `exit=N`) is executed (Python by
-/// scripts/test's venv, which holds psycopg and OpenTelemetry's Python SDK); a `text output` fence right
+/// `sh runnable`, `sql runnable`, `python runnable` or `go runnable` (optionally `exit=N`) is
+/// executed (Python by scripts/test's venv, which holds psycopg and OpenTelemetry's Python SDK;
+/// Go as a `main` package against Debian's Go libraries: OpenTelemetry's, lib/pq); a `text output` fence right
 /// after it (only blank lines between) is the output it must print, matched by `OutputPattern`.
 struct DocExample: Sendable, CustomStringConvertible {
-    enum Language: String, Sendable { case sh, sql, python }
+    enum Language: String, Sendable { case sh, sql, python, go }
 
     var page: String
     /// The 1-based line of the opening fence.
@@ -131,7 +132,7 @@ enum DocParser {
             }
             guard words.dropFirst().contains("runnable") else { continue }
             guard let language = DocExample.Language(rawValue: words[0]) else {
-                throw DocFormatError(page: path, line: fence.line, reason: "only sh, sql and python blocks can be runnable, not '\(words[0])'")
+                throw DocFormatError(page: path, line: fence.line, reason: "only sh, sql, python and go blocks can be runnable, not '\(words[0])'")
             }
             var example = DocExample(page: path, line: fence.line, language: language, code: fence.body)
             for word in words.dropFirst() where word != "runnable" {

@@ -138,6 +138,15 @@ final class PageRun: Sendable {
             let file = state.appendingPathComponent("example-\(example.line).py")
             try example.code.write(to: file, atomically: true, encoding: .utf8)
             body = "python3 '\(file.path)'"
+        case .go:
+            // A program of its own, built in GOPATH mode against the libraries Debian installs
+            // (scripts/setup), with its build cache in the page's state.
+            let program = state.appendingPathComponent("example-\(example.line)-go")
+            try FileManager.default.createDirectory(at: program, withIntermediateDirectories: true)
+            try example.code.write(to: program.appendingPathComponent("main.go"), atomically: true, encoding: .utf8)
+            body = """
+                (cd '\(program.path)' && GO111MODULE=off GOPATH=/usr/share/gocode GOCACHE='\(state.path)/gocache' GOFLAGS= go run main.go)
+                """
         }
         let q = state.path
         let script = """
