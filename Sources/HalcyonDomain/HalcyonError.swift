@@ -127,6 +127,8 @@ public struct HalcyonError: Error, Sendable, CustomStringConvertible {
     public var sources: [SourceFailure]
     /// Seconds the server asked us to wait (`Retry-After`), when it did.
     public var retryAfter: Double?
+    /// The HTTP status of a `fetch.http_status` failure.
+    public var httpStatus: Int?
     /// A library's own words for the failure (ImageMagick's message, with its source-file tail),
     /// kept beside `message`, which says what is wrong in the user's terms.
     public var detail: String?

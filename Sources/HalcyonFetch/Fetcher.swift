@@ -11,6 +11,28 @@ public struct FetchedImage: Sendable {
     public var source: String
 }
 
+/// The sources a fetch tried, in order, as it tried them: for a traced job's `fetch` spans.
+public final class FetchTrail: @unchecked Sendable {
+    /// One source: when it was first tried, how long it took with its retries, how many
+    /// attempts, and the bytes it gave or its last error.
+    public struct Try: Sendable {
+        public var index: Int
+        public var source: Source
+        public var started: Date
+        public var seconds: Double
+        public var attempts: Int
+        public var result: Result<Int, HalcyonError>
+    }
+
+    private let lock = NSLock()
+    private var list: [Try] = []
+
+    public init() {}
+
+    func append(_ t: Try) { lock.withLock { list.append(t) } }
+    public var tries: [Try] { lock.withLock { list } }
+}
+
 /// Decides when a transfer may start, once it has its download slot, and counts its bytes
 /// while they arrive (the worker's bound on downloaded bytes held in memory).
 public protocol DownloadGate: Sendable {
@@ -56,14 +78,20 @@ public struct Fetcher: Sendable {
 
     /// Tries the request's sources in order. One source failing fails with its own error;
     /// several all failing is `fetch.sources_exhausted` listing each, transient if any one was.
-    public func fetch(_ request: FetchRequest, cancel: CancellationFlag) async throws(HalcyonError) -> FetchedImage {
+    /// `trail`, when given, is told of each source tried (a traced job's `fetch` spans).
+    public func fetch(_ request: FetchRequest, cancel: CancellationFlag, trail: FetchTrail? = nil) async throws(HalcyonError) -> FetchedImage {
         let strategy = request.retry ?? configuration.retry
         var failures: [SourceFailure] = []
         var lastError: HalcyonError?
         // What this attempt may spend waiting between retries, across all its sources.
         var waitBudget = configuration.maxRetryWait.seconds
-        for source in request.sources {
+        for (index, source) in request.sources.enumerated() {
+            let started = Date(), clock = ContinuousClock.now
             let (result, attempts) = await fetchWithRetries(source, request, strategy: strategy, waitBudget: &waitBudget, cancel: cancel)
+            trail?.append(
+                FetchTrail.Try(
+                    index: index, source: source.source, started: started, seconds: (ContinuousClock.now - clock).seconds, attempts: attempts,
+                    result: result.map(\.data.count)))
             switch result {
             case .success(let image): return image
             case .failure(let error):

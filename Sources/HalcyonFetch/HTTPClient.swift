@@ -151,6 +151,7 @@ public struct HTTPClient: Sendable {
         if status >= 400 {
             let transient = status == 408 || status == 429 || status >= 500
             var error = HalcyonError(.httpStatus, "HTTP \(status) from \(url.host ?? source)", permanent: !transient, source: source)
+            error.httpStatus = status
             error.retryAfter = Self.header(handle, "Retry-After").flatMap { RetryAfter.seconds($0) }
             throw error
         }

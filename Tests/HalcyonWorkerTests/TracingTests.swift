@@ -82,6 +82,8 @@ struct TracingTests {
         #expect(fetch["kind"]?.numberValue == 3)  // client
         #expect(fetch["attributes"]?["server.address"]?.stringValue == "127.0.0.1")
         #expect(fetch["attributes"]?["http.response.body.size"] != nil)
+        #expect(
+            fetch["attributes"]?["halcyon.fetch.source_index"]?.numberValue == 0 && fetch["attributes"]?["halcyon.fetch.attempts"]?.numberValue == 1)
         // Never the source's query string, path or anything after the host.
         #expect(!tree.contains { $0.jsonText.contains("hunter2") || $0.jsonText.contains("photo.jpg") }, "\(tree.map(\.jsonText))")
         let transform = try #require(children.first { $0["name"]?.stringValue == "transform" })
@@ -110,7 +112,11 @@ struct TracingTests {
         // Fails once (503), then succeeds: two attempts.
         var job = helper.job("\(TestEnvironment.origin)/fail/1/503/\(db.name)/tiny.png", "resize(8x8)")
         job.trace = try TraceContext(traceparent: Self.traceparent)
-        let id = try await helper.enqueue(db, [job])[0]
+        // A source that is not there, then a fallback that is: a fetch span for each.
+        let fallback = helper.job(
+            "\(TestEnvironment.origin)/status/404?t=\(db.name)", "resize(8x8)", fallbacks: ["\(TestEnvironment.origin)/files/tiny.png?t=\(db.name)"])
+        let ids = try await helper.enqueue(db, [job, fallback])
+        let id = ids[0]
         _ = try await drain(
             db, store: store, endpoint: collector.endpoint, ["--retry-base", "0s", "--fetch-retries", "0", "--trace-parent", "link"])
         let row = try await db.query("SELECT state::text, attempt, trace_id FROM halcyon.jobs WHERE id = \(id)")
@@ -133,6 +139,25 @@ struct TracingTests {
             #expect(links.contains { $0["trace_id"]?.stringValue == Self.enqueuerTrace && $0["span_id"]?.stringValue == Self.enqueuerSpan })
         }
         #expect(Self.spans(spans, trace: Self.enqueuerTrace).isEmpty)
+        // The first attempt's fetch: the 503, with its status.
+        let failedFetch = Self.spans(spans, trace: trace).first {
+            $0["name"]?.stringValue == "fetch" && $0["attributes"]?["http.response.status_code"]?.numberValue == 503
+        }
+        #expect(failedFetch?["attributes"]?["error.type"]?.stringValue == "fetch.http_status", "\(spans.map(\.jsonText))")
+
+        let fallbackTrace = try #require(
+            try await db.query("SELECT trace_id FROM halcyon.jobs WHERE id = \(ids[1])").value(0, "trace_id"))
+        let tried = try await collector.waitForSpans { Self.spans($0, trace: fallbackTrace).filter { $0["name"]?.stringValue == "fetch" }.count >= 2 }
+        let fetches = Self.spans(tried, trace: fallbackTrace).filter { $0["name"]?.stringValue == "fetch" }
+            .sorted {
+                ($0["attributes"]?["halcyon.fetch.source_index"]?.numberValue ?? 9)
+                    < ($1["attributes"]?["halcyon.fetch.source_index"]?.numberValue ?? 9)
+            }
+        #expect(fetches.count == 2, "\(tried.map(\.jsonText))")
+        #expect(fetches.first?["attributes"]?["http.response.status_code"]?.numberValue == 404)
+        #expect(fetches.first?["status"]?["code"]?.numberValue == 2)
+        #expect(fetches.last?["attributes"]?["halcyon.fetch.source_index"]?.numberValue == 1)
+        #expect(fetches.last?["attributes"]?["http.response.body.size"] != nil && fetches.last?["status"]?["code"]?.numberValue == 0)
     }
 
     @Test func aDeadHangingOrRefusingCollectorCostsTheJobsNothingAndDropsAreCounted() async throws {

@@ -183,24 +183,24 @@ struct JobRunner: Sendable {
         var holdsLocal = local
         defer { if holdsLocal { localReads.signal() } }
         let fetched: FetchedImage
-        let fetchStarted = ContinuousClock.now, fetchWall = tracing ? WallTime.now() : WallTime(nanoseconds: 0)
-        func traceFetch(_ outcome: Result<FetchedImage, HalcyonError>) {
-            guard let owner = traces.firstIndex(where: { $0 != nil }), let trace = traces[owner] else { return }
-            let span = StageSpans.fetch(
-                outcome, request: plans[0].fetch, start: fetchWall, seconds: timings.fetch ?? 0, sharedBy: plans.count)
-            stages[owner].append(span)
+        let fetchStarted = ContinuousClock.now
+        let trail = tracing ? FetchTrail() : nil
+        func traceFetch() {
+            guard let trail, let owner = traces.firstIndex(where: { $0 != nil }), let trace = traces[owner] else { return }
+            let spans = StageSpans.fetch(trail.tries, sharedBy: plans.count)
+            stages[owner] += spans
             for i in plans.indices where i != owner && traces[i] != nil {
-                links[i].append(SpanContext(traceID: trace.traceID, spanID: span.spanID, traceState: trace.traceState))
+                links[i] += spans.map { SpanContext(traceID: trace.traceID, spanID: $0.spanID, traceState: trace.traceState) }
             }
         }
         do {
-            fetched = try await fetcher.fetch(plans[0].fetch, cancel: cancel)
+            fetched = try await fetcher.fetch(plans[0].fetch, cancel: cancel, trail: trail)
             timings.fetch = (ContinuousClock.now - fetchStarted).seconds
             metrics.fetched(bytes: fetched.data.count)
-            if tracing { traceFetch(.success(fetched)) }
+            traceFetch()
         } catch {
             timings.fetch = (ContinuousClock.now - fetchStarted).seconds
-            if tracing { traceFetch(.failure(error)) }
+            traceFetch()
             return all(error)
         }
         // Held until processed: transfers wait (`PendingBytes`) while too many bytes are.

@@ -29,38 +29,27 @@ final class PhaseClock: Sendable {
 /// The spans of a job's stages, from what the runner measured. Nothing in them names a
 /// credential: a source is its scheme and host, never its path, query or user info.
 enum StageSpans {
-    /// The `fetch` span (kind client) of one download, shared by `sharedBy` jobs: the source that
-    /// answered (or the first, when none did), its bytes, how many sources were tried, and for a
-    /// failure one event per source with its error and attempts.
-    static func fetch(
-        _ outcome: Result<FetchedImage, HalcyonError>, request: FetchRequest, start: WallTime, seconds: Double, sharedBy: Int
-    ) -> StageSpan {
-        var span = StageSpan(name: "fetch", kind: .client, start: start, end: start.adding(seconds: seconds))
-        switch outcome {
-        case .success(let fetched):
-            let index = request.sources.firstIndex { $0.text == fetched.source } ?? 0
-            span.attributes = location(request.sources[index].source)
-            span.attributes += [
-                ("http.response.body.size", .int(Int64(fetched.data.count))), ("halcyon.fetch.source_index", .int(Int64(index))),
-                ("halcyon.fetch.sources_tried", .int(Int64(index + 1))), ("halcyon.source.format", .string(fetched.format.rawValue)),
-            ]
-        case .failure(let error):
-            span.attributes = request.sources.first.map { location($0.source) } ?? []
-            span.attributes += [("error.type", .string(error.code.description))]
-            span.attributes.append(("halcyon.fetch.sources_tried", .int(Int64(max(1, error.sources.count)))))
-            span.status = .error(String(error.message.prefix(500)))
-            for failure in error.sources {
-                guard let source = try? Source.parse(failure.source) else { continue }
-                span.events.append(
-                    SpanEvent(
-                        name: "source failed", time: span.end,
-                        attributes: location(source) + [
-                            ("error.type", .string(failure.code.description)), ("halcyon.fetch.attempts", .int(Int64(failure.attempts))),
-                        ]))
+    /// The `fetch` spans (kind client) of one download, shared by `sharedBy` jobs: one per
+    /// source tried, in order, each with its host, its attempts (retries included), the bytes it
+    /// gave or its error (`error.type`, the HTTP status of a `fetch.http_status`).
+    static func fetch(_ tries: [FetchTrail.Try], sharedBy: Int) -> [StageSpan] {
+        tries.map { t in
+            let start = WallTime(nanoseconds: UInt64(max(0, t.started.timeIntervalSince1970 * 1e9)))
+            var span = StageSpan(name: "fetch", kind: .client, start: start, end: start.adding(seconds: t.seconds))
+            span.attributes =
+                location(t.source) + [
+                    ("halcyon.fetch.source_index", .int(Int64(t.index))), ("halcyon.fetch.attempts", .int(Int64(t.attempts))),
+                ]
+            switch t.result {
+            case .success(let bytes): span.attributes.append(("http.response.body.size", .int(Int64(bytes))))
+            case .failure(let error):
+                span.attributes.append(("error.type", .string(error.code.description)))
+                if let status = error.httpStatus { span.attributes.append(("http.response.status_code", .int(Int64(status)))) }
+                span.status = .error(String(error.message.prefix(500)))
             }
+            if sharedBy > 1 { span.attributes.append(("halcyon.fetch.shared_by", .int(Int64(sharedBy)))) }
+            return span
         }
-        if sharedBy > 1 { span.attributes.append(("halcyon.fetch.shared_by", .int(Int64(sharedBy)))) }
-        return span
     }
 
     /// Where a source is, without anything secret: `url.scheme`, and `server.address` and
