@@ -138,17 +138,17 @@ struct Claimer: Service, CustomStringConvertible {
         }
     }
 
-    /// Looks up a claim's stored results (and records its traced jobs' trace ids meanwhile),
-    /// then runs its groups side by side.
+    /// Looks up a claim's stored results, then runs its groups side by side — while its traced
+    /// jobs' trace ids are recorded, which no job waits for.
     private func execute(_ groups: [[JobPlan]], flags: [[CancellationFlag]]) async {
         async let traced: Void = recordTraceIDs(groups.flatMap { $0 })
         let hits = await runner.lookUp(groups.flatMap { $0 })
-        await traced
         await withDiscardingTaskGroup { group in
             for (plans, flags) in zip(groups, flags) {
                 group.addTask { await execute(plans, flags: flags, hits: hits) }
             }
         }
+        await traced
     }
 
     /// Records the trace each traced job's spans go to (`trace_id`) where the row does not hold
