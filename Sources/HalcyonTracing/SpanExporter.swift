@@ -81,7 +81,8 @@ public final class SpanExporter: @unchecked Sendable {
         }
         while ContinuousClock.now < deadline {
             let (done, stalled) = condition.withLock { (finished, exportStarted.map { ContinuousClock.now - $0 > Self.stallLimit } ?? false) }
-            if done || stalled { break }
+            // A cancelled caller cannot wait: what is left is dropped, as at the deadline.
+            if done || stalled || Task.isCancelled { break }
             try? await Task.sleep(for: .milliseconds(5))
         }
         let left = condition.withLock { () -> Int in
