@@ -237,7 +237,7 @@ let package = Package(
             name: "HalcyonImageTests",
             dependencies: [
                 "HalcyonImage", "HalcyonChain", "HalcyonDomain", "HalcyonRuntime", "HalcyonSamples", "HalcyonQualityReference", "HalcyonTestSupport",
-                "CMagickWand",
+                "CMagickWand", "CImageCodecs",
             ]),
         .testTarget(
             name: "HalcyonStoreTests", dependencies: ["HalcyonStore", "HalcyonDomain", "HalcyonRuntime", "HalcyonS3", "HalcyonTestSupport"]),

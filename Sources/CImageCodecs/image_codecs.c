@@ -112,7 +112,14 @@ int hc_jpeg_decode_rgb(const uint8_t *data, size_t size, int num, uint8_t *pixel
     return jpeg_read(data, size, NULL, num, pixels, stride, error);
 }
 
-int hc_jpeg_encode_rgb(const uint8_t *pixels, int width, int height, size_t stride, int quality, int progressive,
+int hc_jpeg_scale(int quality_halves) {
+    // jpeg_quality_scaling's curve at half steps: 5000/q below 50, 200 − 2q from 50 (integer, as
+    // libjpeg's own: a whole quality's scale is exactly jpeg_quality_scaling's).
+    int q2 = quality_halves < 2 ? 2 : quality_halves > 200 ? 200 : quality_halves;
+    return q2 < 100 ? 10000 / q2 : 200 - q2;
+}
+
+int hc_jpeg_encode_rgb(const uint8_t *pixels, int width, int height, size_t stride, int quality_halves, int progressive,
                        int luma_h, int luma_v, uint8_t **out, size_t *out_size, char error[HC_ERROR_LENGTH]) {
     struct jpeg_compress_struct cinfo;
     hc_error_manager e;
@@ -132,7 +139,7 @@ int hc_jpeg_encode_rgb(const uint8_t *pixels, int width, int height, size_t stri
     cinfo.input_components = 3;
     cinfo.in_color_space = JCS_RGB;
     jpeg_set_defaults(&cinfo);
-    jpeg_set_quality(&cinfo, quality, TRUE);
+    jpeg_set_linear_quality(&cinfo, hc_jpeg_scale(quality_halves), TRUE);
     cinfo.comp_info[0].h_samp_factor = luma_h == 1 ? 1 : 2;
     cinfo.comp_info[0].v_samp_factor = luma_v == 1 ? 1 : 2;
     cinfo.optimize_coding = TRUE;

@@ -22,6 +22,23 @@ public enum ResultMeasures {
     /// A quality written as text (`82`); nil for anything else.
     public static func quality(text: some StringProtocol) -> Int? { quality(Int(text)) }
 
+    /// A quality with its half step as one number (`result_quality_exact`: 82.5 for 82 and a
+    /// half, a JPEG search's last step); nil when `quality` is not one, or is 100 with a half.
+    public static func exactQuality(_ quality: Int?, half: Bool) -> Double? {
+        guard let quality = self.quality(quality), !(half && quality == qualities.upperBound) else { return nil }
+        return Double(quality) + (half ? 0.5 : 0)
+    }
+
+    /// An exact quality written as text (`82`, `82.5`; as the row and a store's key record hold
+    /// it): its whole part and whether a half follows; nil for anything else.
+    public static func exactQuality(text: some StringProtocol) -> (quality: Int, half: Bool)? {
+        let text = String(text)
+        let half = text.hasSuffix(".5")
+        let whole = half ? String(text.dropLast(2)) : text.hasSuffix(".0") ? String(text.dropLast(2)) : text
+        guard let quality = quality(text: whole), exactQuality(quality, half: half) != nil else { return nil }
+        return (quality, half)
+    }
+
     /// A score written as text (`87.31`); nil for anything but a finite number.
     public static func score(text: some StringProtocol) -> Double? { score(Double(String(text))) }
 }

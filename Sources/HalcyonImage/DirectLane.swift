@@ -194,13 +194,15 @@ package final class PixelBuffer: @unchecked Sendable {
         return target
     }
 
-    /// A JPEG of these pixels; transparent areas are flattened onto white, as ImageMagick's
-    /// lane does for a JPEG output.
-    func encodeJPEG(quality: Int, progressive: Bool, sampling: (h: Int, v: Int)) throws(HalcyonError) -> Data {
+    /// A JPEG of these pixels at `quality` (and a half, with `half`: libjpeg's scale between
+    /// it and the next); transparent areas are flattened onto white, as ImageMagick's lane does
+    /// for a JPEG output.
+    package func encodeJPEG(quality: Int, half: Bool = false, progressive: Bool, sampling: (h: Int, v: Int)) throws(HalcyonError) -> Data {
         let rgb = channels == 3 ? self : flattenedOnWhite()
         return try CodecOutput.take("encode jpeg", library: "libjpeg") { out, length, error in
             hc_jpeg_encode_rgb(
-                rgb.bytes, Int32(width), Int32(height), rgb.stride, Int32(quality), progressive ? 1 : 0, Int32(sampling.h), Int32(sampling.v),
+                rgb.bytes, Int32(width), Int32(height), rgb.stride, Int32(2 * quality + (half ? 1 : 0)), progressive ? 1 : 0, Int32(sampling.h),
+                Int32(sampling.v),
                 out, length, error)
         }
     }

@@ -243,6 +243,8 @@ public struct ProcessedImage: Sendable {
     public var placeholders: Placeholders?
     /// The encoder quality the stored bytes were written with; nil for a format without one.
     public var quality: Int?
+    /// Whether that quality was `quality` and a half (a JPEG search's last step; `result_quality_exact`).
+    public var halfQuality = false
     /// SSIMULACRA2 (0–100) of the stored bytes against the chain's own pixels; nil when not computed.
     public var score: Double?
     /// How many encodes the output took (more than one: `max_bytes` or `quality=auto` searched).
@@ -270,6 +272,7 @@ public struct ProcessedImage: Sendable {
     ) {
         self.init(data: output.data, format: output.format, width: width, height: height, decode: decode, process: process, encode: encode)
         quality = output.quality
+        halfQuality = output.half && output.quality != nil
         score = output.score
         encodes = output.encodes
     }

@@ -158,6 +158,8 @@ public struct JobResult: Sendable, Equatable {
     /// known (`result_quality`, `result_score`; held to `ResultMeasures`' bounds when recorded).
     public var quality: Int?
     public var score: Double?
+    /// Whether the quality was `quality` and a half (`result_quality_exact`).
+    public var halfQuality = false
     /// Whether `score` is below the chain's `min_score` (`result_target_missed`); nil when the
     /// chain has no target or the result no score.
     public var targetMissed: Bool?

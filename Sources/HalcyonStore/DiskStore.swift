@@ -28,12 +28,14 @@ public struct ResultInfo: Sendable, Equatable {
     /// to `ResultMeasures`' bounds): a hit reports the same.
     public var quality: Int?
     public var score: Double?
+    /// Whether the quality was `quality` and a half (a JPEG search's last step).
+    public var halfQuality = false
     /// A JPEG's chroma sampling, when known.
     public var chroma: ChromaSampling?
 
     public init(
         format: String, width: Int, height: Int, source: SourceRecord? = nil, placeholdersJSON: String? = nil, quality: Int? = nil,
-        score: Double? = nil, chroma: ChromaSampling? = nil
+        halfQuality: Bool = false, score: Double? = nil, chroma: ChromaSampling? = nil
     ) {
         self.format = format
         self.width = width
@@ -41,18 +43,19 @@ public struct ResultInfo: Sendable, Equatable {
         self.source = source
         self.placeholdersJSON = placeholdersJSON
         self.quality = ResultMeasures.quality(quality)
+        self.halfQuality = halfQuality && ResultMeasures.exactQuality(quality, half: true) != nil
         self.score = ResultMeasures.score(score)
         self.chroma = chroma
     }
 
     /// A new result's info: `source` is kept without its GPS position.
     public init(
-        format: String, width: Int, height: Int, facts: SourceFacts?, placeholders: Placeholders?, quality: Int? = nil, score: Double? = nil,
-        chroma: ChromaSampling? = nil
+        format: String, width: Int, height: Int, facts: SourceFacts?, placeholders: Placeholders?, quality: Int? = nil,
+        halfQuality: Bool = false, score: Double? = nil, chroma: ChromaSampling? = nil
     ) {
         self.init(
             format: format, width: width, height: height, source: facts.map { SourceRecord($0.withoutPosition) },
-            placeholdersJSON: placeholders?.json.jsonText, quality: quality, score: score, chroma: chroma)
+            placeholdersJSON: placeholders?.json.jsonText, quality: quality, halfQuality: halfQuality, score: score, chroma: chroma)
     }
 }
 
@@ -208,12 +211,12 @@ public struct DiskStore: Sendable {
 ///     image jpeg 320x320
 ///     source jpeg 1920x1080 482113 {"frames":1,"has_alpha":false,"orientation":1}
 ///     placeholders {"blurhash":"LEHV6nWB2yk8pyo0adR*.7kCMdnj"}
-///     quality 82
+///     quality 82.5
 ///     score 87.31
 ///     key https://example.com/cat.jpg@resize(320x320,mode=fill)
 ///
 /// `source` (format, size, bytes, then `source_meta`'s JSON), `placeholders`, `quality` (the
-/// encoder's, 1–100) and `score` (SSIMULACRA2, 0–100, two decimals) are there when the job that
+/// encoder's, 1–100, with `.5` for a half quality) and `score` (SSIMULACRA2, 0–100, two decimals) are there when the job that
 /// stored the key had them (records written before they existed lack them). Their JSON is relayed
 /// to the row, never decoded on a hit: a hit stays a file read and a few splits. A `quality` or
 /// `score` that does not read as one is left out of the hit, as if absent.
@@ -229,7 +232,9 @@ struct KeyRecord: Equatable {
         var text = "halcyon-key 1\nobject \(object)\nbytes \(bytes)\nimage \(info.format) \(info.width)x\(info.height)\n"
         if let s = info.source { text += "source \(s.format) \(s.width)x\(s.height) \(s.bytes) \(s.metaJSON)\n" }
         if let placeholders = info.placeholdersJSON { text += "placeholders \(placeholders)\n" }
-        if let quality = info.quality { text += "quality \(quality)\n" }
+        if let quality = ResultMeasures.exactQuality(info.quality, half: info.halfQuality) {
+            text += info.halfQuality ? "quality \(quality)\n" : "quality \(Int(quality))\n"
+        }
         if let score = info.score { text += "score \(score)\n" }
         if let chroma = info.chroma { text += "chroma \(chroma.rawValue)\n" }
         return text + "key \(escaped)\n"
@@ -279,10 +284,11 @@ struct KeyRecord: Equatable {
         else { return nil }
         self.object = String(object)
         self.bytes = bytes
+        let exact = quality.flatMap(ResultMeasures.exactQuality(text:))
         self.info = ResultInfo(
             format: String(image[0]), width: width, height: height, source: source.flatMap(Self.source),
             placeholdersJSON: placeholders.flatMap { $0.hasPrefix("{") && $0.hasSuffix("}") ? String($0) : nil },
-            quality: quality.flatMap(ResultMeasures.quality(text:)), score: score.flatMap(ResultMeasures.score(text:)),
+            quality: exact?.quality, halfQuality: exact?.half ?? false, score: score.flatMap(ResultMeasures.score(text:)),
             chroma: chroma.flatMap { ChromaSampling(rawValue: String($0)) })
         guard key.utf8.contains(UInt8(ascii: "\\")) else {
             self.key = String(key)

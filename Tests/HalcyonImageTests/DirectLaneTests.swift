@@ -1,3 +1,4 @@
+internal import CImageCodecs
 internal import CMagickWand
 import Foundation
 import HalcyonDomain
@@ -89,6 +90,64 @@ extension DirectLaneTests {
         #expect(!DirectLane.accepts(try ProcessorChain.parse("resize(320x320) |> blur(2)")))
         #expect(!DirectLane.accepts(try ProcessorChain.parse("resize(320x320) |> format(gif)")))
         #expect(DirectLane.accepts(Self.fill))
+    }
+
+    /// A JPEG's 8-bit quantization tables by number (DQT segments up to the first scan), in the
+    /// order the file stores them.
+    static func quantizationTables(_ jpeg: Data) -> [Int: [Int]] {
+        let b = [UInt8](jpeg)
+        var tables: [Int: [Int]] = [:], i = 2
+        while i + 4 <= b.count, b[i] == 0xFF, b[i + 1] != 0xDA {
+            let length = Int(b[i + 2]) << 8 | Int(b[i + 3])
+            if b[i + 1] == 0xDB {
+                var j = i + 4
+                while j + 65 <= i + 2 + length {
+                    tables[Int(b[j] & 0x0F)] = b[(j + 1)..<(j + 65)].map(Int.init)
+                    j += 65
+                }
+            }
+            i += 2 + length
+        }
+        return tables
+    }
+
+    /// The lane's JPEG writer at half qualities: a whole quality's tables are exactly what
+    /// libjpeg's `jpeg_set_quality` gives (ImageMagick's writer, the reference), a half quality's
+    /// are libjpeg's standard tables at the scale between (82.5: 35 %), entry by entry between
+    /// the two whole qualities', and its bytes and score fall between theirs.
+    @Test func halfQualitiesAreLibjpegsScaleBetweenTwoQualities() throws {
+        let photo = try SampleImages.photo(width: 480, height: 320, seed: 7, quality: 95)
+        let source = try #require(DirectLane.source(photo, format: .jpeg))
+        let pixels = try #require(DirectLane.decode(photo, source, hint: nil))
+        let magick = try MagickImage.decode(photo, format: .jpeg)
+        magick.outputFormat = .jpeg
+        magick.chroma = .full
+        func ours(_ q: Int, half: Bool = false) throws -> Data { try pixels.encodeJPEG(quality: q, half: half, progressive: false, sampling: (1, 1)) }
+        for q in [40, 82, 83, 97] {
+            magick.outputQuality = q
+            #expect(Self.quantizationTables(try ours(q)) == Self.quantizationTables(try magick.encode()), "quality \(q)")
+        }
+        // libjpeg's standard luminance table (natural order) at a scale, as jpeg_add_quant_table makes it.
+        let luma = [
+            16, 11, 10, 16, 24, 40, 51, 61, 12, 12, 14, 19, 26, 58, 60, 55, 14, 13, 16, 24, 40, 57, 69, 56, 14, 17, 22, 29, 51, 87, 80, 62,
+            18, 22, 37, 56, 68, 109, 103, 77, 24, 35, 55, 64, 81, 104, 113, 92, 49, 64, 78, 87, 103, 121, 120, 101, 72, 92, 95, 98, 112,
+            100, 103, 99,
+        ]
+        func scaled(_ scale: Int) -> [Int] { luma.map { min(max(($0 * scale + 50) / 100, 1), 255) }.sorted() }
+        #expect(hc_jpeg_scale(164) == 36 && hc_jpeg_scale(165) == 35 && hc_jpeg_scale(81) == 123 && hc_jpeg_scale(0) == 5000)
+        let reference = try SSIMULACRA2Reference(pixels)
+        for (q, scale) in [(82, 35), (40, 123)] {
+            let low = try ours(q), half = try ours(q, half: true), high = try ours(q + 1)
+            let (l, h, u) = (Self.quantizationTables(low), Self.quantizationTables(half), Self.quantizationTables(high))
+            #expect(h[0].map { $0.sorted() } == scaled(scale), "quality \(q).5: scale \(scale) %")
+            for t in [0, 1] {
+                let (a, b, c) = (try #require(l[t]), try #require(h[t]), try #require(u[t]))
+                #expect(zip(zip(a, b), c).allSatisfy { $0.0 >= $0.1 && $0.1 >= $1 } && b != a && b != c, "table \(t) at \(q).5")
+            }
+            #expect(low.count < half.count && half.count < high.count, "\(q): \(low.count) < \(half.count) < \(high.count) bytes")
+            let scores = try [low, half, high].map { try reference.score(encoded: $0, format: .jpeg) }
+            #expect(scores[0] < scores[1] && scores[1] < scores[2], "\(q): \(scores)")
+        }
     }
 
     @Test func greyProgressiveAndSubsampledSourcesMatchImageMagick() throws {

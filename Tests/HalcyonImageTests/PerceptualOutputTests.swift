@@ -61,22 +61,23 @@ import Testing
     }
 
     /// `format(auto)` keeps the smallest format that reaches the score; never larger than the
-    /// jpeg search's own answer.
+    /// jpeg search's own answer. (A target no other test asks for: each chain's search starts
+    /// where that chain's earlier jobs ended, so only fresh chains search alike.)
     @Test func autoFormatIsTheSmallestThatReachesTheScore() throws {
-        let jpeg = try Self.run(Self.photo, "resize(480x480) |> format(jpeg, quality=auto, min_score=75)")
-        let webp = try Self.run(Self.photo, "resize(480x480) |> format(webp, quality=auto, min_score=75)")
-        let avif = try Self.run(Self.photo, "resize(480x480) |> format(avif, quality=auto, min_score=75)")
-        let two = try Self.run(Self.photo, "resize(480x480) |> format(auto, min_score=75, formats=jpeg|webp)")
+        let jpeg = try Self.run(Self.photo, "resize(480x480) |> format(jpeg, quality=auto, min_score=74)")
+        let webp = try Self.run(Self.photo, "resize(480x480) |> format(webp, quality=auto, min_score=74)")
+        let avif = try Self.run(Self.photo, "resize(480x480) |> format(avif, quality=auto, min_score=74)")
+        let two = try Self.run(Self.photo, "resize(480x480) |> format(auto, min_score=74, formats=jpeg|webp)")
         #expect(two.format == (webp.data.count < jpeg.data.count ? .webp : .jpeg))
         #expect(two.data.count <= min(jpeg.data.count, webp.data.count))
-        #expect(try #require(two.score) >= 75)
+        #expect(try #require(two.score) >= 74)
         #expect(two.encodes <= 12)
         // By default AVIF too: the smallest of the three.
-        let auto = try Self.run(Self.photo, "resize(480x480) |> format(auto, min_score=75)")
+        let auto = try Self.run(Self.photo, "resize(480x480) |> format(auto, min_score=74)")
         let sizes: [(ImageFormat, Int)] = [(.jpeg, jpeg.data.count), (.webp, webp.data.count), (.avif, avif.data.count)]
         #expect(auto.format == sizes.min { $0.1 < $1.1 }?.0)
         #expect(auto.data.count <= sizes.map(\.1).min()!)
-        #expect(try #require(auto.score) >= 75 && auto.encodes <= 18)
+        #expect(try #require(auto.score) >= 74 && auto.encodes <= 18)
     }
 
     /// Transparency rules JPEG out; an animation stays one (WebP).

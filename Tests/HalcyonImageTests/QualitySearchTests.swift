@@ -1,4 +1,5 @@
 import Foundation
+import HalcyonChain
 import HalcyonDomain
 import Testing
 
@@ -110,5 +111,38 @@ import Testing
             #expect(outcome.probes.count <= 6)
             #expect((outcome.reached?.score ?? 0) >= 85)
         }
+    }
+
+    /// Where one whole JPEG step carries the score past the target by more than a point (a noisy
+    /// picture's can by five), an encoder with half qualities tries the half between, and the
+    /// output says so; without them the search ends on the whole step above.
+    @Test(arguments: [true, false])
+    func aWholeStepThatOvershootsIsHalved(halves: Bool) throws {
+        // An encode of n half qualities is n bytes; the score jumps between 92 (83) and 93 (88),
+        // 92.5 scoring 85.2.
+        struct Scorer: OutputScorer {
+            func score(encoded: Data, format: ImageFormat) throws(HalcyonError) -> Double {
+                let n = encoded.count
+                return n <= 184 ? 83 - Double(184 - n) * 0.125 : n == 185 ? 85.2 : 88 + Double(n - 186) * 0.05
+            }
+            var hasTransparency: Bool { false }
+        }
+        var encoded: [Encoding] = []
+        let encoder = OutputEncoder(
+            step: try ProcessorChain.parse("format(jpeg, quality=auto, min_score=84.7)").formatStep, format: .jpeg, quality: 82,
+            predictionKey: "halves \(halves) \(UUID())", halfQualities: halves,
+            encode: { e throws(HalcyonError) in
+                encoded.append(e)
+                // 4:2:0 a third larger: never the smaller.
+                return Data(count: (2 * e.quality + (e.half ? 1 : 0)) * (e.chroma == .half ? 4 : 3) / 3)
+            },
+            makeScorer: { Scorer() })
+        let out = try encoder.run()
+        let tried = encoded.filter { $0.chroma == .full }.map { Double($0.quality) + ($0.half ? 0.5 : 0) }
+        #expect(
+            out.quality == (halves ? 92 : 93) && out.half == halves && (out.score ?? 0) >= 84.7, "\(out.quality ?? 0) \(out.half), tried \(tried)")
+        #expect(out.data.count == (halves ? 185 : 186))
+        #expect(halves == tried.contains { $0.rounded() != $0 }, "half qualities only where the encoder has them: \(tried)")
+        #expect(out.encodes <= QualitySearch.defaultMaxEncodes + OutputEncoder.halfChromaEncodes)
     }
 }

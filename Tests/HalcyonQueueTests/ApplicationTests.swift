@@ -314,6 +314,7 @@ struct ApplicationTests {
             cacheHit: false, source: "data:" + String(repeating: "\u{2}", count: 14 << 10), quality: 82, score: 87.31)
         stored.targetMissed = true
         stored.chroma = .half
+        stored.halfQuality = true
         _ = try await q.complete(claims[0], workerID: "w", result: stored)
         let sources = (0..<17).map {
             SourceFailure(
@@ -336,6 +337,7 @@ struct ApplicationTests {
             } else {
                 #expect(body?["result"]?["key"]?.stringValue == control + "@" + identifier, "the key is whole")
                 #expect(body?["result"]?["quality"] == .number(82) && body?["result"]?["score"] == .number(87.31))
+                #expect(body?["result"]?["quality_exact"] == .number(82.5), "the quality with its half")
                 #expect(body?["result"]?["target_missed"] == .bool(true) && body?["result"]?["chroma"] == .string("4:2:0"))
             }
         }

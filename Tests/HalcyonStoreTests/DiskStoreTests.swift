@@ -67,10 +67,13 @@ import Testing
         let old = try #require(try await rewritten(nil, nil))
         #expect(old.quality == nil && old.score == nil && old.width == 320)
         // Garbled, out of range, not a number: each left out, the hit kept; in range again: read.
-        for (q, s) in [("8x2", "NaN"), ("0", "inf"), ("101", "1e999"), ("", "--"), ("82.5", "87,31"), ("-5", "nan(0x1)")] {
+        for (q, s) in [("8x2", "NaN"), ("0", "inf"), ("101", "1e999"), ("", "--"), ("82.25", "87,31"), ("-5", "nan(0x1)")] {
             let garbled = try #require(try await rewritten(q, s), "\(q) \(s)")
             #expect(garbled.quality == nil && garbled.score == nil && garbled.format == "jpeg", "\(q) \(s)")
         }
+        // A half quality (a JPEG search's last step).
+        let half = try #require(try await rewritten("82.5", "87.31"))
+        #expect(half.quality == 82 && half.halfQuality && half.score == 87.31)
         let clamped = try #require(try await rewritten("100", "100.004"))
         #expect(clamped.quality == 100 && clamped.score == 100)
         let negative = try #require(try await rewritten("1", "-0.2"))

@@ -302,6 +302,18 @@ import Testing
         let sampled = KeyRecord(
             object: "objects/ab/cd/abcd.jpg", bytes: 12, info: ResultInfo(format: "jpeg", width: 1, height: 1, quality: 80, chroma: .half), key: "k")
         #expect(sampled.text.hasSuffix("quality 80\nchroma 4:2:0\nkey k\n") && KeyRecord(sampled.text) == sampled, "\(sampled.text)")
+        // A half quality is written with its half; a half above 100, or any other fraction, is
+        // dropped like any garbled quality.
+        let half = KeyRecord(
+            object: "objects/ab/cd/abcd.jpg", bytes: 12, info: ResultInfo(format: "jpeg", width: 1, height: 1, quality: 92, halfQuality: true),
+            key: "k")
+        #expect(half.text.hasSuffix("quality 92.5\nkey k\n") && KeyRecord(half.text) == half, "\(half.text)")
+        #expect(KeyRecord(half.text)?.info.quality == 92 && KeyRecord(half.text)?.info.halfQuality == true)
+        for bad in ["100.5", "92.25", "0.5", "92.", ".5"] {
+            let read = KeyRecord(half.text.replacingOccurrences(of: "quality 92.5", with: "quality \(bad)"))
+            #expect(read?.info.quality == nil && read?.info.halfQuality == false && read?.key == "k", "quality \(bad)")
+        }
+        #expect(ResultInfo(format: "jpeg", width: 1, height: 1, quality: 100, halfQuality: true).halfQuality == false)
     }
 
     @Test func staleTempFilesAreSwept() throws {

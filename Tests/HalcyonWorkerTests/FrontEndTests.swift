@@ -70,18 +70,19 @@ struct FrontEndTests {
         func measures(
             _ id: String
         ) async throws -> (
-            quality: Int?, score: Double?, hit: String?, path: String?, missed: String?, chroma: String?, format: String?
+            quality: Int?, score: Double?, hit: String?, path: String?, missed: String?, chroma: String?, format: String?, exact: String?
         ) {
             let r = try await db.query(
                 """
                 SELECT result_quality, result_score, cache_hit, result_path, result_target_missed, result_chroma, result_format,
-                       state::text, last_error
+                       result_quality_exact, state::text, last_error
                 FROM halcyon.jobs WHERE id = $1::bigint
                 """, [id])
             #expect(r.value(0, "state") == "succeeded", "\(r.value(0, "last_error") ?? "")")
             return (
                 r.value(0, "result_quality").flatMap { Int($0) }, r.value(0, "result_score").flatMap { Double($0) }, r.value(0, "cache_hit"),
-                r.value(0, "result_path"), r.value(0, "result_target_missed"), r.value(0, "result_chroma"), r.value(0, "result_format")
+                r.value(0, "result_path"), r.value(0, "result_target_missed"), r.value(0, "result_chroma"), r.value(0, "result_format"),
+                r.value(0, "result_quality_exact")
             )
         }
         let reference = try SSIMULACRA2Reference(
@@ -97,6 +98,9 @@ struct FrontEndTests {
             #expect(abs(try reference.score(encoded: bytes, format: format) - score) < 0.01, "the row's score is the stored bytes' own")
             // A JPEG's sampling as its bytes say; none for other formats.
             #expect(m.chroma == (format == .jpeg ? DeclaredSize.jpegChroma(bytes)?.rawValue : nil) && (m.format != "jpeg" || m.chroma != nil))
+            // The exact quality: the whole one, or it and a half.
+            let exact = try #require(m.exact.flatMap(Double.init), "job \(id): no result_quality_exact")
+            #expect([Double(m.quality ?? 0), Double(m.quality ?? 0) + 0.5].contains(exact), "job \(id): \(exact) for \(m.quality ?? 0)")
         }
         #expect(try await measures(ids[2]).quality == 82)
         let missed = try await measures(ids[3])
@@ -106,7 +110,8 @@ struct FrontEndTests {
         try await drain(db, store)
         let first = try await measures(ids[0]), again = try await measures(hit)
         #expect(
-            again.hit == "t" && again.quality == first.quality && again.score == first.score && again.missed == "f" && again.chroma == first.chroma)
+            again.hit == "t" && again.quality == first.quality && again.score == first.score && again.missed == "f" && again.chroma == first.chroma
+                && again.exact == first.exact)
         let missedAgain = try await enqueue(db, url + "&c=3", chains[3], "{}")
         try await drain(db, store)
         #expect(try await measures(missedAgain).missed == "t", "a hit of a result under its target says so too")

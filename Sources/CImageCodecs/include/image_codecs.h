@@ -39,10 +39,16 @@ void hc_jpeg_scaled_size(int width, int height, int num, int *scaled_width, int 
 int hc_jpeg_decode_rgb(const uint8_t *data, size_t size, int num, uint8_t *pixels, size_t stride,
                        char error[HC_ERROR_LENGTH]);
 
-/// Encodes 8-bit RGB rows as a JPEG with luma sampled `luma_h`×`luma_v` times chroma (1–2 each),
-/// optimized Huffman tables, baseline or progressive. On success returns 0 and `*out`/`*out_size`
-/// hold a buffer to release with `hc_free`.
-int hc_jpeg_encode_rgb(const uint8_t *pixels, int width, int height, size_t stride, int quality, int progressive,
+/// libjpeg's quantization scale (percent of its standard tables) for a quality given in halves
+/// (165 is 82.5): `jpeg_quality_scaling`'s curve, 5000/q below 50 and 200 − 2q from 50, at half
+/// steps; a whole quality's scale is exactly libjpeg's. Clamped to qualities 1–100.
+int hc_jpeg_scale(int quality_halves);
+
+/// Encodes 8-bit RGB rows as a JPEG at a quality given in halves (`hc_jpeg_scale`; 2 × a whole
+/// quality writes the file `jpeg_set_quality` would) with luma sampled `luma_h`×`luma_v` times
+/// chroma (1–2 each), optimized Huffman tables, baseline or progressive. On success returns 0 and
+/// `*out`/`*out_size` hold a buffer to release with `hc_free`.
+int hc_jpeg_encode_rgb(const uint8_t *pixels, int width, int height, size_t stride, int quality_halves, int progressive,
                        int luma_h, int luma_v, uint8_t **out, size_t *out_size, char error[HC_ERROR_LENGTH]);
 
 /// Decodes a PNG into 8-bit RGB (`channels` 3) or RGBA (4) with libpng's simplified API, rows of

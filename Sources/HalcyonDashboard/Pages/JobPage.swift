@@ -119,7 +119,8 @@ struct JobPage {
                     .code("digest", digest),
                     .text("image", Self.size(format: r.resultFormat, width: r.resultWidth, height: r.resultHeight)),
                     .text("bytes", r.resultBytes.map { Format.bytes($0) }),
-                    .text("quality", r.resultQuality.map(String.init)),
+                    .text(
+                        "quality", r.resultQualityExact.map { $0.rounded() == $0 ? String(Int($0)) : String($0) } ?? r.resultQuality.map(String.init)),
                     .text("chroma", r.resultChroma),
                     .text("score", r.resultScore.map { String(format: "%.2f", $0) }),
                     .text("target", r.resultTargetMissed.map { $0 ? "missed: the search could not reach min_score" : "reached" }),

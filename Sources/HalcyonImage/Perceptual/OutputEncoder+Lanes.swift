@@ -36,8 +36,8 @@ extension OutputEncoder {
             makeScorer: { () throws(HalcyonError) in try reference.get() })
     }
 
-    /// The direct lane: 8-bit pixels after a resize, JPEG through libjpeg-turbo, WebP through
-    /// libwebp, anything else through an ImageMagick image made from the same pixels (once).
+    /// The direct lane: 8-bit pixels after a resize, JPEG through libjpeg-turbo (half qualities
+    /// too), WebP through libwebp, anything else through an ImageMagick image made from the same pixels (once).
     static func direct(
         _ pixels: PixelBuffer, chain: ProcessorChain, format: ImageFormat, quality: Int, progressive: Bool, compression: Int,
         sampling: (h: Int, v: Int)?, scoreWanted: Bool
@@ -45,12 +45,13 @@ extension OutputEncoder {
         var magick: [ImageFormat: MagickImage] = [:]
         return OutputEncoder(
             step: chain.formatStep, format: format, quality: quality, scoreWanted: scoreWanted, predictionKey: chain.identifier,
+            halfQualities: true,
             encode: { encoding throws(HalcyonError) in
                 let (format, quality) = (encoding.format, encoding.quality)
                 if format == .jpeg {
                     // ImageMagick's rule: the source JPEG's sampling, else 4:4:4 from quality 90, 4:2:0 below.
                     let chroma = encoding.chroma?.lumaFactors ?? sampling ?? (quality >= 90 ? (1, 1) : (2, 2))
-                    return try pixels.encodeJPEG(quality: quality, progressive: progressive, sampling: chroma)
+                    return try pixels.encodeJPEG(quality: quality, half: encoding.half, progressive: progressive, sampling: chroma)
                 }
                 if format == .webp { return try pixels.encodeWebP(quality: quality) }
                 let image: MagickImage

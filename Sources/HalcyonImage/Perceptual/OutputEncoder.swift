@@ -14,6 +14,8 @@ protocol OutputScorer {
 struct Encoding {
     var format: ImageFormat
     var quality: Int
+    /// Half a quality step more (JPEG through libjpeg: its scale between `quality` and the next).
+    var half = false
     /// The chroma sampling (JPEG; AVIF: `.full` or not). Nil: the lane's rule (ImageMagick's:
     /// the source JPEG's sampling, else 4:4:4 from quality 90, 4:2:0 below).
     var chroma: ChromaSampling?
@@ -25,6 +27,8 @@ struct EncodedOutput {
     var format: ImageFormat
     /// The encoder's quality; nil for a format without one.
     var quality: Int?
+    /// Whether the quality was `quality` and a half (a JPEG search's last step).
+    var half = false
     /// SSIMULACRA2 of `data` against the chain's pixels, when it was computed.
     var score: Double?
     /// How many encodes it took.
@@ -47,6 +51,9 @@ struct OutputEncoder {
     var scoreWanted = false
     /// The chain's key for quality predictions (its identifier).
     var predictionKey = ""
+    /// Whether `encode` writes JPEG at half qualities (`Encoding.half`; libjpeg directly): the
+    /// search then moves in half steps.
+    var halfQualities = false
     /// Encodes the pixels (for an animation, its first frame: what the search scores).
     var encode: (Encoding) throws(HalcyonError) -> Data
     /// Encodes an animation whole, once the quality is chosen; nil when `encode` is the output.
@@ -108,9 +115,14 @@ struct OutputEncoder {
 
     /// An encode of a perceptual search: JPEG with the chroma given, 4:4:4 unless the search
     /// tries 4:2:0 (ImageMagick's rule would switch at quality 90 and make the score jump there).
-    static func searched(_ format: ImageFormat, _ quality: Int, chroma: ChromaSampling? = nil) -> Encoding {
-        Encoding(format: format, quality: quality, chroma: format == .jpeg ? chroma ?? .full : nil)
+    static func searched(_ format: ImageFormat, _ quality: Int, half: Bool = false, chroma: ChromaSampling? = nil) -> Encoding {
+        Encoding(format: format, quality: quality, half: half && format == .jpeg, chroma: format == .jpeg ? chroma ?? .full : nil)
     }
+
+    /// Search steps per quality in `format`: two for JPEG where the encoder takes half qualities
+    /// (one step of JPEG's can move a noisy picture's score by 5 points; a half step halves
+    /// the overshoot), else one.
+    func steps(_ format: ImageFormat) -> Int { format == .jpeg && halfQualities ? 2 : 1 }
 
     /// Encodes of JPEG at 4:2:0 after the 4:4:4 search found its answer: SSIMULACRA2 weighs colour
     /// detail, so 4:2:0 needs a higher quality for the same score (0–8 qualities more on the 14
@@ -162,14 +174,19 @@ struct OutputEncoder {
                 let score = try? scoreOutput(data, format: format, scorer: scorer)
                 return EncodedOutput(data: data, format: format, score: score, encodes: encodes)
             }
-            let model = QualityModel.for(format, target: target)
+            // The search moves in steps (a quality, or half of one); its probes are read back
+            // in qualities.
+            let model = QualityModel.for(format, target: target), n = steps(format)
             let search = QualitySearch(
-                target: target, range: step.minQuality...Self.highestSearched(format), slope: model.slope,
-                abandonAt: chosen.flatMap { $0.probe.score >= target ? $0.probe.data.count : nil }, chroma: format == .jpeg ? .full : nil)
+                target: target, range: (n * step.minQuality)...(n * Self.highestSearched(format)), slope: model.slope / Double(n),
+                abandonAt: chosen.flatMap { $0.probe.score >= target ? $0.probe.data.count : nil }, chroma: format == .jpeg ? .full : nil,
+                stepsPerQuality: n)
             let start = QualityModel.predictions.predict(key: predictionKey, format: format) ?? model.start
-            let outcome = try search.run(
-                start: start, encode: { q throws(HalcyonError) in try encode(Self.searched(format, q)) },
+            var outcome = try search.run(
+                start: n * start,
+                encode: { s throws(HalcyonError) in try encode(Self.searched(format, s / n, half: s % n == 1)) },
                 score: { data throws(HalcyonError) in try scorer.score(encoded: data, format: format) })
+            if n > 1 { outcome = outcome.inQualities(steps: n) }
             encodes += outcome.probes.count
             guard var best = outcome.best else { continue }
             if let reached = outcome.reached {
@@ -213,14 +230,14 @@ struct OutputEncoder {
             // frames): the highest quality that does.
             let chroma = probe.chroma
             let (data, used) = try FormatStep.encode(
-                fitting: maxBytes, quality: max(probe.quality - 1, step.minQuality), minQuality: step.minQuality
+                fitting: maxBytes, quality: max(probe.half ? probe.quality : probe.quality - 1, step.minQuality), minQuality: step.minQuality
             ) { q throws(HalcyonError) in
                 encodes += 1
                 return try whole(Self.searched(format, q, chroma: chroma))
             }
             probe = Probe(quality: used, data: data, score: try scoreOutput(data, format: format, scorer: scorer), chroma: chroma)
         }
-        return EncodedOutput(data: probe.data, format: format, quality: probe.quality, score: probe.score, encodes: encodes)
+        return EncodedOutput(data: probe.data, format: format, quality: probe.quality, half: probe.half, score: probe.score, encodes: encodes)
     }
 }
 

@@ -4,6 +4,8 @@ import HalcyonDomain
 /// One encoding the search tried: its quality, bytes and score (and, for JPEG, its chroma).
 struct Probe: Sendable {
     var quality: Int
+    /// The quality was `quality` and a half (JPEG).
+    var half = false
     var data: Data
     /// `unscored` for an encode the search did not score (it could not win).
     var score: Double
@@ -42,6 +44,9 @@ struct QualitySearch {
     var abandonAt: Int?
     /// The chroma sampling every encode of this search uses (JPEG), recorded on its probes.
     var chroma: ChromaSampling? = nil
+    /// How many of the search's steps make one encoder quality (2: `range` and the probes are
+    /// in half qualities).
+    var stepsPerQuality = 1
 
     static let defaultMaxEncodes = 6
 
@@ -58,6 +63,20 @@ struct QualitySearch {
 
         /// The result: the reaching encode, else the best-scoring one.
         var best: Probe? { reached ?? probes.max { $0.score < $1.score } }
+
+        /// The outcome of a search that moved in `steps` per quality, its probes in qualities
+        /// (a step between two whole qualities is the lower one and a half).
+        func inQualities(steps: Int) -> Outcome {
+            func quality(_ p: Probe) -> Probe {
+                var q = p
+                (q.quality, q.half) = (p.quality / steps, p.quality % steps != 0)
+                return q
+            }
+            var outcome = self
+            outcome.reached = reached.map(quality)
+            outcome.probes = probes.map(quality)
+            return outcome
+        }
     }
 
     /// Runs the search from `start`: `encode` makes a quality's bytes, `score` scores them.
@@ -132,7 +151,7 @@ struct QualitySearch {
         guard probes.count >= 2 else { return false }
         let pair = [probes[probes.count - 2], probes[probes.count - 1]].sorted { $0.quality < $1.quality }
         let (low, high) = (pair[0], pair[1])
-        guard high.quality - low.quality >= 4, low.score < target, high.score < target else { return false }
+        guard high.quality - low.quality >= 4 * stepsPerQuality, low.score < target, high.score < target else { return false }
         let rise = max(high.score - low.score, 0) / Double(high.quality - low.quality)
         return high.score + rise * Double(range.upperBound - high.quality) + Self.noise < target
     }

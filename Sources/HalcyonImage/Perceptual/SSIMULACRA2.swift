@@ -53,7 +53,7 @@ public final class SSIMULACRA2Reference: @unchecked Sendable {
     }
 
     /// Prepares the direct lane's pixels (a copy: the reference's planes are 12 times their size).
-    convenience init(_ buffer: PixelBuffer) throws(HalcyonError) {
+    package convenience init(_ buffer: PixelBuffer) throws(HalcyonError) {
         let pixels = Array(UnsafeBufferPointer(start: buffer.bytes, count: buffer.width * buffer.height * buffer.channels))
         try self.init(pixels: pixels, width: buffer.width, height: buffer.height, channels: buffer.channels)
     }

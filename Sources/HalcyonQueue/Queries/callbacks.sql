@@ -27,7 +27,7 @@ RETURNING j.id, j.callback_attempts, j.options ->> 'callback_url' AS url,
         'result', CASE WHEN j.state = 'succeeded' THEN jsonb_build_object(
             'key', j.result_key, 'digest', j.result_digest, 'path', j.result_path, 'bytes', j.result_bytes,
             'width', j.result_width, 'height', j.result_height, 'format', j.result_format, 'source', j.result_source,
-            'quality', j.result_quality, 'score', j.result_score, 'target_missed', j.result_target_missed,
+            'quality', j.result_quality, 'quality_exact', j.result_quality_exact, 'score', j.result_score, 'target_missed', j.result_target_missed,
             'chroma', j.result_chroma) END,
         'error', CASE WHEN j.state = 'failed' THEN (j.errors -> -1) - 'sources' END
     )::text AS body,

@@ -61,6 +61,8 @@ public struct JobRow: Sendable, Equatable {
     /// outside them is nil (a quality) or held to them (a score), NaN nil (`ResultMeasures`).
     public var resultQuality: Int?
     public var resultScore: Double?
+    /// The quality with its half step (82.5), held to 1–100 in halves when read.
+    public var resultQualityExact: Double?
     /// Whether the result scores below its format step's `min_score`; nil without a target.
     public var resultTargetMissed: Bool?
     /// A JPEG result's chroma sampling (`4:4:4`, `4:2:0`, …; the table's CHECK holds it to those).
@@ -95,6 +97,8 @@ public struct JobRow: Sendable, Equatable {
             case quality(WritableKeyPath<JobRow, Int?> & Sendable)
             /// `result_score`: a real held to `ResultMeasures.scores`.
             case score(WritableKeyPath<JobRow, Double?> & Sendable)
+            /// `result_quality_exact`: a real held to `ResultMeasures.qualities` in halves.
+            case exactQuality(WritableKeyPath<JobRow, Double?> & Sendable)
             case bigint(WritableKeyPath<JobRow, Int64?> & Sendable)
             case boolean(WritableKeyPath<JobRow, Bool?> & Sendable)
             case textArray(WritableKeyPath<JobRow, [String]?> & Sendable)
@@ -113,7 +117,7 @@ public struct JobRow: Sendable, Equatable {
             case .text, .state: .text
             case .json: .json
             case .instant: .timestamp
-            case .score: .float
+            case .score, .exactQuality: .float
             case .boolean: .boolean
             case .textArray: .textArray
             }
@@ -143,7 +147,7 @@ public struct JobRow: Sendable, Equatable {
         Column("result_score", .score(\.resultScore)), Column("fair_key", .text(\.fairKey)),
         Column("result_target_missed", .boolean(\.resultTargetMissed)), Column("result_chroma", .text(\.resultChroma)),
         Column("traceparent", .text(\.traceparent)), Column("tracestate", .text(\.tracestate)),
-        Column("trace_id", .text(\.traceID)),
+        Column("trace_id", .text(\.traceID)), Column("result_quality_exact", .exactQuality(\.resultQualityExact)),
     ]
 
     static let columnsByName = Dictionary(uniqueKeysWithValues: schema.map { ($0.name, $0) })
@@ -165,6 +169,8 @@ public struct JobRow: Sendable, Equatable {
         case .integer(let path): self[keyPath: path] = text.flatMap { Int($0) }
         case .quality(let path): self[keyPath: path] = text.flatMap(ResultMeasures.quality(text:))
         case .score(let path): self[keyPath: path] = text.flatMap(ResultMeasures.score(text:))
+        case .exactQuality(let path):
+            self[keyPath: path] = text.flatMap(ResultMeasures.exactQuality(text:)).flatMap { ResultMeasures.exactQuality($0.quality, half: $0.half) }
         case .bigint(let path): self[keyPath: path] = text.flatMap { Int64($0) }
         case .boolean(let path): self[keyPath: path] = text.map { $0 == "t" }
         case .textArray(let path): self[keyPath: path] = text.map(PGRows.parseTextArray)
@@ -180,7 +186,7 @@ public struct JobRow: Sendable, Equatable {
         case .text(let path), .instant(let path): self[keyPath: path].map { .string($0) } ?? .null
         case .json(let path): self[keyPath: path].map { JSONValue.parse($0) ?? .string($0) } ?? .null
         case .integer(let path), .quality(let path): self[keyPath: path].map { .number(Double($0)) } ?? .null
-        case .score(let path): self[keyPath: path].map { .number($0) } ?? .null
+        case .score(let path), .exactQuality(let path): self[keyPath: path].map { .number($0) } ?? .null
         case .bigint(let path): self[keyPath: path].map { .number(Double($0)) } ?? .null
         case .boolean(let path): self[keyPath: path].map { .bool($0) } ?? .null
         case .textArray(let path): self[keyPath: path].map { .array($0.map { .string($0) }) } ?? .null

@@ -96,6 +96,7 @@ extension SQL {
                 // JSON text, relayed: the statement casts it.
                 "source_meta": r.facts.map { .string($0.metaJSON) } ?? .null, "placeholders": r.placeholdersJSON.map { .string($0) } ?? .null,
                 "result_quality": ResultMeasures.quality(r.quality).map { .number(Double($0)) } ?? .null,
+                "result_quality_exact": ResultMeasures.exactQuality(r.quality, half: r.halfQuality).map { .number($0) } ?? .null,
                 "result_score": ResultMeasures.score(r.score).map { .number($0) } ?? .null,
                 "result_target_missed": r.targetMissed.map { .bool($0) } ?? .null,
                 "result_chroma": r.chroma.map { .string($0.rawValue) } ?? .null,

@@ -170,5 +170,6 @@ extension JobResult {
             facts: info.source, placeholdersJSON: info.placeholdersJSON, quality: info.quality, score: score)
         targetMissed = target.flatMap { target in score.map { $0 < target } }
         chroma = info.chroma
+        halfQuality = info.halfQuality
     }
 }

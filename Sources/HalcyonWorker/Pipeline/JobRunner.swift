@@ -315,7 +315,7 @@ struct JobRunner: Sendable {
         let store = self.store
         let info = ResultInfo(
             format: image.format.rawValue, width: image.width, height: image.height, facts: image.source, placeholders: image.placeholders,
-            quality: image.quality, score: image.score, chroma: image.chroma)
+            quality: image.quality, halfQuality: image.halfQuality, score: image.score, chroma: image.chroma)
         let started = ContinuousClock.now
         defer { timing.store = (ContinuousClock.now - started).seconds }
         do {
