@@ -25,7 +25,7 @@ public struct Halcyon: AsyncParsableCommand {
             """,
         version: HalcyonVersion.string,
         subcommands: [
-            Migrate.self, Enqueue.self, Wait.self, Work.self, Status.self, Show.self,
+            Migrate.self, Enqueue.self, Wait.self, Work.self, Status.self, Show.self, Similar.self,
             Retry.self, Cancel.self, Pause.self, Resume.self, Limit.self, Prune.self, Deliver.self, Sweep.self, Verify.self, Validate.self,
             Presets.self,
             Dashboard.self, UsageCommand.self, DemoTool.self, BenchTool.self,

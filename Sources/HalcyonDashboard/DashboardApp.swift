@@ -172,7 +172,11 @@ struct DashboardApp: Sendable {
         // The trace its spans went to, else the enqueuer's; only an id of the W3C format (the
         // table's checks; a row edited past them is shown, not linked).
         let traceLink = JobPage.traceID(of: row).flatMap { TraceContext.isValid(traceID: $0) ? $0 : nil }.flatMap(configuration.traceLink)
-        let model = JobPage.Model(row: row, identifier: identifier, resultExpires: expires, resultInStore: inStore, traceLink: traceLink)
+        var model = JobPage.Model(row: row, identifier: identifier, resultExpires: expires, resultInStore: inStore, traceLink: traceLink)
+        if row.sourcePDQ != nil {
+            model.similar = try await queue.similarImages(
+                toJob: id, maxDistance: PerceptualHash.matchDistance, dihedral: row.sourcePDQDihedral != nil, limit: JobPage.similarShown)
+        }
         let view = JobPage(model, csrf: csrf(context), notice: Self.notice(HTTPForm.query(request)))
         return page(.ok, "Job \(id)", view.render(), request: request, live: true, active: "Jobs")
     }

@@ -24,6 +24,9 @@ public struct JobOptions: Sendable, Equatable {
     /// Ask for the result's perceptual score (`result_score`) on a chain whose encoder quality is
     /// fixed too (`score`). Default false. The same bytes either way: no part of the result key.
     public var score = false
+    /// The PDQ hashes to record (`perceptual_hash`: true or "source" for the source's, "output"
+    /// for the output's too, "dihedral" for the source's eight dihedral variants); nil for none. No part of the result key: the same bytes either way.
+    public var perceptualHash: PerceptualHashRequest?
 
     public init() {}
 
@@ -50,7 +53,7 @@ public struct JobOptions: Sendable, Equatable {
 
     public static let knownKeys: Set<String> = [
         "force_refresh", "only_from_cache", "expiration", "extend", "headers", "retry", "callback_url", "placeholders", "blurhash_components",
-        "keep_gps", "score",
+        "keep_gps", "score", "perceptual_hash",
     ]
 
     /// Longest `callback_url` (also a constraint on the row).
@@ -141,6 +144,14 @@ public struct JobOptions: Sendable, Equatable {
         }
         options.keepGPS = try bool("keep_gps") ?? false
         options.score = try bool("score") ?? false
+        if let v = dict["perceptual_hash"] {
+            switch v {
+            case .bool(let on): options.perceptualHash = on ? .source : nil
+            case .string(let s) where PerceptualHashRequest(rawValue: s) != nil: options.perceptualHash = PerceptualHashRequest(rawValue: s)
+            default:
+                throw HalcyonError(.invalidOptions, "option 'perceptual_hash' must be true, false, \"source\", \"output\" or \"dihedral\"")
+            }
+        }
         options.placeholders = try placeholders(dict)
         return options
     }

@@ -116,7 +116,7 @@ package enum DirectLane {
     package static func run(
         _ chain: ProcessorChain, on base: PixelBuffer, source: Source, limits: ImageLimits,
         cancel: CancellationFlag?, decode: (wall: Double, cpu: Double), placeholders request: PlaceholderRequest? = nil,
-        scoreWanted: Bool = false
+        scoreWanted: Bool = false, outputHash: Bool = false
     ) throws(HalcyonError) -> ProcessedImage {
         var clock = StageClock()
         // A JPEG-only output of transparent pixels is flattened onto white before the resize,
@@ -144,6 +144,7 @@ package enum DirectLane {
             }
         }
         let placeholders = try request.map { request throws(HalcyonError) in try Thumbnail(image).placeholders(request) }
+        let hash = outputHash ? try PerceptualHash.compute(image)?.first : nil
         try cancel?.check()
         let process = clock.lap()
         let encoder = OutputEncoder.direct(
@@ -152,6 +153,7 @@ package enum DirectLane {
         var result = ProcessedImage(
             try encoder.run(), width: image.width, height: image.height, decode: decode, process: process, encode: clock.lap())
         result.placeholders = placeholders
+        result.outputHash = hash
         return result
     }
 }

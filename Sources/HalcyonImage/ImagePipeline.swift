@@ -241,6 +241,19 @@ public struct ProcessedImage: Sendable {
     public var source: SourceFacts?
     /// The placeholders asked for, from this chain's output pixels.
     public var placeholders: Placeholders?
+    /// The PDQ hashes asked for (`perceptual_hash`): the source's (shared by the chains of one
+    /// source, from its decoded pixels) and this chain's output pixels'.
+    public var sourceHash: PerceptualHash?
+    public var outputHash: PerceptualHash?
+    /// The source's seven other dihedral hashes (`perceptual_hash` "dihedral"), in
+    /// `PerceptualHash.Variant` order from `rotate90`.
+    public var sourceVariants: [String]?
+
+    /// The source's hashes `request` asks for, of those computed.
+    mutating func keepSourceHashes(_ hashes: [PerceptualHash]?, _ request: PerceptualHashRequest) {
+        sourceHash = hashes?.first
+        if request == .dihedral, let hashes, hashes.count == 8 { sourceVariants = hashes.dropFirst().map(\.hex) }
+    }
     /// The encoder quality the stored bytes were written with; nil for a format without one.
     public var quality: Int?
     /// Whether that quality was `quality` and a half (a JPEG search's last step; `result_quality_exact`).
@@ -357,12 +370,12 @@ public enum ImagePipeline {
     public static func run(
         _ data: Data, format: ImageFormat, chains: [ProcessorChain],
         limits: ImageLimits = ImageLimits(), cancel: CancellationFlag? = nil, directLane: Bool? = nil,
-        placeholders: [PlaceholderRequest?] = [], scores: [Bool] = [], watermarks: [String: WatermarkSource] = [:],
-        phases: ((Phase) -> Void)? = nil
+        placeholders: [PlaceholderRequest?] = [], scores: [Bool] = [], hashes: [PerceptualHashRequest?] = [],
+        watermarks: [String: WatermarkSource] = [:], phases: ((Phase) -> Void)? = nil
     ) throws(HalcyonError) -> [Result<ProcessedImage, HalcyonError>] {
         try measured(
             data, format: format, chains: chains, limits: limits, cancel: cancel, directLane: directLane, placeholders: placeholders, scores: scores,
-            watermarks: watermarks, phases: phases
+            hashes: hashes, watermarks: watermarks, phases: phases
         ).outcome.get()
     }
 
@@ -371,14 +384,14 @@ public enum ImagePipeline {
     public static func measured(
         _ data: Data, format: ImageFormat, chains: [ProcessorChain],
         limits: ImageLimits = ImageLimits(), cancel: CancellationFlag? = nil, directLane: Bool? = nil,
-        placeholders: [PlaceholderRequest?] = [], scores: [Bool] = [], watermarks: [String: WatermarkSource] = [:],
-        phases: ((Phase) -> Void)? = nil
+        placeholders: [PlaceholderRequest?] = [], scores: [Bool] = [], hashes: [PerceptualHashRequest?] = [],
+        watermarks: [String: WatermarkSource] = [:], phases: ((Phase) -> Void)? = nil
     ) -> MeasuredRun {
         var cost = RunCost(chains: chains.count)
         let outcome = Result { () throws(HalcyonError) -> [Result<ProcessedImage, HalcyonError>] in
             try run(
                 data, format: format, chains: chains, limits: limits, cancel: cancel, directLane: directLane, placeholders: placeholders,
-                scores: scores, watermarks: watermarks, phases: phases, cost: &cost)
+                scores: scores, hashes: hashes, watermarks: watermarks, phases: phases, cost: &cost)
         }
         return MeasuredRun(outcome: outcome, cost: cost)
     }
@@ -386,10 +399,13 @@ public enum ImagePipeline {
     private static func run(
         _ data: Data, format: ImageFormat, chains: [ProcessorChain],
         limits: ImageLimits, cancel: CancellationFlag?, directLane: Bool?,
-        placeholders: [PlaceholderRequest?], scores: [Bool], watermarks: [String: WatermarkSource],
+        placeholders: [PlaceholderRequest?], scores: [Bool], hashes: [PerceptualHashRequest?], watermarks: [String: WatermarkSource],
         phases: ((Phase) -> Void)?, cost: inout RunCost
     ) throws(HalcyonError) -> [Result<ProcessedImage, HalcyonError>] {
         func placeholderRequest(_ i: Int) -> PlaceholderRequest? { i < placeholders.count ? placeholders[i] : nil }
+        func outputHashWanted(_ i: Int) -> Bool { i < hashes.count && hashes[i] == .output }
+        // The source's hashes: none, the original's, or its eight dihedral variants.
+        let sourceVariants = hashes.compactMap { $0?.sourceVariants }.max() ?? 0
         func scoreWanted(_ i: Int) -> Bool { i < scores.count && scores[i] }
         var decodeClock = StageClock()
         // The shared work's cost, also when it fails (a decode past its deadline, a corrupt
@@ -432,6 +448,8 @@ public enum ImagePipeline {
             decodeCount.add(1, ordering: .relaxed)
             observer?.add()
             let facts = SourceFacts.read(data, format: format, header: header, hasAlpha: direct.channels == 4, profile: nil)
+            // The source's hash, from the pixels as decoded (at the scale the chains need).
+            let sourceHashes = sourceVariants > 0 ? try PerceptualHash.compute(pixels, variants: sourceVariants) : nil
             let decode = decodeClock.lap()
             (cost.shared, decodeEnded) = (decode, true)
             for i in planned {
@@ -442,8 +460,9 @@ public enum ImagePipeline {
                 results[i] = Result { () throws(HalcyonError) -> ProcessedImage in
                     var image = try DirectLane.run(
                         chains[i], on: pixels, source: direct, limits: limits, cancel: cancel, decode: decode, placeholders: placeholderRequest(i),
-                        scoreWanted: scoreWanted(i))
+                        scoreWanted: scoreWanted(i), outputHash: outputHashWanted(i))
                     image.source = facts
+                    if hashes.indices.contains(i), let request = hashes[i] { image.keepSourceHashes(sourceHashes, request) }
                     return image
                 }
                 cost.chains[i] = Self.chainCost(results[i]!, started: started, encodeStarted: nil)
@@ -467,6 +486,8 @@ public enum ImagePipeline {
         // instead (gray pixels are R = G = B in either space, so the resize is the same).
         let graySRGBAfterShrink = base.isGray && planned.allSatisfy { chains[$0].startsByShrinking }
         if !graySRGBAfterShrink { try base.toSRGB() }
+        // The source's hash, oriented, in sRGB (a gray image's pixels are the same either way).
+        let sourceHashes = sourceVariants > 0 ? try PerceptualHash.compute(base, variants: sourceVariants) : nil
         let decode = decodeClock.lap()
         (cost.shared, decodeEnded) = (decode, true)
         for i in planned {
@@ -496,6 +517,7 @@ public enum ImagePipeline {
                     }
                 }
                 let placeholders = try placeholderRequest(i).map { request throws(HalcyonError) in try Thumbnail(image).placeholders(request) }
+                let outputHash = outputHashWanted(i) ? try PerceptualHash.compute(image)?.first : nil
                 try cancel.check()
                 let process = clock.lap()
                 encodeStarted = StageClock.threadCPUSeconds()
@@ -510,6 +532,8 @@ public enum ImagePipeline {
                 var result = ProcessedImage(output, width: image.width, height: image.height, decode: decode, process: process, encode: clock.lap())
                 result.source = facts
                 result.placeholders = placeholders
+                if hashes.indices.contains(i), let request = hashes[i] { result.keepSourceHashes(sourceHashes, request) }
+                result.outputHash = outputHash
                 return result
             }
             cost.chains[i] = Self.chainCost(results[i]!, started: started, encodeStarted: encodeStarted)

@@ -1,4 +1,5 @@
 internal import CMagickWand
+import HalcyonChain
 import HalcyonDomain
 
 /// A frame's pixels read out as 8-bit samples: what the placeholder encoders and the perceptual
@@ -22,7 +23,22 @@ extension MagickImage {
 
     /// The first frame's 8-bit samples in sRGB, rows packed, RGB or RGBA (a converted copy for a
     /// frame in CMYK, Lab, YCbCr, …). `what` names the caller in errors.
-    func firstFrameSamples8(for what: String) throws(HalcyonError) -> (pixels: [UInt8], width: Int, height: Int, channels: Int) {
+    /// The first frame's 8-bit samples (RGB, or RGBA with an alpha channel), box-averaged to
+    /// `size` first when it differs (a copy of that frame is scaled: the image is not changed,
+    /// and a copy of a whole animation could double its memory). `what` names the caller in errors.
+    func firstFrameSamples8(scaledTo size: ImageSize, for what: String) throws(HalcyonError) -> (pixels: [UInt8], channels: Int) {
+        MagickSetFirstIterator(wand)
+        guard let copy = MagickGetImage(wand) else { throw HalcyonError(.processingFailed, "\(what): copy the first frame") }
+        defer { DestroyMagickWand(copy) }
+        if size.width != width || size.height != height {
+            guard MagickScaleImage(copy, size.width, size.height) == MagickTrue else {
+                throw MagickImage.error(copy, .processingFailed, "\(what): scale")
+            }
+        }
+        return try MagickImage.samples8(copy, what)
+    }
+
+    package func firstFrameSamples8(for what: String) throws(HalcyonError) -> (pixels: [UInt8], width: Int, height: Int, channels: Int) {
         try frameSamples8(0, for: what)
     }
 

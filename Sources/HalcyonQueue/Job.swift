@@ -160,6 +160,11 @@ public struct JobResult: Sendable, Equatable {
     public var score: Double?
     /// Whether the quality was `quality` and a half (`result_quality_exact`).
     public var halfQuality = false
+    /// The PDQ hashes the job asked for (`source_pdq`, `result_pdq` and their qualities).
+    public var sourceHash: PerceptualHash?
+    public var outputHash: PerceptualHash?
+    /// The source's seven other dihedral hashes (`source_pdq_dihedral`).
+    public var sourceVariants: [String]?
     /// Whether `score` is below the chain's `min_score` (`result_target_missed`); nil when the
     /// chain has no target or the result no score.
     public var targetMissed: Bool?

@@ -97,6 +97,18 @@ public enum SampleImages {
         return try image.encode()
     }
 
+    /// `rgb` (packed 8-bit RGB rows) with a watermark-like caption: white strokes over a third of
+    /// the pixels of a box in the bottom-right corner (32 % × 6 % of the image).
+    public static func captioned(_ rgb: [UInt8], width: Int, height: Int) -> [UInt8] {
+        var out = rgb
+        for y in (height * 88 / 100)..<(height * 94 / 100) {
+            for x in (width * 62 / 100)..<(width * 94 / 100) where (x / 2 + y / 3) % 4 == 0 {
+                for c in 0..<3 { out[(y * width + x) * 3 + c] = 255 }
+            }
+        }
+        return out
+    }
+
     public static func encode(pixels: [UInt8], width: Int, height: Int, alpha: Bool, format: ImageFormat, quality: Int) throws(HalcyonError) -> Data {
         _ = MagickImage.genesisToken
         let wand = NewMagickWand()!

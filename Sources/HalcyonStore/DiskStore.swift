@@ -32,6 +32,11 @@ public struct ResultInfo: Sendable, Equatable {
     public var halfQuality = false
     /// A JPEG's chroma sampling, when known.
     public var chroma: ChromaSampling?
+    /// The PDQ hashes of the source and of the result, when the job that stored it computed them.
+    public var sourceHash: PerceptualHash?
+    public var outputHash: PerceptualHash?
+    /// The source's seven other dihedral hashes, when the job asked for them.
+    public var sourceVariants: [String]?
 
     public init(
         format: String, width: Int, height: Int, source: SourceRecord? = nil, placeholdersJSON: String? = nil, quality: Int? = nil,
@@ -213,13 +218,15 @@ public struct DiskStore: Sendable {
 ///     placeholders {"blurhash":"LEHV6nWB2yk8pyo0adR*.7kCMdnj"}
 ///     quality 82.5
 ///     score 87.31
+///     source_pdq f8f8f0cee0f4a84f06370a22038f63f0b36e2ed596621e1d33e6b39c4e9c9b22 100
 ///     key https://example.com/cat.jpg@resize(320x320,mode=fill)
 ///
 /// `source` (format, size, bytes, then `source_meta`'s JSON), `placeholders`, `quality` (the
-/// encoder's, 1–100, with `.5` for a half quality) and `score` (SSIMULACRA2, 0–100, two decimals) are there when the job that
+/// encoder's, 1–100, with `.5` for a half quality), `score` (SSIMULACRA2, 0–100, two decimals)
+/// and `source_pdq`/`result_pdq` (PDQ hashes and their qualities) are there when the job that
 /// stored the key had them (records written before they existed lack them). Their JSON is relayed
-/// to the row, never decoded on a hit: a hit stays a file read and a few splits. A `quality` or
-/// `score` that does not read as one is left out of the hit, as if absent.
+/// to the row, never decoded on a hit: a hit stays a file read and a few splits. A `quality`,
+/// `score` or hash that does not read as one is left out of the hit, as if absent.
 struct KeyRecord: Equatable {
     var object: String
     var bytes: Int
@@ -237,6 +244,9 @@ struct KeyRecord: Equatable {
         }
         if let score = info.score { text += "score \(score)\n" }
         if let chroma = info.chroma { text += "chroma \(chroma.rawValue)\n" }
+        if let h = info.sourceHash { text += "source_pdq \(h.hex) \(h.quality)\n" }
+        if let h = info.outputHash { text += "result_pdq \(h.hex) \(h.quality)\n" }
+        if let v = info.sourceVariants { text += "source_pdq_dihedral \(v.joined(separator: ","))\n" }
         return text + "key \(escaped)\n"
     }
 
@@ -245,6 +255,13 @@ struct KeyRecord: Equatable {
         self.bytes = bytes
         self.info = info
         self.key = key
+    }
+
+    /// `<64 hex digits> <quality>`; nil when malformed (the hit then has no hash).
+    static func hash(_ line: Substring) -> PerceptualHash? {
+        let parts = line.split(separator: " ")
+        guard parts.count == 2, let quality = Int(parts[1]) else { return nil }
+        return PerceptualHash(hex: parts[0], quality: quality)
     }
 
     /// `jpeg 1920x1080 482113 {…}`; nil when malformed (the hit then has no facts).
@@ -258,7 +275,7 @@ struct KeyRecord: Equatable {
 
     /// Nil for anything but a complete record. Read as bytes: a store hit parses one per job.
     init?(_ text: String) {
-        var version, object, bytesField, image, source, placeholders, quality, score, chroma, key: Substring?
+        var version, object, bytesField, image, source, placeholders, quality, score, chroma, sourcePDQ, resultPDQ, dihedral, key: Substring?
         for line in text.utf8.split(separator: UInt8(ascii: "\n")) {
             guard let space = line.firstIndex(of: UInt8(ascii: " ")) else { return nil }
             let value = Substring(line[line.index(after: space)...])
@@ -272,6 +289,9 @@ struct KeyRecord: Equatable {
             case "quality": quality = value
             case "score": score = value
             case "chroma": chroma = value
+            case "source_pdq": sourcePDQ = value
+            case "result_pdq": resultPDQ = value
+            case "source_pdq_dihedral": dihedral = value
             case "key": key = value
             default: continue
             }
@@ -290,6 +310,12 @@ struct KeyRecord: Equatable {
             placeholdersJSON: placeholders.flatMap { $0.hasPrefix("{") && $0.hasSuffix("}") ? String($0) : nil },
             quality: exact?.quality, halfQuality: exact?.half ?? false, score: score.flatMap(ResultMeasures.score(text:)),
             chroma: chroma.flatMap { ChromaSampling(rawValue: String($0)) })
+        info.sourceHash = sourcePDQ.flatMap(Self.hash)
+        info.outputHash = resultPDQ.flatMap(Self.hash)
+        info.sourceVariants = dihedral.flatMap { line in
+            let hashes = line.split(separator: ",").map(String.init)
+            return hashes.count == 7 && hashes.allSatisfy { PerceptualHash(hex: $0, quality: 0) != nil } ? hashes : nil
+        }
         guard key.utf8.contains(UInt8(ascii: "\\")) else {
             self.key = String(key)
             return

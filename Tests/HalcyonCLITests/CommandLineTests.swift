@@ -58,6 +58,12 @@ struct CommandLineTests {
             (["work", "--webhook-attempts", "0"], "--webhook-attempts"),
             (["work", "--webhook-secret", "whsec_not base64!"], "whsec_"),
             (["work", "--retain-succeeded", "1s"], "--retain-succeeded"),
+            (["similar"], "give a job id or --hash"),
+            (["similar", "1", "--hash", String(repeating: "a", count: 64)], "give a job id or --hash"),
+            (["similar", "--hash", "abc"], "--hash must be 64 hex digits"),
+            (["similar", "1", "--max-distance", "257"], "--max-distance"),
+            (["similar", "1", "--limit", "0"], "--limit"),
+            (["similar", "--hash", String(repeating: "a", count: 64), "--dihedral"], "--dihedral needs a job id"),
             (["work", "--retain-failed", "1d", "--sweep-interval", "0"], "--sweep-interval"),
             (["wait", "1", "--timeout", "1e300s"], "--timeout"),
             (["retry"], "filter"),
@@ -106,6 +112,32 @@ struct CommandLineTests {
             #expect(status == 1, "exit \(status.map(String.init) ?? "none"): \(output)")
             #expect(output.contains(message), "\(output)")
         }
+    }
+}
+
+/// `halcyon similar` on rows holding hashes: by a job's hash (itself left out), by a hash, as
+/// JSON; a job without a hash is an error that says how to get one.
+@Suite(.enabled(if: TestEnvironment.available, "needs scripts/test (PostgreSQL, binary)"), .processes)
+struct SimilarCommandTests {
+    @Test func similarListsNearDuplicatesNearestFirst() async throws {
+        let db = try await TestDatabase.create()
+        let a = String(repeating: "0f", count: 32), near = "1f" + String(repeating: "0f", count: 31), far = String(repeating: "f0", count: 32)
+        try await db.query(
+            """
+            INSERT INTO halcyon.jobs (source, source_pdq, source_pdq_quality) VALUES
+              ('https://example.com/a.jpg', $1, 100), ('https://example.com/near.jpg', $2, 90), ('https://example.com/far.jpg', $3, 80),
+              ('https://example.com/none.jpg', NULL, NULL)
+            """, [a, near, far])
+        let text = try HalcyonProcess(["similar", "1"], conninfo: db.conninfo)
+        #expect(await text.wait(timeout: 60) == 0, "\(text.output)")
+        let lines = text.output.split(separator: "\n").filter { $0.first?.isNumber == true }
+        #expect(lines.count == 1 && lines[0].hasPrefix("2 ") && lines[0].contains(" 1 ") && lines[0].contains("near.jpg"), "\(text.output)")
+        let json = try HalcyonProcess(["similar", "--hash", a.uppercased(), "--max-distance", "256", "--json"], conninfo: db.conninfo)
+        #expect(await json.wait(timeout: 60) == 0, "\(json.output)")
+        let ids = JSONValue.parse(json.output)?.arrayValue?.compactMap { $0["id"]?.numberValue.map { Int($0) } }
+        #expect(ids == [1, 2, 3], "nearest first, every hashed job within 256 bits: \(json.output)")
+        let none = try HalcyonProcess(["similar", "4"], conninfo: db.conninfo)
+        #expect(await none.wait(timeout: 60) == 1 && none.output.contains("no perceptual hash"), "\(none.output)")
     }
 }
 

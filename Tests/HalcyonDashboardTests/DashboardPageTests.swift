@@ -158,6 +158,28 @@ struct DashboardPageTests {
         #expect(try await HTTP.get(server, "/api/jobs/0").status == 404)
     }
 
+    /// A job with a perceptual hash lists its near-duplicates, linked, with their distance and
+    /// the dihedral variant that matched; an unrelated job is not among them.
+    @Test func jobPageListsNearDuplicates() async throws {
+        let db = try await TestDatabase.create()
+        let store = try TestEnvironment.temporaryDirectory("store")
+        let a = String(repeating: "0f", count: 32), near = "1f" + String(repeating: "0f", count: 31)
+        let turned = String(repeating: "3c", count: 32), far = String(repeating: "f0", count: 32)
+        let dihedral = "{" + ([turned] + Array(repeating: far, count: 6)).joined(separator: ",") + "}"
+        try await db.query(
+            """
+            INSERT INTO halcyon.jobs (source, source_format, source_pdq, source_pdq_quality, source_pdq_dihedral) VALUES
+              ('https://example.com/a.jpg', 'jpeg', $1, 100, $4::text[]), ('https://example.com/near.jpg', 'jpeg', $2, 90, NULL),
+              ('https://example.com/turned.jpg', 'jpeg', $3, 90, NULL), ('https://example.com/far.jpg', 'jpeg', $5, 80, NULL)
+            """, [a, near, turned, dihedral, String(repeating: "a5", count: 32)])
+        let server = try await DashboardFixture.server(db, store: store)
+        defer { server.stop() }
+        let page = try await HTTP.get(server, "/jobs/1").text
+        #expect(page.contains("<code>\(a) (PDQ, quality 100)</code>"), "\(page)")
+        #expect(page.contains("<a href=\"/jobs/2\">#2 (1 bits)</a>") && page.contains("<a href=\"/jobs/3\">#3 (0 bits, rotate90)</a>"), "\(page)")
+        #expect(!page.contains("href=\"/jobs/4\""), "an unrelated job is not listed")
+    }
+
     @Test func markupInJobFieldsRendersAsText() async throws {
         let f = try await DashboardFixture.shared.value
         let server = try await f.server()

@@ -63,6 +63,8 @@ import Testing
             SQL.RecordCallback(callback: callback, outcome: .retry(after: .seconds(3), error: "HTTP 503")),
             SQL.Enqueue(job: job),
             SQL.ShowJob(id: 1),
+            SQL.SimilarImages(hash: String(repeating: "0", count: 64), maxDistance: 31, limit: 10),
+            SQL.SimilarToJob(id: 1, maxDistance: 31, dihedral: true, limit: 10),
             SQL.JobStates(ids: [1, 2]),
             SQL.Retry(ids: [1]),
             SQL.Cancel(ids: [1]),

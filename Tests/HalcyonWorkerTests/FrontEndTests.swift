@@ -117,6 +117,99 @@ struct FrontEndTests {
         #expect(try await measures(missedAgain).missed == "t", "a hit of a result under its target says so too")
     }
 
+    /// `perceptual_hash` end to end: each source's PDQ hash on its row; copies of a photograph
+    /// (resized, re-encoded at quality 30, grey, captioned, cropped to 95 % of its area) found by
+    /// `halcyon.similar_images` within 31 bits, its turned and mirrored copies through its
+    /// dihedral hashes (`similar_to_job`), unrelated photographs not; the output's hash with
+    /// "output"; a store hit relays the hashes only to a job that asks for them.
+    @Test func perceptualHashesFindNearDuplicates() async throws {
+        let db = try await TestDatabase.create()
+        let store = try TestEnvironment.temporaryDirectory("store")
+        let fox = try Data(contentsOf: publicFixture("photos/fox.jpg"))
+        func copy(_ chain: String) throws -> Data { try ImagePipeline.run(fox, format: .jpeg, chain: ProcessorChain.parse(chain)).data }
+        // A caption over a corner, like a watermark.
+        func captioned(_ jpeg: Data) throws -> Data {
+            let frame = try MagickImage.decode(jpeg, format: .jpeg).firstFrameSamples8(for: "test")
+            let rgb = SampleImages.captioned(frame.pixels, width: frame.width, height: frame.height)
+            return try SampleImages.encode(pixels: rgb, width: frame.width, height: frame.height, alpha: false, format: .jpeg, quality: 90)
+        }
+        let copies: [(String, Data)] = [
+            ("resized", try copy("resize(400x400) |> format(jpeg, quality=85)")), ("q30", try copy("format(jpeg, quality=30)")),
+            ("grey", try copy("black_white |> format(jpeg, quality=90)")),
+            ("watermarked", try captioned(fox)), ("cropped", try copy("crop(780x519) |> format(jpeg, quality=90)")),
+            ("mirrored", try copy("flop |> format(jpeg, quality=90)")), ("rotated", try copy("rotate(90) |> format(jpeg, quality=90)")),
+        ]
+        let unrelated = ["tiger", "paris", "coffee"]
+        var ids: [String: String] = [:]
+        let tag = "?t=\(db.name)"
+        ids["fox"] = try await enqueue(
+            db, try Origin.publish("pdq-fox.jpg", fox) + tag, "resize(320x320) |> format(jpeg, quality=80)", #"{"perceptual_hash": "dihedral"}"#)
+        for (name, data) in copies {
+            ids[name] = try await enqueue(db, try Origin.publish("pdq-\(name).jpg", data) + tag, "resize(320x320)", #"{"perceptual_hash": true}"#)
+        }
+        for name in unrelated {
+            let data = try Data(contentsOf: publicFixture("photos/\(name).jpg"))
+            ids[name] = try await enqueue(db, try Origin.publish("pdq-\(name).jpg", data) + tag, "resize(320x320)", #"{"perceptual_hash": true}"#)
+        }
+        let output = try await enqueue(db, "\(TestEnvironment.origin)/files/pdq-fox.jpg\(tag)", "resize(200x200)", #"{"perceptual_hash": "output"}"#)
+        try await drain(db, store)
+
+        func id(_ name: String) throws -> String { try #require(ids[name], "\(name)") }
+        func hash(_ id: String) async throws -> (hash: String?, quality: String?, result: String?, dihedral: String?) {
+            let r = try await db.query(
+                """
+                SELECT source_pdq, source_pdq_quality, result_pdq, array_length(source_pdq_dihedral, 1) AS dihedral, state::text, last_error
+                FROM halcyon.jobs WHERE id = $1::bigint
+                """, [id])
+            #expect(r.value(0, "state") == "succeeded", "\(r.value(0, "last_error") ?? "")")
+            return (r.value(0, "source_pdq"), r.value(0, "source_pdq_quality"), r.value(0, "result_pdq"), r.value(0, "dihedral"))
+        }
+        let original = try await hash(try id("fox"))
+        let foxHash = try #require(original.hash)
+        #expect(foxHash.count == 64 && original.quality == "100" && original.dihedral == "7" && original.result == nil)
+        // The same source decoded in this process gives the same hash (the worker's decode is the
+        // shrink-on-load one for 320 px; within a few bits).
+        let local = try #require(
+            try ImagePipeline.run(fox, format: .jpeg, chains: [ProcessorChain.parse("resize(320x320)")], hashes: [.source])[0].get().sourceHash)
+        #expect((PerceptualHash.distance(local.hex, foxHash) ?? 256) <= 10)
+
+        let similar = try await db.query("SELECT job_id::text, distance FROM halcyon.similar_images($1)", [foxHash])
+        let found = Dictionary(uniqueKeysWithValues: similar.rows.compactMap { r in r[0].flatMap { id in r[1].flatMap(Int.init).map { (id, $0) } } })
+        for name in ["fox", "resized", "q30", "grey", "watermarked", "cropped"] {
+            let job = try id(name)
+            #expect((found[job] ?? 99) <= 31, "\(name) (job \(job)) is a near-duplicate: \(found[job].map(String.init) ?? "not found")")
+        }
+        for name in unrelated + ["mirrored", "rotated"] {
+            let job = try id(name)
+            #expect(found[job] == nil, "\(name) is not found by the original's hash alone")
+        }
+        // With the dihedral hashes, the turned and mirrored copies too.
+        let turned = try await db.query(
+            "SELECT job_id::text, distance, variant FROM halcyon.similar_to_job($1::bigint, 31, true)", [try id("fox")])
+        let variants = Dictionary(uniqueKeysWithValues: turned.rows.compactMap { r in r[0].flatMap { job in r[2].map { (job, $0) } } })
+        let (mirrored, rotated, me) = (try id("mirrored"), try id("rotated"), try id("fox"))
+        #expect(variants[mirrored] == "flipy" && variants[rotated] == "rotate270", "\(variants)")
+        #expect(variants[me] == nil, "the job itself is left out")
+        for name in unrelated {
+            let job = try id(name)
+            #expect(variants[job] == nil, "\(name)")
+        }
+
+        // The output's hash: a resize of the same picture.
+        let out = try await hash(output)
+        let resultHash = try #require(out.result)
+        #expect((PerceptualHash.distance(resultHash, foxHash) ?? 256) <= 31 && out.dihedral == nil)
+
+        // A hit: the hashes to a job that asks, none to one that does not.
+        let asking = try await enqueue(db, "\(TestEnvironment.origin)/files/pdq-fox.jpg\(tag)", "resize(200x200)", #"{"perceptual_hash": "output"}"#)
+        let plain = try await enqueue(db, "\(TestEnvironment.origin)/files/pdq-fox.jpg\(tag)", "resize(200x200)", "{}")
+        try await drain(db, store)
+        let hit = try await hash(asking), none = try await hash(plain)
+        #expect(hit.hash == out.hash && hit.result == out.result && none.hash == nil && none.result == nil)
+        let hits = try await db.query("SELECT count(*) AS n FROM halcyon.jobs WHERE id IN ($1::bigint, $2::bigint) AND cache_hit", [asking, plain])
+        #expect(hits.value(0, "n") == "2")
+    }
+
     @Test func factsAndPlaceholdersAreRecordedAndServedFromTheStore() async throws {
         try Origin.publish("camera.jpg", Self.camera)
         let db = try await TestDatabase.create()

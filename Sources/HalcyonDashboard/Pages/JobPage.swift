@@ -24,7 +24,13 @@ struct JobPage {
         var resultInStore: Bool
         /// Its trace's page in the operator's tracing UI (`--trace-url`), when it has a trace.
         var traceLink: String? = nil
+        /// The jobs whose source is a near-duplicate of this one's (by its PDQ hash, with its
+        /// dihedral hashes when it has them), nearest first; empty without a hash.
+        var similar: [JobQueue.SimilarImage] = []
     }
+
+    /// The most near-duplicates the page lists.
+    static let similarShown = 20
     struct Outcome {
         let digest: String
         let inStore: Bool
@@ -122,6 +128,7 @@ struct JobPage {
                     .text(
                         "quality", r.resultQualityExact.map { $0.rounded() == $0 ? String(Int($0)) : String($0) } ?? r.resultQuality.map(String.init)),
                     .text("chroma", r.resultChroma),
+                    .text("perceptual hash", r.resultPDQ.map { "\($0) (PDQ, quality \(r.resultPDQQuality.map(String.init) ?? "?"))" }),
                     .text("score", r.resultScore.map { String(format: "%.2f", $0) }),
                     .text("target", r.resultTargetMissed.map { $0 ? "missed: the search could not reach min_score" : "reached" }),
                     .text("store hit", r.cacheHit.map { $0 ? "yes" : "no" }),
@@ -138,6 +145,16 @@ struct JobPage {
             ]
             if let meta = r.sourceMeta { rows.append(.pre("metadata", JSONValue.parse(meta)?.prettyText ?? meta)) }
             if let p = r.placeholders { rows.append(.pre("placeholders", JSONValue.parse(p)?.prettyText ?? p)) }
+            if let hash = r.sourcePDQ {
+                rows.append(.code("perceptual hash", "\(hash) (PDQ, quality \(r.sourcePDQQuality.map(String.init) ?? "?"))"))
+                rows.append(
+                    .links(
+                        "near-duplicates",
+                        m.similar.map { s in
+                            Row.Link(
+                                href: "/jobs/\(s.jobID)", text: "#\(s.jobID) (\(s.distance) bits\(s.variant == "original" ? "" : ", " + s.variant))")
+                        }))
+            }
             facts = Facts(factRows: rows)
         } else {
             facts = nil

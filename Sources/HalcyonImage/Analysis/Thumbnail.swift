@@ -24,17 +24,8 @@ struct Thumbnail: Sendable {
     /// From the first frame of an ImageMagick image, box-averaged down (the image is not changed).
     init(_ image: MagickImage, maxSide: Int = maxSide) throws(HalcyonError) {
         let s = Self.size(fitting: image.width, image.height, maxSide: maxSide)
-        // The current (first) frame alone: a copy of a whole animation could double its memory.
-        MagickSetFirstIterator(image.wand)
-        guard let copy = MagickGetImage(image.wand) else { throw HalcyonError(.processingFailed, "placeholders: copy the first frame") }
-        defer { DestroyMagickWand(copy) }
-        if s.width != image.width || s.height != image.height {
-            guard MagickScaleImage(copy, s.width, s.height) == MagickTrue else {
-                throw MagickImage.error(copy, .processingFailed, "placeholders: scale")
-            }
-        }
         // Without an alpha channel, RGB: every pixel is opaque.
-        let (pixels, channels) = try MagickImage.samples8(copy, "placeholders")
+        let (pixels, channels) = try image.firstFrameSamples8(scaledTo: s, for: "placeholders")
         self.init(width: s.width, height: s.height, rgba: channels == 4 ? pixels : Self.opaque(pixels))
     }
 

@@ -63,6 +63,12 @@ public struct JobRow: Sendable, Equatable {
     public var resultScore: Double?
     /// The quality with its half step (82.5), held to 1–100 in halves when read.
     public var resultQualityExact: Double?
+    /// PDQ hashes (64 hex digits) and their qualities (0–100); the source's seven other dihedral hashes.
+    public var sourcePDQ: String?
+    public var sourcePDQQuality: Int?
+    public var resultPDQ: String?
+    public var resultPDQQuality: Int?
+    public var sourcePDQDihedral: [String]?
     /// Whether the result scores below its format step's `min_score`; nil without a target.
     public var resultTargetMissed: Bool?
     /// A JPEG result's chroma sampling (`4:4:4`, `4:2:0`, …; the table's CHECK holds it to those).
@@ -148,6 +154,9 @@ public struct JobRow: Sendable, Equatable {
         Column("result_target_missed", .boolean(\.resultTargetMissed)), Column("result_chroma", .text(\.resultChroma)),
         Column("traceparent", .text(\.traceparent)), Column("tracestate", .text(\.tracestate)),
         Column("trace_id", .text(\.traceID)), Column("result_quality_exact", .exactQuality(\.resultQualityExact)),
+        Column("source_pdq", .text(\.sourcePDQ)), Column("source_pdq_quality", .integer(\.sourcePDQQuality)),
+        Column("result_pdq", .text(\.resultPDQ)), Column("result_pdq_quality", .integer(\.resultPDQQuality)),
+        Column("source_pdq_dihedral", .textArray(\.sourcePDQDihedral)),
     ]
 
     static let columnsByName = Dictionary(uniqueKeysWithValues: schema.map { ($0.name, $0) })

@@ -17,6 +17,7 @@ public enum Queries {
         ("record.sql", PackageResources.record_sql),
         ("retention.sql", PackageResources.retention_sql),
         ("session.sql", PackageResources.session_sql),
+        ("similar.sql", PackageResources.similar_sql),
         ("status.sql", PackageResources.status_sql),
         ("usage.sql", PackageResources.usage_sql),
         ("workers.sql", PackageResources.workers_sql),

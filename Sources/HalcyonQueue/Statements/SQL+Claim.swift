@@ -100,6 +100,11 @@ extension SQL {
                 "result_score": ResultMeasures.score(r.score).map { .number($0) } ?? .null,
                 "result_target_missed": r.targetMissed.map { .bool($0) } ?? .null,
                 "result_chroma": r.chroma.map { .string($0.rawValue) } ?? .null,
+                "source_pdq": r.sourceHash.map { .string($0.hex) } ?? .null,
+                "source_pdq_quality": r.sourceHash.map { .number(Double($0.quality)) } ?? .null,
+                "result_pdq": r.outputHash.map { .string($0.hex) } ?? .null,
+                "result_pdq_quality": r.outputHash.map { .number(Double($0.quality)) } ?? .null,
+                "source_pdq_dihedral": r.sourceVariants.map { .array($0.map { .string($0) }) } ?? .null,
             ]
         }
 

@@ -171,5 +171,26 @@ extension JobResult {
         targetMissed = target.flatMap { target in score.map { $0 < target } }
         chroma = info.chroma
         halfQuality = info.halfQuality
+        sourceHash = info.sourceHash
+        outputHash = info.outputHash
+        sourceVariants = info.sourceVariants
+    }
+
+    /// Only the hashes `request` asks for go to the row (a stored result may hold more).
+    mutating func keepHashes(_ request: PerceptualHashRequest?) {
+        if request == nil { sourceHash = nil }
+        if request != .output { outputHash = nil }
+        if request != .dihedral { sourceVariants = nil }
+    }
+}
+
+extension PerceptualHashRequest {
+    /// Whether a stored result has every hash this asks for (else the job runs again).
+    func isSatisfied(by info: ResultInfo) -> Bool {
+        switch self {
+        case .source: info.sourceHash != nil
+        case .output: info.sourceHash != nil && info.outputHash != nil
+        case .dihedral: info.sourceHash != nil && info.sourceVariants != nil
+        }
     }
 }

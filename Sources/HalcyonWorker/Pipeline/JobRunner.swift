@@ -107,10 +107,13 @@ struct JobRunner: Sendable {
             // stored ones are read only for a job that asks for some).
             let stored =
                 plan.options.placeholders == nil ? nil : hits.found[plan.storeKey]?.info.placeholdersJSON.flatMap(Placeholders.init(jsonText:))
-            if let hit = hits.found[plan.storeKey], !plan.options.forceRefresh, plan.options.placeholders?.isSatisfied(by: stored) ?? true {
+            // The same for the perceptual hashes.
+            let hashed = hits.found[plan.storeKey].map { plan.options.perceptualHash?.isSatisfied(by: $0.info) ?? true } ?? false
+            if let hit = hits.found[plan.storeKey], !plan.options.forceRefresh, plan.options.placeholders?.isSatisfied(by: stored) ?? true, hashed {
                 var result = JobResult(
                     key: plan.resultKey, object: hit.object, info: hit.info, cacheHit: true, source: nil, target: plan.chain.minScore)
                 result.placeholdersJSON = plan.options.placeholders?.select(from: stored)?.json.jsonText
+                result.keepHashes(plan.options.perceptualHash)
                 results[index] = .success(result)
                 timings[index].store = hits.secondsPerLookup
                 metrics.cacheHit()
@@ -217,7 +220,7 @@ struct JobRunner: Sendable {
         if !runnable.isEmpty {
             do {
                 let chains = runnable.map { plans[$0].chain }, placeholders = runnable.map { plans[$0].options.placeholders }
-                let scores = runnable.map { plans[$0].options.score }
+                let scores = runnable.map { plans[$0].options.score }, hashes = runnable.map { plans[$0].options.perceptualHash }
                 let ids = runnable.map { plans[$0].jobID }, sources = plans[0].fetch.sources.map(\.text)
                 let report = self.report
                 let phases = tracing ? PhaseClock() : nil
@@ -229,7 +232,7 @@ struct JobRunner: Sendable {
                         defer { report(.finished(ids, .now())) }
                         return ImagePipeline.measured(
                             fetched.data, format: fetched.format, chains: chains, limits: limits, cancel: cancel, placeholders: placeholders,
-                            scores: scores, watermarks: marks,
+                            scores: scores, hashes: hashes, watermarks: marks,
                             phases: { phase in
                                 phases?.mark(phase)
                                 switch phase {
@@ -313,9 +316,12 @@ struct JobRunner: Sendable {
         guard !cancel.isCancelled else { return .failure(.abandoned) }
         if let tooLarge = health.refusal(forResultOf: image.data.count) { return .failure(tooLarge) }
         let store = self.store
-        let info = ResultInfo(
+        var info = ResultInfo(
             format: image.format.rawValue, width: image.width, height: image.height, facts: image.source, placeholders: image.placeholders,
             quality: image.quality, halfQuality: image.halfQuality, score: image.score, chroma: image.chroma)
+        info.sourceHash = image.sourceHash
+        info.outputHash = image.outputHash
+        info.sourceVariants = image.sourceVariants
         let started = ContinuousClock.now
         defer { timing.store = (ContinuousClock.now - started).seconds }
         do {
@@ -331,6 +337,7 @@ struct JobRunner: Sendable {
             var result = JobResult(
                 key: plan.resultKey, object: object, info: info, cacheHit: false, source: source, target: plan.chain.minScore)
             if plan.options.keepGPS { result.facts = image.source.map(SourceRecord.init) }  // the store's copy has no position
+            result.keepHashes(plan.options.perceptualHash)
             return .success(result)
         } catch {
             return .failure(await health.judge(HalcyonError.wrap(error), bytes: image.data.count))

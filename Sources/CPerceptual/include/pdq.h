@@ -1,0 +1,50 @@
+// PDQ, Meta's perceptual hash (256 bits and a quality, 0–100), reimplemented from its published
+// description (facebook/ThreatExchange, pdq/): luminance, a two-pass box ("Jarosz") filter and a
+// decimation to 64×64, the 16×16 corner of its DCT (frequencies 1–16 each way), each bit whether
+// its coefficient is above the median; the quality counts the 64×64 image's strong gradients.
+// The eight dihedral variants (rotations and mirrors) come from the one DCT by sign changes and
+// a transpose. Images larger than 512 pixels on a side are first box-averaged to at most 512, as
+// the reference's own file hasher reduces them before hashing. No global state; thread-safe.
+#ifndef HALCYON_PDQ_H
+#define HALCYON_PDQ_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/// Return codes of `hc_pdq_hash`.
+enum {
+    HC_PDQ_OK = 0,
+    /// Narrower or shorter than 5 pixels (the reference's smallest): no hash.
+    HC_PDQ_TOO_SMALL = 1,
+    /// An allocation failed (or its size would overflow).
+    HC_PDQ_NO_MEMORY = 3,
+    /// A null pointer, `channels` outside 1–4, `stride` below width × channels, or `transforms`
+    /// outside 1–8.
+    HC_PDQ_INVALID_ARGUMENT = 4,
+};
+
+/// The dihedral variants, in the order `hc_pdq_hash` writes them: the hash of the image turned
+/// or mirrored so, computed from the original's pixels.
+enum {
+    HC_PDQ_ORIGINAL = 0,
+    HC_PDQ_ROTATE_90 = 1,
+    HC_PDQ_ROTATE_180 = 2,
+    HC_PDQ_ROTATE_270 = 3,
+    HC_PDQ_FLIP_X = 4,
+    HC_PDQ_FLIP_Y = 5,
+    HC_PDQ_FLIP_PLUS_1 = 6,
+    HC_PDQ_FLIP_MINUS_1 = 7,
+    HC_PDQ_TRANSFORMS = 8,
+};
+
+/// The bytes of one hash: the 64 hex digits of the reference's text form, two per byte, in order.
+#define HC_PDQ_HASH_BYTES 32
+
+/// Hashes 8-bit pixels (`channels` 1 grey, 2 grey + alpha, 3 RGB, 4 RGBA; alpha is ignored, as
+/// the reference does), rows `stride` bytes apart. Writes the first `transforms` variants (1: the
+/// original only; 8: all) into `hashes`, `transforms` × 32 bytes, and the quality (0–100; below
+/// 50 the hash says little) into `*quality`.
+int hc_pdq_hash(const uint8_t *pixels, size_t width, size_t height, size_t stride, int channels, int transforms,
+                uint8_t *hashes, int *quality);
+
+#endif
