@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { GRID = 64, FREQUENCIES = 16, MIN_SIDE = 5, MAX_SIDE = 1024, PAD = 16 };
+enum { GRID = 64, FREQUENCIES = 16, MIN_SIDE = 5, MAX_SIDE = HC_PDQ_MAX_SIDE, PAD = 16 };
 
 // MARK: Luminance
 

@@ -19,7 +19,7 @@ struct SimilarImagesTests {
 
     @Test func lookupsAreTheBruteForceScanAtEveryDistance() async throws {
         let db = try await TestDatabase.create()
-        var rng = SeededGenerator(seed: 59)
+        var rng = FuzzRandom(seed: 59)
         // 1,500 pictures, each with copies at distances 0–60 (near-duplicates clustered as real
         // uploads are), 16,500 rows.
         var hashes: [String] = []
@@ -85,18 +85,5 @@ struct SimilarImagesTests {
         await #expect(throws: (any Error).self) {
             try await db.query("INSERT INTO halcyon.jobs (source, source_pdq) VALUES ('https://example.com/x.jpg', 'ABC')")
         }
-    }
-}
-
-/// SplitMix64: the same hashes every run.
-struct SeededGenerator: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }

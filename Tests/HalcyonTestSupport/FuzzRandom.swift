@@ -1,7 +1,8 @@
 import Foundation
 
-/// A small seeded generator (SplitMix64) and the mutations the fuzz tests share.
-public struct FuzzRandom {
+/// A small seeded generator (SplitMix64) and the mutations the fuzz tests share; a
+/// `RandomNumberGenerator`, so any test can draw seeded numbers from it.
+public struct FuzzRandom: RandomNumberGenerator {
     public let seed: UInt64
     private var state: UInt64
     public init(seed: UInt64) { self.seed = seed; state = seed }

@@ -40,6 +40,9 @@ enum {
 /// The bytes of one hash: the 64 hex digits of the reference's text form, two per byte, in order.
 #define HC_PDQ_HASH_BYTES 32
 
+/// The largest side hashed as it is: a larger image is box-averaged to at most this first.
+#define HC_PDQ_MAX_SIDE 1024
+
 /// Hashes 8-bit pixels (`channels` 1 grey, 2 grey + alpha, 3 RGB, 4 RGBA; alpha is ignored, as
 /// the reference does), rows `stride` bytes apart. Writes the first `transforms` variants (1: the
 /// original only; 8: all) into `hashes`, `transforms` × 32 bytes, and the quality (0–100; below

@@ -6,8 +6,8 @@ import HalcyonDomain
 /// PDQ of pixels (`pdq.c`): `PerceptualHash` is the value, in HalcyonDomain.
 extension PerceptualHash {
     /// The largest side hashed as it is: larger images are box-averaged to at most this first
-    /// (one pass over the pixels); the reference's own file hasher reduces them too.
-    public static let maxSide = 1024
+    /// (one pass over the pixels; `pdq.c`'s limit); the reference's own file hasher reduces them too.
+    public static let maxSide = Int(HC_PDQ_MAX_SIDE)
 
     /// Hashes 8-bit interleaved pixels (1–4 channels; alpha is ignored, as the reference
     /// does); `variants` is 1 (the original) or 8 (every dihedral variant, in `Variant` order).
