@@ -1,170 +1,130 @@
-// PDQ (see pdq.h). Float arithmetic in the reference's order — running sums along each row and
-// column, the DCT's products summed from k = 0 up — so that the same pixels give the reference's
-// bits, a coefficient on the median aside.
+// PDQ (see pdq.h). The DCT's arithmetic is the reference's (float products summed from k = 0
+// up); the blur's is the same filter summed another way (see "The box filter"), so a coefficient
+// within a float's rounding of the median may land on its other side.
 #include "pdq.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-enum { GRID = 64, FREQUENCIES = 16, MIN_SIDE = 5, MAX_SIDE = HC_PDQ_MAX_SIDE, PAD = 16 };
+enum { GRID = 64, FREQUENCIES = 16, MIN_SIDE = 5 };
 
 // MARK: Luminance
 
 // The reference's luma weights (Rec. 601), as floats.
 static const float luma_r = 0.299f, luma_g = 0.587f, luma_b = 0.114f;
 
-static float luma_at(const uint8_t *p, int channels) {
-    if (channels < 3) return (float)p[0];
-    return luma_r * (float)p[0] + luma_g * (float)p[1] + luma_b * (float)p[2];
-}
-
-// The luminance of every pixel, or of `fx`×`fy` blocks averaged when the image is over MAX_SIDE a
-// side (partial blocks at the right and bottom edges average the pixels they have).
-static float *luminance(const uint8_t *pixels, size_t width, size_t height, size_t stride, int channels, size_t *out_w,
-                        size_t *out_h, size_t *out_stride) {
-    size_t fx = (width + MAX_SIDE - 1) / MAX_SIDE, fy = (height + MAX_SIDE - 1) / MAX_SIDE;
-    size_t w = (width + fx - 1) / fx, h = (height + fy - 1) / fy;
-    // Rows PAD floats apart more than their width: rows a power of two apart would put the
-    // eight rows a pass reads at once in the same cache sets.
-    size_t ws = w + PAD;
-    float *luma = malloc(ws * h * sizeof(float));
-    if (!luma) return NULL;
-    if (fx == 1 && fy == 1) {
-        // A loop per layout, the stride a constant: the compiler vectorises each.
-        for (size_t y = 0; y < h; y++) {
-            const uint8_t *row = pixels + y * stride;
-            float *out = luma + y * ws;
-            switch (channels) {
-            case 3:
-                for (size_t x = 0; x < w; x++)
-                    out[x] = luma_r * (float)row[3 * x] + luma_g * (float)row[3 * x + 1] + luma_b * (float)row[3 * x + 2];
-                break;
-            case 4:
-                for (size_t x = 0; x < w; x++)
-                    out[x] = luma_r * (float)row[4 * x] + luma_g * (float)row[4 * x + 1] + luma_b * (float)row[4 * x + 2];
-                break;
-            default:
-                for (size_t x = 0; x < w; x++) out[x] = (float)row[x * (size_t)channels];
-            }
-        }
-    } else {
-        for (size_t by = 0; by < h; by++) {
-            size_t y0 = by * fy, y1 = y0 + fy < height ? y0 + fy : height;
-            for (size_t bx = 0; bx < w; bx++) {
-                size_t x0 = bx * fx, x1 = x0 + fx < width ? x0 + fx : width;
-                double sum = 0;
-                for (size_t y = y0; y < y1; y++) {
-                    const uint8_t *row = pixels + y * stride;
-                    for (size_t x = x0; x < x1; x++) sum += luma_at(row + x * (size_t)channels, channels);
-                }
-                luma[by * ws + bx] = (float)(sum / (double)((y1 - y0) * (x1 - x0)));
-            }
-        }
+// The luminance of `n` pixels of one row. A loop per layout, the stride a constant: the
+// compiler vectorises each.
+static void luma_line(const uint8_t *row, size_t n, int channels, float *out) {
+    switch (channels) {
+    case 3:
+        for (size_t x = 0; x < n; x++) out[x] = luma_r * (float)row[3 * x] + luma_g * (float)row[3 * x + 1] + luma_b * (float)row[3 * x + 2];
+        break;
+    case 4:
+        for (size_t x = 0; x < n; x++) out[x] = luma_r * (float)row[4 * x] + luma_g * (float)row[4 * x + 1] + luma_b * (float)row[4 * x + 2];
+        break;
+    default:
+        for (size_t x = 0; x < n; x++) out[x] = (float)row[x * (size_t)channels];
     }
-    *out_w = w;
-    *out_h = h;
-    *out_stride = ws;
-    return luma;
 }
 
 // MARK: The box filter and the 64×64 decimation
 
-// One box pass down every column at once, a row at a time: each output is the mean of the
-// inputs from `window − half` before it to `half − 1` after it (half = (window + 2) / 2), the
-// window cut at the ends; a running sum per column, added to below and taken from above, in the
-// reference's order (the same floats). Row by row, the pass walks the buffer in order and the
-// compiler vectorises it across the columns. `sums` holds `w` floats. `sums` holds `w` floats.
-static void box_columns(const float *in, float *out, size_t w, size_t ws, size_t h, size_t window, float *sums) {
-    size_t half = (window + 2) / 2;
-    size_t left = 0, right = 0, o = 0, count = 0;
-    for (size_t x = 0; x < w; x++) sums[x] = 0.0f;
-    for (size_t i = 0; i + 1 < half && right < h; i++, count++, right++)
-        for (size_t x = 0; x < w; x++) sums[x] += in[right * ws + x];
-    for (size_t i = 0; i < window - half + 1 && right < h; i++, count++, right++, o++) {
-        float n = (float)(count + 1);
-        for (size_t x = 0; x < w; x++) {
-            sums[x] += in[right * ws + x];
-            out[o * ws + x] = sums[x] / n;
-        }
-    }
-    for (; right < h; right++, left++, o++) {
-        float n = (float)count;
-        for (size_t x = 0; x < w; x++) {
-            sums[x] += in[right * ws + x];
-            sums[x] -= in[left * ws + x];
-            out[o * ws + x] = sums[x] / n;
-        }
-    }
-    for (; o < h; o++, left++, count--) {
-        float n = (float)(count - 1);
-        for (size_t x = 0; x < w; x++) {
-            sums[x] -= in[left * ws + x];
-            out[o * ws + x] = sums[x] / n;
-        }
-    }
-}
+// The reference blurs the whole image with two box passes along each axis (its "Jarosz"
+// filter) and then reads 64×64 samples of it. The passes are linear and separable, so each
+// sample is a weighted sum of the pixels near it: here, per sampled row (and column), the
+// weights two passes give it, and only those sums are computed — the image is read once, a row
+// at a time, and no blurred copy of it is made.
 
-// The same pass along `rows` rows (at most 8) at once: the strip is turned into 8 columns
-// (`strip` holds 16 × w floats), passed down them as `box_columns` does — vectorised, each row's
-// sums in its own order, the same floats — and turned back.
-static void box_rows(const float *in, float *out, size_t w, size_t ws, size_t rows, size_t window, float *strip, float *sums) {
-    float *across = strip, *passed = strip + 8 * w;
-    for (size_t i = 0; i < w; i++)
-        for (size_t r = 0; r < 8; r++) across[i * 8 + r] = r < rows ? in[r * ws + i] : 0.0f;
-    box_columns(across, passed, 8, 8, w, window, sums);
-    for (size_t r = 0; r < rows; r++)
-        for (size_t i = 0; i < w; i++) out[r * ws + i] = passed[i * 8 + r];
-}
-
-// The last column pass where only the 64×64 grid is read: the same running sums down the 64
-// columns the grid samples (each as `box_columns` computes it), kept at the 64 rows it samples.
-static void box_columns_sampled(const float *in, size_t ws, size_t h, size_t window, const size_t xs[GRID], const size_t ys[GRID],
-                                float grid[GRID][GRID]) {
-    size_t half = (window + 2) / 2;
-    for (int j = 0; j < GRID; j++) {
-        const float *column = in + xs[j];
-        size_t left = 0, right = 0, o = 0, count = 0;
-        int next = 0;  // the next grid row to fill
-        float sum = 0.0f, value;
-        for (size_t i = 0; i + 1 < half && right < h; i++, count++, right++) sum += column[right * ws];
-        for (size_t i = 0; i < window - half + 1 && right < h; i++, count++, right++, o++) {
-            sum += column[right * ws];
-            value = sum / (float)(count + 1);
-            while (next < GRID && ys[next] == o) grid[next++][j] = value;
-        }
-        for (; right < h; right++, left++, o++) {
-            sum += column[right * ws];
-            sum -= column[left * ws];
-            value = sum / (float)count;
-            while (next < GRID && ys[next] == o) grid[next++][j] = value;
-        }
-        for (; o < h; o++, left++, count--) {
-            sum -= column[left * ws];
-            value = sum / (float)(count - 1);
-            while (next < GRID && ys[next] == o) grid[next++][j] = value;
-        }
-    }
+// One box pass over `n` samples: output `o` is the mean of the inputs from `o − (window − half)`
+// to `o + half − 1` (half = (window + 2) / 2), the window cut at the ends — the reference's
+// running sum, stated as the window it sums.
+static void box_span(size_t n, size_t window, size_t o, size_t *first, size_t *last) {
+    size_t half = (window + 2) / 2, before = window - half, after = half - 1;
+    *first = o > before ? o - before : 0;
+    *last = o + after < n ? o + after : n - 1;
 }
 
 // The window of a pass that takes `size` samples to 64: half of what one output spans, rounded
 // up (two passes each way make a tent over it).
 static size_t window_for(size_t size) { return (size + 2 * GRID - 1) / (2 * GRID); }
 
-// Two passes of boxes along the rows then the columns (`a` is the image, `b` and `sums`
-// scratch), then the 64×64 samples at the centres of a 64×64 grid laid over the image.
-static void downsample(float *a, float *b, float *sums, float *strip, size_t w, size_t ws, size_t h, float grid[GRID][GRID]) {
-    size_t along_rows = window_for(w), along_columns = window_for(h);
-    size_t xs[GRID], ys[GRID];
-    for (int i = 0; i < GRID; i++) {
-        ys[i] = (size_t)(((i + 0.5) * (double)h) / GRID);
-        xs[i] = (size_t)(((i + 0.5) * (double)w) / GRID);
+// The inputs one output of two passes reads, and its weight on each.
+typedef struct {
+    size_t first, last;
+    float *weights;  // last − first + 1 of them
+} taps;
+
+// The most inputs one output of two passes reads: 2·window − 1.
+static size_t taps_capacity(size_t n) { return 2 * window_for(n); }
+
+// Output `o` of two passes over `n` samples, as weights on its inputs (`t->weights` holds
+// `taps_capacity(n)` floats; `scratch` as many doubles, plus one). The first pass's outputs
+// `k` that the second's output `o` averages each spread their share over their own window: a
+// share added over a run, as a difference at its ends, then summed up.
+static void two_pass_taps(size_t n, size_t o, taps *t, double *scratch) {
+    size_t window = window_for(n), f, l;
+    box_span(n, window, o, &f, &l);
+    size_t lo, hi, ignore;
+    box_span(n, window, f, &lo, &ignore);
+    box_span(n, window, l, &ignore, &hi);
+    for (size_t m = lo; m <= hi + 1; m++) scratch[m - lo] = 0;
+    for (size_t k = f; k <= l; k++) {
+        size_t kf, kl;
+        box_span(n, window, k, &kf, &kl);
+        double share = 1.0 / ((double)(l - f + 1) * (double)(kl - kf + 1));
+        scratch[kf - lo] += share;
+        scratch[kl + 1 - lo] -= share;
     }
-    for (size_t y = 0; y < h; y += 8) box_rows(a + y * ws, b + y * ws, w, ws, h - y < 8 ? h - y : 8, along_rows, strip, sums);
-    box_columns(b, a, w, ws, h, along_columns, sums);
-    for (size_t y = 0; y < h; y += 8) box_rows(a + y * ws, b + y * ws, w, ws, h - y < 8 ? h - y : 8, along_rows, strip, sums);
-    // The second column pass: only what the grid samples.
-    box_columns_sampled(b, ws, h, along_columns, xs, ys, grid);
+    double running = 0;
+    for (size_t m = lo; m <= hi; m++) {
+        running += scratch[m - lo];
+        t->weights[m - lo] = (float)running;
+    }
+    t->first = lo;
+    t->last = hi;
+}
+
+// The 64×64 samples at the centres of a 64×64 grid laid over the blurred image. `rows` holds
+// 64 × width floats, `line` width, `weights` 64 × (taps_capacity(width) + taps_capacity(height))
+// and `scratch` more than either capacity in doubles: the 64 sampled rows blurred down the
+// columns, then across. Built twice, for AVX2 and without, chosen when the program loads (the
+// row loops run twice as fast in 256-bit registers; no FMA, so both give the same floats).
+__attribute__((target_clones("avx2", "default"))) static void downsample(const uint8_t *pixels, size_t width, size_t height, size_t stride, int channels, float *rows, float *line,
+                       float *weights, double *scratch, float grid[GRID][GRID]) {
+    taps down[GRID], across[GRID];
+    size_t down_capacity = taps_capacity(height), across_capacity = taps_capacity(width);
+    for (int i = 0; i < GRID; i++) {
+        down[i].weights = weights + (size_t)i * down_capacity;
+        across[i].weights = weights + GRID * down_capacity + (size_t)i * across_capacity;
+        two_pass_taps(height, (size_t)(((i + 0.5) * (double)height) / GRID), &down[i], scratch);
+        two_pass_taps(width, (size_t)(((i + 0.5) * (double)width) / GRID), &across[i], scratch);
+    }
+    memset(rows, 0, GRID * width * sizeof(float));
+    // Each image row once, added into the sampled rows whose weights reach it (in order, so
+    // those are a run from `next`).
+    int next = 0;
+    for (size_t y = 0; y < height; y++) {
+        while (next < GRID && down[next].last < y) next++;
+        if (next == GRID) break;
+        if (down[next].first > y) continue;  // no sampled row reads this one
+        luma_line(pixels + y * stride, width, channels, line);
+        for (int i = next; i < GRID && down[i].first <= y; i++) {
+            if (down[i].last < y) continue;
+            float k = down[i].weights[y - down[i].first];
+            float *out = rows + (size_t)i * width;
+            for (size_t x = 0; x < width; x++) out[x] += k * line[x];
+        }
+    }
+    for (int i = 0; i < GRID; i++) {
+        const float *row = rows + (size_t)i * width;
+        for (int j = 0; j < GRID; j++) {
+            float sum = 0.0f;
+            for (size_t x = across[j].first; x <= across[j].last; x++) sum += across[j].weights[x - across[j].first] * row[x];
+            grid[i][j] = sum;
+        }
+    }
 }
 
 // MARK: Quality, DCT, bits
@@ -258,23 +218,24 @@ int hc_pdq_hash(const uint8_t *pixels, size_t width, size_t height, size_t strid
         return HC_PDQ_INVALID_ARGUMENT;
     if (width > SIZE_MAX / (size_t)channels || stride < width * (size_t)channels) return HC_PDQ_INVALID_ARGUMENT;
     if (width < MIN_SIDE || height < MIN_SIDE) return HC_PDQ_TOO_SMALL;
-    size_t w, h, ws;
-    float *a = luminance(pixels, width, height, stride, channels, &w, &h, &ws);
-    float *b = a ? malloc(ws * h * sizeof(float)) : NULL;
-    float *sums = b ? malloc((w > 8 ? w : 8) * sizeof(float)) : NULL;
-    float *strip = sums ? malloc(16 * w * sizeof(float)) : NULL;
-    if (!strip) {
-        free(a);
-        free(b);
-        free(sums);
+    if (width > SIZE_MAX / sizeof(float) / GRID || height > SIZE_MAX / sizeof(float) / GRID) return HC_PDQ_NO_MEMORY;
+    size_t capacity = taps_capacity(width) + taps_capacity(height);
+    float *rows = malloc(GRID * width * sizeof(float));
+    float *line = rows ? malloc(width * sizeof(float)) : NULL;
+    float *weights = line ? malloc(GRID * capacity * sizeof(float)) : NULL;
+    double *scratch = weights ? malloc((capacity + 1) * sizeof(double)) : NULL;
+    if (!scratch) {
+        free(rows);
+        free(line);
+        free(weights);
         return HC_PDQ_NO_MEMORY;
     }
     float grid[GRID][GRID], coefficients[FREQUENCIES][FREQUENCIES], turned[FREQUENCIES][FREQUENCIES];
-    downsample(a, b, sums, strip, w, ws, h, grid);
-    free(a);
-    free(b);
-    free(sums);
-    free(strip);
+    downsample(pixels, width, height, stride, channels, rows, line, weights, scratch, grid);
+    free(rows);
+    free(line);
+    free(weights);
+    free(scratch);
     *quality = quality_of(grid);
     dct(grid, coefficients);
     for (int t = 0; t < transforms; t++) {

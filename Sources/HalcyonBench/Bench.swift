@@ -19,7 +19,7 @@ package struct Bench: AsyncParsableCommand {
         // The name a user types: `halcyon bench` runs this program (`halcyon-bench`).
         commandName: "halcyon bench",
         abstract:
-            "Measure W1, W2, W3, H, L, S, E and X end to end through the queue, beside Pillow, vipsthumbnail, convert and pgqueuer, and Q in-process; or soak.",
+            "Measure W1, W2, W3, H, L, S, N, E and X end to end through the queue, beside Pillow, vipsthumbnail, convert and pgqueuer, and Q in-process; or soak.",
         discussion: """
             W1: every corpus image → resize(320x320, mode=fill) |> format(jpeg, quality=82). The \
             corpus is generated (seeded, photo-like) under $HALCYON_HOME/bench/corpus: by default \
@@ -60,6 +60,13 @@ package struct Bench: AsyncParsableCommand {
             5,000 jobs is measured; then each hot statement's latency alone (p50/p99: claim, \
             heartbeat, complete, fail, release, rescue, webhook take, the dashboard's overview). \
             The 1M backlog takes about a minute to write.
+
+            N: 1,000,000 recorded perceptual hashes (× --scale; jobs that hashed their sources: \
+            100,000 originals, each with nine copies 1–30 bits away), vacuumed and analyzed; then \
+            near-duplicate lookups through halcyon.similar_images, as an application asks before \
+            processing an upload (three in four a new copy of a recorded original, the rest \
+            unrelated): p50/p99 at 15, 31 and 47 bits, and recall at 31 bits against a scan of \
+            every row. Writing the hashes takes a few minutes.
 
             X (across hosts; only with --object-store, as root where `ip netns` works, with \
             python3): W1's jobs, copied to about 1,000 (× --scale), drained by one host's worker, \
@@ -140,12 +147,12 @@ package struct Bench: AsyncParsableCommand {
     var out: String?
     @Option(
         parsing: .upToNextOption,
-        help: "Run only these scenarios (W1 W2 W3 H L S E X Q; H needs W1's store, so it runs W1 too). Default: all.")
+        help: "Run only these scenarios (W1 W2 W3 H L S E X Q N; H needs W1's store, so it runs W1 too). Default: all.")
     var only: [Scenario] = []
 
     /// The scenarios, for `--only`.
     enum Scenario: String, CaseIterable, ExpressibleByArgument {
-        case w1 = "W1", w2 = "W2", w3 = "W3", h = "H", l = "L", s = "S", e = "E", x = "X", q = "Q"
+        case w1 = "W1", w2 = "W2", w3 = "W3", h = "H", l = "L", s = "S", e = "E", x = "X", q = "Q", n = "N"
         init?(argument: String) { self.init(rawValue: argument.uppercased()) }
     }
 
@@ -225,7 +232,7 @@ package struct Bench: AsyncParsableCommand {
         let scratch = home.appendingPathComponent("scratch")
         // The database before anything else: one holding jobs that are not the bench's is
         // refused before minutes of Q, corpus and decodes.
-        let usesDatabase = [Scenario.w1, .w2, .w3, .h, .l, .x, .s].contains(where: runs) || soak != nil
+        let usesDatabase = [Scenario.w1, .w2, .w3, .h, .l, .x, .s, .n].contains(where: runs) || soak != nil
         let checked = usesDatabase ? try await benchDatabase() : nil
         if let checked {
             let c = try await PGConnection.connect(checked)
@@ -238,7 +245,7 @@ package struct Bench: AsyncParsableCommand {
         // Q runs in-process, first, alone on the machine.
         let qRun = runs(.q) ? try await runQ() : nil
         if let qRun { print(qRun.table) }
-        // S, the soak and Q need no generated corpus.
+        // S, N, the soak and Q need no generated corpus.
         guard [Scenario.w1, .w2, .w3, .h, .l, .e, .x].contains(where: runs) else {
             try await runQueueOnly(home: home, scratch: scratch, conninfo: checked, q: qRun)
             return
@@ -391,6 +398,7 @@ package struct Bench: AsyncParsableCommand {
         }
         let results = summarised(.w1), w2Results = summarised(.w2), w3Results = summarised(.w3)
         let scaleRuns = runs(.s) ? try await runScale(conninfo: conninfo, scratch: scratch) : []
+        let nearDuplicates = runs(.n) ? try await runNearDuplicates(conninfo: conninfo) : nil
         var soakRun: SoakRun?
         if let soak { soakRun = try await runSoak(jobs: soak, conninfo: conninfo, scratch: scratch) }
         let effects: (size: ImageSize, rows: [EffectBench.Row]) = runs(.e) ? try await runEffects(corpus) : (ImageSize(width: 0, height: 0), [])
@@ -431,6 +439,7 @@ package struct Bench: AsyncParsableCommand {
         if !latencyRuns.isEmpty { print(LatencyRun.summary(latencyRuns)) }
         if !hostsRuns.isEmpty { print(HostsRun.summary(hostsRuns, chain: Self.chain)) }
         if !scaleRuns.isEmpty { print(ScaleRun.summary(scaleRuns)) }
+        if let nearDuplicates { print(nearDuplicates.summary) }
         if let soakRun { print(soakRun.summary) }
         if !effects.rows.isEmpty { print(Self.effectsTable(effects)) }
         if !frontEnd.isEmpty { print(Self.frontEndTable(frontEnd)) }
@@ -456,6 +465,7 @@ package struct Bench: AsyncParsableCommand {
                 ]
             }
             if !scaleRuns.isEmpty { o["S"] = ScaleRun.json(scaleRuns) }
+            if let nearDuplicates { o["N"] = nearDuplicates.json }
             if let soakRun { o["soak"] = soakRun.json }
             if let qRun { o["Q"] = qRun.json }
             o["E"] = .array(
@@ -483,13 +493,15 @@ package struct Bench: AsyncParsableCommand {
         }
     }
 
-    /// S, the soak and Q alone: their tables, and JSON with keys `S`, `soak` and `Q` (no
+    /// S, N, the soak and Q alone: their tables, and JSON with keys `S`, `N`, `soak` and `Q` (no
     /// database for Q alone).
     private func runQueueOnly(home: URL, scratch: URL, conninfo: String?, q: QualityBench.Run?) async throws {
         var scaleRuns: [ScaleRun] = []
         var soakRun: SoakRun?
+        var nearDuplicates: NearDuplicateRun?
         if let conninfo {
             if runs(.s) { scaleRuns = try await runScale(conninfo: conninfo, scratch: scratch) }
+            if runs(.n) { nearDuplicates = try await runNearDuplicates(conninfo: conninfo) }
             if let soak { soakRun = try await runSoak(jobs: soak, conninfo: conninfo, scratch: scratch) }
         }
         var json: [String: JSONValue] = [:]
@@ -497,6 +509,10 @@ package struct Bench: AsyncParsableCommand {
         if !scaleRuns.isEmpty {
             print(ScaleRun.summary(scaleRuns))
             json["S"] = ScaleRun.json(scaleRuns)
+        }
+        if let nearDuplicates {
+            print(nearDuplicates.summary)
+            json["N"] = nearDuplicates.json
         }
         if let soakRun {
             print(soakRun.summary)

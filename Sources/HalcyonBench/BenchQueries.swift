@@ -174,6 +174,40 @@ enum BenchSQL {
         var since: Date
         func bind(_ p: inout QueryParameters) { p.add(since) }
     }
+
+    /// N: a batch of perceptual hashes, numbered from `first`.
+    struct InsertHashes: Statement {
+        static let name = "insertHashes"
+        var hashes: [String]
+        var first: Int
+        func bind(_ p: inout QueryParameters) {
+            p.add(hashes.joined(separator: ","))
+            p.add(first)
+        }
+    }
+
+    struct DeleteHashes: Statement { static let name = "deleteHashes" }
+    struct VacuumAnalyzeJobs: Statement { static let name = "vacuumAnalyzeJobs" }
+
+    /// N's reference answer: a scan.
+    struct ScanHashes: Statement {
+        static let name = "scanHashes"
+        var hash: String
+        var maxDistance: Int
+        func bind(_ p: inout QueryParameters) {
+            p.add(hash)
+            p.add(maxDistance)
+        }
+
+        struct Row: QueryRow {
+            static let columns = ["job_id"]
+            var id: Int64
+            init?(_ row: RowReader) {
+                guard let id = row.int64("job_id") else { return nil }
+                self.id = id
+            }
+        }
+    }
 }
 
 extension BenchSQL.Statement {

@@ -21,8 +21,6 @@ extension MagickImage {
         return (pixels, channels)
     }
 
-    /// The first frame's 8-bit samples in sRGB, rows packed, RGB or RGBA (a converted copy for a
-    /// frame in CMYK, Lab, YCbCr, …). `what` names the caller in errors.
     /// The first frame's 8-bit samples (RGB, or RGBA with an alpha channel), box-averaged to
     /// `size` first when it differs (a copy of that frame is scaled: the image is not changed,
     /// and a copy of a whole animation could double its memory). `what` names the caller in errors.
@@ -38,6 +36,8 @@ extension MagickImage {
         return try MagickImage.samples8(copy, what)
     }
 
+    /// The first frame's 8-bit samples in sRGB, rows packed, RGB or RGBA (a converted copy for a
+    /// frame in CMYK, Lab, YCbCr, …). `what` names the caller in errors.
     package func firstFrameSamples8(for what: String) throws(HalcyonError) -> (pixels: [UInt8], width: Int, height: Int, channels: Int) {
         try frameSamples8(0, for: what)
     }

@@ -33,7 +33,8 @@ public enum Digest {
 
     private static let digits = Array("0123456789abcdef".utf8)
 
-    static func hex(_ bytes: [UInt8]) -> String {
+    /// `bytes` as lower-case hex, two digits a byte.
+    package static func hex(_ bytes: [UInt8]) -> String {
         var chars = [UInt8]()
         chars.reserveCapacity(bytes.count * 2)
         for b in bytes {

@@ -16,6 +16,8 @@ struct BenchQueryTests {
             BenchSQL.W2Outputs(keyPattern: "k%"),
             BenchSQL.W3Outputs(keyPattern: "k%"), BenchSQL.SourceCosts(keyPattern: "k%"), BenchSQL.StageCPUPerImage(),
             BenchSQL.StageCPUPerSource(), BenchSQL.StartDelays(keyPattern: "k%"), BenchSQL.CountJobs(), BenchSQL.FinishedSince(since: Date()),
+            BenchSQL.InsertHashes(hashes: [String(repeating: "a", count: 64)], first: 0), BenchSQL.DeleteHashes(), BenchSQL.VacuumAnalyzeJobs(),
+            BenchSQL.ScanHashes(hash: String(repeating: "a", count: 64), maxDistance: 31),
         ]
     }
 

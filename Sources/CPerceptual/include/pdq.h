@@ -3,8 +3,9 @@
 // decimation to 64×64, the 16×16 corner of its DCT (frequencies 1–16 each way), each bit whether
 // its coefficient is above the median; the quality counts the 64×64 image's strong gradients.
 // The eight dihedral variants (rotations and mirrors) come from the one DCT by sign changes and
-// a transpose. Images larger than 512 pixels on a side are first box-averaged to at most 512, as
-// the reference's own file hasher reduces them before hashing. No global state; thread-safe.
+// a transpose. Any size is hashed whole, as the reference hashes it (its blur, computed only where
+// the 64×64 grid samples it: one pass over the pixels, 64 rows of floats beside them). No global
+// state; thread-safe.
 #ifndef HALCYON_PDQ_H
 #define HALCYON_PDQ_H
 
@@ -39,9 +40,6 @@ enum {
 
 /// The bytes of one hash: the 64 hex digits of the reference's text form, two per byte, in order.
 #define HC_PDQ_HASH_BYTES 32
-
-/// The largest side hashed as it is: a larger image is box-averaged to at most this first.
-#define HC_PDQ_MAX_SIDE 1024
 
 /// Hashes 8-bit pixels (`channels` 1 grey, 2 grey + alpha, 3 RGB, 4 RGBA; alpha is ignored, as
 /// the reference does), rows `stride` bytes apart. Writes the first `transforms` variants (1: the

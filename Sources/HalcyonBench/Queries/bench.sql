@@ -113,3 +113,25 @@ SELECT count(*) AS n FROM halcyon.jobs;
 -- name: finishedSince :one
 -- Jobs finished since $1 (timestamptz).
 SELECT count(*) AS n FROM halcyon.jobs WHERE finished_at >= $1::timestamptz;
+
+-- name: insertHashes :exec
+-- N: recorded perceptual hashes, as jobs that hashed their sources — $1 (hashes of 64 hex digits,
+-- comma-separated) numbered from $2 on.
+INSERT INTO halcyon.jobs (source, cache_key, state, finished_at, source_pdq, source_pdq_quality)
+SELECT 'https://bench.invalid/pdq/' || ($2::bigint + u.n) || '.jpg', 'halcyon-bench:pdq-' || ($2::bigint + u.n), 'succeeded', now(), u.hash, 90
+FROM unnest(string_to_array($1::text, ',')) WITH ORDINALITY AS u(hash, n);
+
+-- name: deleteHashes :exec
+-- N's rows.
+DELETE FROM halcyon.jobs WHERE cache_key LIKE 'halcyon-bench:pdq-%';
+
+-- name: vacuumAnalyzeJobs :exec
+-- After N's fill, what autovacuum would do next.
+VACUUM (ANALYZE) halcyon.jobs;
+
+-- name: scanHashes :many
+-- N's reference: the ids of the bench's rows whose source_pdq is within $2 bits of $1, by
+-- reading every row (no index has this expression).
+SELECT id AS job_id FROM halcyon.jobs
+WHERE cache_key LIKE 'halcyon-bench:pdq-%' AND source_pdq IS NOT NULL
+  AND bit_count(('x' || source_pdq)::bit(256) # ('x' || $1::text)::bit(256)) <= $2::int;

@@ -5,10 +5,6 @@ import HalcyonDomain
 
 /// PDQ of pixels (`pdq.c`): `PerceptualHash` is the value, in HalcyonDomain.
 extension PerceptualHash {
-    /// The largest side hashed as it is: larger images are box-averaged to at most this first
-    /// (one pass over the pixels; `pdq.c`'s limit); the reference's own file hasher reduces them too.
-    public static let maxSide = Int(HC_PDQ_MAX_SIDE)
-
     /// Hashes 8-bit interleaved pixels (1–4 channels; alpha is ignored, as the reference
     /// does); `variants` is 1 (the original) or 8 (every dihedral variant, in `Variant` order).
     /// An image under 5 pixels a side has no hash (nil).
@@ -37,15 +33,13 @@ extension PerceptualHash {
         try compute(pixels.bytes, width: pixels.width, height: pixels.height, stride: pixels.stride, channels: pixels.channels, variants: variants)
     }
 
-    /// The first frame of an ImageMagick image (in sRGB), scaled to at most `maxSide` first by
-    /// ImageMagick's box average (the image is not changed).
+    /// The first frame of an ImageMagick image (in sRGB), at its size.
     static func compute(_ image: MagickImage, variants: Int = 1) throws(HalcyonError) -> [PerceptualHash]? {
-        let size = Thumbnail.size(fitting: image.width, image.height, maxSide: maxSide)
-        let (samples, channels) = try image.firstFrameSamples8(scaledTo: size, for: "perceptual hash")
-        return try samples.withUnsafeBufferPointer { buffer throws(HalcyonError) in
+        let frame = try image.firstFrameSamples8(for: "perceptual hash")
+        return try frame.pixels.withUnsafeBufferPointer { buffer throws(HalcyonError) in
             try compute(
-                buffer.baseAddress!, width: size.width, height: size.height, stride: size.width * channels, channels: channels, variants: variants)
+                buffer.baseAddress!, width: frame.width, height: frame.height, stride: frame.width * frame.channels, channels: frame.channels,
+                variants: variants)
         }
     }
-
 }
