@@ -59,7 +59,10 @@ package struct Bench: AsyncParsableCommand {
             through it for a while, the table is analyzed, and their throughput over the next \
             5,000 jobs is measured; then each hot statement's latency alone (p50/p99: claim, \
             heartbeat, complete, fail, release, rescue, webhook take, the dashboard's overview). \
-            The 1M backlog takes about a minute to write.
+            The 1M backlog takes about a minute to write. Then the burst shape: 100k and 1M jobs \
+            (× --scale) inserted in one statement into a quiet table and two workers started at \
+            once, their throughput over the first 10, 30 and 60 s, against the same burst with an \
+            ANALYZE before the start (--repeat rounds each).
 
             N: 1,000,000 recorded perceptual hashes (× --scale; jobs that hashed their sources: \
             100,000 originals, each with nine copies 1–30 bits away), vacuumed and analyzed; then \
@@ -398,6 +401,7 @@ package struct Bench: AsyncParsableCommand {
         }
         let results = summarised(.w1), w2Results = summarised(.w2), w3Results = summarised(.w3)
         let scaleRuns = runs(.s) ? try await runScale(conninfo: conninfo, scratch: scratch) : []
+        let burstRuns = runs(.s) ? try await runBurst(conninfo: conninfo, scratch: scratch) : []
         let nearDuplicates = runs(.n) ? try await runNearDuplicates(conninfo: conninfo) : nil
         var soakRun: SoakRun?
         if let soak { soakRun = try await runSoak(jobs: soak, conninfo: conninfo, scratch: scratch) }
@@ -439,6 +443,7 @@ package struct Bench: AsyncParsableCommand {
         if !latencyRuns.isEmpty { print(LatencyRun.summary(latencyRuns)) }
         if !hostsRuns.isEmpty { print(HostsRun.summary(hostsRuns, chain: Self.chain)) }
         if !scaleRuns.isEmpty { print(ScaleRun.summary(scaleRuns)) }
+        if !burstRuns.isEmpty { print(BurstRun.summary(burstRuns)) }
         if let nearDuplicates { print(nearDuplicates.summary) }
         if let soakRun { print(soakRun.summary) }
         if !effects.rows.isEmpty { print(Self.effectsTable(effects)) }
@@ -465,6 +470,7 @@ package struct Bench: AsyncParsableCommand {
                 ]
             }
             if !scaleRuns.isEmpty { o["S"] = ScaleRun.json(scaleRuns) }
+            if !burstRuns.isEmpty { o["S_burst"] = BurstRun.json(burstRuns) }
             if let nearDuplicates { o["N"] = nearDuplicates.json }
             if let soakRun { o["soak"] = soakRun.json }
             if let qRun { o["Q"] = qRun.json }
@@ -496,11 +502,14 @@ package struct Bench: AsyncParsableCommand {
     /// S, N, the soak and Q alone: their tables, and JSON with keys `S`, `N`, `soak` and `Q` (no
     /// database for Q alone).
     private func runQueueOnly(home: URL, scratch: URL, conninfo: String?, q: QualityBench.Run?) async throws {
-        var scaleRuns: [ScaleRun] = []
+        var scaleRuns: [ScaleRun] = [], burstRuns: [BurstRun] = []
         var soakRun: SoakRun?
         var nearDuplicates: NearDuplicateRun?
         if let conninfo {
-            if runs(.s) { scaleRuns = try await runScale(conninfo: conninfo, scratch: scratch) }
+            if runs(.s) {
+                scaleRuns = try await runScale(conninfo: conninfo, scratch: scratch)
+                burstRuns = try await runBurst(conninfo: conninfo, scratch: scratch)
+            }
             if runs(.n) { nearDuplicates = try await runNearDuplicates(conninfo: conninfo) }
             if let soak { soakRun = try await runSoak(jobs: soak, conninfo: conninfo, scratch: scratch) }
         }
@@ -509,6 +518,10 @@ package struct Bench: AsyncParsableCommand {
         if !scaleRuns.isEmpty {
             print(ScaleRun.summary(scaleRuns))
             json["S"] = ScaleRun.json(scaleRuns)
+        }
+        if !burstRuns.isEmpty {
+            print(BurstRun.summary(burstRuns))
+            json["S_burst"] = BurstRun.json(burstRuns)
         }
         if let nearDuplicates {
             print(nearDuplicates.summary)

@@ -127,6 +127,47 @@ struct QueryPlanTests {
         #expect(list.contains("jobs_unsuccessful_idx"), "failed-jobs count plan:\n\(list)")
     }
 
+    /// A burst: 100,000 jobs inserted in one statement into a table never analyzed (what a
+    /// migration or a re-render enqueues, before autovacuum's next pass), the planner guessing
+    /// every selectivity. A worker's claim (with its sibling search), heartbeat and completion,
+    /// run for real (`EXPLAIN ANALYZE`, rolled back): no node reads past a thousand rows it then
+    /// throws away, and none scans the table — their plans may not depend on statistics.
+    @Test func aBurstIsClaimedOnItsIndexesBeforeAnyAnalyze() async throws {
+        let db = try await TestDatabase.create()
+        let c = try await db.connect()
+        defer { Task { await c.close() } }
+        try await c.execute("ALTER TABLE halcyon.jobs SET (autovacuum_enabled = false)")
+        var backlog = Backlog(queued: 100_000, history: 0, sources: (1...40).map { "https://img.example/\($0).jpg" })
+        backlog.delayedEvery = nil
+        try await backlog.enqueue(c, jobs: 0..<100_000)
+        let analyzed = try await c.execute(
+            "SELECT coalesce(last_analyze, last_autoanalyze) IS NOT NULL AS analyzed FROM pg_stat_user_tables WHERE relid = 'halcyon.jobs'::regclass"
+        ).value(0, "analyzed")
+        #expect(analyzed == "f", "the burst's table must not have been analyzed")
+
+        func run(_ name: String, _ query: any Query) async throws {
+            try await c.execute("BEGIN")
+            let lines = try await c.execute("EXPLAIN (ANALYZE, BUFFERS) " + query.text, query.parameters.values).rows.compactMap { $0[0] }
+            try await c.execute("ROLLBACK")
+            let text = lines.joined(separator: "\n")
+            let removed = lines.compactMap { line -> Int? in
+                guard let r = line.range(of: "Rows Removed by Filter: ") else { return nil }
+                return Int(line[r.upperBound...].prefix { $0.isNumber })
+            }
+            #expect((removed.max() ?? 0) <= 1000, "\(name) reads and discards \(removed.max() ?? 0) rows:\n\(text)")
+            #expect(!text.contains("Seq Scan on jobs"), "\(name) scans the table:\n\(text)")
+        }
+        let claim = SQL.Claim(workerID: "w", limit: 6, lease: .seconds(30), maxBytes: 67_108_864, queues: [], siblings: true)
+        try await run("claim", claim)
+        // Claims held, for the heartbeat and the completion.
+        let claimed = try await c.rows(claim)
+        #expect(claimed.count > 6, "the claim took its siblings too: \(claimed.count) jobs")
+        let claims = claimed.map(\.job.claim)
+        try await run("heartbeat", SQL.HeartbeatJobs(claims: claims, workerID: "w", lease: .seconds(30)))
+        let result = JobResult(key: "k", digest: "d", path: "p", bytes: 1, width: 1, height: 1, format: "jpeg", cacheHit: false, source: nil)
+        try await run("complete (group commit)", SQL.Complete(workerID: "w", batch: claims.map { ($0, result, StageTimings()) }))
+    }
+
     /// The claim of queues with fair keys (200,000 queued over 2,000 keys and the common share),
     /// with and without fleet-wide limits: on the fair index and the keys' rotation, no scan of
     /// the table, estimated under the JIT threshold. Claim times are printed, not asserted.
