@@ -3,6 +3,8 @@
 // within a float's rounding of the median may land on its other side.
 #include "pdq.h"
 
+#pragma STDC FP_CONTRACT OFF
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -86,42 +88,53 @@ static void two_pass_taps(size_t n, size_t o, taps *t, double *scratch) {
     t->last = hi;
 }
 
-// The 64×64 samples at the centres of a 64×64 grid laid over the blurred image. `rows` holds
-// 64 × width floats, `line` width, `weights` 64 × (taps_capacity(width) + taps_capacity(height))
-// and `scratch` more than either capacity in doubles: the 64 sampled rows blurred down the
-// columns, then across. Built twice, for AVX2 and without, chosen when the program loads (the
-// row loops run twice as fast in 256-bit registers; no FMA, so both give the same floats).
-__attribute__((target_clones("avx2", "default"))) static void downsample(const uint8_t *pixels, size_t width, size_t height, size_t stride, int channels, float *rows, float *line,
-                       float *weights, double *scratch, float grid[GRID][GRID]) {
+// A hash in progress (see pdq.h): the weights of the 64 sampled rows and columns, and the
+// sampled rows blurred down the columns so far.
+struct hc_pdq_state {
+    size_t width, height;
+    size_t y;  // the next row to come
+    int next;  // the first sampled row whose weights may reach it
     taps down[GRID], across[GRID];
-    size_t down_capacity = taps_capacity(height), across_capacity = taps_capacity(width);
-    for (int i = 0; i < GRID; i++) {
-        down[i].weights = weights + (size_t)i * down_capacity;
-        across[i].weights = weights + GRID * down_capacity + (size_t)i * across_capacity;
-        two_pass_taps(height, (size_t)(((i + 0.5) * (double)height) / GRID), &down[i], scratch);
-        two_pass_taps(width, (size_t)(((i + 0.5) * (double)width) / GRID), &across[i], scratch);
-    }
-    memset(rows, 0, GRID * width * sizeof(float));
-    // Each image row once, added into the sampled rows whose weights reach it (in order, so
-    // those are a run from `next`).
-    int next = 0;
-    for (size_t y = 0; y < height; y++) {
-        while (next < GRID && down[next].last < y) next++;
-        if (next == GRID) break;
-        if (down[next].first > y) continue;  // no sampled row reads this one
-        luma_line(pixels + y * stride, width, channels, line);
-        for (int i = next; i < GRID && down[i].first <= y; i++) {
+    float *rows;     // 64 × width
+    float *line;     // width: one row's luminance
+    float *weights;  // the taps' weights
+};
+
+// Adds `count` rows to the 64 sampled rows whose weights reach them (in order, so those are a
+// run from `next`). Built twice, for AVX2 and without, chosen when the program loads (the row
+// loops run twice as fast in 256-bit registers; no FMA — see FP_CONTRACT — so both give the same
+// floats).
+#if defined(__x86_64__) && defined(__clang__)
+__attribute__((target_clones("avx2", "default")))
+#endif
+static void add_rows(hc_pdq_state *s, const uint8_t *pixels, size_t stride, int channels, size_t count) {
+    const size_t width = s->width;
+    float *const line = s->line, *const rows = s->rows;
+    const taps *const down = s->down;
+    for (size_t r = 0; r < count; r++, s->y++) {
+        const size_t y = s->y;
+        while (s->next < GRID && down[s->next].last < y) s->next++;
+        if (s->next == GRID) continue;
+        if (down[s->next].first > y) continue;  // no sampled row reads this one
+        luma_line(pixels + r * stride, width, channels, line);
+        for (int i = s->next; i < GRID && down[i].first <= y; i++) {
             if (down[i].last < y) continue;
-            float k = down[i].weights[y - down[i].first];
+            const float k = down[i].weights[y - down[i].first];
             float *out = rows + (size_t)i * width;
             for (size_t x = 0; x < width; x++) out[x] += k * line[x];
         }
     }
+}
+
+// The 64×64 samples at the centres of a 64×64 grid laid over the blurred image: the sampled
+// rows blurred across.
+static void sample(const hc_pdq_state *s, float grid[GRID][GRID]) {
     for (int i = 0; i < GRID; i++) {
-        const float *row = rows + (size_t)i * width;
+        const float *row = s->rows + (size_t)i * s->width;
         for (int j = 0; j < GRID; j++) {
+            const taps *t = &s->across[j];
             float sum = 0.0f;
-            for (size_t x = across[j].first; x <= across[j].last; x++) sum += across[j].weights[x - across[j].first] * row[x];
+            for (size_t x = t->first; x <= t->last; x++) sum += t->weights[x - t->first] * row[x];
             grid[i][j] = sum;
         }
     }
@@ -212,30 +225,59 @@ static void variant(int which, float in[FREQUENCIES][FREQUENCIES], float out[FRE
 
 // MARK: The hash
 
-int hc_pdq_hash(const uint8_t *pixels, size_t width, size_t height, size_t stride, int channels, int transforms,
-                uint8_t *hashes, int *quality) {
-    if (!pixels || !hashes || !quality || channels < 1 || channels > 4 || transforms < 1 || transforms > HC_PDQ_TRANSFORMS)
-        return HC_PDQ_INVALID_ARGUMENT;
-    if (width > SIZE_MAX / (size_t)channels || stride < width * (size_t)channels) return HC_PDQ_INVALID_ARGUMENT;
+void hc_pdq_free(hc_pdq_state *s) {
+    if (!s) return;
+    free(s->rows);
+    free(s->line);
+    free(s->weights);
+    free(s);
+}
+
+int hc_pdq_begin(size_t width, size_t height, hc_pdq_state **out) {
+    if (!out) return HC_PDQ_INVALID_ARGUMENT;
+    *out = NULL;
     if (width < MIN_SIDE || height < MIN_SIDE) return HC_PDQ_TOO_SMALL;
-    if (width > SIZE_MAX / sizeof(float) / GRID || height > SIZE_MAX / sizeof(float) / GRID) return HC_PDQ_NO_MEMORY;
-    size_t capacity = taps_capacity(width) + taps_capacity(height);
-    float *rows = malloc(GRID * width * sizeof(float));
-    float *line = rows ? malloc(width * sizeof(float)) : NULL;
-    float *weights = line ? malloc(GRID * capacity * sizeof(float)) : NULL;
-    double *scratch = weights ? malloc((capacity + 1) * sizeof(double)) : NULL;
-    if (!scratch) {
-        free(rows);
-        free(line);
-        free(weights);
+    if (width > SIZE_MAX / sizeof(float) / GRID / 4 || height > SIZE_MAX / sizeof(float) / GRID / 4) return HC_PDQ_NO_MEMORY;
+    size_t down_capacity = taps_capacity(height), across_capacity = taps_capacity(width);
+    size_t capacity = down_capacity + across_capacity;
+    hc_pdq_state *s = calloc(1, sizeof *s);
+    double *scratch = s ? malloc((capacity + 1) * sizeof(double)) : NULL;
+    if (s) {
+        s->rows = calloc(GRID * width, sizeof(float));
+        s->line = malloc(width * sizeof(float));
+        s->weights = malloc(GRID * capacity * sizeof(float));
+    }
+    if (!s || !scratch || !s->rows || !s->line || !s->weights) {
+        free(scratch);
+        hc_pdq_free(s);
         return HC_PDQ_NO_MEMORY;
     }
-    float grid[GRID][GRID], coefficients[FREQUENCIES][FREQUENCIES], turned[FREQUENCIES][FREQUENCIES];
-    downsample(pixels, width, height, stride, channels, rows, line, weights, scratch, grid);
-    free(rows);
-    free(line);
-    free(weights);
+    s->width = width;
+    s->height = height;
+    for (int i = 0; i < GRID; i++) {
+        s->down[i].weights = s->weights + (size_t)i * down_capacity;
+        s->across[i].weights = s->weights + GRID * down_capacity + (size_t)i * across_capacity;
+        two_pass_taps(height, (size_t)(((i + 0.5) * (double)height) / GRID), &s->down[i], scratch);
+        two_pass_taps(width, (size_t)(((i + 0.5) * (double)width) / GRID), &s->across[i], scratch);
+    }
     free(scratch);
+    *out = s;
+    return HC_PDQ_OK;
+}
+
+int hc_pdq_rows(hc_pdq_state *s, const uint8_t *pixels, size_t stride, int channels, size_t count) {
+    if (!s || (!pixels && count > 0) || channels < 1 || channels > 4) return HC_PDQ_INVALID_ARGUMENT;
+    if (s->width > SIZE_MAX / (size_t)channels || stride < s->width * (size_t)channels || count > s->height - s->y)
+        return HC_PDQ_INVALID_ARGUMENT;
+    add_rows(s, pixels, stride, channels, count);
+    return HC_PDQ_OK;
+}
+
+int hc_pdq_finish(hc_pdq_state *s, int transforms, uint8_t *hashes, int *quality) {
+    if (!s || !hashes || !quality || transforms < 1 || transforms > HC_PDQ_TRANSFORMS || s->y != s->height)
+        return HC_PDQ_INVALID_ARGUMENT;
+    float grid[GRID][GRID], coefficients[FREQUENCIES][FREQUENCIES], turned[FREQUENCIES][FREQUENCIES];
+    sample(s, grid);
     *quality = quality_of(grid);
     dct(grid, coefficients);
     for (int t = 0; t < transforms; t++) {
@@ -243,4 +285,17 @@ int hc_pdq_hash(const uint8_t *pixels, size_t width, size_t height, size_t strid
         bits(turned, hashes + (size_t)t * HC_PDQ_HASH_BYTES);
     }
     return HC_PDQ_OK;
+}
+
+int hc_pdq_hash(const uint8_t *pixels, size_t width, size_t height, size_t stride, int channels, int transforms,
+                uint8_t *hashes, int *quality) {
+    if (!pixels || !hashes || !quality || channels < 1 || channels > 4 || transforms < 1 || transforms > HC_PDQ_TRANSFORMS)
+        return HC_PDQ_INVALID_ARGUMENT;
+    if (width > SIZE_MAX / (size_t)channels || stride < width * (size_t)channels) return HC_PDQ_INVALID_ARGUMENT;
+    hc_pdq_state *s;
+    int status = hc_pdq_begin(width, height, &s);
+    if (status == HC_PDQ_OK) status = hc_pdq_rows(s, pixels, stride, channels, height);
+    if (status == HC_PDQ_OK) status = hc_pdq_finish(s, transforms, hashes, quality);
+    hc_pdq_free(s);
+    return status;
 }

@@ -69,7 +69,7 @@ package struct Bench: AsyncParsableCommand {
             near-duplicate lookups through halcyon.similar_images, as an application asks before \
             processing an upload (three in four a new copy of a recorded original, the rest \
             unrelated): p50/p99 at 15, 31 and 47 bits, and recall at 31 bits against a scan of \
-            every row. Writing the hashes takes a few minutes.
+            every row. Writing the hashes takes a minute or two.
 
             X (across hosts; only with --object-store, as root where `ip netns` works, with \
             python3): W1's jobs, copied to about 1,000 (× --scale), drained by one host's worker, \

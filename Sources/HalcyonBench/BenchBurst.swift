@@ -88,20 +88,17 @@ struct BurstRun {
 
     static func summary(_ runs: [BurstRun]) -> String {
         guard let first = runs.first else { return "" }
-        var out = "S burst — a backlog inserted in one statement, two workers started at once (jobs/s from their start):\n"
-        out +=
-            "  queued     round   "
-            + first.windows.map { "first \(Int($0.rounded())) s: fresh / analyzed (×)".padding(toLength: 36, withPad: " ", startingAt: 0) }.joined()
-        out += "\n"
+        func cell(_ text: String) -> String { text.padding(toLength: 34, withPad: " ", startingAt: 0) }
+        var lines = ["S burst — a backlog inserted in one statement, two workers started at once (jobs/s from their start):"]
+        lines.append("  queued     round  " + first.windows.map { cell("first \(Int($0.rounded())) s: fresh / analyzed") }.joined())
         for (i, r) in runs.enumerated() {
             let round = runs[..<i].filter { $0.queued == r.queued }.count + 1
-            out += "  " + String(r.queued).padding(toLength: 9, withPad: " ", startingAt: 0) + "  \(round)       "
-            out += zip(zip(r.fresh, r.analyzed), r.ratios).map { pair, ratio in
-                String(format: "%6.0f / %6.0f (%.2f×)", pair.0, pair.1, ratio).padding(toLength: 36, withPad: " ", startingAt: 0)
-            }.joined()
-            out += "\n"
+            let cells = zip(zip(r.fresh, r.analyzed), r.ratios).map { pair, ratio in
+                cell(String(format: "%6.0f / %6.0f (%.2f×)", pair.0, pair.1, ratio))
+            }
+            lines.append("  " + String(r.queued).padding(toLength: 9, withPad: " ", startingAt: 0) + "  \(round)      " + cells.joined())
         }
-        return out
+        return lines.map { String($0.reversed().drop { $0 == " " }.reversed()) }.joined(separator: "\n") + "\n"
     }
 
     static func json(_ runs: [BurstRun]) -> JSONValue {

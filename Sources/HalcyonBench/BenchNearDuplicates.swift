@@ -22,6 +22,19 @@ extension Bench {
         defer { Task { await c.close() } }
         try await Self.ensureOnlyBenchJobs(c)
         try await c.run(BenchSQL.DeleteHashes())
+        do {
+            let run = try await measureNearDuplicates(c)
+            try await c.run(BenchSQL.DeleteHashes())
+            try await c.run(BenchSQL.VacuumAnalyzeJobs())
+            return run
+        } catch {
+            // A million rows are not left behind for the next scenario.
+            _ = try? await c.run(BenchSQL.DeleteHashes())
+            throw error
+        }
+    }
+
+    private func measureNearDuplicates(_ c: PGConnection) async throws -> NearDuplicateRun {
         let rows = max(10_000, Int(Double(Self.nearDuplicateRows) * scale))
         var random = SplitMix(seed: 59)
         var originals: [[UInt8]] = []
@@ -80,8 +93,6 @@ extension Bench {
         run.recallQueries = 20
         run.scanMilliseconds = scanMs
         print("N: " + run.line)
-        try await c.run(BenchSQL.DeleteHashes())
-        try await c.run(BenchSQL.VacuumAnalyzeJobs())
         return run
     }
 }

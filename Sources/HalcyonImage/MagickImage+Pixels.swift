@@ -36,6 +36,21 @@ extension MagickImage {
         return try MagickImage.samples8(copy, what)
     }
 
+    /// The first frame's size.
+    var firstFrameSize: (width: Int, height: Int) {
+        MagickSetFirstIterator(wand)
+        return (width, height)
+    }
+
+    /// Rows `first ..< first + count` of the first frame as 8-bit RGB, packed, into `buffer`
+    /// (`count` × width × 3 bytes), as ImageMagick holds them (no colour conversion).
+    func firstFrameRows8(_ first: Int, _ count: Int, into buffer: UnsafeMutableRawPointer, for what: String) throws(HalcyonError) {
+        MagickSetFirstIterator(wand)
+        guard MagickExportImagePixels(wand, 0, first, width, count, "RGB", CharPixel, buffer) == MagickTrue else {
+            throw Self.error(wand, .processingFailed, "\(what): export rows \(first)..<\(first + count)")
+        }
+    }
+
     /// The first frame's 8-bit samples in sRGB, rows packed, RGB or RGBA (a converted copy for a
     /// frame in CMYK, Lab, YCbCr, …). `what` names the caller in errors.
     package func firstFrameSamples8(for what: String) throws(HalcyonError) -> (pixels: [UInt8], width: Int, height: Int, channels: Int) {

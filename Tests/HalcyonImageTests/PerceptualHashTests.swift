@@ -198,6 +198,29 @@ import Testing
         #expect((PerceptualHash.distance(variants[0].hex, other.hex) ?? 0) > 64, "unrelated photographs are far apart")
     }
 
+    /// The blur's weights at the edges of its range — sides from 5 (no blur) to 3,000 against 6,
+    /// a window of one row, odd sizes — and the ImageMagick lane's hash, read out a band of rows
+    /// at a time: the same hash as the same pixels in memory, and the reference's (quality within
+    /// 5; within 2 bits where its quality is at least 80).
+    @Test func oddSizesAndBandsHashAsTheReference() throws {
+        let sizes = [(5, 5), (127, 9), (9, 127), (64, 64), (129, 257), (3000, 6), (6, 3000), (1500, 1100)]
+        var cases: [(name: String, png: Data, pixels: Pixels)] = []
+        for (i, (w, h)) in sizes.enumerated() {
+            let png = try SampleImages.photo(width: w, height: h, seed: UInt64(40 + i), format: .png)
+            cases.append(("\(w)x\(h)", png, try Pixels(png)))
+        }
+        let theirs = try Self.reference(cases.map(\.png))
+        for (c, ref) in zip(cases, theirs) {
+            let ours = try c.pixels.hashes(variants: 8)
+            let image = try MagickImage.decode(c.png, format: .png)
+            let banded = try #require(try PerceptualHash.compute(image, variants: 8))
+            #expect(banded == ours, "\(c.name): the ImageMagick lane's hash differs from the same pixels'")
+            #expect(abs(ours[0].quality - ref.quality) <= 5, "\(c.name): quality \(ours[0].quality), Meta's \(ref.quality)")
+            let distance = try #require(PerceptualHash.distance(ours[0].hex, ref.hash))
+            if ref.quality >= 80 { #expect(distance <= 2, "\(c.name): \(distance) bits from Meta's hash") }
+        }
+    }
+
     @Test func smallAndInvalidInputs() throws {
         let tiny = [UInt8](repeating: 128, count: 4 * 4 * 3)
         let none = try tiny.withUnsafeBufferPointer { b in

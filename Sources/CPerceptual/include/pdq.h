@@ -48,4 +48,16 @@ enum {
 int hc_pdq_hash(const uint8_t *pixels, size_t width, size_t height, size_t stride, int channels, int transforms,
                 uint8_t *hashes, int *quality);
 
+/// A hash fed a band of rows at a time (an image that is not in memory as 8-bit rows: only one
+/// band of them need be), the same as `hc_pdq_hash` gives. `hc_pdq_begin` makes it for a
+/// `width`×`height` image (HC_PDQ_TOO_SMALL, HC_PDQ_NO_MEMORY: none is made); `hc_pdq_rows`
+/// adds the next `count` rows, top to bottom, as `hc_pdq_hash` takes pixels; once every row
+/// has come, `hc_pdq_finish` writes the hashes and the quality. `hc_pdq_free` frees it
+/// (nil is fine). One thread at a time.
+typedef struct hc_pdq_state hc_pdq_state;
+int hc_pdq_begin(size_t width, size_t height, hc_pdq_state **state);
+int hc_pdq_rows(hc_pdq_state *state, const uint8_t *pixels, size_t stride, int channels, size_t count);
+int hc_pdq_finish(hc_pdq_state *state, int transforms, uint8_t *hashes, int *quality);
+void hc_pdq_free(hc_pdq_state *state);
+
 #endif
