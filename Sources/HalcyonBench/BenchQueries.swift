@@ -199,14 +199,7 @@ enum BenchSQL {
             p.add(maxDistance)
         }
 
-        struct Row: QueryRow {
-            static let columns = ["job_id"]
-            var id: Int64
-            init?(_ row: RowReader) {
-                guard let id = row.int64("job_id") else { return nil }
-                self.id = id
-            }
-        }
+        typealias Row = IDRow
     }
 }
 

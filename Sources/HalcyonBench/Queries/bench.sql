@@ -132,6 +132,6 @@ VACUUM (ANALYZE) halcyon.jobs;
 -- name: scanHashes :many
 -- N's reference: the ids of the bench's rows whose source_pdq is within $2 bits of $1, by
 -- reading every row (no index has this expression).
-SELECT id AS job_id FROM halcyon.jobs
+SELECT id FROM halcyon.jobs
 WHERE cache_key LIKE 'halcyon-bench:pdq-%' AND source_pdq IS NOT NULL
   AND bit_count(('x' || source_pdq)::bit(256) # ('x' || $1::text)::bit(256)) <= $2::int;
