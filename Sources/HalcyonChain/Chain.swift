@@ -10,7 +10,7 @@ public struct Chain: Sendable {
             BlurStep.self, SharpenStep.self, OverlayStep.self, TintStep.self,
             ColorControlsStep.self, BlackWhiteStep.self, BlendStep.self, RotateStep.self,
             FlipStep.self, FlopStep.self, AutoOrientStep.self, StripStep.self, FormatStep.self,
-            TrimStep.self, PadStep.self, BorderStep.self, WatermarkStep.self,
+            TrimStep.self, PadStep.self, BorderStep.self, WatermarkStep.self, BreakpointsStep.self,
         ] as [any ChainStepDefinition.Type]).map { ($0.name, $0) } + [("extend", PadStep.self)])
 
     /// The steps, in order.
@@ -39,6 +39,7 @@ public struct Chain: Sendable {
 
     static func parseOrThrow(_ text: String, presets: [String: String] = [:]) throws(ChainError) -> Chain {
         var steps: [any ChainStepDefinition] = []
+        var positions: [Int] = []  // of each step in `text` (a preset's steps: the preset's)
         for step in try ChainGrammar.parse(text) {
             if step.name == presetStep {
                 let name = try presetName(step)
@@ -64,6 +65,7 @@ public struct Chain: Sendable {
             } else {
                 steps.append(try definition(step))
             }
+            positions += Array(repeating: step.position, count: steps.count - positions.count)
             if steps.count > ChainGrammar.maxSteps {
                 throw ChainError(
                     position: step.position, found: "step \(steps.count)", expected: "at most \(ChainGrammar.maxSteps) steps, presets expanded")
@@ -75,7 +77,23 @@ public struct Chain: Sendable {
                     expected: "at most \(maxWatermarks) distinct watermark sources in a chain (one may be drawn many times)")
             }
         }
+        try checkBreakpoints(steps, positions: positions)
         return Chain(steps: steps)
+    }
+
+    /// A `breakpoints` step ends its chain, and names the formats itself (no `format` step).
+    private static func checkBreakpoints(_ steps: [any ChainStepDefinition], positions: [Int]) throws(ChainError) {
+        guard let at = steps.firstIndex(where: { $0 is BreakpointsStep }) else { return }
+        let position = positions[at]
+        guard at == steps.count - 1 else {
+            throw ChainError(
+                position: position, found: "'\(type(of: steps[at + 1]).name)' after breakpoints", expected: "breakpoints as the chain's last step")
+        }
+        if steps.contains(where: { $0 is FormatStep }) {
+            throw ChainError(
+                position: position, found: "a format step with breakpoints",
+                expected: "breakpoints alone: it encodes every rung in its own formats, at quality=auto for its min_score")
+        }
     }
 
     private static func definition(_ step: ChainStep) throws(ChainError) -> any ChainStepDefinition {
@@ -116,8 +134,15 @@ public struct Chain: Sendable {
         return steps.compactMap { ($0 as? WatermarkStep)?.source }.filter { seen.insert($0).inserted }
     }
 
-    /// The output encoding chosen by the last `format` step, if any.
-    public var outputFormat: ImageFormat? { formatStep?.format?.imageFormat }
+    /// The output encoding chosen by the last `format` step, if any; a picture set's is its
+    /// fallback's (the `<img>`'s format, whose largest rung fills `result_*`).
+    public var outputFormat: ImageFormat? { breakpoints?.fallback.imageFormat ?? formatStep?.format?.imageFormat }
+
+    /// The `breakpoints` step that ends the chain: the job makes a picture set.
+    public var breakpoints: BreakpointsStep? { steps.last as? BreakpointsStep }
+
+    /// The steps before its `breakpoints` step (all of them without one).
+    public var stepsBeforeBreakpoints: [any ChainStepDefinition] { breakpoints == nil ? steps : Array(steps.dropLast()) }
 
     /// The last `format` step, whose settings the encoder uses.
     public var formatStep: FormatStep? { steps.compactMap { $0 as? FormatStep }.last }

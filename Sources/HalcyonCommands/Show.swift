@@ -94,12 +94,24 @@ struct Show: AsyncParsableCommand {
             "result_width", "result_height", "result_bytes", "result_quality", "result_quality_exact", "result_chroma", "result_score",
             "result_target_missed", "result_pdq", "result_pdq_quality",
             "result_digest", "result_path", "result_file", "result_object", "result_url", "result_expires", "result_last_access", "cache_hit",
-            "placeholders", "last_error",
+            "placeholders", "result_manifest", "last_error",
             "callback_status", "callback_attempts", "callback_at", "callback_error",
         ]
         let rest = JobRow.schema.map(\.name).filter { !order.contains($0) && $0 != "timings" && $0 != "errors" }
         for key in order + rest {
             guard let v = object[key], v != .null, v != .array([]), !(key == "callback_attempts" && object["callback_status"] == .null) else {
+                continue
+            }
+            if key == "result_manifest", let manifest = PictureManifest(jsonText: v.jsonText) {
+                // A picture set: a line per rung, then its markup.
+                print("rungs               \(manifest.rungs.count) (\(manifest.formats.map(\.rawValue).joined(separator: ", ")))")
+                for r in manifest.rungs {
+                    let score = r.score.map { String(format: "score %.2f", $0) } ?? "no score"
+                    print(
+                        "  \(r.format.rawValue.padding(toLength: 5, withPad: " ", startingAt: 0)) \("\(r.width)x\(r.height)".padding(toLength: 10, withPad: " ", startingAt: 0)) \(String(r.bytes).leftPadded(9)) bytes  q\(r.quality.map(String.init) ?? "-")  \(score)  \(r.path)"
+                    )
+                }
+                if let picture = v["picture"]?.stringValue { print("picture             \(picture)") }
                 continue
             }
             let text = v.stringValue ?? v.jsonText
@@ -126,4 +138,9 @@ struct Show: AsyncParsableCommand {
     static func milliseconds(_ ms: Double) -> String {
         ms >= 1000 ? String(format: "%.2f s", ms / 1000) : String(format: ms < 10 ? "%.1f ms" : "%.0f ms", ms)
     }
+}
+
+extension String {
+    /// Right-aligned in `width` characters.
+    fileprivate func leftPadded(_ width: Int) -> String { count >= width ? self : String(repeating: " ", count: width - count) + self }
 }

@@ -29,6 +29,10 @@ enum Assets {
         button { cursor: pointer; background: #175cd3; color: #fff; border-color: #175cd3; } button.danger { background: var(--bad); border-color: var(--bad); }
         .actions { margin: 8px 0 12px; display: flex; gap: 8px; align-items: center; }
         img.thumb { width: 48px; height: 48px; object-fit: cover; border-radius: 4px; background: #eee; display: block; }
+        .rungs { display: flex; flex-wrap: wrap; gap: 12px; align-items: flex-end; }
+        .rungs figure { margin: 0; }
+        .rungs figcaption { font-size: 12px; color: var(--muted); }
+        img.rung { max-width: 200px; max-height: 160px; border: 1px solid var(--line); display: block; }
         img.result { max-width: 100%; max-height: 480px; border: 1px solid var(--line); background: repeating-conic-gradient(#eee 0 25%, #fff 0 50%) 0 0 / 16px 16px; }
         pre { background: #f2f4f7; padding: 8px; border-radius: 6px; overflow-x: auto; white-space: pre-wrap; word-break: break-all; margin: 0; }
         dl.kv { display: grid; grid-template-columns: 180px 1fr; gap: 4px 12px; background: var(--card); border: 1px solid var(--line); padding: 10px; margin: 0; }

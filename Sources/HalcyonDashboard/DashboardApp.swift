@@ -231,7 +231,7 @@ struct DashboardApp: Sendable {
     static func resultHeaders(_ digest: String, format: ImageFormat, expires: Date) -> HTTPFields {
         let left = max(0, Int(expires.timeIntervalSinceNow))
         return [
-            .contentType: mimeTypes[format] ?? "application/octet-stream", .cacheControl: "private, max-age=\(min(left, 86400))",
+            .contentType: format.mediaType, .cacheControl: "private, max-age=\(min(left, 86400))",
             .eTag: "\"\(digest)\"", expiresAt: ISO8601.format(expires),
         ]
     }
@@ -247,11 +247,6 @@ struct DashboardApp: Sendable {
     }
 
     static let expiresAt = HTTPField.Name("Expires-At")!
-
-    static let mimeTypes: [ImageFormat: String] = [
-        .jpeg: "image/jpeg", .png: "image/png", .gif: "image/gif", .webp: "image/webp", .avif: "image/avif", .jxl: "image/jxl", .heic: "image/heic",
-        .tiff: "image/tiff", .bmp: "image/bmp",
-    ]
 
     // MARK: Actions
 

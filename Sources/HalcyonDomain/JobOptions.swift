@@ -27,6 +27,9 @@ public struct JobOptions: Sendable, Equatable {
     /// The PDQ hashes to record (`perceptual_hash`: true or "source" for the source's, "output"
     /// for the output's too, "dihedral" for the source's eight dihedral variants); nil for none. No part of the result key: the same bytes either way.
     public var perceptualHash: PerceptualHashRequest?
+    /// How a picture set's `<picture>` is written (`picture`: sizes, base_url, alt); nil for the
+    /// defaults. No part of the result key: the markup only.
+    public var picture: PictureOptions?
 
     public init() {}
 
@@ -53,7 +56,7 @@ public struct JobOptions: Sendable, Equatable {
 
     public static let knownKeys: Set<String> = [
         "force_refresh", "only_from_cache", "expiration", "extend", "headers", "retry", "callback_url", "placeholders", "blurhash_components",
-        "keep_gps", "score", "perceptual_hash",
+        "keep_gps", "score", "perceptual_hash", "picture",
     ]
 
     /// Longest `callback_url` (also a constraint on the row).
@@ -153,6 +156,7 @@ public struct JobOptions: Sendable, Equatable {
             }
         }
         options.placeholders = try placeholders(dict)
+        options.picture = try dict["picture"].map { v throws(HalcyonError) in try PictureOptions.parse(v) }
         return options
     }
 

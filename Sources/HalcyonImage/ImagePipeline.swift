@@ -153,6 +153,16 @@ public struct ImageLimits: Sendable {
         for (i, processor) in chain.processors.enumerated() {
             if recompression, let step = processor as? FormatStep {
                 work += step.recompressionWork(from: size)
+            } else if let step = processor as? BreakpointsStep {
+                // Named on its own: the set's estimate says what to lower.
+                let set = step.work(from: size)
+                guard set <= maxWork else {
+                    throw HalcyonError(
+                        .tooCostly,
+                        "breakpoints on \(size): up to \(step.maxSearches) quality searches of rungs up to \(step.outputSize(from: size)) would take about \(Self.count(set)) pixel-taps of work, over the limit of \(Self.count(maxWork)) (lower max_images, max_width or the formats, or raise --max-job-time)"
+                    )
+                }
+                work += set
             } else {
                 work += processor.work(from: size) * Double(max(1, frames))
             }
@@ -191,6 +201,18 @@ public struct ImageLimits: Sendable {
                 throw HalcyonError(
                     .imageTooLarge,
                     "step \(index + 1), watermark, would hold \(Self.megapixels(total)) with its \(mark.size) watermark decoded, over the \(budget) budget"
+                )
+            }
+        }
+        if processor is BreakpointsStep {
+            // Besides the image: one rung at a time, its score's reference planes and a probe's
+            // decode (`FormatStep.scoredPixelCost`).
+            let held = output.pixels.multipliedReportingOverflow(by: FormatStep.scoredPixelCost + 1)
+            let total = size.pixels.addingReportingOverflow(held.partialValue)
+            guard !held.overflow, !total.overflow, total.partialValue <= maxPixels else {
+                throw HalcyonError(
+                    .imageTooLarge,
+                    "step \(index + 1), breakpoints, would hold \(Self.megapixels(total.overflow ? Int.max : total.partialValue)) to make and score rungs of up to \(output) from \(size), over the \(budget) budget"
                 )
             }
         }
@@ -264,6 +286,10 @@ public struct ProcessedImage: Sendable {
     public var encodes = 1
     /// A JPEG's chroma sampling, read from its bytes; nil for other formats.
     public var chroma: ChromaSampling? { format == .jpeg ? DeclaredSize.jpegChroma(data) : nil }
+    /// A picture set's images (`breakpoints`), by format in the step's order, narrowest first;
+    /// `data` and the fields above are then its last rung's (the fallback's largest). Nil for
+    /// any other chain.
+    public var rungs: [EncodedRung]?
 
     /// Wall and CPU seconds of the shared decode, then of this chain's steps, then its encode.
     init(
@@ -521,6 +547,20 @@ public enum ImagePipeline {
                 try cancel.check()
                 let process = clock.lap()
                 encodeStarted = StageClock.threadCPUSeconds()
+                if let step = chain.chain.breakpoints {
+                    var builder = try PictureSetBuilder(step: step, image: image, cancel: cancel)
+                    let rungs = try builder.build()
+                    let last = rungs[rungs.count - 1]
+                    var output = EncodedOutput(data: last.data, format: last.format, quality: last.quality, half: last.halfQuality, score: last.score)
+                    output.encodes = builder.encodes
+                    var result = ProcessedImage(output, width: last.width, height: last.height, decode: decode, process: process, encode: clock.lap())
+                    result.rungs = rungs
+                    result.source = facts
+                    result.placeholders = placeholders
+                    if hashes.indices.contains(i), let request = hashes[i] { result.keepSourceHashes(sourceHashes, request) }
+                    result.outputHash = outputHash
+                    return result
+                }
                 let output: EncodedOutput
                 if format == .jpeg, let step = chain.recompression {
                     output = try Self.recompress(data, orientation: facts.orientation, image: image, step: step, chain: chain, limits: limits)

@@ -44,13 +44,15 @@ public struct ProcessorChain: Sendable {
     /// The last `format` step, whose settings the encoder uses.
     var formatStep: FormatStep? { chain.formatStep }
 
-    /// The perceptual score its `format` step asks for (`min_score`); nil without one.
-    public var minScore: Double? { chain.formatStep?.minScore }
+    /// The perceptual score its `format` step (or its `breakpoints` step) asks for
+    /// (`min_score`); nil without one.
+    public var minScore: Double? { chain.breakpoints?.minScore ?? chain.formatStep?.minScore }
 
     /// Whether the output keeps every frame of an animation: GIF and WebP outputs animate (a
     /// `format(gif)` or `format(webp)`, or no `format` on such a source); any other output is
     /// the first frame, and the other frames are dropped before the first step.
-    func keepsFrames(of source: ImageFormat) -> Bool { (outputFormat ?? source).animates }
+    /// A picture set's rungs are stills.
+    func keepsFrames(of source: ImageFormat) -> Bool { chain.breakpoints == nil && (outputFormat ?? source).animates }
 
     /// The `format(jxl, lossless=true)` step when a JPEG source's output is the source itself
     /// recompressed (no other step, not even `strip` or `auto_orient`: nothing touches its

@@ -170,6 +170,8 @@ public struct JobResult: Sendable, Equatable {
     public var targetMissed: Bool?
     /// A JPEG's chroma sampling (`result_chroma`).
     public var chroma: ChromaSampling?
+    /// A picture set's manifest (`result_manifest`: rungs, srcset, picture), a JSON object's text.
+    public var manifestJSON: String?
 
     public init(
         key: String, digest: String, path: String, bytes: Int, width: Int, height: Int,

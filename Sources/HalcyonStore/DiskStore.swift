@@ -37,6 +37,8 @@ public struct ResultInfo: Sendable, Equatable {
     public var outputHash: PerceptualHash?
     /// The source's seven other dihedral hashes, when the job asked for them.
     public var sourceVariants: [String]?
+    /// A picture set's rungs (`PictureManifest.storedJSON`), when the result is one.
+    public var manifestJSON: String?
 
     public init(
         format: String, width: Int, height: Int, source: SourceRecord? = nil, placeholdersJSON: String? = nil, quality: Int? = nil,
@@ -219,11 +221,13 @@ public struct DiskStore: Sendable {
 ///     quality 82.5
 ///     score 87.31
 ///     source_pdq f8f8f0cee0f4a84f06370a22038f63f0b36e2ed596621e1d33e6b39c4e9c9b22 100
+///     manifest {"rungs":[{"bytes":9120,"format":"avif","height":213,"path":"objects/…","quality":61,"score":80.4,"width":320},…]}
 ///     key https://example.com/cat.jpg@resize(320x320,mode=fill)
 ///
 /// `source` (format, size, bytes, then `source_meta`'s JSON), `placeholders`, `quality` (the
 /// encoder's, 1–100, with `.5` for a half quality), `score` (SSIMULACRA2, 0–100, two decimals)
-/// and `source_pdq`/`result_pdq` (PDQ hashes and their qualities) are there when the job that
+/// `source_pdq`/`result_pdq` (PDQ hashes and their qualities) and `manifest` (a picture set's
+/// rungs, each stored under a key of its own) are there when the job that
 /// stored the key had them (records written before they existed lack them). Their JSON is relayed
 /// to the row, never decoded on a hit: a hit stays a file read and a few splits. A `quality`,
 /// `score` or hash that does not read as one is left out of the hit, as if absent.
@@ -247,6 +251,7 @@ struct KeyRecord: Equatable {
         if let h = info.sourceHash { text += "source_pdq \(h.hex) \(h.quality)\n" }
         if let h = info.outputHash { text += "result_pdq \(h.hex) \(h.quality)\n" }
         if let v = info.sourceVariants { text += "source_pdq_dihedral \(v.joined(separator: ","))\n" }
+        if let m = info.manifestJSON { text += "manifest \(m)\n" }
         return text + "key \(escaped)\n"
     }
 
@@ -275,7 +280,8 @@ struct KeyRecord: Equatable {
 
     /// Nil for anything but a complete record. Read as bytes: a store hit parses one per job.
     init?(_ text: String) {
-        var version, object, bytesField, image, source, placeholders, quality, score, chroma, sourcePDQ, resultPDQ, dihedral, key: Substring?
+        var version, object, bytesField, image, source, placeholders, quality, score, chroma, sourcePDQ, resultPDQ, dihedral, manifest,
+            key: Substring?
         for line in text.utf8.split(separator: UInt8(ascii: "\n")) {
             guard let space = line.firstIndex(of: UInt8(ascii: " ")) else { return nil }
             let value = Substring(line[line.index(after: space)...])
@@ -292,6 +298,7 @@ struct KeyRecord: Equatable {
             case "source_pdq": sourcePDQ = value
             case "result_pdq": resultPDQ = value
             case "source_pdq_dihedral": dihedral = value
+            case "manifest": manifest = value
             case "key": key = value
             default: continue
             }
@@ -316,6 +323,7 @@ struct KeyRecord: Equatable {
             let hashes = line.split(separator: ",").map(String.init)
             return hashes.count == 7 && hashes.allSatisfy { PerceptualHash(hex: $0, quality: 0) != nil } ? hashes : nil
         }
+        info.manifestJSON = manifest.flatMap { PictureManifest(jsonText: String($0)) != nil ? String($0) : nil }
         guard key.utf8.contains(UInt8(ascii: "\\")) else {
             self.key = String(key)
             return

@@ -39,7 +39,7 @@ import Testing
         ),
         (
             "flip |> preset(bad)",
-            "at column 9: expected a preset whose chain parses, found preset 'bad': at column 20: expected one of auto_orient, black_white, blend, blur, border, color_controls, crop, downsample, extend, flip, flop, format, overlay, pad, preset, resize, rotate, round_corner, sharpen, strip, tint, trim, watermark, found unknown step 'blurry'"
+            "at column 9: expected a preset whose chain parses, found preset 'bad': at column 20: expected one of auto_orient, black_white, blend, blur, border, breakpoints, color_controls, crop, downsample, extend, flip, flop, format, overlay, pad, preset, resize, rotate, round_corner, sharpen, strip, tint, trim, watermark, found unknown step 'blurry'"
         ),
         ("preset(long) |> flip |> flip |> flip |> flip |> flip", "at column 49: expected at most 64 steps, presets expanded, found step 65"),
         (

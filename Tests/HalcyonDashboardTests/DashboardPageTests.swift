@@ -1,5 +1,6 @@
 import Foundation
 import HalcyonDashboard
+import HalcyonDomain
 import HalcyonQueue
 import HalcyonRuntime
 import HalcyonStore
@@ -178,6 +179,37 @@ struct DashboardPageTests {
         #expect(page.contains("<code>\(a) (PDQ, quality 100)</code>"), "\(page)")
         #expect(page.contains("<a href=\"/jobs/2\">#2 (1 bits)</a>") && page.contains("<a href=\"/jobs/3\">#3 (0 bits, rotate90)</a>"), "\(page)")
         #expect(!page.contains("href=\"/jobs/4\""), "an unrelated job is not listed")
+    }
+
+    /// A picture set's page draws each rung, captioned, and serves each from the store; the API
+    /// carries the manifest.
+    @Test(.processes) func jobPageDrawsEachRungOfAPictureSet() async throws {
+        let db = try await TestDatabase.create()
+        let store = try TestEnvironment.temporaryDirectory("store")
+        let url = try Origin.publish("dashboard-set.jpg", try Data(contentsOf: publicFixture("photos/tiger.jpg")))
+        try await db.query(
+            "INSERT INTO halcyon.jobs (source, processors) VALUES ($1, $2)",
+            [url + "?t=\(db.name)", "breakpoints(min_width=200, max_width=800, bytes_step=8000, max_images=3, formats=webp|jpeg, min_score=70)"])
+        let w = try HalcyonProcess(
+            ["work", "--store", store.path, "--log-level", "info", "--allow-network", "127.0.0.1/32", "--drain"], conninfo: db.conninfo)
+        #expect(await w.wait(timeout: 180) == 0, "\(w.output.suffix(2000))")
+        let server = try await DashboardFixture.server(db, store: store)
+        defer { server.stop() }
+        let manifest = try #require(
+            (try await db.query("SELECT result_manifest::text AS m FROM halcyon.jobs WHERE id = 1").value(0, "m")).flatMap(
+                PictureManifest.init(jsonText:)))
+        let page = try await HTTP.get(server, "/jobs/1").text
+        #expect(page.contains("<h2>Picture set</h2>"))
+        #expect(page.components(separatedBy: "<img class=\"rung\"").count - 1 == manifest.rungs.count, "one drawing per rung")
+        for rung in manifest.rungs {
+            let digest = rung.path.split(separator: "/").last!.split(separator: ".").first!
+            #expect(page.contains("<img class=\"rung\" src=\"/results/\(digest)\""), "\(rung.format) \(rung.width)")
+            #expect(page.contains("\(rung.format.rawValue) \(rung.width)×\(rung.height)"))
+            let served = try await HTTP.get(server, "/results/\(digest)")
+            #expect(served.status == 200 && served.body.count == rung.bytes && served.headers["content-type"] == rung.format.mediaType)
+        }
+        let api = try #require(JSONValue.parse(try await HTTP.get(server, "/api/jobs/1").text))
+        #expect(api["result_manifest"]?["rungs"]?.arrayValue?.count == manifest.rungs.count)
     }
 
     @Test func markupInJobFieldsRendersAsText() async throws {

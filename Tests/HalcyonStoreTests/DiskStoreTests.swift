@@ -40,6 +40,29 @@ import Testing
         #expect(mangled.info.source == nil && mangled.info.placeholdersJSON != nil)
     }
 
+    /// A picture set's key records its rungs (`manifest {…}`); a hit relays them; a manifest line
+    /// that does not read as one (hand-edited, truncated) is left out of the hit, not fatal.
+    @Test func keysKeepAPictureSetsManifest() async throws {
+        let root = try makeRoot()
+        defer { try? FileManager.default.removeItem(at: root) }
+        let store = DiskStore(root: root)
+        let path = "objects/ab/cd/" + String(repeating: "ab", count: 32) + ".avif"
+        let manifest = PictureManifest(rungs: [PictureRung(width: 320, height: 213, format: .avif, bytes: 9000, score: 80.5, quality: 61, path: path)]
+        )
+        var info = ResultInfo(format: "jpeg", width: 1600, height: 1067, facts: nil, placeholders: nil)
+        info.manifestJSON = manifest.storedJSON
+        _ = try await store.store(Data([7, 7, 7]), ext: "jpg", info: info, key: "k@breakpoints", expiration: .days(1))
+        let hit = try #require(await store.lookup("k@breakpoints", extend: .none))
+        #expect(hit.info.manifestJSON.flatMap(PictureManifest.init(jsonText:)) == manifest)
+        let keyFile = root.appendingPathComponent(StoreLayout.keyPath(for: "k@breakpoints"))
+        let text = try String(contentsOf: keyFile, encoding: .utf8)
+        #expect(text.contains("\nmanifest {\"rungs\":[{"), "\(text)")
+        try text.replacingOccurrences(of: path, with: "../../etc/passwd").write(to: keyFile, atomically: false, encoding: .utf8)
+        FileTimes(accessed: Date(), expires: Date().addingTimeInterval(3600)).write(to: keyFile.path)
+        let mangled = try #require(await store.lookup("k@breakpoints", extend: .none))
+        #expect(mangled.info.manifestJSON == nil && mangled.info.width == 1600)
+    }
+
     /// A key keeps the quality and score its result was stored with (`quality 82`, `score 87.31`,
     /// the score rounded to two decimals); a record without them (written before they existed)
     /// is a hit without them, and a value that does not read as one is left out, not fatal.

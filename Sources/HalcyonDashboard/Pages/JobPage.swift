@@ -68,6 +68,13 @@ struct JobPage {
     let cancel: Button?
     let inputs: [Row]
     let result: Outcome?
+    /// A picture set's rungs, each drawn (template `job`); empty for any other job.
+    let rungs: [Rung]
+    let hasRungs: Bool
+    struct Rung {
+        let digest: String
+        let caption: String
+    }
     let facts: Facts?
     let timings: Timings?
     let hasErrors: Bool
@@ -118,6 +125,15 @@ struct JobPage {
         }
         self.inputs = inputs
 
+        rungs = (r.resultManifest.flatMap(PictureManifest.init(jsonText:))?.rungs ?? []).map { rung in
+            let score = rung.score.map { String(format: ", score %.1f", $0) } ?? ""
+            return Rung(
+                digest: StoreLayout.digest(ofObjectPath: rung.path),
+                caption:
+                    "\(rung.format.rawValue) \(rung.width)×\(rung.height), \(Format.bytes(Int64(rung.bytes)))\(rung.quality.map { ", q\($0)" } ?? "")\(score)"
+            )
+        }
+        hasRungs = !rungs.isEmpty
         result = r.resultDigest.map { digest in
             Outcome(
                 digest: digest, inStore: m.resultInStore,

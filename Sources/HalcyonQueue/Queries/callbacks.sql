@@ -29,7 +29,7 @@ RETURNING j.id, j.callback_attempts, j.options ->> 'callback_url' AS url,
             'width', j.result_width, 'height', j.result_height, 'format', j.result_format, 'source', j.result_source,
             'quality', j.result_quality, 'quality_exact', j.result_quality_exact, 'score', j.result_score, 'target_missed', j.result_target_missed,
             'chroma', j.result_chroma, 'source_pdq', j.source_pdq, 'source_pdq_quality', j.source_pdq_quality,
-            'result_pdq', j.result_pdq, 'result_pdq_quality', j.result_pdq_quality) END,
+            'result_pdq', j.result_pdq, 'result_pdq_quality', j.result_pdq_quality, 'manifest', j.result_manifest) END,
         'error', CASE WHEN j.state = 'failed' THEN (j.errors -> -1) - 'sources' END
     )::text AS body,
     j.traceparent, j.tracestate, j.trace_id;

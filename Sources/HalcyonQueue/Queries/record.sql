@@ -16,7 +16,8 @@
 -- result_width, result_height, result_format, cache_hit, result_source, timings, source_width,
 -- source_height, source_format, source_bytes, source_meta, placeholders (JSON text),
 -- result_quality, result_quality_exact, result_score, result_target_missed, result_chroma, source_pdq,
--- source_pdq_quality, result_pdq, result_pdq_quality and source_pdq_dihedral}.
+-- source_pdq_quality, result_pdq, result_pdq_quality, source_pdq_dihedral and result_manifest (JSON
+-- text)}. A picture set's notification carries its rung count ("rungs").
 -- Returns the ids still ours (this worker, this attempt, this claim), now succeeded. Like the
 -- `jobs_finished` trigger does for failures, it sends each one's `halcyon_job_finished` and
 -- makes its webhook due — in the statement itself, which costs a third of a trigger call per
@@ -33,6 +34,7 @@ WITH done AS (
         result_chroma = r.result_chroma, result_quality_exact = r.result_quality_exact,
         source_pdq = r.source_pdq, source_pdq_quality = r.source_pdq_quality, result_pdq = r.result_pdq,
         result_pdq_quality = r.result_pdq_quality, source_pdq_dihedral = r.source_pdq_dihedral,
+        result_manifest = r.result_manifest::jsonb,
         callback_status = CASE WHEN j.options ? 'callback_url' THEN 'pending' END,
         callback_at = CASE WHEN j.options ? 'callback_url' THEN now() END,
         callback_attempts = CASE WHEN j.options ? 'callback_url' THEN 0 ELSE j.callback_attempts END,
@@ -42,13 +44,14 @@ WITH done AS (
          result_source text, timings jsonb, source_width int, source_height int, source_format text,
          source_bytes bigint, source_meta text, placeholders text, result_quality smallint, result_score real, result_target_missed boolean,
          result_chroma text, result_quality_exact real, source_pdq text, source_pdq_quality smallint, result_pdq text,
-         result_pdq_quality smallint, source_pdq_dihedral text[], claimed_at text)
+         result_pdq_quality smallint, source_pdq_dihedral text[], result_manifest text, claimed_at text)
     WHERE j.id = r.id AND j.attempt = r.attempt AND j.state = 'running' AND j.locked_by = $1
       AND (r.claimed_at IS NULL OR j.started_at = (r.claimed_at)::timestamptz)
-    RETURNING j.id, j.state, j.queue, j.cache_hit, j.result_key, j.result_path, j.result_quality, j.result_score
+    RETURNING j.id, j.state, j.queue, j.cache_hit, j.result_key, j.result_path, j.result_quality, j.result_score,
+        jsonb_array_length(j.result_manifest -> 'rungs') AS rungs
 )
 SELECT id, pg_notify('halcyon_job_finished',
-                     halcyon.finished_payload(id, state, queue, cache_hit, result_key, result_path, NULL, result_quality, result_score))
+                     halcyon.finished_payload(id, state, queue, cache_hit, result_key, result_path, NULL, result_quality, result_score, rungs))
 FROM done;
 
 -- name: fail :one

@@ -57,6 +57,8 @@ public struct JobRow: Sendable, Equatable {
     public var sourceMeta: String?
     /// JSON text.
     public var placeholders: String?
+    /// A picture set's manifest (rungs, srcset, picture), JSON text.
+    public var resultManifest: String?
     /// The encoder quality (1–100) and the perceptual score (0–100), as bounded when read: a value
     /// outside them is nil (a quality) or held to them (a score), NaN nil (`ResultMeasures`).
     public var resultQuality: Int?
@@ -156,7 +158,7 @@ public struct JobRow: Sendable, Equatable {
         Column("trace_id", .text(\.traceID)), Column("result_quality_exact", .exactQuality(\.resultQualityExact)),
         Column("source_pdq", .text(\.sourcePDQ)), Column("source_pdq_quality", .integer(\.sourcePDQQuality)),
         Column("result_pdq", .text(\.resultPDQ)), Column("result_pdq_quality", .integer(\.resultPDQQuality)),
-        Column("source_pdq_dihedral", .textArray(\.sourcePDQDihedral)),
+        Column("source_pdq_dihedral", .textArray(\.sourcePDQDihedral)), Column("result_manifest", .json(\.resultManifest)),
     ]
 
     static let columnsByName = Dictionary(uniqueKeysWithValues: schema.map { ($0.name, $0) })

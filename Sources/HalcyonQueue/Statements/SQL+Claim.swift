@@ -95,6 +95,7 @@ extension SQL {
                 "source_bytes": r.facts.map { .number(Double($0.bytes)) } ?? .null,
                 // JSON text, relayed: the statement casts it.
                 "source_meta": r.facts.map { .string($0.metaJSON) } ?? .null, "placeholders": r.placeholdersJSON.map { .string($0) } ?? .null,
+                "result_manifest": r.manifestJSON.map { .string($0) } ?? .null,
                 "result_quality": ResultMeasures.quality(r.quality).map { .number(Double($0)) } ?? .null,
                 "result_quality_exact": ResultMeasures.exactQuality(r.quality, half: r.halfQuality).map { .number($0) } ?? .null,
                 "result_score": ResultMeasures.score(r.score).map { .number($0) } ?? .null,

@@ -30,6 +30,10 @@ struct JobPlan: Sendable {
         /// What the store files it under: `resultKey`, scoped to the queue when the queue
         /// isolates its keys (`StoreLayout.storeKey`).
         var storeKey: String
+        /// The cache key the result key is made of, and the queue that scopes the store's keys
+        /// (nil when the queue shares them): a picture set's rungs are filed under keys of their own.
+        var cacheKey: String
+        var scope: String?
         /// The share of the worker's processing slots it waits in (`AsyncSemaphore`'s lane): its
         /// queue and fair key, so that a tenant's jobs claimed behind another's do not wait
         /// behind every job of that tenant the worker holds.
@@ -50,10 +54,12 @@ struct JobPlan: Sendable {
             let fetch = try FetchRequest(
                 sources: [job.source] + job.fallbackSources, headers: options.headers,
                 retry: options.retry.map { DelayRetryStrategy($0) }, maxDataBytes: maxDataBytes)
-            let resultKey = chain.resultKey(cacheKey: cacheKey(source: job.source, explicit: job.cacheKey))
+            let key = cacheKey(source: job.source, explicit: job.cacheKey)
+            let resultKey = chain.resultKey(cacheKey: key)
+            let scope = job.isolatedKeys ? job.queue : nil
             return Valid(
                 jobID: job.id, options: options, chain: chain, fetch: fetch, resultKey: resultKey,
-                storeKey: StoreLayout.storeKey(resultKey, scope: job.isolatedKeys ? job.queue : nil),
+                storeKey: StoreLayout.storeKey(resultKey, scope: scope), cacheKey: key, scope: scope,
                 share: job.queue + "\u{1F}" + (job.fairKey ?? ""))
         }
     }
@@ -156,6 +162,16 @@ struct JobPlan: Sendable {
             byKey[key, default: []].append(plan)
         }
         return order.map { byKey[$0] ?? [] }
+    }
+}
+
+extension JobPlan.Valid {
+    /// What the store files a picture set's rung under: the key of the chain that makes that rung
+    /// alone (`BreakpointsStep.rungChain`), so that a job asking for it is a hit.
+    func rungStoreKey(width: Int, format: FormatStep.Format) throws(HalcyonError) -> String {
+        guard let step = chain.chain.breakpoints else { throw HalcyonError(.internal, "a rung of a chain without breakpoints") }
+        let rung = try BreakpointsStep.rungChain(before: chain.chain.stepsBeforeBreakpoints, width: width, format: format, of: step)
+        return StoreLayout.storeKey(rung.resultKey(cacheKey: cacheKey), scope: scope)
     }
 }
 

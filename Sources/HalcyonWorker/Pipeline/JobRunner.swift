@@ -1,4 +1,5 @@
 import Foundation
+import HalcyonChain
 import HalcyonDomain
 import HalcyonFetch
 import HalcyonImage
@@ -109,11 +110,18 @@ struct JobRunner: Sendable {
                 plan.options.placeholders == nil ? nil : hits.found[plan.storeKey]?.info.placeholdersJSON.flatMap(Placeholders.init(jsonText:))
             // The same for the perceptual hashes.
             let hashed = hits.found[plan.storeKey].map { plan.options.perceptualHash?.isSatisfied(by: $0.info) ?? true } ?? false
-            if let hit = hits.found[plan.storeKey], !plan.options.forceRefresh, plan.options.placeholders?.isSatisfied(by: stored) ?? true, hashed {
+            // A picture set's key serves only with its manifest (`lookUp` found every rung there).
+            let manifest =
+                plan.chain.chain.breakpoints == nil ? nil : hits.found[plan.storeKey]?.info.manifestJSON.flatMap(PictureManifest.init(jsonText:))
+            let whole = plan.chain.chain.breakpoints == nil || manifest != nil
+            if let hit = hits.found[plan.storeKey], !plan.options.forceRefresh, plan.options.placeholders?.isSatisfied(by: stored) ?? true, hashed,
+                whole
+            {
                 var result = JobResult(
                     key: plan.resultKey, object: hit.object, info: hit.info, cacheHit: true, source: nil, target: plan.chain.minScore)
                 result.placeholdersJSON = plan.options.placeholders?.select(from: stored)?.json.jsonText
                 result.keepHashes(plan.options.perceptualHash)
+                result.manifestJSON = manifest?.rowJSON(plan.options.picture ?? PictureOptions())
                 results[index] = .success(result)
                 timings[index].store = hits.secondsPerLookup
                 metrics.cacheHit()
@@ -155,8 +163,27 @@ struct JobRunner: Sendable {
         guard !lookups.isEmpty else { return StoreHits() }
         let store = self.store
         let started = ContinuousClock.now, wall = WallTime.now()
-        let found = await store.lookup(lookups, now: Date())
+        var found = await store.lookup(lookups, now: Date())
+        // A picture set's hit holds only while every rung it lists is stored, unexpired: else the
+        // set is made again (one check per rung, side by side with nothing else).
+        for case .success(let valid) in plans.map(\.validated) where valid.chain.chain.breakpoints != nil {
+            guard let hit = found[valid.storeKey] else { continue }
+            guard let manifest = hit.info.manifestJSON.flatMap(PictureManifest.init(jsonText:)),
+                await rungsAreStored(manifest, now: Date())
+            else {
+                found[valid.storeKey] = nil
+                continue
+            }
+        }
         return StoreHits(found: found, secondsPerLookup: (ContinuousClock.now - started).seconds / Double(lookups.count), started: wall)
+    }
+
+    /// Whether every rung of `manifest` is in the store and unexpired.
+    private func rungsAreStored(_ manifest: PictureManifest, now: Date) async -> Bool {
+        for rung in manifest.rungs {
+            guard let info = await store.objectInfo(digest: StoreLayout.digest(ofObjectPath: rung.path)), info.expires > now else { return false }
+        }
+        return true
     }
 
     /// A miss's outcome, its stage timings (all but the queue wait) and, traced, its spans.
@@ -328,6 +355,17 @@ struct JobRunner: Sendable {
             // The store's CPU is what its work on I/O threads took (the hash, the file or the
             // requests), wherever it ran.
             let cpu = Blocking.CPUMeter()
+            let manifest: PictureManifest?
+            if let rungs = image.rungs {
+                // Each rung under the key of the chain that makes it alone, then the set's own
+                // key, whose record lists them: nothing names a rung before it is stored.
+                manifest = try await Blocking.$cpuMeter.withValue(cpu) { () async throws(HalcyonError) -> PictureManifest in
+                    try await storeRungs(rungs, of: image, plan, cancel: cancel)
+                }
+                info.manifestJSON = manifest?.storedJSON
+            } else {
+                manifest = nil
+            }
             let object = try await Blocking.$cpuMeter.withValue(cpu) {
                 try await store.store(
                     image.data, ext: image.format.fileExtension, info: info, key: plan.storeKey, expiration: plan.options.expiration)
@@ -336,12 +374,44 @@ struct JobRunner: Sendable {
             if !object.existed { metrics.stored(bytes: object.bytes) }
             var result = JobResult(
                 key: plan.resultKey, object: object, info: info, cacheHit: false, source: source, target: plan.chain.minScore)
+            result.manifestJSON = manifest?.rowJSON(plan.options.picture ?? PictureOptions())
             if plan.options.keepGPS { result.facts = image.source.map(SourceRecord.init) }  // the store's copy has no position
             result.keepHashes(plan.options.perceptualHash)
             return .success(result)
         } catch {
             return .failure(await health.judge(HalcyonError.wrap(error), bytes: image.data.count))
         }
+    }
+
+    /// Stores a picture set's rungs, each under its own key (`JobPlan.Valid.rungStoreKey`) with
+    /// its own facts; their manifest. Stops at the first refusal, and before a rung once `cancel`
+    /// is raised.
+    private func storeRungs(
+        _ rungs: [EncodedRung], of image: ProcessedImage, _ plan: JobPlan.Valid, cancel: CancellationFlag
+    )
+        async throws(HalcyonError) -> PictureManifest
+    {
+        var stored: [PictureRung] = []
+        for rung in rungs {
+            guard !cancel.isCancelled else { throw HalcyonError.abandoned }
+            if let tooLarge = health.refusal(forResultOf: rung.data.count) { throw tooLarge }
+            guard let format = FormatStep.Format(rawValue: rung.format.rawValue) else {
+                throw HalcyonError(.internal, "a rung in \(rung.format.rawValue), which no format step names")
+            }
+            let info = ResultInfo(
+                format: rung.format.rawValue, width: rung.width, height: rung.height, facts: image.source, placeholders: nil,
+                quality: rung.quality, halfQuality: rung.halfQuality, score: rung.score,
+                chroma: rung.chroma)
+            let object = try await store.store(
+                rung.data, ext: rung.format.fileExtension, info: info, key: try plan.rungStoreKey(width: rung.width, format: format),
+                expiration: plan.options.expiration)
+            if !object.existed { metrics.stored(bytes: object.bytes) }
+            stored.append(
+                PictureRung(
+                    width: rung.width, height: rung.height, format: rung.format, bytes: object.bytes, score: ResultMeasures.score(rung.score),
+                    quality: ResultMeasures.quality(rung.quality), path: object.path))
+        }
+        return PictureManifest(rungs: stored)
     }
 
     /// Tells the supervisor (when there is one) and the worker's own tracker.
