@@ -205,9 +205,10 @@ public struct ImageLimits: Sendable {
             }
         }
         if processor is BreakpointsStep {
-            // Besides the image: one rung at a time, its score's reference planes and a probe's
-            // decode (`FormatStep.scoredPixelCost`).
-            let held = output.pixels.multipliedReportingOverflow(by: FormatStep.scoredPixelCost + 1)
+            // Besides the image: up to four rungs' pixels at once (the largest, and the bisection's
+            // low, high and middle widths: 8 bytes a pixel each, 1.6 of the budget's 20-byte
+            // pixels together) and a rung's score reference (`FormatStep.scoredPixelCost`).
+            let held = output.pixels.multipliedReportingOverflow(by: FormatStep.scoredPixelCost + 2)
             let total = size.pixels.addingReportingOverflow(held.partialValue)
             guard !held.overflow, !total.overflow, total.partialValue <= maxPixels else {
                 throw HalcyonError(

@@ -18,11 +18,12 @@ import Testing
         "colorize(red, 0.3) |> color_controls(brightness=1.1, contrast=0.9, saturation=0) |> flip |> flop",
         "resize(800x800, mode=fit) |> format(jpeg, quality=auto, min_score=84, max_bytes=30000)",
         "format(auto, min_score=90, formats=avif|webp|jpeg, min_quality=30)",
+        "crop(1600x900) |> breakpoints(min_width=200, max_width=1200, bytes_step=15000, max_images=6, formats=avif|webp|jpeg, min_score=75)",
     ]
     static let alphabet: [String] = [
         "(", ")", ",", "|>", "|", ">", "=", "x", "0", "1", "-1", "1e308", "NaN", "inf", "-0",
         "99999999999999999999", " ", "\t", "\n", "#", "ff", "mode", "fill", "fit", "quality",
-        "resize", "format", "jpeg", "auto", "webp|avif", "min_score", "formats", "✨", "\u{0}", "\u{202E}", "é", "\"", "'", "\\", "%s", "${x}",
+        "resize", "format", "jpeg", "auto", "webp|avif", "min_score", "formats", "breakpoints", "max_images", "✨", "\u{0}", "\u{202E}", "é", "\"", "'", "\\", "%s", "${x}",
     ]
 
     @Test func parseNeverFailsOtherThanAsInvalidChain() {
