@@ -32,3 +32,31 @@ LANGUAGE sql STABLE PARALLEL SAFE AS $$
         || CASE WHEN state = 'failed' THEN ', "code": ' || coalesce(to_json(left(code, 128))::text, 'null') ELSE '' END
         || '}'
 $$;
+
+-- Usage bills a picture set for every image it stored (the sum of its rungs' bytes), not only
+-- result_bytes (its fallback's largest rung). 0019's function otherwise; the sum is read only
+-- for a set's row.
+CREATE OR REPLACE FUNCTION halcyon.record_usage() RETURNS trigger
+LANGUAGE plpgsql AS $$
+DECLARE
+    t jsonb := CASE WHEN NEW.timings IS DISTINCT FROM OLD.timings THEN NEW.timings END;
+    ok boolean := NEW.state = 'succeeded';
+    hit boolean := coalesce(NEW.cache_hit, false);
+BEGIN
+    INSERT INTO halcyon.usage_events (queue, fair_key, succeeded, failed, cancelled, retried,
+        decode_cpu_ms, process_cpu_ms, encode_cpu_ms, store_cpu_ms, bytes_fetched, bytes_stored, store_hits)
+    VALUES (NEW.queue, NEW.fair_key, ok::int, (NEW.state = 'failed')::int, (NEW.state = 'cancelled')::int,
+        (NEW.state = 'queued')::int,
+        coalesce((t ->> 'decode_cpu_ms')::float8, 0), coalesce((t ->> 'process_cpu_ms')::float8, 0),
+        coalesce((t ->> 'encode_cpu_ms')::float8, 0), coalesce((t ->> 'store_cpu_ms')::float8, 0),
+        CASE WHEN t ? 'fetched_bytes' THEN greatest(round((t ->> 'fetched_bytes')::float8), 0)::bigint
+             WHEN ok AND NOT hit THEN coalesce(NEW.source_bytes, 0)
+             ELSE 0 END,
+        CASE WHEN NOT ok OR hit THEN 0
+             WHEN NEW.result_manifest IS NOT NULL THEN
+                 coalesce((SELECT sum((r ->> 'bytes')::bigint) FROM jsonb_array_elements(NEW.result_manifest -> 'rungs') AS r), 0)
+             ELSE coalesce(NEW.result_bytes, 0) END,
+        (ok AND hit)::int);
+    RETURN NULL;
+END
+$$;

@@ -23,7 +23,8 @@ import Testing
     static let alphabet: [String] = [
         "(", ")", ",", "|>", "|", ">", "=", "x", "0", "1", "-1", "1e308", "NaN", "inf", "-0",
         "99999999999999999999", " ", "\t", "\n", "#", "ff", "mode", "fill", "fit", "quality",
-        "resize", "format", "jpeg", "auto", "webp|avif", "min_score", "formats", "breakpoints", "max_images", "✨", "\u{0}", "\u{202E}", "é", "\"", "'", "\\", "%s", "${x}",
+        "resize", "format", "jpeg", "auto", "webp|avif", "min_score", "formats", "breakpoints", "max_images", "✨", "\u{0}", "\u{202E}", "é", "\"",
+        "'", "\\", "%s", "${x}",
     ]
 
     @Test func parseNeverFailsOtherThanAsInvalidChain() {

@@ -111,6 +111,11 @@ struct PictureSetJobTests {
         let madeText = try #require(made["manifest"] ?? nil)
         let back = try #require(PictureManifest(jsonText: madeText))
         for rung in back.rungs { #expect(FileManager.default.fileExists(atPath: store.appendingPathComponent(rung.path).path), "\(rung.path)") }
+        // Usage bills each set made for every image it stored; hits for nothing.
+        let usage = try HalcyonProcess(["usage", "--json"], conninfo: db.conninfo)
+        #expect(await usage.wait(timeout: 60) == 0)
+        let billed = JSONValue.parse(usage.output)?["total"]?["bytes_stored"]?.numberValue
+        #expect(billed == Double((manifest.rungs + back.rungs).map(\.bytes).reduce(0, +)), "\(usage.output.prefix(2000))")
     }
 
     @Test func aSetAskingTooMuchFailsWithItsReasonAndABystanderSucceeds() async throws {
