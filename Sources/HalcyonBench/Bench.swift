@@ -19,7 +19,7 @@ package struct Bench: AsyncParsableCommand {
         // The name a user types: `halcyon bench` runs this program (`halcyon-bench`).
         commandName: "halcyon bench",
         abstract:
-            "Measure W1, W2, W3, H, L, S, N, E and X end to end through the queue, beside Pillow, vipsthumbnail, convert and pgqueuer, and Q in-process; or soak.",
+            "Measure W1, W2, W3, H, L, S, N, E and X end to end through the queue, beside Pillow, vipsthumbnail, convert and pgqueuer, and Q and P in-process; or soak.",
         discussion: """
             W1: every corpus image → resize(320x320, mode=fill) |> format(jpeg, quality=82). The \
             corpus is generated (seeded, photo-like) under $HALCYON_HOME/bench/corpus: by default \
@@ -91,6 +91,17 @@ package struct Bench: AsyncParsableCommand {
             q82's, and each output scored again by the PyPI ssimulacra2 package when a Python has \
             it; last, each JPEG source recompressed as JPEG XL (format(jxl, lossless=true)).
 
+            P (picture sets, in-process, no database, one thread): Q's images and the first 5 \
+            (× --scale, at least 1) of the corpus's 4032×3024 JPEGs (made alone when missing) \
+            through breakpoints() at its defaults (320 to 1600 px, bytes_step=20000, \
+            max_images=8, formats=avif|webp|jpeg, min_score=80), against a fixed ladder: 320, \
+            640, 960, 1280 and 1600 px (capped at the image's width), resize(Wx16384) |> \
+            format(F, quality=Q) in AVIF, WebP and JPEG, at the lowest quality per format that \
+            holds SSIMULACRA2 ≥ 80 on every rung of every image (a bisection over 1–100), and at \
+            each image's own lowest. Rungs and bytes per format; the bytes a visitor fetches at \
+            viewports 360, 768, 1280 and 1920 px at DPR 1 and 2 (sizes=100vw), in AVIF and in \
+            JPEG; the CPU of a set against a ladder's encodes.
+
             --soak N: N queued jobs (the same backlog, none delayed) drained by two workers, with \
             throughput and the workers' RSS per tenth of the run: a slowdown or a leak shows as a \
             column going the wrong way. With --soak, only the soak runs unless --only names more.
@@ -150,12 +161,12 @@ package struct Bench: AsyncParsableCommand {
     var out: String?
     @Option(
         parsing: .upToNextOption,
-        help: "Run only these scenarios (W1 W2 W3 H L S E X Q N; H needs W1's store, so it runs W1 too). Default: all.")
+        help: "Run only these scenarios (W1 W2 W3 H L S E X Q P N; H needs W1's store, so it runs W1 too). Default: all.")
     var only: [Scenario] = []
 
     /// The scenarios, for `--only`.
     enum Scenario: String, CaseIterable, ExpressibleByArgument {
-        case w1 = "W1", w2 = "W2", w3 = "W3", h = "H", l = "L", s = "S", e = "E", x = "X", q = "Q", n = "N"
+        case w1 = "W1", w2 = "W2", w3 = "W3", h = "H", l = "L", s = "S", e = "E", x = "X", q = "Q", p = "P", n = "N"
         init?(argument: String) { self.init(rawValue: argument.uppercased()) }
     }
 
@@ -248,9 +259,12 @@ package struct Bench: AsyncParsableCommand {
         // Q runs in-process, first, alone on the machine.
         let qRun = runs(.q) ? try await runQ() : nil
         if let qRun { print(qRun.table) }
-        // S, N, the soak and Q need no generated corpus.
+        // P too, in-process, alone (it makes the few corpus images it takes when they are missing).
+        let pRun = runs(.p) ? try await runPictureSets(home: home) : nil
+        if let pRun { print(pRun.table) }
+        // S, N, the soak, Q and P need no generated corpus.
         guard [Scenario.w1, .w2, .w3, .h, .l, .e, .x].contains(where: runs) else {
-            try await runQueueOnly(home: home, scratch: scratch, conninfo: checked, q: qRun)
+            try await runQueueOnly(home: home, scratch: scratch, conninfo: checked, q: qRun, p: pRun)
             return
         }
         let corpus = try BenchCorpus.ensure(in: home.appendingPathComponent("corpus"), scale: scale)
@@ -474,6 +488,7 @@ package struct Bench: AsyncParsableCommand {
             if let nearDuplicates { o["N"] = nearDuplicates.json }
             if let soakRun { o["soak"] = soakRun.json }
             if let qRun { o["Q"] = qRun.json }
+            if let pRun { o["P"] = pRun.json }
             o["E"] = .array(
                 effects.rows.map {
                     [
@@ -499,9 +514,9 @@ package struct Bench: AsyncParsableCommand {
         }
     }
 
-    /// S, N, the soak and Q alone: their tables, and JSON with keys `S`, `N`, `soak` and `Q` (no
-    /// database for Q alone).
-    private func runQueueOnly(home: URL, scratch: URL, conninfo: String?, q: QualityBench.Run?) async throws {
+    /// S, N, the soak, Q and P alone: their tables, and JSON with keys `S`, `N`, `soak`, `Q` and
+    /// `P` (no database for Q and P alone).
+    private func runQueueOnly(home: URL, scratch: URL, conninfo: String?, q: QualityBench.Run?, p: PictureSetBench.Run?) async throws {
         var scaleRuns: [ScaleRun] = [], burstRuns: [BurstRun] = []
         var soakRun: SoakRun?
         var nearDuplicates: NearDuplicateRun?
@@ -515,6 +530,7 @@ package struct Bench: AsyncParsableCommand {
         }
         var json: [String: JSONValue] = [:]
         if let q { json["Q"] = q.json }
+        if let p { json["P"] = p.json }
         if !scaleRuns.isEmpty {
             print(ScaleRun.summary(scaleRuns))
             json["S"] = ScaleRun.json(scaleRuns)

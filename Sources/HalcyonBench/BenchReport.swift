@@ -27,6 +27,13 @@ struct BenchCorpus {
         Kind(count: 20, width: 1200, height: 800, format: .png, quality: 95, alpha: true),
     ]
 
+    /// The corpus's `i`th image of `kind`: its file name and its generator's seed (P makes some
+    /// of them alone, the same files).
+    static func fileName(_ kind: Kind, _ i: Int) -> String {
+        "w1-\(kind.width)x\(kind.height)-\(String(format: "%03d", i)).\(kind.format.fileExtension)"
+    }
+    static func seed(_ kind: Kind, _ i: Int) -> UInt64 { UInt64(kind.width * 1000 + i) }
+
     static func ensure(in directory: URL, scale: Double) throws -> BenchCorpus {
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         var specs: [(name: String, kind: Kind, seed: UInt64)] = []
@@ -34,13 +41,7 @@ struct BenchCorpus {
         for kind in kinds {
             let n = max(1, Int((Double(kind.count) * scale).rounded()))
             parts.append("\(n) × \(kind.width)×\(kind.height) \(kind.label)")
-            for i in 0..<n {
-                specs.append(
-                    (
-                        "w1-\(kind.width)x\(kind.height)-\(String(format: "%03d", i)).\(kind.format.fileExtension)", kind,
-                        UInt64(kind.width * 1000 + i)
-                    ))
-            }
+            for i in 0..<n { specs.append((fileName(kind, i), kind, seed(kind, i))) }
         }
         let missing = specs.filter { !FileManager.default.fileExists(atPath: directory.appendingPathComponent($0.name).path) }
         if !missing.isEmpty {

@@ -478,6 +478,22 @@ extension Bench {
     /// screenshots), then `QualityBench.run`, with the reference check when a Python has the
     /// `ssimulacra2` package.
     func runQ() async throws -> QualityBench.Run? {
+        let sources = qSources()
+        guard !sources.isEmpty else {
+            print("Q skipped: no images (run from a clone, or name directories of JPEG and PNG files with --q-images)")
+            return nil
+        }
+        let python = QualityBench.referencePython()
+        let note = python == nil ? "no Python with the PyPI ssimulacra2 package (scripts/test installs one)" : nil
+        return try await Blocking.run(.processing) { try QualityBench.run(sources, python: python, skipNote: note, log: { print($0) }) }
+    }
+}
+
+extension Bench {
+    /// Q's images (and P's real ones): the JPEG and PNG files of `--q-images`, by default the
+    /// repository's public photographs and screenshots; `--scale` below 1 takes the first only
+    /// (at least two), as the other scenarios shrink their corpus.
+    func qSources() -> [QualityBench.Source] {
         var directories = qImages.map { URL(fileURLWithPath: $0) }
         if directories.isEmpty {
             for (name, marker) in [("Tests/Fixtures/public/photos", "tiger.jpg"), ("Tests/Fixtures/screenshots", "docs-architecture.png")] {
@@ -487,16 +503,7 @@ extension Bench {
             }
         }
         let all = QualityBench.sources(in: directories)
-        // `--scale` below 1 takes the first images only (at least two), as the other scenarios
-        // shrink their corpus.
-        let sources = scale < 1 ? Array(all.prefix(max(2, Int((Double(all.count) * scale).rounded())))) : all
-        guard !sources.isEmpty else {
-            print("Q skipped: no images (run from a clone, or name directories of JPEG and PNG files with --q-images)")
-            return nil
-        }
-        let python = QualityBench.referencePython()
-        let note = python == nil ? "no Python with the PyPI ssimulacra2 package (scripts/test installs one)" : nil
-        return try await Blocking.run(.processing) { try QualityBench.run(sources, python: python, skipNote: note, log: { print($0) }) }
+        return scale < 1 ? Array(all.prefix(max(2, Int((Double(all.count) * scale).rounded())))) : all
     }
 }
 

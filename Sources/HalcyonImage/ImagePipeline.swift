@@ -159,7 +159,7 @@ public struct ImageLimits: Sendable {
                 guard set <= maxWork else {
                     throw HalcyonError(
                         .tooCostly,
-                        "breakpoints on \(size): up to \(step.maxSearches) quality searches of rungs up to \(step.outputSize(from: size)) would take about \(Self.count(set)) pixel-taps of work, over the limit of \(Self.count(maxWork)) (lower max_images, max_width or the formats, or raise --max-job-time)"
+                        "breakpoints on \(size): about \(step.expectedSearches) quality searches of rungs up to \(step.outputSize(from: size)) would take about \(Self.count(set)) pixel-taps of work, over the limit of \(Self.count(maxWork)) (lower max_images, max_width or the formats, or raise --max-job-time)"
                     )
                 }
                 work += set

@@ -23,22 +23,24 @@ extension BreakpointsStep: ShrinkingProcessor {
     /// still covers it.
     var minimumDecodeSize: (width: Int, height: Int) { (maxWidth, 16384) }
 
-    /// The most perceptual searches a set may take: per rung of the widest format, the searches
-    /// of its bisection (`PictureSetBuilder.probesPerRung`), and one per rung in each other format.
-    var maxSearches: Int { maxImages * PictureSetBuilder.probesPerRung + maxImages * (formats.count - 1) + formats.count }
+    /// The perceptual searches a set is expected to make: every format at the largest and the
+    /// smallest width, and for each width between, the bisection's probes in the widest format
+    /// (`PictureSetBuilder.expectedProbes`) and one search in each other format.
+    var expectedSearches: Int { 2 * formats.count + max(0, maxImages - 2) * (PictureSetBuilder.expectedProbes + formats.count - 1) }
 
-    /// Every search at the largest rung's size (each of up to `QualitySearch.defaultMaxEncodes`
-    /// encodes, decoded and scored, and its reference), and a resize from the input for each.
+    /// The work a set is expected to take: its searches (`expectedSearches`), each
+    /// `PictureSetBuilder.encodesPerSearch` encodes, decoded and scored, of a rung of
+    /// `rungAreaShare` of the largest's pixels, at `PictureSetBuilder.encodeWork` a pixel; and a
+    /// resize from the input for each width tried. An expectation, not a bound: a set estimated
+    /// past what `--max-job-time` allows is refused before its decode (it could not end in time);
+    /// one that takes longer than expected is stopped by the deadline.
     public func work(from input: ImageSize) -> Double {
         let top = outputSize(from: input)
-        let search = Double(top.pixels) * Double(QualitySearch.defaultMaxEncodes + OutputEncoder.halfChromaEncodes + 1) * FormatStep.probeWork
-        let avif = formats.contains(.avif) ? Double(maxImages) * Double(top.pixels) * Double(QualitySearch.defaultMaxEncodes) * Self.avifExtraWork : 0
-        return Double(maxSearches) * search + avif + Double(maxSearches) * Resampler.work(from: input, to: top)
+        let rung = Double(top.pixels) * PictureSetBuilder.rungAreaShare
+        let searches = Double(expectedSearches) * PictureSetBuilder.encodesPerSearch * rung * PictureSetBuilder.encodeWork
+        let widths = Double(2 + max(0, maxImages - 2) * PictureSetBuilder.expectedProbes)
+        return searches + widths * Resampler.work(from: input, to: top)
     }
-
-    /// What an AVIF encode costs beyond `FormatStep.probeWork`, per pixel: libavif/aom at
-    /// Halcyon's speed takes several times a JPEG's or WebP's time.
-    static let avifExtraWork = 400.0
 
     /// Nothing: `PictureSetBuilder` makes the rungs from the image the steps before it left.
     public func process(_ image: MagickImage) throws(HalcyonError) {}
@@ -54,8 +56,9 @@ extension BreakpointsStep: ShrinkingProcessor {
 /// that its upper end reaches the target — and the largest rung ends the set. The step is
 /// `bytes_step`, widened so that the widths fit in `max_images` when both cannot hold. Each
 /// width's other formats are encoded from the same resized pixels. A rung whose search could not
-/// reach the floor, or with as many bytes as a wider one of its format, is left out. The flag is
-/// checked before every encode.
+/// reach the floor, or with as many bytes as a wider one of its format, is left out (a browser
+/// that would pick it takes a wider rung of the same format). The flag is checked before every
+/// encode.
 struct PictureSetBuilder {
     var step: BreakpointsStep
     var image: MagickImage
@@ -64,9 +67,16 @@ struct PictureSetBuilder {
     private var chains: [ImageFormat: ProcessorChain] = [:]
     private(set) var encodes = 0
 
-    /// Most bisection probes per rung: the range halves each time until it is within `tolerance`
-    /// (a sixteenth of the width: ~4 halvings), plus the rung's own.
-    static let probesPerRung = 5
+    /// What the estimate (`BreakpointsStep.work`) expects, from `halcyon bench` P (the default
+    /// set on photographs 400–4032 px wide, release build, one thread): a bisection settles in
+    /// about 3 probes; a search takes 2.4–4.4 encodes (3 here); a rung averages about 0.6 of the
+    /// largest rung's pixels; an encode with its decode and score took 160–175 ns a pixel over
+    /// the three formats (AVIF the most). The default set on a 12-megapixel photograph is then
+    /// expected at about 23 s; it took 12–29 s over two runs.
+    static let expectedProbes = 3
+    static let encodesPerSearch = 3.0
+    static let rungAreaShare = 0.6
+    static let encodeWork = 170.0
 
     init(step: BreakpointsStep, image: MagickImage, cancel: CancellationFlag) throws(HalcyonError) {
         self.step = step

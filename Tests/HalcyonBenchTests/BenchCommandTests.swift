@@ -22,13 +22,24 @@ struct BenchCommandTests {
         let bench = try HalcyonProcess(
             ["bench", "--scale", "0.01", "--repeat", "1", "--no-peers", "--q-images", qImages.path, "--out", out.path],
             conninfo: db.conninfo, environment: ["HALCYON_HOME": home.path])
-        #expect(await bench.wait(timeout: 300) == 0, "\(bench.output.suffix(2000))")
+        // P adds about 45 s: a picture set and the ladder's quality search on a 4032×3024 JPEG.
+        #expect(await bench.wait(timeout: 360) == 0, "\(bench.output.suffix(2000))")
         let json = try #require(JSONValue.parse(String(decoding: try Data(contentsOf: out), as: UTF8.self)))
         #expect(json["scenario"]?.stringValue == "W1")
         // Q: the two images, every fixed quality and each automatic chain scored.
         #expect(json["Q"]?["images"]?.arrayValue?.count == 2, "\(json["Q"] ?? .null)")
         #expect((json["Q"]?["auto"]?.arrayValue ?? []).allSatisfy { $0["scores"]?.arrayValue?.count == 2 })
         #expect(json["Q"]?["auto"]?.arrayValue?.isEmpty == false)
+        // P: Q's two images and one of the corpus's 4032×3024 JPEGs, each as a picture set and as
+        // the fixed ladder (capped at the image's width), with a quality per format.
+        let pImages = try #require(json["P"]?["images"]?.arrayValue, "\(json["P"] ?? .null)")
+        #expect(pImages.count == 3)
+        #expect(pImages.last?["ladder_widths"]?.arrayValue?.compactMap(\.numberValue) == [320, 640, 960, 1280, 1600])
+        #expect(pImages.first?["ladder_widths"]?.arrayValue?.compactMap(\.numberValue) == [240])
+        #expect(pImages.allSatisfy { ($0["set"]?["jpeg"]?["total_bytes"]?.numberValue ?? 0) > 0 && ($0["ladder_cpu_seconds"]?.numberValue ?? 0) > 0 })
+        #expect(["avif", "webp", "jpeg"].allSatisfy { (json["P"]?["ladder_quality"]?[$0]?.numberValue ?? 0) >= 1 })
+        #expect(json["P"]?["totals"]?["all"]?["fetches"]?.arrayValue?.count == 8)
+        #expect(bench.output.contains("P — picture sets: breakpoints("))
         // W3: the two effect chains, measured.
         #expect(json["W3"]?["chains"]?.arrayValue?.count == 2)
         #expect((json["W3"]?["results"]?.arrayValue?.first?["sources_per_second_median"]?.numberValue ?? 0) > 0, "\(json["W3"] ?? .null)")

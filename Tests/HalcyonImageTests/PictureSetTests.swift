@@ -97,17 +97,32 @@ import Testing
         #expect(set.width == 451 && set.height == 300)
     }
 
+    /// A 40-megapixel source: 20 widths up to 4000 px in three formats is refused from its
+    /// header (about 310 s of work expected); 20 widths up to the default 1600 px (expected at 66 s,
+    /// measured at 32 s) is refused at a 30-second deadline, and planned at the default one.
     @Test func aLargeSourceAskingTooMuchIsRefusedBeforeItsDecode() throws {
-        // 40 megapixels, 20 widths up to 1600 px in three formats: refused from the header.
         let large = try SampleImages.solid(width: 7728, height: 5152, red: 90, green: 120, blue: 30, format: .jpeg)
-        let started = ContinuousClock.now
-        #expect {
-            try Self.set(large, "breakpoints(max_images=20,formats=avif|webp|jpeg)")
-        } throws: { error in
-            let e = error as? HalcyonError
-            return e?.code == .tooCostly && e?.message.contains("lower max_images") == true
+        func refusal(_ chain: String, limits: ImageLimits = ImageLimits()) -> HalcyonError? {
+            do {
+                _ = try Self.set(large, chain, limits: limits)
+                return nil
+            } catch {
+                return error as? HalcyonError
+            }
         }
+        let started = ContinuousClock.now
+        let wide = refusal("breakpoints(max_width=4000, max_images=20, formats=avif|webp|jpeg)")
+        #expect(wide?.code == .tooCostly && wide?.message.contains("lower max_images, max_width or the formats") == true, "\(wide as Any)")
+        var tight = ImageLimits()
+        tight.maxJobTime = .seconds(30)
+        let twenty = refusal("breakpoints(max_images=20, formats=avif|webp|jpeg)", limits: tight)
+        #expect(
+            twenty?.code == .tooCostly && twenty?.message.hasPrefix("breakpoints on 7728x5152: about 96 quality searches") == true, "\(twenty as Any)"
+        )
         #expect(ContinuousClock.now - started < .seconds(5), "refused before any pixel is decoded")
+        // At the default deadline the same set is planned (a flat image: it is made in moments).
+        let step = try #require(try Chain.parse("breakpoints(max_images=20, formats=avif|webp|jpeg)").breakpoints)
+        #expect(step.work(from: ImageSize(width: 7728, height: 5152)) < ImageLimits().maxWork)
     }
 
     @Test func theDeadlineStopsASetBetweenRungs() throws {
