@@ -3,6 +3,8 @@
 -- "rungs" (each {"width", "height", "format", "bytes", "score", "quality", "path"}, by format in
 -- the step's order, narrowest first), "srcset" (one per format), "picture" (a <picture> element)
 -- and "sizes". result_* describe the set's last rung: the fallback format's largest.
+-- Its size is bounded by what makes it (80 rungs at most, the `picture` option's fields of at most
+-- 512 and 1,024 bytes: about 150 kB at worst); the check holds it to 256 KiB.
 -- Additive: existing rows keep NULL; the check is NOT VALID (NULL in every existing row, so no
 -- scan under the lock).
 ALTER TABLE halcyon.jobs ADD COLUMN IF NOT EXISTS result_manifest jsonb;
@@ -11,7 +13,7 @@ ALTER TABLE halcyon.jobs
     ADD CONSTRAINT jobs_result_manifest_shape
         CHECK (jsonb_typeof(result_manifest) = 'object' AND jsonb_typeof(result_manifest -> 'rungs') = 'array'
                AND jsonb_array_length(result_manifest -> 'rungs') BETWEEN 1 AND 80
-               AND octet_length(result_manifest::text) <= 65536) NOT VALID;
+               AND octet_length(result_manifest::text) <= 262144) NOT VALID;
 
 COMMENT ON COLUMN halcyon.jobs.result_manifest IS 'a picture set''s images (rungs: width, height, format, bytes, score, quality, path), srcset per format, picture (HTML) and sizes; NULL for any other job';
 

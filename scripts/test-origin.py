@@ -6,6 +6,7 @@ Serves files from --root and counts every request by path+query. Endpoints:
   /files/NAME[?…]                     the file NAME from the root (ETag added; If-None-Match → 304,
                                       counted as "304 PATH")
   /fail/N/STATUS/KEY/NAME             fail the first N requests for KEY with STATUS, then serve NAME
+  /store/ANY/…/NAME                   the file NAME, whatever the path before it (a CDN over a store)
   /retry-after/SECONDS/KEY/NAME       first request for KEY: 429 with Retry-After, then NAME
   /status/CODE                        answer CODE with a short body
   /slow/SECONDS                       sleep, then 200 with a tiny body
@@ -153,6 +154,8 @@ class Handler(BaseHTTPRequestHandler):
             return self.send_body(200, b"ok", "text/plain")
         if head == "files" and len(parts) == 2:
             return self.serve_file(parts[1])
+        if head == "store" and len(parts) >= 3:
+            return self.serve_file(parts[-1])
         if head == "fail" and len(parts) == 5:
             n, status, key, name = int(parts[1]), int(parts[2]), parts[3], parts[4]
             with lock:

@@ -41,7 +41,8 @@ public struct BreakpointsStep: ChainStepDefinition {
         maxWidth = try whole("max_width", max(Self.defaultMaxWidth, minWidth), Self.widthRange)
         bytesStep = try whole("bytes_step", Self.defaultBytesStep, Self.bytesStepRange)
         maxImages = try whole("max_images", Self.defaultMaxImages, Self.maxImagesRange)
-        formats = try a.choices("formats", allowed: Self.allowedFormats, default: Self.defaultFormats)
+        // As written: the `<picture>`'s order, the fallback last.
+        formats = try a.choices("formats", allowed: Self.allowedFormats, default: Self.defaultFormats, asWritten: true)
         minScore = try a.number("min_score", default: FormatStep.defaultMinScore, range: FormatStep.minScoreRange)
         guard minWidth <= maxWidth else {
             throw ChainError(

@@ -89,6 +89,12 @@ public struct Chain: Sendable {
             throw ChainError(
                 position: position, found: "'\(type(of: steps[at + 1]).name)' after breakpoints", expected: "breakpoints as the chain's last step")
         }
+        // A rung's own chain (its key) is the steps before, a resize and a format step.
+        guard at + 2 <= ChainGrammar.maxSteps else {
+            throw ChainError(
+                position: position, found: "breakpoints after \(at) steps",
+                expected: "at most \(ChainGrammar.maxSteps - 2) steps before breakpoints (each rung's chain adds a resize and a format step)")
+        }
         if steps.contains(where: { $0 is FormatStep }) {
             throw ChainError(
                 position: position, found: "a format step with breakpoints",

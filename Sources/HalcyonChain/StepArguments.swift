@@ -35,8 +35,13 @@ struct StepArguments {
         return w
     }
 
-    /// A list of choices written `a|b|c`: each once, returned in the order of `allowed`.
-    mutating func choices<T: RawRepresentable<String> & Equatable>(_ key: String, allowed: [T], default value: [T]) throws(ChainError) -> [T] {
+    /// A list of choices written `a|b|c`: each once, returned in the order of `allowed` (or, with
+    /// `asWritten`, in the order written: where the order means something).
+    mutating func choices<T: RawRepresentable<String> & Equatable>(
+        _ key: String, allowed: [T], default value: [T], asWritten: Bool = false
+    )
+        throws(ChainError) -> [T]
+    {
         guard let a = take(key) else { return value }
         let options = allowed.map(\.rawValue).joined(separator: ", ")
         guard case .word(let text) = a.value else {
@@ -51,7 +56,7 @@ struct StepArguments {
         guard Set(names).count == names.count else {
             throw ChainError(position: a.valuePosition, found: "'\(text)'", expected: "each of '\(key)' once")
         }
-        return allowed.filter { names.contains($0.rawValue) }
+        return asWritten ? names.compactMap { name in allowed.first { $0.rawValue == name } } : allowed.filter { names.contains($0.rawValue) }
     }
 
     mutating func size(_ key: String, max limit: Int = 16384) throws(ChainError) -> (Int, Int) {

@@ -42,8 +42,20 @@ public struct PictureOptions: Sendable, Equatable {
 
     public init() {}
 
-    /// Longest value of each field, in bytes.
+    /// Longest value of each field, in bytes; `base_url`, repeated for every rung twice, 512.
     public static let maxFieldBytes = 1024
+    public static let maxBaseURLBytes = 512
+
+    /// The characters a `base_url` may hold: a URL's, without those a srcset or an attribute
+    /// would have to escape or would split on (`,`, space, quotes, `<`, `>`, `&`).
+    static let baseURLCharacters = Set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~:/?#[]@!$()*+;=%".unicodeScalars)
+
+    /// Control characters (C0, DEL, C1) and the bidirectional overrides and isolates, which
+    /// could reorder what a terminal or a page shows.
+    static func isRefused(_ scalar: Unicode.Scalar) -> Bool {
+        scalar.value < 0x20 || (0x7F...0x9F).contains(scalar.value) || (0x202A...0x202E).contains(scalar.value)
+            || (0x2066...0x2069).contains(scalar.value)
+    }
 
     /// `{"sizes": "…", "base_url": "…", "alt": "…", "loading": "lazy|eager"}` (each optional);
     /// `job.invalid_options` naming the field otherwise.
@@ -56,17 +68,21 @@ public struct PictureOptions: Sendable, Equatable {
             guard let text = fields[key]?.stringValue else {
                 throw HalcyonError(.invalidOptions, "picture.\(key) must be a string")
             }
-            guard text.utf8.count <= maxFieldBytes, !text.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F }) else {
-                throw HalcyonError(.invalidOptions, "picture.\(key) must be at most \(maxFieldBytes) bytes, without control characters")
+            guard text.utf8.count <= maxFieldBytes, !text.unicodeScalars.contains(where: isRefused) else {
+                throw HalcyonError(
+                    .invalidOptions, "picture.\(key) must be at most \(maxFieldBytes) bytes, without control characters or bidirectional overrides")
             }
             switch key {
             case "sizes":
                 guard !text.trimmingWhitespace.isEmpty else { throw HalcyonError(.invalidOptions, "picture.sizes must not be empty") }
                 options.sizes = text
             case "base_url":
-                // A srcset candidate ends at whitespace and a list at a comma: neither may be in the URL.
-                guard !text.contains(where: { $0 == "," || $0.isWhitespace }) else {
-                    throw HalcyonError(.invalidOptions, "picture.base_url must have no commas or spaces (srcset could not hold it)")
+                // A srcset candidate ends at whitespace and a list at a comma; nothing to escape.
+                guard text.utf8.count <= maxBaseURLBytes, text.unicodeScalars.allSatisfy(baseURLCharacters.contains) else {
+                    throw HalcyonError(
+                        .invalidOptions,
+                        "picture.base_url must be at most \(maxBaseURLBytes) bytes of URL characters, without commas, spaces, quotes, <, > or & (srcset could not hold it)"
+                    )
                 }
                 options.baseURL = text
             case "alt": options.alt = text
@@ -157,7 +173,7 @@ public struct PictureManifest: Sendable, Equatable {
     /// The rungs of `{"rungs": […]}` (a store key's, a row's); nil for anything else — more than
     /// `maxRungs`, a size out of range, a path that is not a store object's.
     public init?(jsonText: String) {
-        guard jsonText.utf8.count <= 65_536, let value = JSONValue.parse(jsonText), let list = value["rungs"]?.arrayValue,
+        guard jsonText.utf8.count <= 262_144, let value = JSONValue.parse(jsonText), let list = value["rungs"]?.arrayValue,
             !list.isEmpty, list.count <= Self.maxRungs
         else { return nil }
         var rungs: [PictureRung] = []
@@ -176,11 +192,18 @@ public struct PictureManifest: Sendable, Equatable {
 
     private static func dimension(_ n: Double) -> Int? { n >= 1 && n <= 65_535 && n == n.rounded() ? Int(n) : nil }
 
-    /// `objects/` then lowercase hex, slashes and one extension: nothing that could break out
-    /// of an attribute or a srcset.
+    /// A store object's path exactly: `objects/ab/cd/<64 lowercase hex, starting abcd>.<ext>`,
+    /// the extension 1–4 lowercase letters — nothing that could break out of an attribute or a
+    /// srcset, or name another file.
     static func isObjectPath(_ path: String) -> Bool {
-        path.hasPrefix("objects/") && path.utf8.count <= 200
-            && path.utf8.allSatisfy { ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x61 && $0 <= 0x7A) || $0 == 0x2F || $0 == 0x2E }
+        let parts = path.split(separator: "/", omittingEmptySubsequences: false)
+        guard parts.count == 4, parts[0] == "objects" else { return false }
+        let file = parts[3].split(separator: ".", omittingEmptySubsequences: false)
+        guard file.count == 2, file[0].utf8.count == 64, (1...4).contains(file[1].utf8.count),
+            file[0].utf8.allSatisfy({ ($0 >= 0x30 && $0 <= 0x39) || ($0 >= 0x61 && $0 <= 0x66) }),
+            file[1].utf8.allSatisfy({ $0 >= 0x61 && $0 <= 0x7A })
+        else { return false }
+        return parts[1] == file[0].prefix(2) && parts[2] == file[0].dropFirst(2).prefix(2)
     }
 }
 

@@ -110,7 +110,10 @@ struct PictureSetBuilder {
         let topImage = try resized(top)
         for format in step.formats { rungs[top, default: [:]][format.imageFormat] = try encode(topImage, format.imageFormat) }
         // The format the widths are chosen in: the most bytes at the top (ties: the later listed).
-        let widest = step.formats.map(\.imageFormat).max { rungs[top]![$0]!.data.count < rungs[top]![$1]!.data.count }!
+        var widest = step.fallback.imageFormat
+        for format in step.formats.map(\.imageFormat) where rungs[top]![format]!.data.count >= rungs[top]![widest]!.data.count {
+            widest = format
+        }
         let topBytes = rungs[top]![widest]!.data.count
         if bottom < top, step.maxImages >= 2 {
             var current = bottom
@@ -136,7 +139,8 @@ struct PictureSetBuilder {
                         lo = mid
                     }
                 }
-                guard hi < top, let hiImage else { break }
+                // A width within the tolerance of the largest would be a near copy of it.
+                guard hi < top - Self.tolerance(top), let hiImage else { break }
                 rungs[hi] = try others(hiImage, except: widest, [widest: hiRung])
                 (current, lowRung, count) = (hi, hiRung, count + 1)
             }

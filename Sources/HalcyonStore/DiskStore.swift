@@ -229,7 +229,8 @@ public struct DiskStore: Sendable {
 /// `source_pdq`/`result_pdq` (PDQ hashes and their qualities) and `manifest` (a picture set's
 /// rungs, each stored under a key of its own) are there when the job that
 /// stored the key had them (records written before they existed lack them). Their JSON is relayed
-/// to the row, never decoded on a hit: a hit stays a file read and a few splits. A `quality`,
+/// to the row, not decoded on a hit (a hit stays a file read and a few splits) — but a manifest,
+/// read to check it and to find the set's rungs. A `quality`,
 /// `score` or hash that does not read as one is left out of the hit, as if absent.
 struct KeyRecord: Equatable {
     var object: String

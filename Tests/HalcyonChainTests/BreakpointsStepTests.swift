@@ -20,6 +20,9 @@ import Testing
         #expect(try Chain.parse(other.identifier).identifier == other.identifier, "the identifier parses to itself")
         #expect(other.outputSize(from: ImageSize(width: 4000, height: 3000)) == ImageSize(width: 640, height: 480))
         #expect(other.outputSize(from: ImageSize(width: 300, height: 200)) == ImageSize(width: 300, height: 200), "never upscaled")
+        // The formats as written: the <picture>'s order, the fallback last.
+        let ordered = try #require(try Chain.parse("breakpoints(formats=jpeg|avif|webp)").breakpoints)
+        #expect(ordered.formats == [.jpeg, .avif, .webp] && ordered.fallback == .webp && ordered.identifier.contains("formats=jpeg|avif|webp"))
         // min_width alone above the default max: max_width follows it.
         #expect(try Chain.parse("breakpoints(min_width=2000)").breakpoints?.maxWidth == 2000)
     }
@@ -41,6 +44,17 @@ import Testing
     func refusals(chain: String, message: String?) throws {
         let refusal = Fixture.chainError(chain, presets: [:])
         if let message { #expect(refusal == message) } else { #expect(refusal != nil, "\(chain) parsed") }
+    }
+
+    /// Each rung's own chain adds two steps to those before the set: they must fit the limit.
+    @Test func theStepsBeforeASetLeaveRoomForARungsChain() throws {
+        let flips = { (n: Int) in Array(repeating: "flip", count: n).joined(separator: " |> ") }
+        #expect(Fixture.chainError(flips(62) + " |> breakpoints", presets: [:]) == nil)
+        let refused = Fixture.chainError(flips(63) + " |> breakpoints", presets: [:])
+        #expect(refused?.contains("expected at most 62 steps before breakpoints") == true, "\(refused ?? "accepted")")
+        let chain = try Chain.parse(flips(62) + " |> breakpoints")
+        let step = try #require(chain.breakpoints)
+        #expect(try BreakpointsStep.rungChain(before: chain.stepsBeforeBreakpoints, width: 320, format: .webp, of: step).steps.count == 64)
     }
 
     @Test func aPresetMayEndInBreakpoints() throws {

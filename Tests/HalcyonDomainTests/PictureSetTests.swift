@@ -53,11 +53,15 @@ import Testing
                         var r = $0; r.score = 80.12; return r
                     }))
         #expect(PictureManifest(jsonText: m.rowJSON(PictureOptions()))?.rungs.count == 7, "a row's manifest reads too")
-        let good = #"{"width":320,"height":213,"format":"avif","bytes":9000,"score":80,"quality":61,"path":"objects/ab/ab/x.avif"}"#
+        let path = "objects/ab/ab/\(Self.digest).avif"
+        let good = #"{"width":320,"height":213,"format":"avif","bytes":9000,"score":80,"quality":61,"path":"\#(path)"}"#
         #expect(PictureManifest(jsonText: #"{"rungs":[\#(good)]}"#) != nil)
         for bad in [
             #"{"rungs":[]}"#, "[]", "{",
-            #"{"rungs":[\#(good.replacingOccurrences(of: "objects/ab/ab/x.avif", with: "objects/a\" onload=\"x.avif"))]}"#,
+            #"{"rungs":[\#(good.replacingOccurrences(of: path, with: "objects/a\" onload=\"x.avif"))]}"#,
+            #"{"rungs":[\#(good.replacingOccurrences(of: "objects/ab/ab/", with: "objects/cd/ab/"))]}"#,
+            #"{"rungs":[\#(good.replacingOccurrences(of: "objects/ab/ab/", with: "objects/ab/ab/../"))]}"#,
+            #"{"rungs":[\#(good.replacingOccurrences(of: ".avif", with: ".avif.sh"))]}"#,
             #"{"rungs":[\#(good.replacingOccurrences(of: "objects/ab", with: "../ab"))]}"#,
             #"{"rungs":[\#(good.replacingOccurrences(of: "\"width\":320", with: "\"width\":0"))]}"#,
             #"{"rungs":[\#(good.replacingOccurrences(of: "\"avif\"", with: "\"svg\""))]}"#,
@@ -77,7 +81,11 @@ import Testing
         for (bad, says) in [
             (#"{"picture": "50vw"}"#, "option 'picture' must be an object"), (#"{"picture": {"size": "50vw"}}"#, "unknown key 'picture.size'"),
             (#"{"picture": {"sizes": 5}}"#, "picture.sizes must be a string"), (#"{"picture": {"sizes": "  "}}"#, "picture.sizes must not be empty"),
-            (#"{"picture": {"base_url": "https://a.test/x,y/"}}"#, "picture.base_url must have no commas or spaces"),
+            (#"{"picture": {"base_url": "https://a.test/x,y/"}}"#, "without commas, spaces, quotes"),
+            (#"{"picture": {"base_url": "https://a.test/\"onerror=x/"}}"#, "without commas, spaces, quotes"),
+            (#"{"picture": {"base_url": "https://a.test/?a=1&b="}}"#, "without commas, spaces, quotes"),
+            (#"{"picture": {"base_url": "https://a.test/\#(String(repeating: "x", count: 500))/"}}"#, "at most 512 bytes"),
+            (#"{"picture": {"alt": "a\u202Eb"}}"#, "bidirectional overrides"), (#"{"picture": {"sizes": "a\u0085b"}}"#, "control characters"),
             (#"{"picture": {"alt": "a\u0007b"}}"#, "without control characters"), (#"{"picture": {"loading": "auto"}}"#, "lazy or eager"),
             (#"{"picture": {"alt": "\#(String(repeating: "x", count: 1025))"}}"#, "at most 1024 bytes"),
         ] {

@@ -1,6 +1,7 @@
 import Foundation
 import HalcyonDomain
 import HalcyonImage
+import HalcyonRuntime
 import HalcyonTestSupport
 import Testing
 
@@ -65,24 +66,25 @@ struct PictureSetBrowserTests {
         }
         let images = try ImagePipeline.run(photo, format: .jpeg, chains: chains).map { try $0.get() }
 
-        // Each rung under a name of this run's own. The origin serves `/files/NAME` for a name
-        // without a slash alone, and a store path has one (`objects/…`): `/fail/0/200/KEY/NAME`,
-        // failing none of its requests, serves the file NAME with `objects` as the key.
+        // Each rung at its store path (`objects/ab/cd/<sha256>.<ext>`) under a base URL of this
+        // run's own: the origin's `/store/RUN/objects/ab/cd/NAME` serves the file NAME.
         let run = (0..<16).map { _ in String(Int.random(in: 0..<16), radix: 16) }.joined()
         var rungs: [PictureRung] = []
         for (image, (width, format)) in zip(images, formats.flatMap { format in widths.map { ($0, format.0) } }) {
             #expect(image.format == format && image.width == width, "\(format) \(width): \(image.format) \(image.width)×\(image.height)")
-            let name = "\(run)w\(width).\(format.fileExtension)"
+            let digest = Digest.sha256Hex(image.data), name = "\(digest).\(format.fileExtension)"
             try Origin.publish(name, image.data)
             rungs.append(
                 PictureRung(
                     width: image.width, height: image.height, format: format, bytes: image.data.count, score: nil, quality: image.quality,
-                    path: "objects/\(name)"))
+                    path: "objects/\(digest.prefix(2))/\(digest.dropFirst(2).prefix(2))/\(name)"))
         }
         let manifest = PictureManifest(rungs: rungs)
         #expect(PictureManifest(jsonText: manifest.storedJSON) == manifest, "every path is a store object's (isObjectPath)")
-        let base = "\(TestEnvironment.origin)/fail/0/200/"
-        let requestPath = { (format: ImageFormat, width: Int) in "/fail/0/200/objects/\(run)w\(width).\(format.fileExtension)" }
+        let base = "\(TestEnvironment.origin)/store/\(run)/"
+        let requestPath = { (format: ImageFormat, width: Int) in
+            "/store/\(run)/" + (manifest.rungs.first { $0.format == format && $0.width == width }?.path ?? "?")
+        }
 
         var options = PictureOptions()
         // Drawn 180 px wide from 1000 px on, half the viewport below.

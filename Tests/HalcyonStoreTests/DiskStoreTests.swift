@@ -46,7 +46,7 @@ import Testing
         let root = try makeRoot()
         defer { try? FileManager.default.removeItem(at: root) }
         let store = DiskStore(root: root)
-        let path = "objects/ab/cd/" + String(repeating: "ab", count: 32) + ".avif"
+        let path = "objects/ab/ab/" + String(repeating: "ab", count: 32) + ".avif"
         let manifest = PictureManifest(rungs: [PictureRung(width: 320, height: 213, format: .avif, bytes: 9000, score: 80.5, quality: 61, path: path)]
         )
         var info = ResultInfo(format: "jpeg", width: 1600, height: 1067, facts: nil, placeholders: nil)

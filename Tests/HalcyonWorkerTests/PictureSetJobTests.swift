@@ -85,7 +85,15 @@ struct PictureSetJobTests {
         let shown = JSONValue.parse(showJSON.output)?["result_manifest"]?.jsonText ?? ""
         #expect(PictureManifest(jsonText: shown) == manifest, "\(showJSON.output.prefix(2000))")
 
-        // Again: a hit, the same rungs, no download; the markup as this job asks.
+        // Again: a hit, the same rungs, no download; the markup as this job asks; every rung's
+        // expiry moved on by the hit (`extend` cache_time), not only the set's own object.
+        func expiries() throws -> [Date] {
+            try manifest.rungs.map {
+                try #require(try FileManager.default.attributesOfItem(atPath: store.appendingPathComponent($0.path).path)[.modificationDate] as? Date)
+            }
+        }
+        let expiresBefore = try expiries()
+        try await Task.sleep(for: .milliseconds(1100))
         let again = try await front.enqueue(db, url, Self.chain, "{}")
         // One rung alone, as its own chain: a hit on what the set stored.
         let webp = try #require(manifest.rungs(.webp).first)
@@ -93,6 +101,9 @@ struct PictureSetJobTests {
             db, url, "resize(\(webp.width)x16384, mode=fit) |> format(webp, quality=auto, min_score=70)", "{}")
         try await front.drain(db, store)
         let hit = try await row(db, again)
+        for (rung, (before, after)) in zip(manifest.rungs, zip(expiresBefore, try expiries())) {
+            #expect(after > before, "\(rung.format) \(rung.width): its expiry \(before) → \(after)")
+        }
         #expect(hit["cache_hit"] == "t" && hit["result_path"] == last.path)
         let hitText = try #require(hit["manifest"] ?? nil)
         #expect(PictureManifest(jsonText: hitText) == manifest)

@@ -164,26 +164,38 @@ struct JobRunner: Sendable {
         let store = self.store
         let started = ContinuousClock.now, wall = WallTime.now()
         var found = await store.lookup(lookups, now: Date())
-        // A picture set's hit holds only while every rung it lists is stored, unexpired: else the
-        // set is made again (one check per rung, side by side with nothing else).
+        // A picture set's hit holds only while every rung it lists is a hit under its own key,
+        // naming the same object: the rungs' lookups (side by side where the store waits on a
+        // network) mark them accessed and apply the job's `extend` to them as to the set's key.
+        // Else the set is made again.
+        var rungLookups: [(key: String, extend: ExpirationExtending)] = []
+        var sets: [(storeKey: String, rungs: [(key: String, path: String)])] = []
         for case .success(let valid) in plans.map(\.validated) where valid.chain.chain.breakpoints != nil {
             guard let hit = found[valid.storeKey] else { continue }
             guard let manifest = hit.info.manifestJSON.flatMap(PictureManifest.init(jsonText:)),
-                await rungsAreStored(manifest, now: Date())
+                let keys = try? manifest.rungs.map({ rung throws(HalcyonError) in
+                    (key: try valid.rungStoreKey(width: rung.width, format: try Self.formatStepFormat(rung.format)), path: rung.path)
+                })
             else {
                 found[valid.storeKey] = nil
                 continue
             }
+            sets.append((valid.storeKey, keys))
+            rungLookups += keys.map { ($0.key, valid.options.extend) }
+        }
+        if !rungLookups.isEmpty {
+            let rungs = await store.lookup(rungLookups, now: Date())
+            for set in sets where !set.rungs.allSatisfy({ rungs[$0.key]?.object.path == $0.path }) { found[set.storeKey] = nil }
         }
         return StoreHits(found: found, secondsPerLookup: (ContinuousClock.now - started).seconds / Double(lookups.count), started: wall)
     }
 
-    /// Whether every rung of `manifest` is in the store and unexpired.
-    private func rungsAreStored(_ manifest: PictureManifest, now: Date) async -> Bool {
-        for rung in manifest.rungs {
-            guard let info = await store.objectInfo(digest: StoreLayout.digest(ofObjectPath: rung.path)), info.expires > now else { return false }
+    /// The `format` step's name for a rung's format.
+    static func formatStepFormat(_ format: ImageFormat) throws(HalcyonError) -> FormatStep.Format {
+        guard let named = FormatStep.Format(rawValue: format.rawValue) else {
+            throw HalcyonError(.internal, "a rung in \(format.rawValue), which no format step names")
         }
-        return true
+        return named
     }
 
     /// A miss's outcome, its stage timings (all but the queue wait) and, traced, its spans.
@@ -395,9 +407,7 @@ struct JobRunner: Sendable {
         for rung in rungs {
             guard !cancel.isCancelled else { throw HalcyonError.abandoned }
             if let tooLarge = health.refusal(forResultOf: rung.data.count) { throw tooLarge }
-            guard let format = FormatStep.Format(rawValue: rung.format.rawValue) else {
-                throw HalcyonError(.internal, "a rung in \(rung.format.rawValue), which no format step names")
-            }
+            let format = try Self.formatStepFormat(rung.format)
             let info = ResultInfo(
                 format: rung.format.rawValue, width: rung.width, height: rung.height, facts: image.source, placeholders: nil,
                 quality: rung.quality, halfQuality: rung.halfQuality, score: rung.score,
